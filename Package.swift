@@ -1,0 +1,57 @@
+// swift-tools-version:6.2
+import PackageDescription
+
+/// Our own targets build with every warning as an error; dependencies are left alone.
+let strict: [SwiftSetting] = [.treatAllWarnings(as: .error)]
+
+let package = Package(
+    name: "hr-gateway",
+    platforms: [.macOS(.v13)],
+    products: [
+        .executable(name: "hr-gateway", targets: ["hr-gateway"]),
+        .executable(name: "hr-gateway-bench", targets: ["hr-gateway-bench"]),
+        .library(name: "GatewayEngine", targets: ["GatewayEngine"]),
+        .library(name: "HRVAnalysis", targets: ["HRVAnalysis"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
+        .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
+    ],
+    targets: [
+        // MARK: Engine (portable: no Linux-only imports)
+        .target(name: "HRVAnalysis", swiftSettings: strict),
+        .target(name: "GatewayEngine", dependencies: ["HRVAnalysis"], swiftSettings: strict),
+
+        // MARK: Providers
+        .target(name: "SimulatedProvider", dependencies: ["GatewayEngine"], swiftSettings: strict),
+        .target(name: "ReplayProvider", dependencies: ["GatewayEngine"], swiftSettings: strict),
+
+        // MARK: Sinks
+        .target(name: "StdoutSink", dependencies: ["GatewayEngine"], swiftSettings: strict),
+
+        // MARK: Command line
+        .executableTarget(
+            name: "hr-gateway",
+            dependencies: [
+                "GatewayEngine", "HRVAnalysis", "SimulatedProvider", "ReplayProvider", "StdoutSink",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: strict
+        ),
+        .executableTarget(
+            name: "hr-gateway-bench",
+            dependencies: ["GatewayEngine", "HRVAnalysis"],
+            swiftSettings: strict
+        ),
+
+        // MARK: Tests
+        .testTarget(name: "HRVAnalysisTests", dependencies: ["HRVAnalysis"], resources: [.copy("Data")], swiftSettings: strict),
+        .testTarget(
+            name: "GatewayEngineTests",
+            dependencies: ["GatewayEngine", "SimulatedProvider", "ReplayProvider"],
+            swiftSettings: strict
+        ),
+        .testTarget(name: "CLITests", dependencies: ["hr-gateway"], swiftSettings: strict),
+    ]
+)

@@ -1,0 +1,69 @@
+/// What a provider reports besides samples: its link and health, for the pretty view and status lines.
+public struct SensorStatus: Sendable, Equatable {
+    public enum State: String, Sendable, Equatable, CaseIterable {
+        case starting
+        case searching
+        case connecting
+        case connected
+        case streaming
+        /// Connected, but no data for longer than expected: values are not current.
+        case stale
+        case reconnecting
+        case disconnected
+        /// The sensor failed mid-session; the session goes on with the other providers.
+        case error
+    }
+
+    public var source: String
+    public var deviceId: String?
+    public var state: State
+    public var batteryPercent: Int?
+    public var message: String?
+    public var errorCode: SessionErrorCode?
+
+    public init(
+        source: String,
+        deviceId: String? = nil,
+        state: State,
+        batteryPercent: Int? = nil,
+        message: String? = nil,
+        errorCode: SessionErrorCode? = nil
+    ) {
+        self.source = source
+        self.deviceId = deviceId
+        self.state = state
+        self.batteryPercent = batteryPercent
+        self.message = message
+        self.errorCode = errorCode
+    }
+}
+
+/// Where a provider delivers. Safe to call from any thread; calls after the session ended are ignored.
+public struct ProviderSink: Sendable {
+    let onSample: @Sendable (BiosignalSample) -> Void
+    let onStatus: @Sendable (SensorStatus) -> Void
+
+    public init(
+        onSample: @escaping @Sendable (BiosignalSample) -> Void,
+        onStatus: @escaping @Sendable (SensorStatus) -> Void = { _ in }
+    ) {
+        self.onSample = onSample
+        self.onStatus = onStatus
+    }
+
+    public func send(_ sample: BiosignalSample) { onSample(sample) }
+    public func status(_ status: SensorStatus) { onStatus(status) }
+}
+
+/// A source of biosignal samples: a strap, a camera, a simulation, a recording.
+///
+/// `startStreaming` returns once the sensor delivers or is about to (it may throw: the session then ends with a
+/// `session_error` of code `sensor_unavailable`, or the code carried by a thrown `SessionError`). Afterwards the
+/// provider pushes samples and status into the sink until `stopStreaming` returns.
+public protocol BiosignalProvider: Sendable {
+    /// Short name for logs and status (`mock`, `ble_hrm`, `camera_rppg`, …).
+    var name: String { get }
+    var isAvailable: Bool { get async }
+    func startStreaming(into sink: ProviderSink) async throws
+    func stopStreaming() async
+}

@@ -1,0 +1,130 @@
+/// Whether a strap reports skin contact (Heart Rate Measurement flags bits 1-2).
+public enum SensorContact: String, Sendable, Equatable, CaseIterable {
+    case notSupported = "not_supported"
+    case noContact = "no_contact"
+    case contact = "contact"
+}
+
+/// One reading from a provider. The first five fields are the Synheart SDK's; the rest are optional
+/// additions for straps and cameras, omitted from the wire when absent.
+public struct BiosignalSample: Sendable, Equatable {
+    /// Unix epoch milliseconds.
+    public var timestampMs: Int64
+    public var bpm: Double
+    /// Beat-to-beat intervals in ms, oldest first, ending at (or just before) `timestampMs`.
+    public var rrIntervalsMs: [Double]?
+    public var deviceId: String?
+    /// `ble_hrm`, `camera_rppg`, `mock`, `simulated`, … (the SDK's canonical names where one applies).
+    public var source: String
+
+    /// Sensor contact, when the strap reports it.
+    public var contact: SensorContact?
+    /// Cumulative energy expended in kJ, when the strap reports it.
+    public var energyKJ: Int?
+    /// RR intervals as sent by the strap, in 1/1024 s.
+    public var rrRaw1024: [UInt16]?
+    /// Estimator confidence in 0...1 (camera).
+    public var confidence: Double?
+    /// Breathing rate estimate in breaths per minute (camera).
+    public var breathingRateBpm: Double?
+    /// Per-device notification counter, to spot loss and duplicates.
+    public var sequence: UInt64?
+    /// True when beats may be missing between the previous sample of this device and this one (link loss).
+    public var gapBefore: Bool
+
+    public init(
+        timestampMs: Int64,
+        bpm: Double,
+        rrIntervalsMs: [Double]? = nil,
+        deviceId: String? = nil,
+        source: String,
+        contact: SensorContact? = nil,
+        energyKJ: Int? = nil,
+        rrRaw1024: [UInt16]? = nil,
+        confidence: Double? = nil,
+        breathingRateBpm: Double? = nil,
+        sequence: UInt64? = nil,
+        gapBefore: Bool = false
+    ) {
+        self.timestampMs = timestampMs
+        self.bpm = bpm
+        self.rrIntervalsMs = rrIntervalsMs
+        self.deviceId = deviceId
+        self.source = source
+        self.contact = contact
+        self.energyKJ = energyKJ
+        self.rrRaw1024 = rrRaw1024
+        self.confidence = confidence
+        self.breathingRateBpm = breathingRateBpm
+        self.sequence = sequence
+        self.gapBefore = gapBefore
+    }
+}
+
+extension BiosignalSample {
+    /// The wire dictionary: `timestamp_ms`, `bpm`, `source`, and each optional key only when present.
+    public var jsonValue: JSONValue {
+        var o: [String: JSONValue] = [
+            "timestamp_ms": .int(timestampMs),
+            "bpm": .double(bpm),
+            "source": .string(source),
+        ]
+        if let rr = rrIntervalsMs { o["rr_intervals_ms"] = .array(rr.filter(\.isFinite).map(JSONValue.double)) }
+        if let id = deviceId { o["device_id"] = .string(id) }
+        if let c = contact { o["contact"] = .string(c.rawValue) }
+        if let e = energyKJ { o["energy_kj"] = .int(Int64(e)) }
+        if let raw = rrRaw1024 { o["rr_1024"] = .array(raw.map { .int(Int64($0)) }) }
+        if let c = confidence, c.isFinite { o["confidence"] = .double(c) }
+        if let b = breathingRateBpm, b.isFinite { o["breathing_rate_bpm"] = .double(b) }
+        if let s = sequence { o["notification_seq"] = .int(Int64(truncatingIfNeeded: s)) }
+        if gapBefore { o["gap_before"] = .bool(true) }
+        return .object(o)
+    }
+
+    /// Reads a sample dictionary (as written by `jsonValue`, a recording, or a relay peer).
+    /// Also accepts the Dart/watch shape with a scalar `rr_interval_ms`.
+    public init(json: JSONValue) throws(SampleDecodingError) {
+        guard case .object = json else { throw SampleDecodingError("a sample must be a JSON object") }
+        guard let ts = json["timestamp_ms"]?.intValue else { throw SampleDecodingError("missing or non-integer timestamp_ms") }
+        guard let bpm = json["bpm"]?.doubleValue, bpm.isFinite else { throw SampleDecodingError("missing or non-numeric bpm") }
+        let source = json["source"]?.stringValue ?? "unknown"
+        var rr: [Double]?
+        if let list = json["rr_intervals_ms"] {
+            guard let items = list.arrayValue else { throw SampleDecodingError("rr_intervals_ms must be an array of numbers") }
+            var values: [Double] = []
+            for item in items {
+                guard let v = item.doubleValue, v.isFinite else {
+                    throw SampleDecodingError("rr_intervals_ms must be an array of numbers")
+                }
+                values.append(v)
+            }
+            rr = values
+        } else if let single = json["rr_interval_ms"]?.doubleValue {
+            rr = [single]
+        }
+        var raw: [UInt16]?
+        if let list = json["rr_1024"]?.arrayValue {
+            raw = list.compactMap { $0.intValue }.filter { (0...Int64(UInt16.max)).contains($0) }.map { UInt16($0) }
+        }
+        self.init(
+            timestampMs: ts,
+            bpm: bpm,
+            rrIntervalsMs: rr,
+            deviceId: json["device_id"]?.stringValue,
+            source: source,
+            contact: json["contact"]?.stringValue.flatMap(SensorContact.init(rawValue:)),
+            energyKJ: json["energy_kj"]?.intValue.map { Int($0) },
+            rrRaw1024: raw,
+            confidence: json["confidence"]?.doubleValue,
+            breathingRateBpm: json["breathing_rate_bpm"]?.doubleValue,
+            sequence: json["notification_seq"]?.intValue.flatMap { $0 >= 0 ? UInt64($0) : nil },
+            gapBefore: json["gap_before"]?.boolValue ?? false
+        )
+    }
+}
+
+/// A sample dictionary that could not be read.
+public struct SampleDecodingError: Error, Sendable, Equatable, CustomStringConvertible {
+    public let description: String
+    public init(_ description: String) { self.description = description }
+}

@@ -1,0 +1,124 @@
+/// What the session is for. The wire value is the raw value.
+public enum SessionMode: String, Sendable, CaseIterable, Codable {
+    case focus
+    case breathing
+    case typing
+
+    public init?(from string: String) { self.init(rawValue: string) }
+}
+
+/// How often the engine computes and emits, and over how much history.
+public struct ComputeProfile: Sendable, Equatable {
+    /// Length of the sliding window in seconds (`window_sec`, default 60).
+    public var windowSec: Int
+    /// Seconds between `session_frame` events (`emit_interval_sec`, default 5).
+    public var emitIntervalSec: Int
+    /// Seconds between `biosignal_frame` events (`raw_emit_interval_sec`); `nil` means `emitIntervalSec`.
+    public var rawEmitIntervalSec: Int?
+
+    public init(windowSec: Int = 60, emitIntervalSec: Int = 5, rawEmitIntervalSec: Int? = nil) {
+        self.windowSec = windowSec
+        self.emitIntervalSec = emitIntervalSec
+        self.rawEmitIntervalSec = rawEmitIntervalSec
+    }
+
+    /// Reads the SDK's keys; a missing or mistyped key takes its default, as the SDK does.
+    public init(json: JSONValue) {
+        let d = ComputeProfile()
+        windowSec = json["window_sec"]?.intValue.map { Int($0) } ?? d.windowSec
+        emitIntervalSec = json["emit_interval_sec"]?.intValue.map { Int($0) } ?? d.emitIntervalSec
+        rawEmitIntervalSec = json["raw_emit_interval_sec"]?.intValue.map { Int($0) }
+    }
+
+    public var jsonValue: JSONValue {
+        var o: [String: JSONValue] = [
+            "window_sec": .int(Int64(windowSec)),
+            "emit_interval_sec": .int(Int64(emitIntervalSec)),
+        ]
+        if let raw = rawEmitIntervalSec { o["raw_emit_interval_sec"] = .int(Int64(raw)) }
+        return .object(o)
+    }
+}
+
+/// A session request, memberwise or from the SDK's dictionary.
+public struct SessionConfig: Sendable, Equatable {
+    public var sessionId: String
+    public var mode: SessionMode
+    public var durationSec: Int
+    public var profile: ComputeProfile
+    /// Stored and forwarded, never interpreted (as in the SDK).
+    public var windowLabel: String?
+    /// Emit `biosignal_frame` events.
+    public var includeRawSamples: Bool
+
+    public init(
+        sessionId: String,
+        mode: SessionMode,
+        durationSec: Int,
+        profile: ComputeProfile = ComputeProfile(),
+        windowLabel: String? = nil,
+        includeRawSamples: Bool = false
+    ) {
+        self.sessionId = sessionId
+        self.mode = mode
+        self.durationSec = durationSec
+        self.profile = profile
+        self.windowLabel = windowLabel
+        self.includeRawSamples = includeRawSamples
+    }
+
+    /// Decodes the SDK dictionary. Errors, in the SDK's order and words: "Missing session_id",
+    /// "Missing or invalid mode", "Missing duration_sec" (all `invalid_state`). Beyond the SDK, non-positive
+    /// durations and intervals are refused, since they would make a timer spin.
+    public init(json: JSONValue) throws(SessionError) {
+        guard let id = json["session_id"]?.stringValue else { throw .invalidState("Missing session_id") }
+        guard let modeString = json["mode"]?.stringValue, let mode = SessionMode(rawValue: modeString) else {
+            throw .invalidState("Missing or invalid mode")
+        }
+        guard let duration = json["duration_sec"]?.intValue, duration <= Int64(Int32.max) else {
+            throw .invalidState("Missing duration_sec")
+        }
+        let profile: ComputeProfile
+        if let p = json["profile"], case .object = p { profile = ComputeProfile(json: p) } else { profile = ComputeProfile() }
+        self.init(
+            sessionId: id,
+            mode: mode,
+            durationSec: Int(duration),
+            profile: profile,
+            windowLabel: json["window_label"]?.stringValue,
+            includeRawSamples: json["include_raw_samples"]?.boolValue ?? false
+        )
+        try validate()
+    }
+
+    /// The SDK's `SessionConfig(from: [String: Any])`.
+    public init(from map: [String: Any]) throws(SessionError) {
+        guard let json = JSONValue(any: map) else { throw .invalidState("Configuration holds a value that is not JSON") }
+        try self.init(json: json)
+    }
+
+    /// Refuses values that cannot run: a duration or interval that is not positive, a window shorter than a second.
+    public func validate() throws(SessionError) {
+        guard durationSec > 0 else { throw .invalidState("duration_sec must be positive, got \(durationSec)") }
+        guard profile.windowSec > 0 else { throw .invalidState("window_sec must be positive, got \(profile.windowSec)") }
+        guard profile.emitIntervalSec > 0 else {
+            throw .invalidState("emit_interval_sec must be positive, got \(profile.emitIntervalSec)")
+        }
+        if let raw = profile.rawEmitIntervalSec, raw <= 0 {
+            throw .invalidState("raw_emit_interval_sec must be positive, got \(raw)")
+        }
+    }
+
+    /// The SDK dictionary (as Dart's `toJson` writes it).
+    public var jsonValue: JSONValue {
+        var o: [String: JSONValue] = [
+            "session_id": .string(sessionId),
+            "mode": .string(mode.rawValue),
+            "duration_sec": .int(Int64(durationSec)),
+            "profile": profile.jsonValue,
+            "include_raw_samples": .bool(includeRawSamples),
+        ]
+        if let label = windowLabel { o["window_label"] = .string(label) }
+        return .object(o)
+    }
+}

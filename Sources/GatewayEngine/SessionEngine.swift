@@ -1,0 +1,257 @@
+import HRVAnalysis
+
+/// Runs one session at a time over a set of providers, with the Synheart SDK's rules:
+///
+/// - `startSession` emits `session_started` first, then starts the providers; if one fails, the session ends with a
+///   `session_error` (`sensor_unavailable`, or the code the provider threw) and the engine is idle again.
+/// - A `session_frame` every `emit_interval_sec` from the start (none and no `seq` step on an empty window), a
+///   `biosignal_frame` every raw interval when raw samples are on, and the `session_summary` exactly once, on stop
+///   or when the duration expires.
+/// - Timers run on the injected `SessionClock`; events arrive in order on the returned stream, which finishes after
+///   the summary or the error.
+public final class SessionEngine: Sendable {
+    public let providers: [any BiosignalProvider]
+    public let behaviorProvider: (any BehaviorProvider)?
+    public let clock: any SessionClock
+    public let correction: ArtifactCorrection
+
+    private struct Active {
+        var core: SessionCore
+        var generation: UInt64
+        var continuation: AsyncStream<SessionEvent>.Continuation
+        var timer: (any ScheduledAction)?
+        var running: [any BiosignalProvider] = []
+    }
+
+    private struct State {
+        var active: Active?
+        var generation: UInt64 = 0
+        /// Ingested HSI metrics waiting for the next session (ingest before start is honoured, as in SDK 0.2.0).
+        var pendingHsi: [String: JSONValue] = [:]
+        var disposed = false
+    }
+
+    private let state = Locked(State())
+    private let observers = Locked<(next: UInt64, all: [UInt64: @Sendable (SessionEvent) -> Void])>((0, [:]))
+
+    public init(
+        providers: [any BiosignalProvider],
+        behaviorProvider: (any BehaviorProvider)? = nil,
+        clock: any SessionClock = SystemSessionClock(),
+        correction: ArtifactCorrection = .kubios
+    ) {
+        self.providers = providers
+        self.behaviorProvider = behaviorProvider
+        self.clock = clock
+        self.correction = correction
+    }
+
+    // MARK: Control
+
+    /// Starts a session. Throws `invalidState` when one is running ("Session X is already running"), when the
+    /// engine was disposed, or when the configuration cannot run. Returns once the providers are started (or one
+    /// failed, in which case the stream holds `session_started` then `session_error`).
+    public func startSession(_ config: SessionConfig) async throws(SessionError) -> AsyncStream<SessionEvent> {
+        try config.validate()
+        let (stream, continuation) = AsyncStream<SessionEvent>.makeStream(bufferingPolicy: .unbounded)
+        let options = HRVOptions(
+            correction: correction,
+            respirationBandHz: config.mode == .breathing ? HRVOptions.pacedBreathingBandHz : 0.15...0.5
+        )
+        let generation: UInt64 = try state.withLock { s throws(SessionError) -> UInt64 in
+            if s.disposed { throw .invalidState("SessionEngine has been disposed") }
+            if let a = s.active { throw .invalidState("Session \(a.core.config.sessionId) is already running") }
+            s.generation += 1
+            let core = SessionCore(config: config, startedAtMs: clock.nowMs(), hsi: s.pendingHsi, hrvOptions: options)
+            s.pendingHsi = [:]
+            s.active = Active(core: core, generation: s.generation, continuation: continuation)
+            emit(core.started, to: continuation)
+            scheduleNext(&s)
+            return s.generation
+        }
+
+        var started: [any BiosignalProvider] = []
+        for provider in providers {
+            let sink = ProviderSink(
+                onSample: { [weak self] sample in self?.ingest(sample, generation: generation) },
+                onStatus: { [weak self] status in self?.report(status, generation: generation) }
+            )
+            do {
+                try await provider.startStreaming(into: sink)
+                started.append(provider)
+                let stillOurs = state.withLock { s -> Bool in
+                    guard s.active?.generation == generation else { return false }
+                    s.active?.running.append(provider)
+                    return true
+                }
+                if !stillOurs { break }
+            } catch {
+                let sessionError = (error as? SessionError) ?? .sensorUnavailable("\(provider.name): \(error)")
+                fail(generation: generation, error: sessionError)
+                break
+            }
+        }
+        // A stop or failure while providers were starting: release whatever this call started.
+        let ended = state.withLock { $0.active?.generation != generation }
+        if ended { for p in started { await p.stopStreaming() } }
+        return stream
+    }
+
+    /// Stops the running session: emits the summary, finishes the stream, then stops the providers.
+    /// Throws "No active session" or "Session ID mismatch: expected A, got B".
+    public func stopSession(sessionId: String) async throws(SessionError) {
+        let running = try state.withLock { s throws(SessionError) -> [any BiosignalProvider] in
+            guard let a = s.active else { throw .invalidState("No active session") }
+            guard a.core.config.sessionId == sessionId else {
+                throw .invalidState("Session ID mismatch: expected \(a.core.config.sessionId), got \(sessionId)")
+            }
+            let summary = a.core.summary(nowMs: clock.nowMs(), behavior: snapshot)
+            return finish(&s, with: summary)
+        }
+        for p in running { await p.stopStreaming() }
+    }
+
+    /// `nil` when idle.
+    public func getStatus() -> SessionStatus? {
+        state.withLock { s in
+            s.active.map { SessionStatus(sessionId: $0.core.config.sessionId, active: true, lastSeq: $0.core.seq) }
+        }
+    }
+
+    /// Replaces the ingested HSI metrics (no merge). With a `sessionId` that is not the running session's, nothing
+    /// happens and `false` is returned. Without one and with no session running, the values wait for the next start.
+    @discardableResult
+    public func ingestHsiMetrics(_ metrics: [String: JSONValue], sessionId: String? = nil) -> Bool {
+        state.withLock { s in
+            if s.active == nil {
+                guard sessionId == nil else { return false }
+                s.pendingHsi = metrics
+                return true
+            }
+            if let sessionId, s.active?.core.config.sessionId != sessionId { return false }
+            s.active?.core.hsi = metrics
+            return true
+        }
+    }
+
+    /// Ends everything without a summary (the SDK's `dispose`): the stream finishes, providers stop, later starts throw.
+    public func dispose() async {
+        let running = state.withLock { s -> [any BiosignalProvider] in
+            s.disposed = true
+            guard let a = s.active else { return [] }
+            a.timer?.cancel()
+            a.continuation.finish()
+            s.active = nil
+            return a.running
+        }
+        for p in running { await p.stopStreaming() }
+    }
+
+    /// Calls `observer` with every event of every session, in order, on the emitting thread, until the returned
+    /// token is cancelled. Sinks (recording, relay) use this alongside the session's own stream.
+    public func observe(_ observer: @escaping @Sendable (SessionEvent) -> Void) -> ObservationToken {
+        let id = observers.withLock { o -> UInt64 in
+            o.next += 1
+            o.all[o.next] = observer
+            return o.next
+        }
+        return ObservationToken { [weak self] in self?.observers.withLock { _ = $0.all.removeValue(forKey: id) } }
+    }
+
+    // MARK: Internals
+
+    private var snapshot: () -> BehaviorSnapshot? {
+        { [behaviorProvider] in
+            guard let b = behaviorProvider, b.isAvailable else { return nil }
+            return b.currentSnapshot()
+        }
+    }
+
+    private func ingest(_ sample: BiosignalSample, generation: UInt64) {
+        state.withLock { s in
+            guard s.active?.generation == generation else { return }
+            s.active?.core.append(sample)
+        }
+    }
+
+    private func report(_ status: SensorStatus, generation: UInt64) {
+        state.withLock { s in
+            guard let a = s.active, a.generation == generation else { return }
+            emit(.sensorStatus(sessionId: a.core.config.sessionId, emittedAtMs: clock.nowMs(), status: status), to: a.continuation)
+        }
+    }
+
+    private func fail(generation: UInt64, error: SessionError) {
+        state.withLock { s in
+            guard let a = s.active, a.generation == generation else { return }
+            _ = finish(&s, with: .error(sessionId: a.core.config.sessionId, code: error.code, message: error.message))
+        }
+    }
+
+    /// Must be called with the lock held.
+    private func finish(_ s: inout State, with event: SessionEvent) -> [any BiosignalProvider] {
+        guard let a = s.active else { return [] }
+        a.timer?.cancel()
+        emit(event, to: a.continuation)
+        a.continuation.finish()
+        s.active = nil
+        return a.running
+    }
+
+    /// Must be called with the lock held.
+    private func scheduleNext(_ s: inout State) {
+        guard let a = s.active else { return }
+        let generation = a.generation
+        s.active?.timer = clock.schedule(atMs: a.core.nextDeadlineMs) { [weak self] in self?.tick(generation: generation) }
+    }
+
+    private func tick(generation: UInt64) {
+        let stopped = state.withLock { s -> [any BiosignalProvider]? in
+            guard var a = s.active, a.generation == generation else { return nil }
+            let (events, finished) = a.core.fire(nowMs: clock.nowMs(), behavior: snapshot)
+            s.active = a
+            if finished {
+                for e in events.dropLast() { emit(e, to: a.continuation) }
+                return finish(&s, with: events.last!)
+            }
+            for e in events { emit(e, to: a.continuation) }
+            scheduleNext(&s)
+            return nil
+        }
+        if let stopped, !stopped.isEmpty {
+            Task { for p in stopped { await p.stopStreaming() } }
+        }
+    }
+
+    /// Must be called with the lock held, so that events keep their order across threads.
+    private func emit(_ event: SessionEvent, to continuation: AsyncStream<SessionEvent>.Continuation) {
+        continuation.yield(event)
+        for o in observers.withLock({ Array($0.all.values) }) { o(event) }
+    }
+}
+
+/// The SDK's status triple.
+public struct SessionStatus: Sendable, Equatable {
+    public let sessionId: String
+    public let active: Bool
+    /// The `seq` of the last `session_frame`.
+    public let lastSeq: Int
+
+    public var jsonValue: JSONValue {
+        .object(["session_id": .string(sessionId), "active": .bool(active), "last_seq": .int(Int64(lastSeq))])
+    }
+}
+
+/// Ends an observation when cancelled.
+public final class ObservationToken: Sendable {
+    private let onCancel: Locked<(@Sendable () -> Void)?>
+    init(_ onCancel: @escaping @Sendable () -> Void) { self.onCancel = Locked(onCancel) }
+    public func cancel() {
+        let f = onCancel.withLock { f -> (@Sendable () -> Void)? in
+            defer { f = nil }
+            return f
+        }
+        f?()
+    }
+    deinit { cancel() }
+}

@@ -1,0 +1,186 @@
+import HRVAnalysis
+
+/// The `metrics` dictionary of `session_frame` and `session_summary`.
+///
+/// The first seven keys are the SDK's. The others are computed locally and present only when their inputs are:
+/// RR-derived HRV and respiration when samples carry RR intervals, camera estimates when a camera contributes,
+/// and a per-device breakdown when more than one device contributes.
+public struct SessionMetrics: Sendable, Equatable {
+    public var hrMeanBpm: Double = 0
+    public var hrSdnnMs: Double = 0
+    public var rmssdMs: Double = 0
+    public var pnn50: Double = 0
+    public var sampleCount: Int = 0
+    public var startMs: Int64?
+    public var endMs: Int64?
+
+    public var rrCount: Int?
+    public var hrFromRRBpm: Double?
+    public var artifactCount: Int?
+    public var respRateRRBpm: Double?
+    public var respRateRRConfidence: Double?
+
+    public var cameraHrBpm: Double?
+    public var cameraConfidence: Double?
+    public var breathingRateBpm: Double?
+    public var cameraSampleCount: Int?
+
+    /// Per device id, when several devices contribute.
+    public var devices: [String: SessionMetrics]?
+
+    public init() {}
+
+    public var jsonValue: JSONValue {
+        var o: [String: JSONValue] = [
+            "hr_mean_bpm": .double(hrMeanBpm),
+            "hr_sdnn_ms": .double(hrSdnnMs),
+            "rmssd_ms": .double(rmssdMs),
+            "pnn50": .double(pnn50),
+            "sample_count": .int(Int64(sampleCount)),
+        ]
+        func put(_ key: String, _ v: Double?) { if let v, v.isFinite { o[key] = .double(v) } }
+        func put(_ key: String, _ v: Int?) { if let v { o[key] = .int(Int64(v)) } }
+        if let s = startMs { o["start_ms"] = .int(s) }
+        if let e = endMs { o["end_ms"] = .int(e) }
+        put("rr_count", rrCount)
+        put("hr_from_rr_bpm", hrFromRRBpm)
+        put("artifact_count", artifactCount)
+        put("resp_rate_rr_bpm", respRateRRBpm)
+        put("resp_rate_rr_confidence", respRateRRConfidence)
+        put("camera_hr_bpm", cameraHrBpm)
+        put("camera_confidence", cameraConfidence)
+        put("breathing_rate_bpm", breathingRateBpm)
+        put("camera_sample_count", cameraSampleCount)
+        if let devices { o["devices"] = .object(devices.mapValues(\.jsonValue)) }
+        return .object(o)
+    }
+}
+
+extension SessionMetrics {
+    /// Source name of camera samples; their values go under the `camera_*` keys, never into `hr_mean_bpm`
+    /// when another source is present.
+    public static let cameraSource = "camera_rppg"
+
+    /// Gap between two notifications, beyond the RR they carry, that breaks an RR segment.
+    static let segmentGapToleranceMs: Double = 2500
+
+    /// Computes the metrics over `window`. `hsi` holds the last ingested HSI metrics; its `hrv.sdnn_ms`,
+    /// `hrv.rmssd_ms` and `hrv.pnn50` override the local values (the SDK's contract).
+    public static func compute(
+        window: [BiosignalSample],
+        hsi: [String: JSONValue],
+        options: HRVOptions
+    ) -> SessionMetrics {
+        var m = SessionMetrics()
+        m.sampleCount = window.count
+        // Empty window: zeros, no start/end, ingested HRV ignored (the SDK forces zeros here).
+        guard let first = window.first, let last = window.last else { return m }
+        m.startMs = first.timestampMs
+        m.endMs = last.timestampMs
+
+        let camera = window.filter { $0.source == cameraSource }
+        let others = window.filter { $0.source != cameraSource }
+        let primary = others.isEmpty ? window : others
+
+        let groups = groupByDevice(primary)
+        // Top-level values come from all primary samples for HR and from the device with the most RR for HRV.
+        m.hrMeanBpm = meanHR(primary)
+        if let best = groups.max(by: { rrTotal($0.samples) < rrTotal($1.samples) }), rrTotal(best.samples) > 0 {
+            m.applyHRV(of: best.samples, options: options)
+        }
+        if groups.count > 1 {
+            var devices: [String: SessionMetrics] = [:]
+            for g in groups {
+                var d = SessionMetrics()
+                d.sampleCount = g.samples.count
+                d.startMs = g.samples.first?.timestampMs
+                d.endMs = g.samples.last?.timestampMs
+                d.hrMeanBpm = meanHR(g.samples)
+                if rrTotal(g.samples) > 0 { d.applyHRV(of: g.samples, options: options) }
+                devices[g.id] = d
+            }
+            m.devices = devices
+        }
+
+        if !camera.isEmpty {
+            m.cameraSampleCount = camera.count
+            if let lastCamera = camera.last {
+                m.cameraHrBpm = round1(lastCamera.bpm)
+                m.cameraConfidence = lastCamera.confidence
+            }
+            m.breathingRateBpm = camera.last(where: { $0.breathingRateBpm != nil })?.breathingRateBpm
+        }
+
+        if let v = hsi["hrv.sdnn_ms"]?.doubleValue { m.hrSdnnMs = v }
+        if let v = hsi["hrv.rmssd_ms"]?.doubleValue { m.rmssdMs = v }
+        if let v = hsi["hrv.pnn50"]?.doubleValue { m.pnn50 = v }
+        return m
+    }
+
+    mutating func applyHRV(of samples: [BiosignalSample], options: HRVOptions) {
+        let result = HRVAnalyzer.analyze(segments: Self.rrSegments(samples), options: options)
+        rrCount = result.rrCount
+        artifactCount = result.artifactCount
+        hrFromRRBpm = result.hrFromRRBpm.map(Self.round1)
+        if let v = result.sdnnMs { hrSdnnMs = v }
+        if let v = result.rmssdMs { rmssdMs = v }
+        if let v = result.pnn50 { pnn50 = v }
+        respRateRRBpm = result.respirationRateBpm
+        respRateRRConfidence = result.respirationConfidence
+    }
+
+    /// Splits the RR intervals of one device into uninterrupted runs. A run ends at a flagged gap, a sample without
+    /// RR, or when the time between two samples exceeds the RR the later one carries by more than the tolerance.
+    static func rrSegments(_ samples: [BiosignalSample]) -> [[Double]] {
+        var segments: [[Double]] = []
+        var current: [Double] = []
+        var previous: BiosignalSample?
+        for s in samples {
+            let rr = (s.rrIntervalsMs ?? []).filter { $0.isFinite && $0 > 0 }
+            var breaks = s.gapBefore || rr.isEmpty
+            if let p = previous, !breaks {
+                let elapsed = Double(s.timestampMs - p.timestampMs)
+                if elapsed - rr.reduce(0, +) > segmentGapToleranceMs { breaks = true }
+            }
+            if breaks, !current.isEmpty {
+                segments.append(current)
+                current = []
+            }
+            current.append(contentsOf: rr)
+            previous = s
+        }
+        if !current.isEmpty { segments.append(current) }
+        return segments
+    }
+
+    static func rrTotal(_ samples: [BiosignalSample]) -> Int {
+        samples.reduce(0) { $0 + ($1.rrIntervalsMs?.count ?? 0) }
+    }
+
+    /// Mean bpm rounded to 0.1 with ties away from zero, as the SDK does. Samples that report no skin contact or a
+    /// non-positive rate carry no heart rate and are left out; if that leaves none, all samples count.
+    static func meanHR(_ samples: [BiosignalSample]) -> Double {
+        let valid = samples.filter { $0.bpm > 0 && $0.bpm.isFinite && $0.contact != .noContact }
+        let use = valid.isEmpty ? samples.filter { $0.bpm.isFinite } : valid
+        guard !use.isEmpty else { return 0 }
+        return round1(use.reduce(0) { $0 + $1.bpm } / Double(use.count))
+    }
+
+    static func round1(_ x: Double) -> Double { (x * 10).rounded() / 10 }
+
+    struct DeviceGroup {
+        let id: String
+        var samples: [BiosignalSample]
+    }
+
+    static func groupByDevice(_ samples: [BiosignalSample]) -> [DeviceGroup] {
+        var order: [String] = []
+        var groups: [String: [BiosignalSample]] = [:]
+        for s in samples {
+            let id = s.deviceId ?? s.source
+            if groups[id] == nil { order.append(id) }
+            groups[id, default: []].append(s)
+        }
+        return order.map { DeviceGroup(id: $0, samples: groups[$0]!) }
+    }
+}

@@ -1,0 +1,10 @@
+import ArgumentParser
+
+@main
+struct HRGateway: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "hr-gateway",
+        abstract: "Heart-rate straps and webcams in, Synheart-compatible sessions out.",
+        subcommands: []
+    )
+}
