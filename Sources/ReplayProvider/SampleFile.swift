@@ -10,6 +10,12 @@ public enum SampleFile {
         public let line: Int
         public let reason: String
         public var description: String { "\(path) line \(line): \(reason)" }
+
+        public init(path: String, line: Int, reason: String) {
+            self.path = path
+            self.line = line
+            self.reason = reason
+        }
     }
 
     /// Reads every sample. An unreadable line is an error naming it, except a final line without its newline,
