@@ -63,25 +63,23 @@ public final class ReplayBiosignalProvider: BiosignalProvider {
         r.startMs + Int64((Double(sample.timestampMs - r.startMs) / speed).rounded())
     }
 
+    /// Delivers every sample that is due, in order, then sets the timer for the next. Runs under the lock, so a
+    /// timer firing early cannot interleave two deliveries.
     private func deliverDue() {
-        let now = clock.nowMs()
-        let (sink, due, finished) = run.withLock { r -> (ProviderSink?, [BiosignalSample], Bool) in
-            guard var current = r else { return (nil, [], false) }
-            var due: [BiosignalSample] = []
+        run.withLock { r in
+            guard var current = r else { return }
+            let now = clock.nowMs()
             while current.index < current.samples.count, dueMs(current.samples[current.index], current) <= now {
-                due.append(current.samples[current.index])
+                current.sink.send(current.samples[current.index])
                 current.index += 1
             }
-            let finished = current.index == current.samples.count
-            if !finished {
+            if current.index < current.samples.count {
                 let next = dueMs(current.samples[current.index], current)
                 current.timer = clock.schedule(atMs: next) { [weak self] in self?.deliverDue() }
+            } else {
+                current.sink.status(SensorStatus(source: name, state: .disconnected, message: "replay finished"))
             }
             r = current
-            return (current.sink, due, finished)
         }
-        guard let sink else { return }
-        for s in due { sink.send(s) }
-        if finished { sink.status(SensorStatus(source: name, state: .disconnected, message: "replay finished")) }
     }
 }

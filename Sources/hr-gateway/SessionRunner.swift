@@ -36,10 +36,10 @@ struct SessionRunner {
         let jsonl = JSONLinesWriter()
         pretty?.begin()
 
-        let signals = SignalTrap(signals: [SIGINT, SIGTERM]) {
+        TerminationSignals.onSignal { _ in
             Task { try? await engine.stopSession(sessionId: config.sessionId) }
         }
-        defer { signals.cancel() }
+        defer { TerminationSignals.reset() }
 
         let stream: AsyncStream<SessionEvent>
         do {
@@ -70,19 +70,69 @@ struct SessionRunner {
     }
 }
 
-/// Runs `handler` on the given signals instead of the default action, until cancelled.
-final class SignalTrap {
-    private let sources: [any DispatchSourceSignal]
+/// The write end of the signal pipe; set once before any handler is installed (async-signal-safe to read).
+nonisolated(unsafe) private var signalPipeWriteEnd: Int32 = -1
 
-    init(signals: [Int32], handler: @escaping @Sendable () -> Void) {
-        sources = signals.map { sig in
-            signal(sig, SIG_IGN)
-            let source = DispatchSource.makeSignalSource(signal: sig, queue: .global())
-            source.setEventHandler(handler: handler)
-            source.resume()
-            return source
-        }
+/// SIGINT and SIGTERM turned into a call on an ordinary thread (a self-pipe), so that a command can end cleanly.
+///
+/// The signals are also unblocked on the calling thread: a service manager or a test runner may start the process
+/// with them blocked, and the kernel delivers a process-directed signal to any thread that does not block it.
+/// After the first signal has been handled, a second one exits at once with status 128 + signal.
+enum TerminationSignals {
+    private struct State {
+        var handler: (@Sendable (Int32) -> Void)?
+        var handled = false
     }
 
-    func cancel() { for s in sources { s.cancel() } }
+    private static let state = Locked(State())
+    private static let installed: Void = {
+        var fds: [Int32] = [0, 0]
+        guard pipe(&fds) == 0 else { return }
+        signalPipeWriteEnd = fds[1]
+        let readEnd = fds[0]
+        let reader = Thread {
+            while true {
+                var byte: UInt8 = 0
+                let n = read(readEnd, &byte, 1)
+                if n < 0 && errno == EINTR { continue }
+                guard n == 1 else { return }
+                let sig = Int32(byte)
+                let handler = state.withLock { s -> (@Sendable (Int32) -> Void)? in
+                    defer { s.handled = true }
+                    return s.handled ? nil : s.handler
+                }
+                guard let handler else { exit(128 + sig) }
+                handler(sig)
+            }
+        }
+        reader.name = "signals"
+        reader.start()
+        for sig in [SIGINT, SIGTERM] {
+            var action = sigaction()
+            action.__sigaction_handler.sa_handler = { sig in
+                var byte = UInt8(truncatingIfNeeded: sig)
+                _ = write(signalPipeWriteEnd, &byte, 1)
+            }
+            sigemptyset(&action.sa_mask)
+            action.sa_flags = SA_RESTART
+            sigaction(sig, &action, nil)
+        }
+    }()
+
+    /// Routes the next SIGINT or SIGTERM to `handler` (on the signal thread) instead of the default action.
+    static func onSignal(_ handler: @escaping @Sendable (Int32) -> Void) {
+        state.withLock {
+            $0.handler = handler
+            $0.handled = false
+        }
+        _ = installed
+        var set = sigset_t()
+        sigemptyset(&set)
+        sigaddset(&set, SIGINT)
+        sigaddset(&set, SIGTERM)
+        pthread_sigmask(SIG_UNBLOCK, &set, nil)
+    }
+
+    /// A signal now exits, as by default.
+    static func reset() { state.withLock { $0.handler = nil } }
 }

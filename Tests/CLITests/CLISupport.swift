@@ -1,0 +1,106 @@
+import Foundation
+
+/// Runs the built `hr-gateway` executable, as a user would.
+enum CLI {
+    /// The executable next to the test bundle (SwiftPM puts products and test bundles in one directory).
+    static var executable: URL {
+        var dir = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
+        for _ in 0..<4 {
+            let candidate = dir.appendingPathComponent("hr-gateway")
+            if FileManager.default.isExecutableFile(atPath: candidate.path) { return candidate }
+            dir = dir.deletingLastPathComponent()
+        }
+        return URL(fileURLWithPath: FileManager.default.currentDirectoryPath).appendingPathComponent(".build/debug/hr-gateway")
+    }
+
+    struct Result {
+        let status: Int32
+        let stdout: String
+        let stderr: String
+        var lines: [String] { stdout.split(separator: "\n").map(String.init) }
+    }
+
+    /// Runs to completion and returns the exit status and both outputs.
+    static func run(_ arguments: [String], environment: [String: String] = [:]) throws -> Result {
+        let p = Process()
+        p.executableURL = executable
+        p.arguments = arguments
+        var env = ProcessInfo.processInfo.environment
+        for (k, v) in environment { env[k] = v }
+        p.environment = env
+        let out = Pipe()
+        let err = Pipe()
+        p.standardOutput = out
+        p.standardError = err
+        p.standardInput = FileHandle.nullDevice
+        try p.run()
+        // Read both pipes to the end before waiting, so a full pipe cannot block the child.
+        let errData = Locked(Data())
+        let done = DispatchSemaphore(value: 0)
+        let errHandle = err.fileHandleForReading
+        Thread.detachNewThread {
+            let data = errHandle.readDataToEndOfFile()
+            errData.withLock { $0 = data }
+            done.signal()
+        }
+        let outData = out.fileHandleForReading.readDataToEndOfFile()
+        done.wait()
+        p.waitUntilExit()
+        return Result(
+            status: p.terminationStatus,
+            stdout: String(decoding: outData, as: UTF8.self),
+            stderr: String(decoding: errData.withLock { $0 }, as: UTF8.self))
+    }
+}
+
+/// A started `hr-gateway` whose output is read line by line while it runs.
+final class RunningCLI {
+    let process = Process()
+    private let out = Pipe()
+    private var buffer = Data()
+
+    init(_ arguments: [String]) throws {
+        process.executableURL = CLI.executable
+        process.arguments = arguments
+        process.standardOutput = out
+        process.standardError = FileHandle.nullDevice
+        process.standardInput = FileHandle.nullDevice
+        try process.run()
+    }
+
+    /// The next line of standard output, or nil at end of file.
+    func readLine() -> String? {
+        while true {
+            if let nl = buffer.firstIndex(of: 0x0A) {
+                let line = buffer[buffer.startIndex..<nl]
+                buffer.removeSubrange(buffer.startIndex...nl)
+                return String(decoding: line, as: UTF8.self)
+            }
+            let chunk = out.fileHandleForReading.availableData
+            if chunk.isEmpty { return buffer.isEmpty ? nil : String(decoding: buffer, as: UTF8.self) }
+            buffer.append(chunk)
+        }
+    }
+
+    func signal(_ sig: Int32) { kill(process.processIdentifier, sig) }
+
+    func wait() -> Int32 {
+        process.waitUntilExit()
+        return process.terminationStatus
+    }
+
+    deinit { if process.isRunning { kill(process.processIdentifier, SIGKILL) } }
+}
+
+/// A value guarded by a lock (tests only).
+// @unchecked Sendable: `value` is only touched inside `withLock`.
+final class Locked<Value>: @unchecked Sendable {
+    private let lock = NSLock()
+    private var value: Value
+    init(_ value: Value) { self.value = value }
+    func withLock<R>(_ body: (inout Value) -> R) -> R {
+        lock.lock()
+        defer { lock.unlock() }
+        return body(&value)
+    }
+}

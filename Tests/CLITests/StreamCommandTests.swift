@@ -1,0 +1,101 @@
+import Foundation
+import GatewayEngine
+import Testing
+
+@Suite struct StreamCommandTests {
+    func temp(_ name: String) -> String {
+        FileManager.default.temporaryDirectory.appendingPathComponent("hrg-cli-\(UUID().uuidString)-\(name)").path
+    }
+
+    func events(_ r: CLI.Result) throws -> [JSONValue] { try r.lines.map { try JSONValue(parsing: $0) } }
+
+    @Test func withoutASourceItSaysWhatToChoose() throws {
+        let r = try CLI.run(["stream"])
+        #expect(r.status != 0)
+        #expect(r.stderr.contains("--simulate or --replay"))
+    }
+
+    @Test func aReplayRunsToTheEndAndTheSummaryMatchesTheRecordedBeats() throws {
+        // Two minutes of beats: RR alternating 1000 / 1040 ms, one notification a second.
+        let path = temp("beats.jsonl")
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        var lines: [String] = []
+        var rr: [Double] = []
+        for i in 0..<120 {
+            let interval: Double = i % 2 == 0 ? 1000 : 1040
+            rr.append(interval)
+            lines.append(BiosignalSample(timestampMs: 5_000_000 + Int64(i) * 1020, bpm: 60000 / interval,
+                                         rrIntervalsMs: [interval], deviceId: "AA", source: "ble_hrm").jsonValue.jsonString)
+        }
+        try (lines.joined(separator: "\n") + "\n").write(toFile: path, atomically: true, encoding: .utf8)
+
+        let r = try CLI.run(["stream", "--replay", path, "--replay-speed", "1000", "--window", "300",
+                             "--correct", "none", "--format", "jsonl", "--session-id", "replay-1"])
+        #expect(r.status == 0, "\(r.stderr)")
+        let evs = try events(r)
+        #expect(evs.first?["type"] == .string("session_started"))
+        let summary = try #require(evs.last)
+        #expect(summary["type"] == .string("session_summary"))
+        #expect(summary["session_id"] == .string("replay-1"))
+        let m = try #require(summary["metrics"])
+        #expect(m["sample_count"] == .int(120))
+        #expect(m["rr_count"] == .int(120))
+        // Every successive difference is 40 ms: RMSSD 40, pNN50 0.
+        #expect(m["rmssd_ms"]?.doubleValue.map { abs($0 - 40) < 1e-9 } == true, "\(m.jsonString)")
+        #expect(m["pnn50"] == .double(0))
+        #expect(m["hr_from_rr_bpm"] == .double(58.8))
+        for e in evs { #expect(!e.jsonString.contains("null")) }
+    }
+
+    @Test func recordThenReplayKeepsEveryBeat() throws {
+        let rec = temp("rec.jsonl")
+        defer { try? FileManager.default.removeItem(atPath: rec) }
+        let cli = try RunningCLI(["stream", "--simulate", "--format", "jsonl", "--emit-interval", "1", "--record", rec])
+        // Wait for two frames: by then at least two samples were recorded.
+        var frames = 0
+        while frames < 2, let line = cli.readLine() {
+            if line.contains("\"session_frame\"") { frames += 1 }
+        }
+        cli.signal(SIGINT)
+        var last = ""
+        while let line = cli.readLine() { last = line }
+        #expect(cli.wait() == 0)
+        let summary = try JSONValue(parsing: last)
+        #expect(summary["type"] == .string("session_summary"), "Ctrl-C ends with the summary")
+
+        let recorded = try String(contentsOfFile: rec, encoding: .utf8).split(separator: "\n")
+        #expect(recorded.count >= 2)
+        let replay = try CLI.run(["stream", "--replay", rec, "--replay-speed", "1000", "--format", "jsonl", "--correct", "none"])
+        let replayed = try #require(try events(replay).last)
+        let recordedRR = try recorded.flatMap { try BiosignalSample(json: JSONValue(parsing: String($0))).rrIntervalsMs ?? [] }
+        #expect(replayed["metrics"]?["rr_count"] == .int(Int64(recordedRR.count)))
+    }
+
+    @Test func sigtermStopsCleanlyWithASummary() throws {
+        let cli = try RunningCLI(["stream", "--simulate", "--model", "sdk-mock", "--format", "jsonl"])
+        let first = try #require(cli.readLine())
+        #expect(try JSONValue(parsing: first)["type"] == .string("session_started"))
+        cli.signal(SIGTERM)
+        var last = ""
+        while let line = cli.readLine() { last = line }
+        #expect(cli.wait() == 0)
+        #expect(try JSONValue(parsing: last)["type"] == .string("session_summary"))
+    }
+
+    @Test func aBadRecordingNamesTheLine() throws {
+        let path = temp("bad.jsonl")
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        try "{\"timestamp_ms\":1,\"bpm\":60}\nnot json\n{\"timestamp_ms\":2,\"bpm\":61}\n".write(toFile: path, atomically: true, encoding: .utf8)
+        let r = try CLI.run(["stream", "--replay", path, "--format", "jsonl"])
+        #expect(r.status != 0)
+        #expect(r.stderr.contains("line 2"))
+        #expect(r.lines.last.map { $0.contains("\"session_error\"") && $0.contains("sensor_unavailable") } == true)
+    }
+
+    @Test func helpTeachesWithExamples() throws {
+        let r = try CLI.run(["stream", "--help"])
+        #expect(r.status == 0)
+        #expect(r.stdout.contains("hr-gateway stream --simulate"))
+        #expect(r.stdout.contains("--emit-interval"))
+    }
+}
