@@ -79,14 +79,14 @@ public enum KubiosCorrection {
         }
         var removed = 0
 
-        let first = findArtifacts(peaks.map(\.time))
+        let first = findArtifacts(beatTimes: peaks.map(\.time))
         apply(first, to: &peaks, removed: &removed, truncate: sampleRateHz != nil)
         var last = first
         var passes = 1
         if iterative {
             var current = first.total
             while true {
-                let next = findArtifacts(peaks.map(\.time))
+                let next = findArtifacts(beatTimes: peaks.map(\.time))
                 let previous = current
                 current = next.total
                 if current >= previous { break }
@@ -105,17 +105,13 @@ public enum KubiosCorrection {
         )
     }
 
-    /// One classification pass over beat times (any unit).
-    public static func findArtifacts(beatTimes peaks: [Double]) -> KubiosArtifacts {
-        findArtifacts(peaks)
-    }
-
     struct Beat {
         var time: Double
         var touched = false
     }
 
-    static func findArtifacts(_ peaks: [Double]) -> KubiosArtifacts {
+    /// One classification pass over beat times (any unit; the first beat starts the first interval).
+    public static func findArtifacts(beatTimes peaks: [Double]) -> KubiosArtifacts {
         let n = peaks.count
         guard n >= minimumIntervals + 1 else { return KubiosArtifacts() }
 

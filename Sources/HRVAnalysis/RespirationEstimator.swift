@@ -11,7 +11,7 @@ public struct RespirationEstimate: Sendable, Equatable {
 
 /// Respiration rate from RR intervals (RSA), by the spectral peak of the resampled tachogram.
 ///
-/// Method, per uninterrupted segment of at least `minimumSegmentSeconds`:
+/// Method, per uninterrupted segment of `minimumSegmentSeconds` to `maximumSegmentSeconds`:
 /// 1. beat times are the running sum of the intervals; the tachogram (each RR at the time of the beat ending it)
 ///    is resampled at 4 Hz with a natural cubic spline;
 /// 2. a least-squares line is removed, a Hann window applied, and the power spectrum taken with zero padding to a
@@ -31,6 +31,8 @@ public enum RespirationEstimator {
     public static let resampleRateHz = 4.0
     public static let minimumSeconds = 30.0
     public static let minimumSegmentSeconds = 15.0
+    /// Longer segments are not used (a single rate over hours means little, and it bounds the FFT size).
+    public static let maximumSegmentSeconds = 6 * 3600.0
 
     /// The confidence a peak needs to be reported: 2.5 / √K clamped to 0.35...0.8, with K = band width × T the
     /// number of independent frequency bins. White RR noise gives a confidence above this in about 2 % of windows
@@ -64,7 +66,7 @@ public enum RespirationEstimator {
                 times.append(t)
             }
             let duration = times[times.count - 1] - times[0]
-            guard duration >= minimumSegmentSeconds else { continue }
+            guard duration >= minimumSegmentSeconds, duration <= maximumSegmentSeconds else { continue }
             var samples = Spectrum.resampleCubic(x: times, y: rr, rate: fs)
             Spectrum.detrend(&samples)
             series.append(samples)

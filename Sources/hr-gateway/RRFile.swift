@@ -37,6 +37,9 @@ struct RRFile: Equatable {
     var column: String?
     var unit: RRUnit
 
+    /// Larger values are rejected as garbage (an RR interval of a minute is already a pause, not a beat).
+    static let maximumMs = 60_000.0
+
     static let expected = "expected a CSV with a header naming rr_ms (milliseconds) or rr_1024 (1/1024 s), "
         + "or one RR value per line"
 
@@ -113,7 +116,11 @@ struct RRFile: Equatable {
             guard let v = Double(field) else { throw RRFileError(line: number, message: "'\(field)' is not a number") }
             guard v.isFinite else { throw RRFileError(line: number, message: "'\(field)' is not a finite number") }
             guard v > 0 else { throw RRFileError(line: number, message: "RR intervals must be positive, got \(field)") }
-            values.append(resolvedUnit.milliseconds(v))
+            let ms = resolvedUnit.milliseconds(v)
+            guard ms <= maximumMs else {
+                throw RRFileError(line: number, message: "\(field) is not a plausible RR interval (over 60 s)")
+            }
+            values.append(ms)
         }
         guard !values.isEmpty else {
             let what = sawFirst ? "the file has a header but no RR values" : "the file is empty"

@@ -113,6 +113,18 @@ import Testing
         #expect(r.status != 0)
         #expect(r.stdout.isEmpty)
         #expect(r.stderr.contains("line 5: 'abc' is not a number"))
+
+        for (text, message) in [
+            ("800\n810\n-3\n", "line 3: RR intervals must be positive"),
+            ("800\nnan\n", "line 2: 'nan' is not a finite number"),
+            ("800\n1e9\n", "line 2: 1e9 is not a plausible RR interval"),
+            ("rr_ms,t\n800,1\n,2\n", "line 3: empty rr_ms value"),
+            ("0.8\n0.81\n", "look like seconds"),
+        ] {
+            let bad = try Self.run(["hrv", try Self.temporaryFile(text)])
+            #expect(bad.status != 0)
+            #expect(bad.stderr.contains(message), "\(bad.stderr)")
+        }
     }
 
     @Test func emptyFileAndMissingColumnSayWhatIsExpected() throws {
