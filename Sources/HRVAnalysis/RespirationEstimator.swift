@@ -7,6 +7,11 @@ public struct RespirationEstimate: Sendable, Equatable {
     /// 0...1: share of the in-band power near the peak, rescaled so that 0 is what a flat spectrum gives and 1 is
     /// all power at the peak.
     public var confidence: Double
+
+    public init(frequencyHz: Double, confidence: Double) {
+        self.frequencyHz = frequencyHz
+        self.confidence = confidence
+    }
 }
 
 /// Respiration rate from RR intervals (RSA), by the spectral peak of the resampled tachogram.
@@ -41,9 +46,12 @@ public enum RespirationEstimator {
         let k = max(1, bandwidthHz * seconds)
         return min(0.8, max(0.35, 2.5 / k.squareRoot()))
     }
+
     static let minimumFFTSize = 2048
 
     /// Estimates the breathing rate from segments of RR intervals (milliseconds), searching `bandHz`.
+    /// `minimumConfidence` replaces `detectionThreshold` when given. Invalid values (not finite, not positive) are
+    /// skipped; callers should split segments at them, as `HRVAnalyzer.analyze` does.
     public static func estimate(
         segments: [[Double]],
         bandHz: ClosedRange<Double>,
