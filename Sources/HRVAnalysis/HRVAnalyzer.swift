@@ -25,10 +25,11 @@ public struct HRVOptions: Sendable, Equatable {
 public struct HRVResult: Sendable, Equatable {
     /// RR intervals analysed (after correction).
     public var rrCount: Int
-    /// Intervals the correction changed, inserted or removed.
+    /// Beats the correction moved, inserted or removed, plus input values dropped as invalid (not finite or not
+    /// positive).
     public var artifactCount: Int
     public var meanRRMs: Double?
-    /// 60000 / mean RR.
+    /// 60000 / mean RR (the rate of the average interval, not the mean of instantaneous rates).
     public var hrFromRRBpm: Double?
     /// Standard deviation of RR, N-1 denominator.
     public var sdnnMs: Double?
@@ -68,30 +69,45 @@ public struct HRVResult: Sendable, Equatable {
 }
 
 /// Entry point for HRV analysis of RR intervals in milliseconds.
+///
+/// Definitions (N = intervals after correction, differences only between neighbours in the same segment):
+/// mean RR; HR = 60000 / mean RR; SDNN = sample standard deviation (N − 1); RMSSD = √(mean of squared successive
+/// differences); NN50 = count of |difference| > 50 ms (strict); pNN50 = 100 × NN50 / number of differences.
 public enum HRVAnalyzer {
     /// Analyses contiguous runs of RR intervals. Successive differences and beat times are never taken across
-    /// the boundary between two segments (a link loss or a gap in the recording).
+    /// the boundary between two segments (a link loss or a gap in the recording). Values that are not finite or
+    /// not positive are dropped and end the segment they are in.
     public static func analyze(segments: [[Double]], options: HRVOptions = HRVOptions()) -> HRVResult {
-        let cleaned = segments.map { $0.filter { $0.isFinite && $0 > 0 } }.filter { !$0.isEmpty }
-        let all = cleaned.flatMap { $0 }
-        guard !all.isEmpty else { return HRVResult() }
-        var result = HRVResult(rrCount: all.count)
-        let mean = all.reduce(0, +) / Double(all.count)
-        result.meanRRMs = mean
-        result.hrFromRRBpm = 60000 / mean
-        if all.count > 1 {
-            let ss = all.reduce(0) { $0 + ($1 - mean) * ($1 - mean) }
-            result.sdnnMs = (ss / Double(all.count - 1)).squareRoot()
+        var invalid = 0
+        var runs: [[Double]] = []
+        for segment in segments {
+            var current: [Double] = []
+            for v in segment {
+                if v.isFinite && v > 0 {
+                    current.append(v)
+                } else {
+                    invalid += 1
+                    if !current.isEmpty { runs.append(current) }
+                    current = []
+                }
+            }
+            if !current.isEmpty { runs.append(current) }
         }
-        var diffs: [Double] = []
-        for segment in cleaned where segment.count > 1 {
-            for i in 1..<segment.count { diffs.append(segment[i] - segment[i - 1]) }
+
+        var corrected = 0
+        if options.correction == .kubios {
+            runs = runs.map { run in
+                let r = KubiosCorrection.correct(run)
+                corrected += r.correctedBeats
+                return r.rrMs
+            }
         }
-        if !diffs.isEmpty {
-            result.rmssdMs = (diffs.reduce(0) { $0 + $1 * $1 } / Double(diffs.count)).squareRoot()
-            let nn50 = diffs.filter { abs($0) > 50 }.count
-            result.nn50 = nn50
-            result.pnn50 = 100 * Double(nn50) / Double(diffs.count)
+
+        var result = timeDomain(segments: runs)
+        result.artifactCount = invalid + corrected
+        if let r = RespirationEstimator.estimate(segments: runs, bandHz: options.respirationBandHz) {
+            result.respirationRateBpm = r.rateBpm
+            result.respirationConfidence = r.confidence
         }
         return result
     }
@@ -99,5 +115,44 @@ public enum HRVAnalyzer {
     /// A single uninterrupted series.
     public static func analyze(_ rr: [Double], options: HRVOptions = HRVOptions()) -> HRVResult {
         analyze(segments: [rr], options: options)
+    }
+
+    /// Time-domain metrics of the segments as given (no validation, no correction, no respiration).
+    public static func timeDomain(segments: [[Double]]) -> HRVResult {
+        var count = 0
+        var sum = 0.0
+        for s in segments {
+            count += s.count
+            sum += s.reduce(0, +)
+        }
+        guard count > 0 else { return HRVResult() }
+        var result = HRVResult(rrCount: count)
+        let mean = sum / Double(count)
+        result.meanRRMs = mean
+        result.hrFromRRBpm = 60000 / mean
+        if count > 1 {
+            var ss = 0.0
+            for s in segments {
+                for v in s { ss += (v - mean) * (v - mean) }
+            }
+            result.sdnnMs = (ss / Double(count - 1)).squareRoot()
+        }
+        var differences = 0
+        var sumSquares = 0.0
+        var nn50 = 0
+        for s in segments where s.count > 1 {
+            for i in 1..<s.count {
+                let d = s[i] - s[i - 1]
+                differences += 1
+                sumSquares += d * d
+                if abs(d) > 50 { nn50 += 1 }
+            }
+        }
+        if differences > 0 {
+            result.rmssdMs = (sumSquares / Double(differences)).squareRoot()
+            result.nn50 = nn50
+            result.pnn50 = 100 * Double(nn50) / Double(differences)
+        }
+        return result
     }
 }

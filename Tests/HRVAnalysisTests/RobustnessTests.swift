@@ -1,0 +1,43 @@
+import HRVAnalysis
+import Testing
+
+/// Hostile input returns a result (possibly empty) and never traps.
+@Suite struct RobustnessTests {
+    static let inputs: [[[Double]]] = [
+        [],
+        [[]],
+        [[], [800], []],
+        [[Double](repeating: 1000, count: 200)],
+        [[.nan, .infinity, -.infinity, -800, 0]],
+        [[1e-300, 1e-300, 1e-300, 1e-300, 1e-300, 1e-300, 1e-300, 1e-300, 1e-300]],
+        [[Double](repeating: 1e300, count: 20)],
+        [(0..<300).map { $0 % 2 == 0 ? 300.0 : 2000.0 }],
+        [(0..<300).map { $0 == 150 ? 1e9 : 850.0 + Double($0 % 7) }],
+        [(0..<100).map { Double($0 % 3) * 400 + 300 }, [700, 700, 700]],
+    ]
+
+    @Test(arguments: 0..<inputs.count)
+    func analyzeSurvives(_ index: Int) {
+        let segments = Self.inputs[index]
+        for options in [HRVOptions(correction: .kubios), HRVOptions(correction: .none),
+                        HRVOptions(respirationBandHz: HRVOptions.pacedBreathingBandHz)] {
+            let r = HRVAnalyzer.analyze(segments: segments, options: options)
+            #expect(r.rrCount >= 0 && r.artifactCount >= 0)
+            if let c = r.respirationConfidence { #expect(c >= 0 && c <= 1) }
+        }
+        for s in segments {
+            let c = KubiosCorrection.correct(s)
+            #expect(c.correctedBeats >= 0)
+            _ = KubiosCorrection.correct(s, sampleRateHz: 1024)
+        }
+        let beats = HRVAnalyzer.beats(fromRR: segments.flatMap { $0 }.filter { $0.isFinite && $0 > 0 && $0 < 1e6 })
+        _ = HRVAnalyzer.analyzeWindows(beats, windowS: 30, stepS: 7)
+    }
+
+    @Test func constantSeriesIsNotCorrected() {
+        let r = HRVAnalyzer.analyze(Self.inputs[3][0])
+        #expect(r.artifactCount == 0)
+        #expect(r.sdnnMs == 0)
+        #expect(r.respirationRateBpm == nil)
+    }
+}
