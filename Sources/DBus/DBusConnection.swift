@@ -692,11 +692,11 @@ public final class DBusConnection: @unchecked Sendable {
             exported = object.values.first { $0.methods[member] != nil }
         }
         guard let exported, let method = exported.methods[member] else { return .error(unknownMethod(message)) }
-        guard message.signature == method.inputSignature else {
+        if let expected = method.inputSignature, message.signature != expected {
             return .error(
                 DBusError(
                     name: DBusError.invalidArgs,
-                    message: "\(exported.name).\(member) takes (\(method.inputSignature)), got (\(message.signature))"))
+                    message: "\(exported.name).\(member) takes (\(expected)), got (\(message.signature))"))
         }
         let call = DBusMethodCall(
             sender: message.sender, path: path, interface: exported.name, member: member, arguments: args)

@@ -10,8 +10,9 @@ public struct DBusMethodCall: Sendable {
 
 /// A method of an exported interface.
 public struct DBusMethod: Sendable {
-    /// Signature the arguments must have (checked before the handler runs; a mismatch answers `InvalidArgs`).
-    public var inputSignature: DBusSignature
+    /// Signature the arguments must have (checked before the handler runs; a mismatch answers `InvalidArgs`);
+    /// `nil` accepts any arguments.
+    public var inputSignature: DBusSignature?
     /// Signature of the reply (used for introspection).
     public var outputSignature: DBusSignature
     /// Produces the reply values. Throw a `DBusError` to answer with that error; any other error answers
@@ -19,7 +20,7 @@ public struct DBusMethod: Sendable {
     public var handler: @Sendable (DBusMethodCall) async throws -> [DBusValue]
 
     public init(
-        input: DBusSignature = "",
+        input: DBusSignature? = "",
         output: DBusSignature = "",
         handler: @escaping @Sendable (DBusMethodCall) async throws -> [DBusValue]
     ) {
