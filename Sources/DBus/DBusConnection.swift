@@ -37,7 +37,7 @@ public final class DBusConnection: @unchecked Sendable {
     private var dispatchScheduled = false
 
     private struct Subscriber {
-        var rule: DBusMatchRule
+        var rules: [DBusMatchRule]
         var continuation: AsyncStream<DBusMessage>.Continuation
     }
 
@@ -205,7 +205,7 @@ public final class DBusConnection: @unchecked Sendable {
                 queue.async { self.closeOnQueue() }
                 return DBUS_HANDLER_RESULT_HANDLED
             }
-            for subscriber in subscriptions.values where subscriber.rule.matches(message) {
+            for subscriber in subscriptions.values where subscriber.rules.contains(where: { $0.matches(message) }) {
                 subscriber.continuation.yield(message)
             }
             return DBUS_HANDLER_RESULT_NOT_YET_HANDLED
@@ -403,20 +403,35 @@ public final class DBusConnection: @unchecked Sendable {
         _ rule: DBusMatchRule,
         transform: @escaping @Sendable (DBusMessage) -> Element?
     ) async throws -> DBusSubscription<Element> {
+        try await subscribe(anyOf: [rule], transform: transform)
+    }
+
+    /// Subscribes to messages matching any of `rules`, in the order they arrive, keeping those `transform` turns
+    /// into elements. Every rule is added to the bus before this returns.
+    public func subscribe<Element: Sendable>(
+        anyOf rules: [DBusMatchRule],
+        transform: @escaping @Sendable (DBusMessage) -> Element?
+    ) async throws -> DBusSubscription<Element> {
         let (stream, continuation) = AsyncStream.makeStream(of: DBusMessage.self, bufferingPolicy: .unbounded)
         let id = onQueueSync { () -> UInt64? in
             guard raw != nil else { return nil }
             nextSubscriptionID += 1
-            subscriptions[nextSubscriptionID] = Subscriber(rule: rule, continuation: continuation)
+            subscriptions[nextSubscriptionID] = Subscriber(rules: rules, continuation: continuation)
             return nextSubscriptionID
         }
         guard let id else { throw DBusError.closed }
+        var added: [DBusMatchRule] = []
         do {
-            _ = try await call(
-                destination: "org.freedesktop.DBus", path: "/org/freedesktop/DBus", interface: "org.freedesktop.DBus",
-                member: "AddMatch", arguments: [.string(rule.description)], timeout: .seconds(10))
+            for rule in rules {
+                _ = try await busCall("AddMatch", [.string(rule.description)])
+                added.append(rule)
+            }
         } catch {
-            queue.async { self.subscriptions[id] = nil }
+            let addedRules = added
+            queue.async {
+                self.subscriptions[id] = nil
+                self.removeMatches(addedRules)
+            }
             continuation.finish()
             throw error
         }
@@ -424,12 +439,18 @@ public final class DBusConnection: @unchecked Sendable {
             guard let self else { return }
             self.queue.async {
                 guard self.subscriptions.removeValue(forKey: id) != nil else { return }
-                try? self.callNoReply(
-                    destination: "org.freedesktop.DBus", path: "/org/freedesktop/DBus",
-                    interface: "org.freedesktop.DBus", member: "RemoveMatch", arguments: [.string(rule.description)])
+                self.removeMatches(rules)
             }
         }
         return DBusSubscription(stream: stream, transform: transform)
+    }
+
+    private func removeMatches(_ rules: [DBusMatchRule]) {
+        for rule in rules {
+            try? callNoReply(
+                destination: "org.freedesktop.DBus", path: "/org/freedesktop/DBus",
+                interface: "org.freedesktop.DBus", member: "RemoveMatch", arguments: [.string(rule.description)])
+        }
     }
 
     // MARK: Bus methods
