@@ -230,6 +230,11 @@ public struct BlueZAdapterChoiceError: Error, Hashable, Sendable, CustomStringCo
     /// Names of the adapters BlueZ has.
     public var available: [String]
 
+    public init(requested: String?, available: [String]) {
+        self.requested = requested
+        self.available = available
+    }
+
     public var description: String {
         let present = available.isEmpty ? "none" : available.joined(separator: ", ")
         if let requested {

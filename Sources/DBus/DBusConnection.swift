@@ -442,7 +442,7 @@ public final class DBusConnection: @unchecked Sendable {
                 self.removeMatches(rules)
             }
         }
-        return DBusSubscription(stream: stream, transform: transform)
+        return DBusSubscription(stream: stream, continuation: continuation, transform: transform)
     }
 
     private func removeMatches(_ rules: [DBusMatchRule]) {

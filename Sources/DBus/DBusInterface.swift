@@ -126,14 +126,34 @@ public enum DBusBus: Sendable, Hashable, CustomStringConvertible {
     }
 }
 
-/// A stream of values decoded from matching messages; iteration ends when the connection closes. Dropping or
-/// leaving the iteration removes the match rule from the bus.
+/// A stream of values decoded from matching messages; iteration ends when the connection closes. When the last
+/// copy of the subscription and its iterators are gone (or iteration is cancelled), the match rules are removed from
+/// the bus.
 public struct DBusSubscription<Element: Sendable>: AsyncSequence, Sendable {
     let stream: AsyncStream<DBusMessage>
+    let token: Token
     let transform: @Sendable (DBusMessage) -> Element?
+
+    /// Ends the stream when no subscription or iterator refers to it any more.
+    final class Token: Sendable {
+        let continuation: AsyncStream<DBusMessage>.Continuation
+        init(_ continuation: AsyncStream<DBusMessage>.Continuation) { self.continuation = continuation }
+        deinit { continuation.finish() }
+    }
+
+    init(
+        stream: AsyncStream<DBusMessage>,
+        continuation: AsyncStream<DBusMessage>.Continuation,
+        transform: @escaping @Sendable (DBusMessage) -> Element?
+    ) {
+        self.stream = stream
+        self.token = Token(continuation)
+        self.transform = transform
+    }
 
     public struct AsyncIterator: AsyncIteratorProtocol {
         var base: AsyncStream<DBusMessage>.AsyncIterator
+        let token: Token
         let transform: @Sendable (DBusMessage) -> Element?
 
         public mutating func next() async -> Element? {
@@ -152,6 +172,9 @@ public struct DBusSubscription<Element: Sendable>: AsyncSequence, Sendable {
     }
 
     public func makeAsyncIterator() -> AsyncIterator {
-        AsyncIterator(base: stream.makeAsyncIterator(), transform: transform)
+        AsyncIterator(base: stream.makeAsyncIterator(), token: token, transform: transform)
     }
+
+    /// Ends the subscription now (iteration then returns `nil`) and removes its match rules.
+    public func cancel() { token.continuation.finish() }
 }
