@@ -35,7 +35,8 @@ public enum BlueZWriteType: String, Sendable {
 /// for await change in changes { … }
 /// ```
 ///
-/// - Important: Call `close()` when done (it stops the mirror; the connection stays open and is yours to close).
+/// - Important: Call `close()` when done, or drop the client: either stops the mirror and ends `observe()` streams.
+///   The connection stays open and is yours to close.
 public final class BlueZClient: Sendable {
     /// The connection the client uses.
     public let connection: DBusConnection
@@ -89,7 +90,13 @@ public final class BlueZClient: Sendable {
         } else {
             logger.warning("bluetoothd is not running; waiting for org.bluez to appear on the bus")
         }
-        let pump = Task { await client.pump(signals) }
+        let pump = Task { [weak client] in
+            var iterator = signals.makeAsyncIterator()
+            while let message = await iterator.next() {
+                guard let client else { return }
+                await client.handle(message)
+            }
+        }
         client.state.withLock { $0.pump = pump }
         return client
     }
@@ -156,16 +163,14 @@ public final class BlueZClient: Sendable {
             metadata: ["owner": "\(owner)", "adapters": "\(tree.adapters.count)", "devices": "\(tree.devices().count)"])
     }
 
-    private func pump(_ signals: DBusSubscription<DBusMessage>) async {
-        for await message in signals {
-            if message.member == "NameOwnerChanged", let change = DBusNameOwnerChange(message) {
-                await ownerChanged(change)
-                continue
-            }
-            state.withLock { state in
-                guard let owner = state.owner, message.sender == owner else { return }
-                if let change = state.tree.apply(message) { state.publish(change) }
-            }
+    private func handle(_ message: DBusMessage) async {
+        if let change = DBusNameOwnerChange(message) {
+            await ownerChanged(change)
+            return
+        }
+        state.withLock { state in
+            guard let owner = state.owner, message.sender == owner else { return }
+            if let change = state.tree.apply(message) { state.publish(change) }
         }
     }
 
@@ -311,7 +316,8 @@ public final class BlueZClient: Sendable {
                 timeout: timeout)
         }
         guard let percentage = value.byte else {
-            throw BlueZError(kind: .other, name: DBusError.failed, message: "Battery1.Percentage is not a byte: \(value)")
+            throw BlueZError(
+                kind: .other, name: DBusError.failed, message: "Battery1.Percentage is not a byte: \(value)")
         }
         return percentage
     }

@@ -84,7 +84,8 @@ public struct DBusNameOwnerChange: Sendable, Hashable {
 
     /// Reads a `NameOwnerChanged` signal's arguments; `nil` for any other shape.
     public init?(_ message: DBusMessage) {
-        guard message.member == "NameOwnerChanged", message.body.count == 3, let name = message.body[0].string, let old = message.body[1].string,
+        guard message.member == "NameOwnerChanged", message.body.count == 3, let name = message.body[0].string,
+            let old = message.body[1].string,
             let new = message.body[2].string
         else { return nil }
         self.init(name: name, oldOwner: old.isEmpty ? nil : old, newOwner: new.isEmpty ? nil : new)

@@ -35,9 +35,8 @@ enum Introspection {
             }
             for (name, property) in interface.properties.sorted(by: { $0.key < $1.key }) {
                 let access = property.writable ? "readwrite" : "read"
-                lines.append(
-                    #"    <property name="\#(escape(name))" type="\#(escape(property.value.signature.rawValue))" access="\#(access)"/>"#
-                )
+                let type = escape(property.value.signature.rawValue)
+                lines.append(#"    <property name="\#(escape(name))" type="\#(type)" access="\#(access)"/>"#)
             }
             lines.append("  </interface>")
         }

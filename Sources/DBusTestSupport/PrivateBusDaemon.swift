@@ -35,7 +35,8 @@ public final class PrivateBusDaemon: @unchecked Sendable {
         do {
             try process.run()
         } catch {
-            throw TestProcessError(description: "cannot start /usr/bin/dbus-daemon (apt-get install dbus-daemon): \(error)")
+            throw TestProcessError(
+                description: "cannot start /usr/bin/dbus-daemon (apt-get install dbus-daemon): \(error)")
         }
         var line = Data()
         while !line.contains(UInt8(ascii: "\n")) {
