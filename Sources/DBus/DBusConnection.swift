@@ -2,6 +2,10 @@ import CDBus
 import Dispatch
 import Logging
 
+#if canImport(Glibc)
+import Glibc
+#endif
+
 /// A connection to a D-Bus bus, driven by libdbus on one serial dispatch queue.
 ///
 /// libdbus's watches and timeouts become `DispatchSource`s on the connection's queue, and every libdbus call for the
@@ -66,38 +70,50 @@ public final class DBusConnection: @unchecked Sendable {
 
     private static let threadsInitialised: Bool = dbus_threads_init_default() != 0
 
+    /// The address of `bus`: the explicit one, `DBUS_SYSTEM_BUS_ADDRESS` (default
+    /// `unix:path=/run/dbus/system_bus_socket`) or `DBUS_SESSION_BUS_ADDRESS`.
+    static func address(of bus: DBusBus) throws(DBusError) -> String {
+        switch bus {
+        case .address(let address):
+            return address
+        case .system:
+            return getenv("DBUS_SYSTEM_BUS_ADDRESS").map { String(cString: $0) }
+                ?? "unix:path=/run/dbus/system_bus_socket"
+        case .session:
+            guard let address = getenv("DBUS_SESSION_BUS_ADDRESS").map({ String(cString: $0) }), !address.isEmpty
+            else {
+                throw DBusError(
+                    name: DBusError.badAddress, message: "DBUS_SESSION_BUS_ADDRESS is not set",
+                    advice: "run inside a login session or under dbus-run-session, or connect to an explicit address")
+            }
+            return address
+        }
+    }
+
     private static func openRaw(_ bus: DBusBus) throws(DBusError) -> RawHandle {
         _ = threadsInitialised
+        let address = try address(of: bus)
+        let name = bus == .address(address) ? "bus at \(address)" : "\(bus) bus at \(address)"
         var error = CDBus.DBusError()
         dbus_error_init(&error)
-        let connection: OpaquePointer?
-        switch bus {
-        case .system:
-            connection = dbus_bus_get_private(DBUS_BUS_SYSTEM, &error)
-        case .session:
-            connection = dbus_bus_get_private(DBUS_BUS_SESSION, &error)
-        case .address(let address):
-            if let opened = dbus_connection_open_private(address, &error) {
-                if dbus_bus_register(opened, &error) == 0 {
-                    dbus_connection_close(opened)
-                    dbus_connection_unref(opened)
-                    connection = nil
-                } else {
-                    connection = opened
-                }
-            } else {
-                connection = nil
-            }
+        guard let connection = dbus_connection_open_private(address, &error) else {
+            throw DBusError.take(&error).withConnectAdvice(bus: name)
         }
-        guard let connection else {
+        dbus_connection_set_exit_on_disconnect(connection, 0)
+        guard dbus_bus_register(connection, &error) != 0 else {
             var failure = DBusError.take(&error)
-            if failure.name == DBusError.failed, bus == .session, failure.message.isEmpty {
-                failure.message = "no session bus address"
+            if dbus_connection_get_is_connected(connection) == 0 {
+                failure.advice = "the \(name) closed the connection while registering: its policy refuses this user "
+                    + "(uid \(getuid())); check the <policy> rules of the bus configuration (for the system bus, "
+                    + "/etc/dbus-1/system.d/; for BlueZ, membership of group 'bluetooth')"
+            } else {
+                failure = failure.withConnectAdvice(bus: name)
             }
-            throw failure.withConnectAdvice(bus: bus.description)
+            dbus_connection_close(connection)
+            dbus_connection_unref(connection)
+            throw failure
         }
         dbus_error_free(&error)
-        dbus_connection_set_exit_on_disconnect(connection, 0)
         let unique = dbus_bus_get_unique_name(connection).map { String(cString: $0) } ?? ""
         return RawHandle(pointer: connection, uniqueName: unique)
     }

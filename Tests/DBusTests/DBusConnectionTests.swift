@@ -298,3 +298,99 @@ struct DBusConnectionTests {
         #expect(error?.description.contains("/nonexistent/hr-gateway-test-socket") == true)
     }
 }
+
+@Suite("DBusConnection failures and load", .timeLimit(.minutes(1)))
+struct DBusConnectionFailureTests {
+    @Test func aBusThatRefusesTheUserSaysWhichPolicyToCheck() async throws {
+        let config = try #require(Bundle.module.path(forResource: "deny-all-users", ofType: "conf", inDirectory: "Data"))
+        let daemon = try PrivateBusDaemon(configFile: config)
+        defer { daemon.stop() }
+        let error = await #expect(throws: DBusError.self) {
+            _ = try await DBusConnection.connect(to: .address(daemon.address), logger: Logger(label: "test"))
+        }
+        #expect(error?.advice?.contains("policy refuses this user") == true)
+        #expect(error?.advice?.contains("group 'bluetooth'") == true)
+    }
+
+    @Test func closingFailsCallsInFlight() async throws {
+        try await withPrivateBus { _, server, client in
+            let (release, releaser) = AsyncStream.makeStream(of: Void.self)
+            let (started, starter) = AsyncStream.makeStream(of: Void.self)
+            defer { releaser.finish() }
+            try server.export("/org/example/Slow", interfaces: [
+                DBusInterface("org.example.Slow", methods: [
+                    "Wait": DBusMethod { _ in
+                        starter.yield()
+                        for await _ in release {}
+                        return []
+                    }
+                ])
+            ])
+            let call = Task {
+                try await client.call(
+                    destination: server.uniqueName, path: "/org/example/Slow", interface: "org.example.Slow",
+                    member: "Wait", timeout: .seconds(60))
+            }
+            for await _ in started { break }
+            client.close()
+            let error = await #expect(throws: DBusError.self) { _ = try await call.value }
+            #expect(error?.name == DBusError.disconnected)
+        }
+    }
+
+    @Test func manyConcurrentCallsAllGetTheirOwnReply() async throws {
+        try await withPrivateBus { _, server, client in
+            try server.export("/org/example/Echo", interfaces: [echoInterface])
+            let replies = try await withThrowingTaskGroup(of: (Int, [DBusValue]).self) { group in
+                for index in 0..<300 {
+                    group.addTask {
+                        let reply = try await client.call(
+                            destination: server.uniqueName, path: "/org/example/Echo", interface: "org.example.Echo",
+                            member: "Echo", arguments: [.int32(Int32(index)), .string("call \(index)")],
+                            timeout: .seconds(20))
+                        return (index, reply)
+                    }
+                }
+                var collected: [Int: [DBusValue]] = [:]
+                for try await (index, reply) in group { collected[index] = reply }
+                return collected
+            }
+            #expect(replies.count == 300)
+            for (index, reply) in replies {
+                #expect(reply == [.int32(Int32(index)), .string("call \(index)")])
+            }
+        }
+    }
+
+    @Test func oneSubscriptionOverSeveralRulesKeepsArrivalOrder() async throws {
+        try await withPrivateBus { _, listener, emitter in
+            let rules = [
+                DBusMatchRule(interface: "org.example.A", member: "First"),
+                DBusMatchRule(interface: "org.example.B", member: "Second"),
+            ]
+            let signals = try await listener.subscribe(anyOf: rules) { message in message.body.first?.int32 }
+            for index in 0..<20 {
+                try emitter.emitSignal(
+                    path: "/org/example", interface: index.isMultiple(of: 2) ? "org.example.A" : "org.example.B",
+                    member: index.isMultiple(of: 2) ? "First" : "Second", arguments: [.int32(Int32(index))])
+                try emitter.emitSignal(path: "/org/example", interface: "org.example.C", member: "First")
+            }
+            var received: [Int32] = []
+            for await value in signals {
+                received.append(value)
+                if received.count == 20 { break }
+            }
+            #expect(received == (0..<20).map { Int32($0) })
+        }
+    }
+
+    @Test func cancellingASubscriptionEndsIteration() async throws {
+        try await withPrivateBus { _, connection, _ in
+            let signals = try await connection.messages(matching: DBusMatchRule(interface: "org.example.Never"))
+            signals.cancel()
+            var iterator = signals.makeAsyncIterator()
+            #expect(await iterator.next() == nil)
+            #expect(connection.isConnected)
+        }
+    }
+}
