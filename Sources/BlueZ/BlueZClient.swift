@@ -140,6 +140,18 @@ public final class BlueZClient: Sendable {
         return (snapshot, stream)
     }
 
+    /// Evaluates `condition` on the mirror now and after every change until it gives a value, e.g. "the device's
+    /// `ServicesResolved` is true, or `Connected` went false". Returns `nil` if the client closes or the task is
+    /// cancelled; put your own timeout around it.
+    public func wait<T: Sendable>(for condition: (BlueZObjectTree) -> T?) async -> T? {
+        let (snapshot, changes) = observe()
+        if let value = condition(snapshot) { return value }
+        for await _ in changes {
+            if let value = condition(tree) { return value }
+        }
+        return nil
+    }
+
     // MARK: Mirroring
 
     private func mirror(owner: String, initial: Bool) async throws {

@@ -4,20 +4,19 @@ import DBusTestSupport
 import Logging
 import Testing
 
-let quietLogger = Logger(label: "test.bluez") { _ in SwiftLogNoOpLogHandler() }
 let strapAddress = "AA:BB:CC:DD:EE:FF"
 let strapPath: DBusObjectPath = "/org/bluez/hci0/dev_AA_BB_CC_DD_EE_FF"
 
 @Suite(
     "BlueZClient against python-dbusmock's bluez5 template on a private bus",
-    .enabled(if: BlueZMockBus.available, "python3-dbusmock is not installed"),
+    .enabled(if: BlueZMock.available, "python3-dbusmock is not installed"),
     .timeLimit(.minutes(1))
 )
 struct BlueZClientTests {
-    func withMock(_ body: (BlueZMockBus, BlueZClient) async throws -> Void, setUp: (BlueZMockBus) async throws -> Void = { _ in })
+    func withMock(_ body: (BlueZMock, BlueZClient) async throws -> Void, setUp: (BlueZMock) async throws -> Void = { _ in })
         async throws
     {
-        let bus = try await BlueZMockBus()
+        let bus = try await BlueZMock()
         defer { bus.tearDown() }
         try await setUp(bus)
         let connection = try await bus.clientConnection()
@@ -147,7 +146,7 @@ struct BlueZClientTests {
     }
 
     @Test func startsWithoutBluetoothdAndMirrorsWhenItAppears() async throws {
-        let bus = try await BlueZMockBus()
+        let bus = try await BlueZMock()
         defer { bus.tearDown() }
         bus.killMock()
         let connection = try await bus.clientConnection()
@@ -218,7 +217,7 @@ struct BlueZClientTests {
             #expect(writes.first?.dropFirst().first?.propertyDictionary?["type"] == .string("command"))
             try await client.stopNotify(measurement)
 
-            try await bus.mockCall(strapPath, "org.freedesktop.DBus.Mock", "AddProperties", [
+            try await bus.call(strapPath, "org.freedesktop.DBus.Mock", "AddProperties", [
                 .string(BlueZ.batteryInterface), .properties(["Percentage": .byte(87)]),
             ])
             #expect(try await client.batteryPercentage(of: strapPath) == 87)
@@ -236,10 +235,9 @@ struct BlueZClientTests {
             #expect(again?.name == "org.bluez.Error.AlreadyConnected")
             #expect(again?.message == "Already Connected")
 
-            try await bus.mockCall(strapPath, "org.freedesktop.DBus.Mock", "AddMethod", [
-                .string(BlueZ.deviceInterface), .string("Connect"), .string(""), .string(""),
-                .string("raise dbus.exceptions.DBusException('le-connection-abort-by-local', name='org.bluez.Error.Failed')"),
-            ])
+            try await bus.setMethod(
+                strapPath, interface: BlueZ.deviceInterface, name: "Connect",
+                code: "raise dbus.exceptions.DBusException('le-connection-abort-by-local', name='org.bluez.Error.Failed')")
             let abort = await #expect(throws: BlueZError.self) { try await client.connect(strapPath) }
             #expect(abort?.kind == .failed)
             #expect(abort?.isConnectionAbortByLocal == true)
@@ -250,6 +248,36 @@ struct BlueZClientTests {
             }
             #expect(gone?.kind == .unknownObject)
             #expect(gone?.name == "org.freedesktop.DBus.Error.UnknownObject")
+        } setUp: { bus in
+            try await bus.addAdapter("hci0")
+            try await bus.addDevice(strapAddress, name: "Polar H10 1234")
+        }
+    }
+
+    @Test func waitingForALinkStateSeesTheChange() async throws {
+        try await withMock { bus, client in
+            enum Outcome: Sendable, Equatable { case resolved, dropped }
+            let (evaluated, evaluation) = AsyncStream.makeStream(of: Void.self)
+            let waiter = Task {
+                await client.wait { tree -> Outcome? in
+                    evaluation.yield()
+                    guard let device = tree.device(strapPath) else { return .dropped }
+                    if device.servicesResolved { return .resolved }
+                    return nil
+                }
+            }
+            var evaluations = evaluated.makeAsyncIterator()
+            await evaluations.next()  // the snapshot was checked: later changes reach the waiter
+            try await bus.updateProperties(strapPath, BlueZ.deviceInterface, ["RSSI": .int16(-50)])
+            try await bus.updateProperties(
+                strapPath, BlueZ.deviceInterface, ["Connected": .boolean(true), "ServicesResolved": .boolean(true)])
+            #expect(await waiter.value == .resolved)
+            evaluation.finish()
+            var count = 1
+            while await evaluations.next() != nil { count += 1 }
+            #expect(count >= 2)
+            let immediate = await client.wait { $0.device(strapPath)?.connected == true ? true : nil }
+            #expect(immediate == true)
         } setUp: { bus in
             try await bus.addAdapter("hci0")
             try await bus.addDevice(strapAddress, name: "Polar H10 1234")
