@@ -253,7 +253,7 @@ public final class DBusConnection: @unchecked Sendable {
         return try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<[DBusValue], any Error>) in
                 queue.async {
-                    call.continuation = continuation
+                    call.attach(continuation)
                     self.start(call, message: message, timeout: timeout)
                 }
             }
@@ -852,16 +852,26 @@ struct MessageRef: @unchecked Sendable {
     let pointer: OpaquePointer
 }
 
-/// A method call in flight.
+/// A method call in flight. Finishing may happen before the continuation is attached (a task cancelled before the
+/// call reached the queue); the result then waits for it.
 // @unchecked Sendable: all fields are touched on the connection queue only.
 final class PendingCall: @unchecked Sendable {
-    var continuation: CheckedContinuation<[DBusValue], any Error>?
+    private var continuation: CheckedContinuation<[DBusValue], any Error>?
+    private var result: Result<[DBusValue], any Error>?
     var pending: OpaquePointer?
-    private(set) var finished = false
+    var finished: Bool { result != nil }
+
+    func attach(_ continuation: CheckedContinuation<[DBusValue], any Error>) {
+        if let result {
+            continuation.resume(with: result)
+        } else {
+            self.continuation = continuation
+        }
+    }
 
     func finish(_ result: Result<[DBusValue], any Error>) {
-        guard !finished else { return }
-        finished = true
+        guard self.result == nil else { return }
+        self.result = result
         continuation?.resume(with: result)
         continuation = nil
         if let pending {

@@ -211,6 +211,21 @@ struct DBusConnectionTests {
         }
     }
 
+    @Test func aCallFromAnAlreadyCancelledTaskThrowsCancellationError() async throws {
+        try await withPrivateBus { _, connection, _ in
+            let (gate, opener) = AsyncStream.makeStream(of: Void.self)
+            let task = Task {
+                for await _ in gate {}
+                return try await connection.listNames()
+            }
+            task.cancel()
+            opener.finish()
+            await #expect(throws: CancellationError.self) { _ = try await task.value }
+            let names = try await connection.listNames()
+            #expect(names.contains(connection.uniqueName))
+        }
+    }
+
     @Test func signalSubscriptionDeliversOnlyMatchingSignals() async throws {
         try await withPrivateBus { _, listener, emitter in
             let rule = DBusMatchRule(interface: "org.example.Test", member: "Ping", pathNamespace: "/org/example")
