@@ -14,10 +14,15 @@ import Glibc
 /// ```swift
 /// let bus = try await DBusConnection.connect(to: .system, logger: logger)
 /// defer { bus.close() }
-/// let names = try await bus.call(
-///     destination: "org.freedesktop.DBus", path: "/org/freedesktop/DBus",
-///     interface: "org.freedesktop.DBus", member: "ListNames", timeout: .seconds(2))
+/// let reply = try await bus.call(
+///     destination: "org.bluez", path: "/org/bluez/hci0", interface: "org.bluez.Adapter1",
+///     member: "SetDiscoveryFilter", arguments: [.properties(["Transport": .string("le")])], timeout: .seconds(5))
+/// let changes = try await bus.messages(matching: DBusMatchRule(
+///     interface: "org.freedesktop.DBus.Properties", member: "PropertiesChanged", pathNamespace: "/org/bluez"))
+/// for await signal in changes { print(signal.path, signal.body) }
 /// ```
+///
+/// Exported method handlers run as tasks; `DBusProperty.didSet` runs on the connection's queue.
 ///
 /// - Important: Call `close()` when done; it is synchronous and safe from any thread, including from handlers.
 // @unchecked Sendable: all mutable state and every use of `raw` is confined to `queue` (checked by `onQueue`).
