@@ -22,7 +22,8 @@ import Glibc
 /// for await signal in changes { print(signal.path, signal.body) }
 /// ```
 ///
-/// Exported method handlers run as tasks; `DBusProperty.didSet` runs on the connection's queue.
+/// Exported method handlers run as tasks started on the connection's queue (they should not block it: hand heavy
+/// work to another task); `DBusProperty.didSet` runs on the queue too.
 ///
 /// - Important: Call `close()` when done; it is synchronous and safe from any thread, including from handlers.
 // @unchecked Sendable: all mutable state and every use of `raw` is confined to `queue` (checked by `onQueue`).
@@ -669,7 +670,8 @@ public final class DBusConnection: @unchecked Sendable {
         case .error(let error):
             reply(to: request, with: .failure(error))
         case .run(let method, let call):
-            Task {
+            // Starts on this queue: a handler that does not suspend answers without a thread hop.
+            Task.immediate {
                 let outcome: Result<[DBusValue], DBusError>
                 do {
                     outcome = .success(try await method.handler(call))
@@ -678,7 +680,11 @@ public final class DBusConnection: @unchecked Sendable {
                 } catch {
                     outcome = .failure(DBusError(name: DBusError.failed, message: "\(error)"))
                 }
-                self.queue.async { self.reply(to: request, with: outcome) }
+                if self.onQueue {
+                    self.reply(to: request, with: outcome)
+                } else {
+                    self.queue.async { self.reply(to: request, with: outcome) }
+                }
             }
         case .notHandled:
             dbus_message_unref(pointer)
