@@ -43,6 +43,10 @@ let echoInterface = DBusInterface(
     "org.example.Echo",
     methods: [
         "Echo": DBusMethod(input: nil) { call in call.arguments },
+        "EchoAfterSuspending": DBusMethod(input: nil) { call in
+            await Task.yield()
+            return call.arguments
+        },
         "Fail": DBusMethod(input: "ss") { call in
             throw DBusError(name: call.arguments[0].string ?? "", message: call.arguments[1].string ?? "")
         },
@@ -114,6 +118,18 @@ struct DBusConnectionTests {
                 destination: server.uniqueName, path: "/org/example/Echo", interface: "org.example.Echo",
                 member: "Echo", arguments: Self.roundTripValues, timeout: .seconds(5))
             #expect(reply == Self.roundTripValues)
+        }
+    }
+
+    @Test func handlersThatSuspendStillAnswer() async throws {
+        try await withPrivateBus { _, server, client in
+            try server.export("/org/example/Echo", interfaces: [echoInterface])
+            for index in 0..<20 {
+                let reply = try await client.call(
+                    destination: server.uniqueName, path: "/org/example/Echo", interface: "org.example.Echo",
+                    member: "EchoAfterSuspending", arguments: [.uint32(UInt32(index))], timeout: .seconds(5))
+                #expect(reply == [.uint32(UInt32(index))])
+            }
         }
     }
 
