@@ -319,6 +319,15 @@ struct DBusConnectionTests {
         }
     }
 
+    @Test func sessionBusConnectUsesDBUS_SESSION_BUS_ADDRESS() async throws {
+        try await withPrivateBus { daemon, first, _ in
+            setenv("DBUS_SESSION_BUS_ADDRESS", daemon.address, 1)
+            let session = try await DBusConnection.connect(to: .session, logger: Logger(label: "test.session"))
+            defer { session.close() }
+            #expect(try await first.listNames().contains(session.uniqueName))
+        }
+    }
+
     @Test func unreachableAddressSaysWhatToCheck() async throws {
         let error = await #expect(throws: DBusError.self) {
             _ = try await DBusConnection.connect(
