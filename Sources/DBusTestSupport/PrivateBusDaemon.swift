@@ -14,7 +14,7 @@ public struct TestProcessError: Error, CustomStringConvertible {
 /// A private `dbus-daemon` for tests and benchmarks: started with `--nofork --print-address=1`, killed with SIGKILL.
 ///
 /// Children spawned from Swift Testing's worker threads block SIGTERM, so `stop()` (also run on deinit) uses SIGKILL.
-// @unchecked Sendable: `process` is only touched under `lock` (in `stop()`); `address` is immutable.
+// @unchecked Sendable: `process` is stopped only under `lock` (in `stop()`); `address` and the pid never change.
 public final class PrivateBusDaemon: @unchecked Sendable {
     /// The address to connect to, e.g. `unix:path=/tmp/dbus-XXXX,guid=…`.
     public let address: String
