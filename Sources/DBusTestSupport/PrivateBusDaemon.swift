@@ -104,6 +104,8 @@ public final class DBusMockProcess: @unchecked Sendable {
         process.environment = environment
         process.standardOutput = FileHandle.nullDevice
         process.standardError = FileHandle.nullDevice
+        // If the mock dies before taking the name, stop waiting for it.
+        process.terminationHandler = { _ in changes.cancel() }
         do {
             try process.run()
         } catch {
@@ -116,7 +118,9 @@ public final class DBusMockProcess: @unchecked Sendable {
         }
         guard try await observer.nameOwner(of: busName) != nil else {
             stop()
-            throw TestProcessError(description: "dbusmock template \(template) never took \(busName)")
+            throw TestProcessError(
+                description: "dbusmock template \(template) exited without taking \(busName); run "
+                    + "`/usr/bin/python3 -m dbusmock --system --template \(template)` by hand to see why")
         }
     }
 

@@ -328,6 +328,18 @@ struct DBusConnectionTests {
         }
     }
 
+    @Test(.enabled(if: DBusMockProcess.templateAvailable("bluez5")))
+    func aMockThatCannotStartIsReportedNotAwaitedForever() async throws {
+        try await withPrivateBus { daemon, observer, _ in
+            let error = await #expect(throws: TestProcessError.self) {
+                _ = try await DBusMockProcess(
+                    template: "no_such_template", busName: "org.example.Never", address: daemon.address,
+                    observer: observer)
+            }
+            #expect(error?.description.contains("no_such_template") == true)
+        }
+    }
+
     @Test func unreachableAddressSaysWhatToCheck() async throws {
         let error = await #expect(throws: DBusError.self) {
             _ = try await DBusConnection.connect(
