@@ -628,7 +628,12 @@ public final class DBusConnection: @unchecked Sendable {
     }
 
     /// Changes an exported property and emits `PropertiesChanged`.
-    public func setProperty(_ name: String, _ interface: String, to value: DBusValue, on path: DBusObjectPath) throws {
+    public func setExportedProperty(
+        _ name: String,
+        interface: String,
+        to value: DBusValue,
+        at path: DBusObjectPath
+    ) throws {
         let changed = onQueueSync { () -> Bool in
             guard objects[path]?[interface] != nil else { return false }
             if var property = objects[path]?[interface]?.properties[name] {
