@@ -12,6 +12,8 @@ let package = Package(
         .executable(name: "hr-gateway-bench", targets: ["hr-gateway-bench"]),
         .library(name: "GatewayEngine", targets: ["GatewayEngine"]),
         .library(name: "HRVAnalysis", targets: ["HRVAnalysis"]),
+        .library(name: "DBus", targets: ["DBus"]),
+        .library(name: "BlueZ", targets: ["BlueZ"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
@@ -29,6 +31,20 @@ let package = Package(
         // MARK: Sinks
         .target(name: "StdoutSink", dependencies: ["GatewayEngine"], swiftSettings: strict),
 
+        // MARK: D-Bus and BlueZ (Linux, libdbus-1)
+        .systemLibrary(name: "CDBus", pkgConfig: "dbus-1", providers: [.apt(["libdbus-1-dev"])]),
+        .target(
+            name: "DBus",
+            dependencies: ["CDBus", .product(name: "Logging", package: "swift-log")],
+            swiftSettings: strict
+        ),
+        .target(name: "DBusTestSupport", dependencies: ["DBus"], swiftSettings: strict),
+        .target(
+            name: "BlueZ",
+            dependencies: ["DBus", .product(name: "Logging", package: "swift-log")],
+            swiftSettings: strict
+        ),
+
         // MARK: Command line
         .executableTarget(
             name: "hr-gateway",
@@ -41,7 +57,7 @@ let package = Package(
         ),
         .executableTarget(
             name: "hr-gateway-bench",
-            dependencies: ["GatewayEngine", "HRVAnalysis"],
+            dependencies: ["GatewayEngine", "HRVAnalysis", "DBus", "DBusTestSupport"],
             swiftSettings: strict
         ),
 
@@ -53,5 +69,9 @@ let package = Package(
             swiftSettings: strict
         ),
         .testTarget(name: "CLITests", dependencies: ["hr-gateway"], swiftSettings: strict),
+        .testTarget(
+            name: "DBusTests", dependencies: ["DBus", "DBusTestSupport"], resources: [.copy("Data")], swiftSettings: strict
+        ),
+        .testTarget(name: "BlueZTests", dependencies: ["BlueZ", "DBus", "DBusTestSupport"], swiftSettings: strict),
     ]
 )

@@ -1,12 +1,20 @@
-let usage = """
-    usage: hr-gateway-bench <name>
+/// `hr-gateway-bench NAME`: prints speed and cost figures. Build with `-c release` for representative numbers:
+/// `swift run -c release hr-gateway-bench NAME`.
+let benchmarks: [(name: String, about: String, run: () async -> Void)] = [
+    ("engine", "SessionEngine throughput: samples/s through the window and metrics", runEngineBenchmark),
+    ("hrv", "HRVAnalyzer.analyze (Kubios correction, time domain, respiration) on 5-minute windows", runHRVBenchmark),
+    ("dbus", "D-Bus round trips and signal delivery over a private dbus-daemon", runDBusBenchmark),
+]
 
-      hrv    HRVAnalyzer.analyze (Kubios correction, time domain, respiration) on 5-minute windows
-
-    Build with -c release for representative figures: swift run -c release hr-gateway-bench <name>
-    """
-
-switch CommandLine.arguments.dropFirst().first {
-case "hrv": runHRVBenchmark()
-default: print(usage)
+let requested = CommandLine.arguments.dropFirst().first
+if let requested, requested != "all", let bench = benchmarks.first(where: { $0.name == requested }) {
+    await bench.run()
+} else if requested == "all" {
+    for bench in benchmarks {
+        print("== \(bench.name)")
+        await bench.run()
+    }
+} else {
+    print("usage: hr-gateway-bench <name>|all\n")
+    for bench in benchmarks { print("  \(bench.name.padding(toLength: 8, withPad: " ", startingAt: 0)) \(bench.about)") }
 }
