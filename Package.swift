@@ -12,6 +12,7 @@ let package = Package(
         .executable(name: "hr-gateway-bench", targets: ["hr-gateway-bench"]),
         .library(name: "GatewayEngine", targets: ["GatewayEngine"]),
         .library(name: "HRVAnalysis", targets: ["HRVAnalysis"]),
+        .library(name: "V4L2Capture", targets: ["V4L2Capture"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
@@ -26,6 +27,11 @@ let package = Package(
         .target(name: "SimulatedProvider", dependencies: ["GatewayEngine"], swiftSettings: strict),
         .target(name: "ReplayProvider", dependencies: ["GatewayEngine"], swiftSettings: strict),
 
+        // MARK: V4L2 capture (Linux; libv4l2 from libv4l-dev)
+        .systemLibrary(name: "CLibV4L2", pkgConfig: "libv4l2", providers: [.apt(["libv4l-dev"])]),
+        .target(name: "CV4L2", dependencies: ["CLibV4L2"], cSettings: [.define("_GNU_SOURCE")]),
+        .target(name: "V4L2Capture", dependencies: ["CV4L2"], swiftSettings: strict),
+
         // MARK: Sinks
         .target(name: "StdoutSink", dependencies: ["GatewayEngine"], swiftSettings: strict),
 
@@ -34,6 +40,7 @@ let package = Package(
             name: "hr-gateway",
             dependencies: [
                 "GatewayEngine", "HRVAnalysis", "SimulatedProvider", "ReplayProvider", "StdoutSink",
+                "V4L2Capture",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ],
@@ -52,6 +59,7 @@ let package = Package(
             dependencies: ["GatewayEngine", "SimulatedProvider", "ReplayProvider"],
             swiftSettings: strict
         ),
+        .testTarget(name: "V4L2CaptureTests", dependencies: ["V4L2Capture", "CV4L2"], swiftSettings: strict),
         .testTarget(name: "CLITests", dependencies: ["hr-gateway"], swiftSettings: strict),
     ]
 )
