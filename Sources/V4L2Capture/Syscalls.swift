@@ -187,7 +187,7 @@ package struct DeviceHandle: Sendable {
     /// Like ``ioctl(_:_:wouldBlockIsExpected:)`` but returns `nil` instead of throwing when the driver answers EINVAL,
     /// the way enumerations (formats, sizes, controls) signal their end or an unsupported request.
     package func ioctlUnlessInvalid<T>(_ request: V4L2Request, _ value: inout T) throws(V4L2Error) -> Bool {
-        do {
+        do throws(V4L2Error) {
             return try ioctl(request, &value)
         } catch where error.errno == EINVAL || error.errno == ENOTTY {
             return false
