@@ -29,7 +29,13 @@ let package = Package(
 
         // MARK: V4L2 capture (Linux; libv4l2 from libv4l-dev)
         .systemLibrary(name: "CLibV4L2", pkgConfig: "libv4l2", providers: [.apt(["libv4l-dev"])]),
-        .target(name: "CV4L2", dependencies: ["CLibV4L2"], cSettings: [.define("_GNU_SOURCE")]),
+        .target(
+            name: "CV4L2",
+            dependencies: ["CLibV4L2"],
+            cSettings: [.define("_GNU_SOURCE")],
+            // libv4l2.pc lists libv4lconvert only under Requires.private, so link it explicitly.
+            linkerSettings: [.linkedLibrary("v4lconvert")]
+        ),
         .target(name: "V4L2Capture", dependencies: ["CV4L2"], swiftSettings: strict),
 
         // MARK: Sinks
