@@ -35,7 +35,7 @@ public struct V4L2Error: Error, Sendable, Hashable, CustomStringConvertible {
         public static let noSuchDevice = Code(kind: .noSuchDevice)
         /// ENODEV after opening: the camera was unplugged or its driver went away.
         public static let deviceGone = Code(kind: .deviceGone)
-        /// ENOTTY on VIDIOC_QUERYCAP: the path is not a V4L2 device.
+        /// ENOTTY when opening (libv4l2 queries the device) or on VIDIOC_QUERYCAP: the path is not a V4L2 device.
         public static let notAVideoDevice = Code(kind: .notAVideoDevice)
         /// The device has no VIDEO_CAPTURE capability (a metadata node, an output or a codec).
         public static let notACaptureDevice = Code(kind: .notACaptureDevice)
@@ -100,7 +100,7 @@ public struct V4L2Error: Error, Sendable, Hashable, CustomStringConvertible {
         case EACCES, EPERM: code = .permissionDenied
         case ENOENT, ENXIO: code = .noSuchDevice
         case ENODEV: code = operation == "open" ? .noSuchDevice : .deviceGone
-        case ENOTTY: code = operation == "VIDIOC_QUERYCAP" ? .notAVideoDevice : .rejected
+        case ENOTTY: code = operation == "VIDIOC_QUERYCAP" || operation == "open" ? .notAVideoDevice : .rejected
         case EIO: code = .ioError
         case EINVAL, ERANGE: code = .rejected
         default: code = .other
