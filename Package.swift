@@ -66,6 +66,11 @@ let package = Package(
             swiftSettings: strict
         ),
         .testTarget(name: "V4L2CaptureTests", dependencies: ["V4L2Capture", "CV4L2"], swiftSettings: strict),
+        .testTarget(
+            name: "CamerasCommandTests",
+            dependencies: ["hr-gateway", "V4L2Capture", "GatewayEngine"],
+            swiftSettings: strict
+        ),
         .testTarget(name: "CLITests", dependencies: ["hr-gateway"], swiftSettings: strict),
     ]
 )

@@ -257,6 +257,11 @@ public struct CameraDevice: Sendable, Hashable {
 public struct CameraProbe: Sendable {
     public var path: String
     public var result: Result<CameraDevice, V4L2Error>
+
+    public init(path: String, result: Result<CameraDevice, V4L2Error>) {
+        self.path = path
+        self.result = result
+    }
 }
 
 // MARK: - Querying a handle

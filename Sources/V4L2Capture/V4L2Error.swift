@@ -84,7 +84,8 @@ public struct V4L2Error: Error, Sendable, Hashable, CustomStringConvertible {
     /// Extra detail for failures that are not plain errnos (the formats offered, the timeout).
     public let detail: String?
 
-    init(code: Code, errno: CInt = 0, operation: String, devicePath: String, detail: String? = nil) {
+    /// An error of a given kind, e.g. to test how a consumer handles `.deviceGone` without a camera.
+    public init(code: Code, errno: CInt = 0, operation: String, devicePath: String, detail: String? = nil) {
         self.code = code
         self.errno = errno
         self.operation = operation
@@ -92,8 +93,8 @@ public struct V4L2Error: Error, Sendable, Hashable, CustomStringConvertible {
         self.detail = detail
     }
 
-    /// Classifies an errno returned by `operation` on `devicePath`.
-    init(errno: CInt, operation: String, devicePath: String) {
+    /// Classifies an errno returned by `operation` (`open`, `mmap`, `poll` or an ioctl name) on `devicePath`.
+    public init(errno: CInt, operation: String, devicePath: String) {
         let code: Code
         switch errno {
         case EBUSY: code = .busy
