@@ -26,7 +26,8 @@ public struct NegotiatedFormat: Sendable, Hashable, CustomStringConvertible {
     public var description: String {
         let fps = framesPerSecond.map { " at \(Self.format($0)) fps" } ?? " (frame rate not reported)"
         let converted = isConverted ? ", converted by libv4l2" : ""
-        return "\(fourcc) \(width)x\(height)\(fps), \(bytesPerLine) bytes/line\(converted)"
+        let stride = bytesPerLine > 0 ? ", \(bytesPerLine) bytes/line" : ", up to \(sizeImage) bytes/frame"
+        return "\(fourcc) \(width)x\(height)\(fps)\(stride)\(converted)"
     }
 
     static func format(_ fps: Double) -> String {
@@ -322,9 +323,8 @@ extension DeviceHandle {
 }
 
 /// A driver buffer mapped into our address space.
+// @unchecked Sendable: after startStreaming hands the buffers to the capture thread, only that thread reads or unmaps them.
 struct MappedBuffer: @unchecked Sendable {
-    // @unchecked Sendable: the mapping is only touched by the capture thread that owns the buffers after
-    // startStreaming hands them over; the raw pointer is never shared elsewhere.
     let index: UInt32
     let address: UnsafeMutableRawPointer
     let length: Int
