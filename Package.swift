@@ -37,6 +37,7 @@ let package = Package(
             linkerSettings: [.linkedLibrary("v4lconvert")]
         ),
         .target(name: "V4L2Capture", dependencies: ["CV4L2"], swiftSettings: strict),
+        .target(name: "V4L2TestSupport", dependencies: ["V4L2Capture", "CV4L2"], swiftSettings: strict),
 
         // MARK: Sinks
         .target(name: "StdoutSink", dependencies: ["GatewayEngine"], swiftSettings: strict),
@@ -65,7 +66,11 @@ let package = Package(
             dependencies: ["GatewayEngine", "SimulatedProvider", "ReplayProvider"],
             swiftSettings: strict
         ),
-        .testTarget(name: "V4L2CaptureTests", dependencies: ["V4L2Capture", "CV4L2"], swiftSettings: strict),
+        .testTarget(
+            name: "V4L2CaptureTests",
+            dependencies: ["V4L2Capture", "V4L2TestSupport", "CV4L2"],
+            swiftSettings: strict
+        ),
         .testTarget(
             name: "CamerasCommandTests",
             dependencies: ["hr-gateway", "V4L2Capture", "GatewayEngine"],

@@ -1,29 +1,11 @@
 import CV4L2
 import Testing
 @testable import V4L2Capture
+import V4L2TestSupport
 
 #if canImport(Glibc)
 import Glibc
 #endif
-
-extension FakeV4L2.Node {
-    /// A camera with one tiny YUYV mode (8×4 at 30 fps) so frames are 64 bytes.
-    static func tiny(controls: [FakeV4L2.Control] = []) -> Self {
-        var node = Self()
-        node.formats = [FakeV4L2.Format(fourcc: .yuyv, description: "YUYV 4:2:2", sizes: [(8, 4, [(1, 30)])])]
-        node.controls = controls
-        return node
-    }
-}
-
-extension FakeV4L2.Frame {
-    static func numbered(_ sequence: UInt32, flags: UInt32 = UInt32(V4L2_BUF_FLAG_TIMESTAMP_MONOTONIC)) -> Self {
-        Self(
-            sequence: sequence, bytes: (0..<64).map { UInt8(truncatingIfNeeded: Int(sequence) * 3 + $0) },
-            flags: flags, timestamp: (1000 + Int(sequence), 500_000)
-        )
-    }
-}
 
 private func noControls() -> CaptureConfiguration {
     var config = CaptureConfiguration()

@@ -1,6 +1,7 @@
 import CV4L2
 import Testing
 @testable import V4L2Capture
+import V4L2TestSupport
 
 #if canImport(Glibc)
 import Glibc

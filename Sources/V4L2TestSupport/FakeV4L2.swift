@@ -1,62 +1,131 @@
 import CV4L2
 import Foundation
-@testable import V4L2Capture
+import V4L2Capture
 
 /// A scripted V4L2 driver behind the ``V4L2System`` seam: formats, controls, buffers and frames in memory, with
-/// injectable errnos and a trace of every call.
+/// injectable errnos and a trace of every call. For tests of code that captures from a camera:
+///
+/// ```swift
+/// let fake = FakeV4L2(nodes: ["/dev/video0": .tiny()])
+/// let camera = try V4L2Camera.open("/dev/video0", configuration: config, system: fake)
+/// let frames = try camera.startStreaming()
+/// fake.deliver([.numbered(0), .numbered(1)])
+/// ```
 // @unchecked Sendable: all mutable state is guarded by `condition` (an NSCondition used as the lock).
-final class FakeV4L2: V4L2System, @unchecked Sendable {
-    struct Format {
-        var fourcc: FourCC
-        var description: String
-        var flags: UInt32 = 0
+package final class FakeV4L2: V4L2System, @unchecked Sendable {
+    package struct Format {
+        package var fourcc: FourCC
+        package var description: String
+        package var flags: UInt32 = 0
         /// (width, height, intervals as (numerator, denominator)).
-        var sizes: [(UInt32, UInt32, [(UInt32, UInt32)])]
+        package var sizes: [(UInt32, UInt32, [(UInt32, UInt32)])]
+
+        package init(
+            fourcc: FourCC, description: String, flags: UInt32 = 0, sizes: [(UInt32, UInt32, [(UInt32, UInt32)])]
+        ) {
+            self.fourcc = fourcc
+            self.description = description
+            self.flags = flags
+            self.sizes = sizes
+        }
     }
 
-    struct Control {
-        var id: UInt32
-        var name: String
-        var type: ControlType
-        var minimum: Int32
-        var maximum: Int32
-        var step: Int32 = 1
-        var defaultValue: Int32
-        var value: Int32
-        var flags: UInt32 = 0
-        var menu: [UInt32: String] = [:]
+    package struct Control {
+        package var id: UInt32
+        package var name: String
+        package var type: ControlType
+        package var minimum: Int32
+        package var maximum: Int32
+        package var step: Int32 = 1
+        package var defaultValue: Int32
+        package var value: Int32
+        package var flags: UInt32 = 0
+        package var menu: [UInt32: String] = [:]
+
+        package init(
+            id: UInt32, name: String, type: ControlType, minimum: Int32, maximum: Int32, step: Int32 = 1,
+            defaultValue: Int32, value: Int32, flags: UInt32 = 0, menu: [UInt32: String] = [:]
+        ) {
+            self.id = id
+            self.name = name
+            self.type = type
+            self.minimum = minimum
+            self.maximum = maximum
+            self.step = step
+            self.defaultValue = defaultValue
+            self.value = value
+            self.flags = flags
+            self.menu = menu
+        }
     }
 
-    struct Node {
-        var capabilities: UInt32 = UInt32(V4L2_CAP_VIDEO_CAPTURE | V4L2_CAP_STREAMING)
-        var driver = "fakecam"
-        var card = "Fake Camera"
-        var bus = "usb-0000:00:14.0-1"
-        var formats: [Format] = [
+    package struct Node {
+        package var capabilities: UInt32 = UInt32(V4L2_CAP_VIDEO_CAPTURE | V4L2_CAP_STREAMING)
+        package var driver = "fakecam"
+        package var card = "Fake Camera"
+        package var bus = "usb-0000:00:14.0-1"
+        package var formats: [Format] = [
             Format(fourcc: .yuyv, description: "YUYV 4:2:2", sizes: [(640, 480, [(1, 30), (1, 15)]), (320, 240, [(1, 30)])]),
             Format(
                 fourcc: .mjpeg, description: "Motion-JPEG", flags: UInt32(V4L2_FMT_FLAG_COMPRESSED),
                 sizes: [(1280, 720, [(1, 30)])]
             ),
         ]
-        var controls: [Control] = []
-        var openErrno: CInt? = nil
-        var maxBuffers: UInt32 = 8
+        package var controls: [Control] = []
+        package var openErrno: CInt? = nil
+        package var maxBuffers: UInt32 = 8
+
+        package init() {}
+
+        /// A camera with one tiny YUYV mode (8×4 at 30 fps) so frames are 64 bytes.
+        package static func tiny(controls: [Control] = []) -> Self {
+            var node = Self()
+            node.formats = [Format(fourcc: .yuyv, description: "YUYV 4:2:2", sizes: [(8, 4, [(1, 30)])])]
+            node.controls = controls
+            return node
+        }
     }
 
-    struct Frame {
-        var sequence: UInt32
-        var bytes: [UInt8]
-        var flags: UInt32 = UInt32(V4L2_BUF_FLAG_TIMESTAMP_MONOTONIC)
-        var timestamp: (Int, Int) = (0, 0)
+    package struct Frame {
+        package var sequence: UInt32
+        package var bytes: [UInt8]
+        package var flags: UInt32 = UInt32(V4L2_BUF_FLAG_TIMESTAMP_MONOTONIC)
+        package var timestamp: (Int, Int) = (0, 0)
+
+        package init(
+            sequence: UInt32, bytes: [UInt8], flags: UInt32 = UInt32(V4L2_BUF_FLAG_TIMESTAMP_MONOTONIC),
+            timestamp: (Int, Int) = (0, 0)
+        ) {
+            self.sequence = sequence
+            self.bytes = bytes
+            self.flags = flags
+            self.timestamp = timestamp
+        }
+
+        /// A 64-byte frame whose bytes and timestamp (1000 + sequence + 0.5 s) derive from its sequence number.
+        package static func numbered(
+            _ sequence: UInt32, flags: UInt32 = UInt32(V4L2_BUF_FLAG_TIMESTAMP_MONOTONIC)
+        ) -> Self {
+            Self(
+                sequence: sequence, bytes: (0..<64).map { UInt8(truncatingIfNeeded: Int(sequence) * 3 + $0) },
+                flags: flags, timestamp: (1000 + Int(sequence), 500_000)
+            )
+        }
     }
 
     /// Fail the `skip + 1`-th call of `operation` (and the `times - 1` after it) with `errno`.
-    struct Injection {
-        var operation: String
-        var errno: CInt
-        var skip: Int = 0
-        var times: Int = 1
+    package struct Injection {
+        package var operation: String
+        package var errno: CInt
+        package var skip: Int = 0
+        package var times: Int = 1
+
+        package init(operation: String, errno: CInt, skip: Int = 0, times: Int = 1) {
+            self.operation = operation
+            self.errno = errno
+            self.skip = skip
+            self.times = times
+        }
     }
 
     private let condition = NSCondition()
@@ -78,7 +147,7 @@ final class FakeV4L2: V4L2System, @unchecked Sendable {
     private var _mapped: [UnsafeMutableRawPointer] = []
     private var _unmapped: [UnsafeMutableRawPointer] = []
 
-    init(nodes: [String: Node] = ["/dev/video0": Node()]) {
+    package init(nodes: [String: Node] = ["/dev/video0": Node()]) {
         self.nodes = nodes
     }
 
@@ -88,28 +157,28 @@ final class FakeV4L2: V4L2System, @unchecked Sendable {
 
     // MARK: Test controls
 
-    func inject(_ injection: Injection) { locked { injections.append(injection) } }
+    package func inject(_ injection: Injection) { locked { injections.append(injection) } }
 
     /// Makes frames available to DQBUF and wakes a waiting poll.
-    func deliver(_ frames: [Frame]) {
+    package func deliver(_ frames: [Frame]) {
         locked { pending.append(contentsOf: frames) }
         condition.broadcast()
     }
 
     /// Poll reports readiness even with no frame pending (so DQBUF runs and injected errors surface).
-    func setAlwaysReadable() {
+    package func setAlwaysReadable() {
         locked { alwaysReadable = true }
         condition.broadcast()
     }
 
-    var trace: [String] { locked { _trace } }
+    package var trace: [String] { locked { _trace } }
     /// The trace without polls.
-    var calls: [String] { trace.filter { $0 != "poll" } }
-    var controlWrites: [(id: UInt32, value: Int32)] { locked { _controlWrites } }
-    var mapped: [UnsafeMutableRawPointer] { locked { _mapped } }
-    var unmapped: [UnsafeMutableRawPointer] { locked { _unmapped } }
-    var openDescriptors: Int { locked { openFDs.count } }
-    func value(of control: UInt32) -> Int32? {
+    package var calls: [String] { trace.filter { $0 != "poll" } }
+    package var controlWrites: [(id: UInt32, value: Int32)] { locked { _controlWrites } }
+    package var mapped: [UnsafeMutableRawPointer] { locked { _mapped } }
+    package var unmapped: [UnsafeMutableRawPointer] { locked { _unmapped } }
+    package var openDescriptors: Int { locked { openFDs.count } }
+    package func value(of control: UInt32) -> Int32? {
         locked { nodes.values.first!.controls.first { $0.id == control }?.value }
     }
 
@@ -137,9 +206,9 @@ final class FakeV4L2: V4L2System, @unchecked Sendable {
 
     // MARK: V4L2System
 
-    func deviceNodes() -> [String] { locked { nodes.keys.sorted() } }
+    package func deviceNodes() -> [String] { locked { nodes.keys.sorted() } }
 
-    func open(_ path: String, flags: CInt) -> Result<CInt, Errno> {
+    package func open(_ path: String, flags: CInt) -> Result<CInt, Errno> {
         locked {
             if let errno = record("open") { return .failure(Errno(errno)) }
             guard let node = nodes[path] else { return .failure(Errno(ENOENT)) }
@@ -150,7 +219,7 @@ final class FakeV4L2: V4L2System, @unchecked Sendable {
         }
     }
 
-    func close(_ fd: CInt) -> Result<Void, Errno> {
+    package func close(_ fd: CInt) -> Result<Void, Errno> {
         locked {
             if let errno = record("close") { return .failure(Errno(errno)) }
             guard openFDs.removeValue(forKey: fd) != nil else { return .failure(Errno(EBADF)) }
@@ -158,7 +227,7 @@ final class FakeV4L2: V4L2System, @unchecked Sendable {
         }
     }
 
-    func mmap(_ fd: CInt, length: Int, offset: Int64) -> Result<UnsafeMutableRawPointer, Errno> {
+    package func mmap(_ fd: CInt, length: Int, offset: Int64) -> Result<UnsafeMutableRawPointer, Errno> {
         locked {
             if let errno = record("mmap") { return .failure(Errno(errno)) }
             guard mappings[offset] == nil, length == bufferLength else { return .failure(Errno(EINVAL)) }
@@ -169,7 +238,7 @@ final class FakeV4L2: V4L2System, @unchecked Sendable {
         }
     }
 
-    func munmap(_ address: UnsafeMutableRawPointer, length: Int) -> Result<Void, Errno> {
+    package func munmap(_ address: UnsafeMutableRawPointer, length: Int) -> Result<Void, Errno> {
         locked {
             if let errno = record("munmap") { return .failure(Errno(errno)) }
             guard let key = mappings.first(where: { $0.value == address })?.key else { return .failure(Errno(EINVAL)) }
@@ -180,7 +249,7 @@ final class FakeV4L2: V4L2System, @unchecked Sendable {
         }
     }
 
-    func poll(_ fd: CInt, timeoutMilliseconds: CInt) -> Result<CShort, Errno> {
+    package func poll(_ fd: CInt, timeoutMilliseconds: CInt) -> Result<CShort, Errno> {
         condition.lock()
         defer { condition.unlock() }
         if let errno = record("poll") { return .failure(Errno(errno)) }
@@ -191,13 +260,13 @@ final class FakeV4L2: V4L2System, @unchecked Sendable {
         return .success(CShort(POLLIN))
     }
 
-    func monotonicNow() -> Double {
+    package func monotonicNow() -> Double {
         var now = timespec()
         clock_gettime(CLOCK_MONOTONIC, &now)
         return Double(now.tv_sec) + Double(now.tv_nsec) / 1e9
     }
 
-    func ioctl(_ fd: CInt, _ request: V4L2Request, _ argument: UnsafeMutableRawPointer) -> Result<Void, Errno> {
+    package func ioctl(_ fd: CInt, _ request: V4L2Request, _ argument: UnsafeMutableRawPointer) -> Result<Void, Errno> {
         locked {
             if let errno = record(request.name) { return .failure(Errno(errno)) }
             guard let path = openFDs[fd], let node = nodes[path] else { return .failure(Errno(EBADF)) }
@@ -385,37 +454,37 @@ final class FakeV4L2: V4L2System, @unchecked Sendable {
 }
 
 extension FakeV4L2.Control {
-    static let exposureAuto = Self(
+    package static let exposureAuto = Self(
         id: CV4L2_CID_EXPOSURE_AUTO, name: "Auto Exposure", type: .menu, minimum: 0, maximum: 3, defaultValue: 3,
         value: 3, menu: [1: "Manual Mode", 3: "Aperture Priority Mode"]
     )
-    static let exposureAbsolute = Self(
+    package static let exposureAbsolute = Self(
         id: CV4L2_CID_EXPOSURE_ABSOLUTE, name: "Exposure Time, Absolute", type: .integer, minimum: 3,
         maximum: 2047, defaultValue: 250, value: 156, flags: UInt32(V4L2_CTRL_FLAG_INACTIVE)
     )
-    static let exposurePriority = Self(
+    package static let exposurePriority = Self(
         id: CV4L2_CID_EXPOSURE_AUTO_PRIORITY, name: "Exposure, Dynamic Framerate", type: .boolean, minimum: 0,
         maximum: 1, defaultValue: 0, value: 1
     )
-    static let autoWhiteBalance = Self(
+    package static let autoWhiteBalance = Self(
         id: CV4L2_CID_AUTO_WHITE_BALANCE, name: "White Balance, Automatic", type: .boolean, minimum: 0, maximum: 1,
         defaultValue: 1, value: 1
     )
-    static let whiteBalanceTemperature = Self(
+    package static let whiteBalanceTemperature = Self(
         id: CV4L2_CID_WHITE_BALANCE_TEMPERATURE, name: "White Balance Temperature", type: .integer, minimum: 2800,
         maximum: 6500, step: 10, defaultValue: 4600, value: 4650, flags: UInt32(V4L2_CTRL_FLAG_INACTIVE)
     )
-    static let powerLine = Self(
+    package static let powerLine = Self(
         id: CV4L2_CID_POWER_LINE_FREQUENCY, name: "Power Line Frequency", type: .menu, minimum: 0, maximum: 2,
         defaultValue: 2, value: 2, menu: [0: "Disabled", 1: "50 Hz", 2: "60 Hz"]
     )
-    static let brightness = Self(
+    package static let brightness = Self(
         id: CV4L2_CID_BRIGHTNESS, name: "Brightness", type: .integer, minimum: -64, maximum: 64, defaultValue: 0,
         value: 5
     )
 
     /// A typical UVC webcam's set (no auto gain).
-    static let webcam: [Self] = [
+    package static let webcam: [Self] = [
         .brightness, .autoWhiteBalance, .powerLine, .whiteBalanceTemperature, .exposureAuto, .exposureAbsolute,
         .exposurePriority,
     ]
