@@ -21,6 +21,12 @@ public struct ControlLockReport: Sendable, Hashable, CustomStringConvertible {
         public var id: UInt32
         public var outcome: Outcome
 
+        public init(control: String, id: UInt32, outcome: Outcome) {
+            self.control = control
+            self.id = id
+            self.outcome = outcome
+        }
+
         public var isLocked: Bool {
             if case .locked = outcome { return true }
             return false
@@ -30,6 +36,11 @@ public struct ControlLockReport: Sendable, Hashable, CustomStringConvertible {
     public var entries: [Entry]
     /// Frames captured before the controls were locked.
     public var afterFrames: Int
+
+    public init(entries: [Entry], afterFrames: Int) {
+        self.entries = entries
+        self.afterFrames = afterFrames
+    }
 
     public var locked: [Entry] { entries.filter(\.isLocked) }
     public var notLocked: [Entry] { entries.filter { !$0.isLocked } }

@@ -144,8 +144,9 @@ public struct V4L2Error: Error, Sendable, Hashable, CustomStringConvertible {
             return "\(path) does not support mmap streaming (no STREAMING capability)\(extra). This gateway needs a "
                 + "camera driver with streaming I/O."
         case .noUsableFormat:
-            return "\(path) offers no pixel format the gateway can use\(extra). Install libv4l-dev conversion support "
-                + "or use a camera that offers YUYV or MJPEG."
+            return "\(path) offers no pixel format the gateway can use\(extra). Use a camera that offers YUYV or "
+                + "MJPEG (libv4l2 converts MJPEG to RGB24); a v4l2loopback device lists formats only while a producer "
+                + "(for example ffmpeg) is writing to it."
         case .noBuffers:
             return "\(path) granted no capture buffers during \(operation)\(extra). Another application may hold the "
                 + "device's memory; close it and try again."

@@ -121,9 +121,11 @@ struct CamerasCommand: AsyncParsableCommand {
 
     static let noCamerasMessage = """
         No cameras found (no /dev/video* node can capture video).
-        Hint: plug in a USB webcam and check `ls -l /dev/video*`; if nodes exist but are missing here, check \
-        permissions (sudo usermod -aG video $USER, or udev/70-hr-gateway-camera.rules). In a VM without a camera, \
-        load a test driver: `sudo modprobe vivid` or `sudo modprobe v4l2loopback`.
+        Hint: plug in a USB webcam and check `ls -l /dev/video*` (nodes that cannot capture video, such as a \
+        webcam's metadata node, are not listed; nodes this user may not open are listed with the reason). \
+        In a VM without a camera, \
+        load a test driver: `sudo modprobe vivid`, or `sudo modprobe v4l2loopback exclusive_caps=1` (a loopback node \
+        shows up as a camera once a producer such as ffmpeg writes to it).
         """
 
     static func text(for probe: CameraProbe) -> String {
