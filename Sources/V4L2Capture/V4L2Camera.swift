@@ -41,8 +41,12 @@ public struct NegotiatedFormat: Sendable, Hashable, CustomStringConvertible {
 /// let camera = try V4L2Camera.open("/dev/video0")
 /// print(camera.format)                       // YUYV 640x480 at 30 fps, 1280 bytes/line
 /// let frames = try camera.startStreaming()
-/// for try await frame in frames.prefix(300) { … }
-/// await camera.stop()                        // STREAMOFF, unmap, close; also happens if iteration ends early
+/// for try await frame in frames {            // throws V4L2Error, e.g. .deviceGone when unplugged
+///     process(frame.bytes, frame.timestamp)
+///     if done { break }
+/// }
+/// await camera.stop()                        // STREAMOFF, munmap, REQBUFS 0, close (also when iteration ends early)
+/// print(await camera.controlLockReport() ?? "controls not locked")
 /// ```
 ///
 /// - Important: Frames are dequeued on a dedicated thread (never on the Swift concurrency pool) and handed over through
