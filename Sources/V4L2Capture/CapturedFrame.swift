@@ -21,6 +21,9 @@ public struct CapturedFrame: Sendable {
     /// The driver's frame counter (`v4l2_buffer.sequence`).
     public var sequence: UInt32
     /// Frames lost just before this one (a gap in ``sequence``): dropped by the driver or by a slow consumer.
+    ///
+    /// A jump right after a first frame with sequence 0 is not counted: v4l2loopback hands out one stale buffer
+    /// (sequence 0) before the live ones, whose numbers continue from what its producer already wrote.
     public var droppedFrames: Int
     /// Frames lost since streaming started.
     public var totalDroppedFrames: Int
@@ -73,6 +76,7 @@ public struct CapturedFrames: AsyncSequence, Sendable {
         var base: AsyncStream<CaptureEvent>.Iterator
         var lastSequence: UInt32? = nil
         var totalDropped = 0
+        var deliveredFrames = 0
 
         public mutating func next(isolation actor: isolated (any Actor)? = #isolation) async throws(V4L2Error)
             -> CapturedFrame?
@@ -84,8 +88,10 @@ public struct CapturedFrames: AsyncSequence, Sendable {
             case .frame(var frame):
                 if let last = lastSequence {
                     let step = frame.sequence &- last
-                    frame.droppedFrames = step == 0 || step > UInt32(Int32.max) ? 0 : Int(step) - 1
+                    let staleFirstBuffer = deliveredFrames == 1 && last == 0
+                    frame.droppedFrames = step == 0 || step > UInt32(Int32.max) || staleFirstBuffer ? 0 : Int(step) - 1
                 }
+                deliveredFrames += 1
                 totalDropped += frame.droppedFrames
                 frame.totalDroppedFrames = totalDropped
                 lastSequence = frame.sequence

@@ -82,6 +82,23 @@ private func stopSequence(buffers: Int) -> [String] {
         #expect(received.map(\.totalDroppedFrames) == [0, 0, 0, 3, 3])
     }
 
+    @Test func staleFirstLoopbackBufferIsNotCountedAsDrops() async throws {
+        let fake = FakeV4L2(nodes: ["/dev/video0": .tiny()])
+        var config = noControls()
+        config.frameBufferLimit = 16
+        let camera = try V4L2Camera.open("/dev/video0", configuration: config, system: fake)
+        let frames = try camera.startStreaming()
+        fake.deliver([.numbered(0), .numbered(483), .numbered(484), .numbered(486)])
+        var received: [CapturedFrame] = []
+        for try await frame in frames {
+            received.append(frame)
+            if received.count == 4 { break }
+        }
+        await camera.stop()
+        #expect(received.map(\.droppedFrames) == [0, 0, 0, 1])
+        #expect(received.last?.totalDroppedFrames == 1)
+    }
+
     @Test func nonMonotonicDriverTimestampsAreReplacedByDequeueTime() async throws {
         let fake = FakeV4L2(nodes: ["/dev/video0": .tiny()])
         let camera = try V4L2Camera.open("/dev/video0", configuration: noControls(), system: fake)
