@@ -227,7 +227,7 @@ public final class V4L2Camera: Sendable {
             preStreamEntries: preStreamEntries, shared: shared, continuation: continuation
         )
         let thread = Thread { loop.run() }
-        thread.name = "v4l2-capture \(path)"
+        thread.name = String("v4l2 \(path.split(separator: "/").last ?? "")".prefix(15))  // Linux limit: 15 bytes
         thread.start()
         return CapturedFrames(stream: stream)
     }
@@ -472,10 +472,10 @@ struct CaptureLoop: Sendable {
                 buf.memory = V4L2_MEMORY_MMAP.rawValue
                 let dequeued = revents == 0 ? false : try handle.ioctl(.dequeueBuffer, &buf, wouldBlockIsExpected: true)
                 guard dequeued else {
-                    if revents & CShort(POLLERR) != 0 {
+                    if revents & CShort(POLLERR | POLLHUP) != 0 {
                         throw V4L2Error(
                             code: .ioError, operation: "poll", devicePath: handle.path,
-                            detail: "the driver signalled an error (POLLERR) and has no buffer ready"
+                            detail: "the driver signalled an error or hang-up (POLLERR/POLLHUP) with no buffer ready"
                         )
                     }
                     if system.monotonicNow() - lastFrameAt > timeout {

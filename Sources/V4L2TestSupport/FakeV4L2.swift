@@ -135,6 +135,7 @@ package final class FakeV4L2: V4L2System, @unchecked Sendable {
     private var injections: [Injection] = []
     private var pending: [Frame] = []
     private var alwaysReadable = false
+    private var forcedPollEvents: CShort? = nil
     private var format = v4l2_format()
     private var timePerFrame = v4l2_fract(numerator: 1, denominator: 30)
     private var bufferLength = 0
@@ -168,6 +169,12 @@ package final class FakeV4L2: V4L2System, @unchecked Sendable {
     /// Poll reports readiness even with no frame pending (so DQBUF runs and injected errors surface).
     package func setAlwaysReadable() {
         locked { alwaysReadable = true }
+        condition.broadcast()
+    }
+
+    /// Every following poll returns these events at once (e.g. `POLLERR | POLLHUP` for an unplugged camera).
+    package func setPollEvents(_ revents: CShort) {
+        locked { forcedPollEvents = revents }
         condition.broadcast()
     }
 
@@ -254,9 +261,10 @@ package final class FakeV4L2: V4L2System, @unchecked Sendable {
         defer { condition.unlock() }
         if let errno = record("poll") { return .failure(Errno(errno)) }
         let deadline = Date(timeIntervalSinceNow: Double(timeoutMilliseconds) / 1000)
-        while pending.isEmpty && !alwaysReadable {
+        while pending.isEmpty && !alwaysReadable && forcedPollEvents == nil {
             if !condition.wait(until: deadline) { return .success(0) }
         }
+        if let forcedPollEvents { return .success(forcedPollEvents) }
         return .success(CShort(POLLIN))
     }
 

@@ -147,6 +147,19 @@ private func stopSequence(buffers: Int) -> [String] {
         #expect(error?.description.contains("USB link") == true)
     }
 
+    @Test func hangUpWithoutABufferEndsTheSequence() async throws {
+        let fake = FakeV4L2(nodes: ["/dev/video0": .tiny()])
+        let camera = try V4L2Camera.open("/dev/video0", configuration: noControls(), system: fake)
+        let frames = try camera.startStreaming()
+        fake.setPollEvents(CShort(POLLERR | POLLHUP))
+        let error = await #expect(throws: V4L2Error.self) {
+            for try await _ in frames {}
+        }
+        #expect(error?.code == .ioError)
+        #expect(error?.operation == "poll")
+        #expect(fake.openDescriptors == 0)
+    }
+
     @Test func interruptedCallsAreRetried() async throws {
         let fake = FakeV4L2(nodes: ["/dev/video0": .tiny()])
         fake.inject(.init(operation: "open", errno: EINTR))
