@@ -200,7 +200,7 @@ public final class V4L2Camera: Sendable {
         do throws(V4L2Error) {
             buffers = try handle.mapBuffers(count: configuration.bufferCount)
         } catch {
-            shared.streamingFailedToStart()
+            abandonStart()
             throw error
         }
         do throws(V4L2Error) {
@@ -212,7 +212,7 @@ public final class V4L2Camera: Sendable {
             try handle.ioctl(.streamOn, &type)
         } catch {
             handle.unmap(buffers)
-            shared.streamingFailedToStart()
+            abandonStart()
             throw error
         }
 
@@ -232,10 +232,19 @@ public final class V4L2Camera: Sendable {
         return CapturedFrames(stream: stream)
     }
 
+    /// Back to the opened state after a failed start, or closed if ``stop()`` was called meanwhile.
+    private func abandonStart() {
+        if shared.streamingFailedToStart() {
+            try? handle.close()
+            shared.finish(report: nil)
+        }
+    }
+
     /// The result of the control locks, once ``ControlPolicy/settleFrames`` frames have been captured; `nil` if
     /// capture ended before that or no ``ControlPolicy`` was configured.
     public func controlLockReport() async -> ControlLockReport? {
-        await shared.waitForReport()
+        guard configuration.controls != nil else { return nil }
+        return await shared.waitForReport()
     }
 
     /// Stops capture and releases the device: VIDIOC_STREAMOFF, munmap of every buffer, VIDIOC_REQBUFS 0, close.
@@ -379,7 +388,15 @@ final class SharedState: Sendable {
         }
     }
 
-    func streamingFailedToStart() { state.withLock { $0.phase = .opened } }
+    /// Returns the camera to `.opened` after a failed start; `true` if a stop was requested meanwhile, in which case
+    /// it stays claimed and the caller must close it and call ``finish(report:)``.
+    func streamingFailedToStart() -> Bool {
+        state.withLock { state in
+            if state.stopRequested || !state.closeWaiters.isEmpty { return true }
+            state.phase = .opened
+            return false
+        }
+    }
 
     func publish(report: ControlLockReport) {
         let waiters = state.withLock { state in
