@@ -14,6 +14,7 @@ let package = Package(
         .library(name: "HRVAnalysis", targets: ["HRVAnalysis"]),
         .library(name: "DBus", targets: ["DBus"]),
         .library(name: "BlueZ", targets: ["BlueZ"]),
+        .library(name: "V4L2Capture", targets: ["V4L2Capture"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
@@ -27,6 +28,18 @@ let package = Package(
         // MARK: Providers
         .target(name: "SimulatedProvider", dependencies: ["GatewayEngine"], swiftSettings: strict),
         .target(name: "ReplayProvider", dependencies: ["GatewayEngine"], swiftSettings: strict),
+
+        // MARK: V4L2 capture (Linux; libv4l2 from libv4l-dev)
+        .systemLibrary(name: "CLibV4L2", pkgConfig: "libv4l2", providers: [.apt(["libv4l-dev"])]),
+        .target(
+            name: "CV4L2",
+            dependencies: ["CLibV4L2"],
+            cSettings: [.define("_GNU_SOURCE")],
+            // libv4l2.pc lists libv4lconvert only under Requires.private, so link it explicitly.
+            linkerSettings: [.linkedLibrary("v4lconvert")]
+        ),
+        .target(name: "V4L2Capture", dependencies: ["CV4L2"], swiftSettings: strict),
+        .target(name: "V4L2TestSupport", dependencies: ["V4L2Capture", "CV4L2"], swiftSettings: strict),
 
         // MARK: Sinks
         .target(name: "StdoutSink", dependencies: ["GatewayEngine"], swiftSettings: strict),
@@ -50,6 +63,7 @@ let package = Package(
             name: "hr-gateway",
             dependencies: [
                 "GatewayEngine", "HRVAnalysis", "SimulatedProvider", "ReplayProvider", "StdoutSink",
+                "V4L2Capture",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ],
@@ -66,6 +80,16 @@ let package = Package(
         .testTarget(
             name: "GatewayEngineTests",
             dependencies: ["GatewayEngine", "SimulatedProvider", "ReplayProvider"],
+            swiftSettings: strict
+        ),
+        .testTarget(
+            name: "V4L2CaptureTests",
+            dependencies: ["V4L2Capture", "V4L2TestSupport", "CV4L2"],
+            swiftSettings: strict
+        ),
+        .testTarget(
+            name: "CamerasCommandTests",
+            dependencies: ["hr-gateway", "V4L2Capture", "GatewayEngine"],
             swiftSettings: strict
         ),
         .testTarget(name: "CLITests", dependencies: ["hr-gateway"], swiftSettings: strict),
