@@ -12,6 +12,7 @@ let package = Package(
         .executable(name: "hr-gateway-bench", targets: ["hr-gateway-bench"]),
         .library(name: "GatewayEngine", targets: ["GatewayEngine"]),
         .library(name: "HRVAnalysis", targets: ["HRVAnalysis"]),
+        .library(name: "RPPG", targets: ["RPPG"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
@@ -21,6 +22,10 @@ let package = Package(
         // MARK: Engine (portable: no Linux-only imports)
         .target(name: "HRVAnalysis", swiftSettings: strict),
         .target(name: "GatewayEngine", dependencies: ["HRVAnalysis"], swiftSettings: strict),
+
+        // MARK: rPPG (portable: pure Swift, no Foundation)
+        .target(name: "RPPG", swiftSettings: strict),
+        .target(name: "RPPGSynthetic", dependencies: ["RPPG"], swiftSettings: strict),
 
         // MARK: Providers
         .target(name: "SimulatedProvider", dependencies: ["GatewayEngine"], swiftSettings: strict),
@@ -33,7 +38,7 @@ let package = Package(
         .executableTarget(
             name: "hr-gateway",
             dependencies: [
-                "GatewayEngine", "HRVAnalysis", "SimulatedProvider", "ReplayProvider", "StdoutSink",
+                "GatewayEngine", "HRVAnalysis", "SimulatedProvider", "ReplayProvider", "StdoutSink", "RPPG",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ],
@@ -41,7 +46,7 @@ let package = Package(
         ),
         .executableTarget(
             name: "hr-gateway-bench",
-            dependencies: ["GatewayEngine", "HRVAnalysis"],
+            dependencies: ["GatewayEngine", "HRVAnalysis", "RPPG", "RPPGSynthetic"],
             swiftSettings: strict
         ),
 
@@ -53,5 +58,11 @@ let package = Package(
             swiftSettings: strict
         ),
         .testTarget(name: "CLITests", dependencies: ["hr-gateway"], swiftSettings: strict),
+        .testTarget(
+            name: "RPPGTests",
+            dependencies: ["RPPG", "RPPGSynthetic", "GatewayEngine"],
+            resources: [.copy("Data")],
+            swiftSettings: strict
+        ),
     ]
 )
