@@ -25,7 +25,8 @@ let package = Package(
 
         // MARK: rPPG (portable: pure Swift, no Foundation)
         .target(name: "RPPG", swiftSettings: strict),
-        .target(name: "RPPGSynthetic", dependencies: ["RPPG"], swiftSettings: strict),
+        // Renders test and benchmark video; optimised even in debug builds so the tests stay fast.
+        .target(name: "RPPGSynthetic", dependencies: ["RPPG"], swiftSettings: strict + [.unsafeFlags(["-O"])]),
 
         // MARK: Providers
         .target(name: "SimulatedProvider", dependencies: ["GatewayEngine"], swiftSettings: strict),

@@ -74,6 +74,11 @@ public struct RGBTraceError: Error, Sendable, Equatable, CustomStringConvertible
     public let line: Int
     public let reason: String
     public var description: String { "line \(line): \(reason)" }
+
+    public init(line: Int, reason: String) {
+        self.line = line
+        self.reason = reason
+    }
 }
 
 extension Substring {

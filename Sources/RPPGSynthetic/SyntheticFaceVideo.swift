@@ -182,8 +182,8 @@ public func convertRGB24(_ rgb: [UInt8], width: Int, height: Int, to format: Pix
         for cy in 0..<ch {
             for cx in 0..<cw {
                 var u = 0.0, v = 0.0
-                for (dx, dy) in [(0, 0), (1, 0), (0, 1), (1, 1)] {
-                    let p = ycc(((2 * cy + dy) * width + 2 * cx + dx) * 3)
+                for k in 0..<4 {
+                    let p = ycc(((2 * cy + k / 2) * width + 2 * cx + k % 2) * 3)
                     u += p.1 / 4
                     v += p.2 / 4
                 }
