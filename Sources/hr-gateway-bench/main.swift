@@ -1,7 +1,5 @@
 let command = CommandLine.arguments.count > 1 ? CommandLine.arguments[1] : ""
 switch command {
-case "rppg-debug":
-    debugScenario(Int(CommandLine.arguments[2]) ?? 0)
 case "rppg":
     runRPPGBenchmark(arguments: Array(CommandLine.arguments.dropFirst(2)))
 default:

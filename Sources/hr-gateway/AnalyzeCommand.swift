@@ -8,27 +8,34 @@ struct AnalyzeCommand: ParsableCommand {
         commandName: "analyze",
         abstract: "Estimate pulse and breathing rate offline from a face video or a mean-RGB trace.",
         discussion: """
-            Runs the same rPPG estimator as the live camera provider: skin/face ROI, POS (primary) and CHROM (second \
-            opinion) on 10 s windows re-estimated every second, pulse band 0.7-3.0 Hz (42-180 bpm, --max-hz up to 4.0), \
-            breathing 0.08-0.7 Hz (4.8-42 breaths/min) on 30 s windows.
+            Runs the same rPPG estimator as the live camera provider: skin/face ROI,
+            POS (primary) and CHROM (second opinion) on 10 s windows re-estimated
+            every second. Pulse band 0.7-3.0 Hz = 42-180 bpm (--max-hz up to 4.0);
+            breathing 0.08-0.7 Hz = 4.8-42 breaths/min on 30 s windows.
 
-            Input:
-              - a video file (anything ffmpeg reads). It is decoded with `ffmpeg -f rawvideo -pix_fmt rgb24` through a \
-            pipe; size and frame rate come from ffprobe, frame i is at i / fps. Needs ffmpeg on PATH \
-            (Debian/Ubuntu: apt-get install ffmpeg).
-              - an RGB trace, a file ending in .csv: a header naming R, G and B (0-255 means of the skin region; \
-            other columns are ignored) and optionally t_s (seconds). Without t_s give --fps.
+            INPUT
+              video file  anything ffmpeg reads, decoded to rgb24 through a pipe;
+                          size and frame rate from ffprobe, frame i at i / fps.
+                          Needs ffmpeg on PATH (Debian/Ubuntu: apt-get install ffmpeg).
+              FILE.csv    mean skin RGB per frame: a header naming R, G, B (0-255)
+                          and optionally t_s (seconds); other columns are ignored.
+                          Without t_s, give --fps.
 
-            Output: one row per window, ending at t_s seconds from the start of the file. hr_bpm is given only when \
-            confidence (0-1) is at least 0.5; below that there is no reading, not a guess. The first reading can come \
-            after 5 s of usable frames, breathing after 20 s. snr_db is the de Haan SNR of the pulse signal (around \
-            +5 to +10 dB on good webcam video, below 0 dB when there is no usable pulse).
+            OUTPUT
+              One row per window ending at t_s seconds from the start of the file.
+              hr_bpm only when confidence (0-1) >= 0.5; below that: no reading.
+              First reading after 5 s of usable frames, breathing after 20 s.
+              snr_db: de Haan SNR of the pulse (about +5..+10 dB on good webcam
+              video, below 0 dB when there is no usable pulse).
 
-            With --json, one JSON object per line: {"type":"window","t_s","window_s","hr_bpm","confidence","snr_db",\
-            "breathing_rate_bpm","breathing_confidence"} (hr_bpm and breathing_rate_bpm are absent when not confident), \
-            then {"type":"summary","mean_hr_bpm","confident_fraction","windows","frames","duration_s",...}.
+              --json prints one object per line:
+                {"type":"window","t_s":..,"window_s":..,"hr_bpm":..,"confidence":..,
+                 "snr_db":..,"breathing_rate_bpm":..,"breathing_confidence":..}
+              (hr_bpm / breathing_rate_bpm absent when not confident), then
+                {"type":"summary","mean_hr_bpm":..,"confident_fraction":..,
+                 "windows":..,"frames":..,"duration_s":..,"source":..}
 
-            Examples:
+            EXAMPLES
               hr-gateway analyze face.mp4
               hr-gateway analyze face.mkv --json > windows.jsonl
               hr-gateway analyze trace.csv --fps 15
