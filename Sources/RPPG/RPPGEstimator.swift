@@ -68,7 +68,8 @@ public struct RPPGConfigurationError: Error, Sendable, Equatable, CustomStringCo
 public struct RPPGSample: Sendable, Equatable {
     /// Capture time, seconds, on a monotonic clock.
     public var tSeconds: Double
-    /// Mean skin colour, 0-255; `nil` marks a frame without a usable face (the windows restart after it).
+    /// Mean skin colour, 0-255; `nil` marks a frame without a usable face. Such frames are bridged like dropped
+    /// frames; when none is usable for more than `maximumGapSeconds`, the windows restart.
     public var rgb: RGBMean?
     /// Vertical head position in pixels (see ``ROIMeasurement/verticalPosition``), the breathing motion source.
     public var verticalPosition: Double?
@@ -115,8 +116,9 @@ public struct RPPGEstimate: Sendable, Equatable {
 
 /// Streaming rPPG: feed frames (or per-frame mean RGB), get a pulse and breathing estimate once per hop.
 ///
-/// Pipeline: ROI means (``FaceROITracker``) → linear resampling onto a uniform grid from the timestamps (pauses
-/// longer than `maximumGapSeconds` and frames without a face restart the windows) → POS and CHROM over the last
+/// Pipeline: ROI means (``FaceROITracker``) → linear resampling onto a uniform grid from the timestamps (dropped
+/// frames and frames without a usable face are bridged; more than `maximumGapSeconds` without a usable frame
+/// restarts the windows) → POS and CHROM over the last
 /// `windowSeconds` → zoomed periodogram peak in the pulse band with parabolic refinement.
 ///
 /// Pulse confidence (0-1) = 0.5·P + 0.4·S + 0.1·A, where
@@ -140,6 +142,7 @@ public struct RPPGEstimator: Sendable {
 
     private var grid = UniformGrid()
     private var firstTime: Double?
+    private var lastSeen: Double?
     private var nextTick = 0.0
 
     public init(configuration: RPPGConfiguration = RPPGConfiguration()) throws(RPPGConfigurationError) {
@@ -169,19 +172,19 @@ public struct RPPGEstimator: Sendable {
     public mutating func append(_ sample: RPPGSample) -> RPPGEstimate? {
         let t = sample.tSeconds
         guard t.isFinite else { return nil }
-        if let last = grid.lastTime, t <= last { return nil }
+        if let last = lastSeen, t <= last { return nil }
+        lastSeen = t
         if firstTime == nil {
             firstTime = t
             nextTick = t + configuration.hopSeconds
         }
+        // Frames without a usable face are bridged like dropped frames; a gap longer than maximumGapSeconds
+        // since the last usable frame restarts the windows.
+        if let lastValid = grid.lastTime, t - lastValid > configuration.maximumGapSeconds { grid.reset() }
         if let rgb = sample.rgb, rgb.r.isFinite, rgb.g.isFinite, rgb.b.isFinite {
-            if let last = grid.lastTime, t - last > configuration.maximumGapSeconds { grid.reset() }
             grid.add(t: t, rgb: rgb, position: sample.verticalPosition.flatMap { $0.isFinite ? $0 : nil },
                      rate: configuration.sampleRateHz)
             grid.trim(keep: Int((max(configuration.windowSeconds, configuration.breathingWindowSeconds) + 2) * configuration.sampleRateHz))
-        } else {
-            grid.reset()
-            grid.lastTime = t
         }
         guard t >= nextTick - 1e-9, let first = firstTime else { return nil }
         let hop = configuration.hopSeconds
@@ -278,6 +281,7 @@ struct UniformGrid {
         positionMissing.removeAll(keepingCapacity: true)
         produced = 0
         last = nil
+        lastTime = nil
     }
 
     mutating func add(t: Double, rgb: RGBMean, position pos: Double?, rate: Double) {

@@ -72,6 +72,26 @@ import Testing
         #expect(abs((down - up) - 6) <= 1.5, "moved \(down - up) px, expected 6")
     }
 
+    @Test func callerOwnedBuffersGiveTheSameResultAsOwnedFrames() throws {
+        var v = SyntheticFaceVideo()
+        v.width = 160
+        v.height = 120
+        let f = try #require(Self.frame(v, at: 3, format: .yuyv))
+        var a = FaceROITracker(), b = FaceROITracker()
+        let owned = a.measure(f)
+        let borrowed = try f.bytes.withUnsafeBytes { raw in
+            try b.measure(bytes: raw, layout: f.layout, timestampSeconds: f.timestampSeconds)
+        }
+        #expect(owned == borrowed)
+        #expect(owned.status == .ok)
+        var estimator = try RPPGEstimator()
+        #expect(throws: VideoFrameError.self) {
+            try [UInt8](repeating: 0, count: 100).withUnsafeBytes { raw in
+                try estimator.process(bytes: raw, layout: FrameLayout(width: 160, height: 120, format: .yuyv), timestampSeconds: 0)
+            }
+        }
+    }
+
     @Test func blankFrameHasNoFace() throws {
         var tracker = FaceROITracker()
         let bytes = [UInt8](repeating: 0, count: 160 * 120 * 2).enumerated().map { i, _ in UInt8(i % 2 == 0 ? 120 : 160) }

@@ -115,7 +115,8 @@ import Testing
     }
 
     @Test func faceLossRestartsTheWindow() throws {
-        // 12 s of face, 2 s of empty background frames, then the face again.
+        // 12 s of face, 2 s of empty background frames, then the face again with a 0.3 s dropout at 17 s
+        // (short enough to be bridged).
         var v = Self.base(hr: 75, br: 15)
         v.durationSeconds = 22
         var estimator = try RPPGEstimator()
@@ -125,7 +126,7 @@ import Testing
         }
         for frame in v.frames(format: .rgb24) {
             let t = frame.timestampSeconds
-            let input = (12..<14).contains(t)
+            let input = (12..<14).contains(t) || (17..<17.3).contains(t)
                 ? try VideoFrame(width: v.width, height: v.height, format: .rgb24, bytes: blank, timestampSeconds: t)
                 : frame
             if let e = estimator.process(input) { estimates.append(e) }
