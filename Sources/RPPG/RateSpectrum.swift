@@ -125,8 +125,8 @@ public struct SpectralRate: Sendable, Equatable {
 public enum RateSpectrum {
     /// Grid spacing of the zoomed spectrum for pulse, Hz (0.6 bpm).
     static let pulseStep = 0.01
-    /// Grid spacing for breathing, Hz (0.12 breaths/min).
-    static let breathingStep = 0.002
+    /// Grid spacing for breathing, Hz (0.24 breaths/min; the peak is refined between grid points).
+    static let breathingStep = 0.004
 
     /// Pulse rate in `bandHz` (default 0.7-3.0 Hz = 42-180 bpm). SNR noise band: 0.5-4.0 Hz (below Nyquist).
     /// `nil` when the signal is shorter than 2 s or has no energy.
