@@ -2,7 +2,10 @@ import Foundation
 import RPPG
 import RPPGSynthetic
 
-/// Speed of the rPPG front end and accuracy on the synthetic set and the real traces.
+/// Speed of the rPPG front end and accuracy on the synthetic set and the real traces (data from ../shared/data/rppg).
+func runRPPGBenchmark() { runRPPGBenchmark(arguments: []) }
+
+/// Same, with the shared/data/rppg folder as the first argument.
 func runRPPGBenchmark(arguments: [String]) {
     let dataDir = arguments.first ?? "../shared/data/rppg"
     print("# rPPG benchmark (single thread)")
