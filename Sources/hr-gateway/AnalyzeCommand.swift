@@ -80,7 +80,10 @@ struct AnalyzeCommand: ParsableCommand {
             } catch {
                 throw AnalyzeError("\(file): \(error.description)")
             }
-            for s in samples {
+            // Times are reported from the start of the file, whatever clock the t_s column used.
+            let t0 = samples.first?.tSeconds ?? 0
+            for var s in samples {
+                s.tSeconds -= t0
                 if let e = estimator.append(s) { estimates.append(e) }
             }
             frames = samples.count

@@ -87,7 +87,8 @@ import Testing
             let r = 180 * (1 + 0.0015 * p) + 0.05 * rng.next()
             let g = 130 * (1 + 0.004 * p) + 0.05 * rng.next()
             let b = 100 * (1 + 0.0025 * p) + 0.05 * rng.next()
-            let head = withTime ? String(format: "%.4f", t) : "\(i)"
+            // A capture clock that does not start at zero: the output still counts from the start of the file.
+            let head = withTime ? String(format: "%.4f", 100 + t) : "\(i)"
             lines.append("\(head),\(String(format: "%.3f,%.3f,%.3f", r, g, b))" + (withTime ? ",x" : ""))
             i += 1
         }
@@ -116,6 +117,8 @@ import Testing
         #expect(abs((summary["mean_hr_bpm"]?.doubleValue ?? 0) - 66) <= 3)
         #expect((summary["confident_fraction"]?.doubleValue ?? 0) > 0.5)
         #expect(windows.count >= 18)
+        let firstT = try #require(windows.first?["t_s"]?.doubleValue)
+        #expect(firstT >= 0.9 && firstT <= 1.1)
         var lastT = -1.0
         for w in windows {
             #expect(w["type"]?.stringValue == "window")
