@@ -15,6 +15,7 @@ let package = Package(
         .library(name: "DBus", targets: ["DBus"]),
         .library(name: "BlueZ", targets: ["BlueZ"]),
         .library(name: "V4L2Capture", targets: ["V4L2Capture"]),
+        .library(name: "RPPG", targets: ["RPPG"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
@@ -24,6 +25,11 @@ let package = Package(
         // MARK: Engine (portable: no Linux-only imports)
         .target(name: "HRVAnalysis", swiftSettings: strict),
         .target(name: "GatewayEngine", dependencies: ["HRVAnalysis"], swiftSettings: strict),
+
+        // MARK: rPPG (portable: pure Swift, no Foundation)
+        .target(name: "RPPG", swiftSettings: strict),
+        // Renders test and benchmark video; optimised even in debug builds so the tests stay fast.
+        .target(name: "RPPGSynthetic", dependencies: ["RPPG"], swiftSettings: strict + [.unsafeFlags(["-O"])]),
 
         // MARK: Providers
         .target(name: "SimulatedProvider", dependencies: ["GatewayEngine"], swiftSettings: strict),
@@ -63,7 +69,7 @@ let package = Package(
             name: "hr-gateway",
             dependencies: [
                 "GatewayEngine", "HRVAnalysis", "SimulatedProvider", "ReplayProvider", "StdoutSink",
-                "V4L2Capture",
+                "V4L2Capture", "RPPG",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ],
@@ -71,7 +77,7 @@ let package = Package(
         ),
         .executableTarget(
             name: "hr-gateway-bench",
-            dependencies: ["GatewayEngine", "HRVAnalysis", "DBus", "DBusTestSupport"],
+            dependencies: ["GatewayEngine", "HRVAnalysis", "DBus", "DBusTestSupport", "RPPG", "RPPGSynthetic"],
             swiftSettings: strict
         ),
 
@@ -97,5 +103,11 @@ let package = Package(
             name: "DBusTests", dependencies: ["DBus", "DBusTestSupport"], resources: [.copy("Data")], swiftSettings: strict
         ),
         .testTarget(name: "BlueZTests", dependencies: ["BlueZ", "DBus", "DBusTestSupport"], swiftSettings: strict),
+        .testTarget(
+            name: "RPPGTests",
+            dependencies: ["RPPG", "RPPGSynthetic", "GatewayEngine"],
+            resources: [.copy("Data")],
+            swiftSettings: strict
+        ),
     ]
 )

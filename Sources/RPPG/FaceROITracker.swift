@@ -1,0 +1,478 @@
+/// Mean colour of a region on the 0-255 scale.
+public struct RGBMean: Sendable, Equatable {
+    public var r: Double
+    public var g: Double
+    public var b: Double
+
+    public init(r: Double, g: Double, b: Double) {
+        self.r = r
+        self.g = g
+        self.b = b
+    }
+}
+
+/// A rectangle in pixel coordinates (origin top-left).
+public struct PixelBox: Sendable, Equatable {
+    public var x: Double
+    public var y: Double
+    public var width: Double
+    public var height: Double
+
+    public init(x: Double, y: Double, width: Double, height: Double) {
+        self.x = x
+        self.y = y
+        self.width = width
+        self.height = height
+    }
+
+    func intersectionOverUnion(_ other: PixelBox) -> Double {
+        let ix = max(0, min(x + width, other.x + other.width) - max(x, other.x))
+        let iy = max(0, min(y + height, other.y + other.height) - max(y, other.y))
+        let inter = ix * iy
+        let union = width * height + other.width * other.height - inter
+        return union > 0 ? inter / union : 0
+    }
+}
+
+/// Why a frame's measurement should not be used for pulse estimation.
+public enum ROIStatus: String, Sendable, Equatable {
+    case ok
+    /// No skin region large enough to be a face.
+    case noFace
+    /// A face box exists but too few of its forehead/cheek samples passed the skin test.
+    case tooFewSkinPixels
+    /// Mean luma of the skin samples below the configured minimum.
+    case tooDark
+    /// Too many clipped samples in the face box.
+    case tooBright
+}
+
+/// Skin segmentation and ROI settings. Chroma limits are Chai & Ngan (1999) on 0-255 Cb/Cr.
+public struct ROIConfiguration: Sendable, Equatable {
+    public var cbRange: ClosedRange<Int> = 77...127
+    public var crRange: ClosedRange<Int> = 133...173
+    /// Luma outside this range is treated as too dark or clipped and never counted as skin.
+    public var lumaRange: ClosedRange<Int> = 30...235
+    /// Exponential smoothing factor of the face box per frame (1 = no smoothing).
+    public var boxSmoothing: Double = 0.2
+    /// Smallest face width as a fraction of the frame width.
+    public var minimumFaceWidthFraction: Double = 0.08
+    /// Fewest skin samples (after subsampling) over forehead and cheeks for a usable frame.
+    public var minimumSkinSamples: Int = 40
+    /// Skin samples with luma below this make the frame `tooDark`.
+    public var minimumMeanLuma: Double = 40
+
+    public init() {}
+}
+
+/// Per-frame result of the ROI stage: region means and the geometry they came from.
+public struct ROIMeasurement: Sendable, Equatable {
+    public var timestampSeconds: Double
+    public var status: ROIStatus
+    /// Skin-sample-weighted mean over forehead and both cheeks; `nil` when no skin sample was found.
+    public var whole: RGBMean?
+    public var forehead: RGBMean?
+    public var leftCheek: RGBMean?
+    public var rightCheek: RGBMean?
+    /// Skin samples behind `whole` (after subsampling: one sample per 2x2 pixels).
+    public var skinSamples: Int
+    /// The smoothed face box, when a face is tracked.
+    public var faceBox: PixelBox?
+    /// Sub-pixel row of the top edge of the forehead skin (pixels, down is positive); moves with the head
+    /// and is the breathing motion source.
+    public var verticalPosition: Double?
+
+    /// The input the pulse estimator takes from this frame (`rgb` is `nil` unless `status` is `.ok`).
+    public var sample: RPPGSample {
+        RPPGSample(tSeconds: timestampSeconds, rgb: status == .ok ? whole : nil,
+                   verticalPosition: status == .ok ? verticalPosition : nil)
+    }
+}
+
+/// Finds the face by skin colour and measures forehead/cheek means in raw frames, tracking the box over time.
+///
+/// Work per frame, directly on the raw buffer (no colour conversion of the frame):
+/// 1. Coarse pass: one sample per `s x s` pixels (`s` = block/4, block ≈ min(width, height)/30, 16 px at 640x480),
+///    skin test on Cb/Cr/Y, skin count per block; the largest 4-connected group of blocks that are at least half skin
+///    is the face candidate (height capped at 1.35x width to cut the neck). The box is exponentially smoothed.
+/// 2. Fine pass inside the box: one sample per 2x2 pixels in the forehead (x 30-70 %, y 8-25 % of the box) and
+///    cheeks (x 15-40 % and 60-85 %, y 45-70 %); skin samples are summed in the camera's own channels
+///    (YCbCr, converted to RGB once per region, or RGB).
+/// 3. Forehead top edge: skin fraction of the central columns on every second row around the top of the box;
+///    the edge row is recovered with sub-pixel resolution from the sum of the fractions.
+public struct FaceROITracker: Sendable {
+    public var configuration: ROIConfiguration
+    private var smoothed: PixelBox?
+    private var mismatchRun = 0
+    private var missingRun = 0
+    private var labels: [Int32] = []
+    private var blockCounts: [Int32] = []
+    private var stack: [Int32] = []
+
+    public init(configuration: ROIConfiguration = ROIConfiguration()) {
+        self.configuration = configuration
+    }
+
+    /// Measures one owned frame.
+    public mutating func measure(_ frame: VideoFrame) -> ROIMeasurement {
+        frame.bytes.withUnsafeBytes { raw in
+            measureUnchecked(raw, layout: frame.layout, timestampSeconds: frame.timestampSeconds)
+        }
+    }
+
+    /// Measures a frame in a buffer the caller owns (for example a V4L2 mmap buffer), without copying it.
+    public mutating func measure(
+        bytes: UnsafeRawBufferPointer, layout: FrameLayout, timestampSeconds: Double
+    ) throws(VideoFrameError) -> ROIMeasurement {
+        try layout.validate(bufferCount: bytes.count)
+        return measureUnchecked(bytes, layout: layout, timestampSeconds: timestampSeconds)
+    }
+
+    mutating func measureUnchecked(
+        _ bytes: UnsafeRawBufferPointer, layout: FrameLayout, timestampSeconds: Double
+    ) -> ROIMeasurement {
+        switch layout.format {
+        case .yuyv: return run(YUYVReader(bytes, layout), layout: layout, t: timestampSeconds)
+        case .rgb24: return run(RGB24Reader(bytes, layout), layout: layout, t: timestampSeconds)
+        case .i420: return run(PlanarReader(bytes, layout, interleaved: false), layout: layout, t: timestampSeconds)
+        case .nv12: return run(PlanarReader(bytes, layout, interleaved: true), layout: layout, t: timestampSeconds)
+        }
+    }
+
+    /// Forgets the tracked box (for example after the camera was reopened).
+    public mutating func reset() {
+        smoothed = nil
+        mismatchRun = 0
+        missingRun = 0
+    }
+
+    private mutating func run<R: PixelReader>(_ reader: R, layout: FrameLayout, t: Double) -> ROIMeasurement {
+        let cfg = configuration
+        let detected = detectFace(reader, width: layout.width, height: layout.height)
+        track(detected)
+        var m = ROIMeasurement(timestampSeconds: t, status: .noFace, whole: nil, forehead: nil, leftCheek: nil,
+                               rightCheek: nil, skinSamples: 0, faceBox: smoothed, verticalPosition: nil)
+        guard let box = smoothed else { return m }
+
+        let regions: [(x0: Double, x1: Double, y0: Double, y1: Double)] = [
+            (0.30, 0.70, 0.08, 0.25), (0.15, 0.40, 0.45, 0.70), (0.60, 0.85, 0.45, 0.70),
+        ]
+        let rule = skinRule
+        var sums = [RegionSums](repeating: RegionSums(), count: 3)
+        var clipped = 0
+        var visited = 0
+        for (i, reg) in regions.enumerated() {
+            let x0 = evenFloor(box.x + reg.x0 * box.width, limit: layout.width)
+            let x1 = evenFloor(box.x + reg.x1 * box.width, limit: layout.width)
+            let y0 = evenFloor(box.y + reg.y0 * box.height, limit: layout.height)
+            let y1 = evenFloor(box.y + reg.y1 * box.height, limit: layout.height)
+            var y = y0
+            while y < y1 {
+                var x = x0
+                while x < x1 {
+                    let p = reader.read(x, y)
+                    visited += 1
+                    if p.luma > cfg.lumaRange.upperBound { clipped += 1 }
+                    if rule.test(p) {
+                        sums[i].add(p)
+                    }
+                    x += 2
+                }
+                y += 2
+            }
+        }
+        var total = RegionSums()
+        for s in sums { total.merge(s) }
+        m.forehead = sums[0].mean(R.nativeIsRGB)
+        m.leftCheek = sums[1].mean(R.nativeIsRGB)
+        m.rightCheek = sums[2].mean(R.nativeIsRGB)
+        m.whole = total.mean(R.nativeIsRGB)
+        m.skinSamples = total.count
+        m.verticalPosition = foreheadEdge(reader, box: box, layout: layout)
+
+        if total.count < cfg.minimumSkinSamples {
+            m.status = visited > 0 && clipped * 4 > visited ? .tooBright : .tooFewSkinPixels
+        } else if Double(total.luma) / Double(total.count) < cfg.minimumMeanLuma {
+            m.status = .tooDark
+        } else if clipped * 4 > visited {
+            m.status = .tooBright
+        } else {
+            m.status = .ok
+        }
+        return m
+    }
+
+    private var skinRule: SkinRule { SkinRule(configuration) }
+
+    /// Coarse skin blocks, then the largest connected group of them as the raw face box.
+    private mutating func detectFace<R: PixelReader>(_ reader: R, width: Int, height: Int) -> PixelBox? {
+        let block = max(4, min(32, (min(width, height) / 30) & ~3))
+        let step = block / 4
+        let gw = width / block
+        let gh = height / block
+        guard gw >= 2, gh >= 2 else { return nil }
+        let cells = gw * gh
+        if blockCounts.count != cells {
+            blockCounts = [Int32](repeating: 0, count: cells)
+            labels = [Int32](repeating: 0, count: cells)
+        } else {
+            for i in 0..<cells { blockCounts[i] = 0 }
+        }
+        let half = step / 2
+        let rule = skinRule
+        blockCounts.withUnsafeMutableBufferPointer { counts in
+            for by in 0..<gh {
+                for sy in 0..<4 {
+                    let y = by * block + sy * step + half
+                    for bx in 0..<gw {
+                        var n: Int32 = 0
+                        var x = bx * block + half
+                        for _ in 0..<4 {
+                            if rule.test(reader.read(x, y)) { n += 1 }
+                            x += step
+                        }
+                        counts[by * gw + bx] += n
+                    }
+                }
+            }
+        }
+        // Connected components of blocks at least half skin.
+        for i in 0..<cells { labels[i] = 0 }
+        var best: (area: Int, x0: Int, y0: Int, x1: Int, y1: Int) = (0, 0, 0, 0, 0)
+        var label: Int32 = 0
+        for start in 0..<cells where blockCounts[start] >= 8 && labels[start] == 0 {
+            label += 1
+            labels[start] = label
+            stack.removeAll(keepingCapacity: true)
+            stack.append(Int32(start))
+            var area = 0
+            var bx0 = gw, by0 = gh, bx1 = -1, by1 = -1
+            while let c = stack.popLast() {
+                let ci = Int(c)
+                let cx = ci % gw
+                let cy = ci / gw
+                area += 1
+                bx0 = min(bx0, cx); bx1 = max(bx1, cx)
+                by0 = min(by0, cy); by1 = max(by1, cy)
+                for k in 0..<4 {
+                    let nx = k == 0 ? cx - 1 : (k == 1 ? cx + 1 : cx)
+                    let ny = k == 2 ? cy - 1 : (k == 3 ? cy + 1 : cy)
+                    guard nx >= 0, nx < gw, ny >= 0, ny < gh else { continue }
+                    let ni = ny * gw + nx
+                    if labels[ni] == 0 && blockCounts[ni] >= 8 {
+                        labels[ni] = label
+                        stack.append(Int32(ni))
+                    }
+                }
+            }
+            if area > best.area { best = (area, bx0, by0, bx1, by1) }
+        }
+        guard best.area > 0 else { return nil }
+        let w = Double((best.x1 - best.x0 + 1) * block)
+        var h = Double((best.y1 - best.y0 + 1) * block)
+        guard w >= configuration.minimumFaceWidthFraction * Double(width), best.area >= 4 else { return nil }
+        h = min(h, 1.35 * w)
+        return PixelBox(x: Double(best.x0 * block), y: Double(best.y0 * block), width: w, height: h)
+    }
+
+    private mutating func track(_ detected: PixelBox?) {
+        guard let d = detected else {
+            missingRun += 1
+            if missingRun >= 10 { smoothed = nil }
+            return
+        }
+        missingRun = 0
+        guard let s = smoothed else {
+            smoothed = d
+            return
+        }
+        if s.intersectionOverUnion(d) < 0.3 {
+            mismatchRun += 1
+            if mismatchRun >= 3 {
+                smoothed = d
+                mismatchRun = 0
+            }
+            return
+        }
+        mismatchRun = 0
+        let a = configuration.boxSmoothing
+        smoothed = PixelBox(x: s.x + a * (d.x - s.x), y: s.y + a * (d.y - s.y),
+                            width: s.width + a * (d.width - s.width), height: s.height + a * (d.height - s.height))
+    }
+
+    /// Row of the top skin edge over the central 40 % of the box, from row skin fractions on even rows.
+    private func foreheadEdge<R: PixelReader>(_ reader: R, box: PixelBox, layout: FrameLayout) -> Double? {
+        let x0 = evenFloor(box.x + 0.3 * box.width, limit: layout.width)
+        let x1 = evenFloor(box.x + 0.7 * box.width, limit: layout.width)
+        let yStart = evenFloor(box.y - 0.25 * box.height, limit: layout.height)
+        let yEnd = evenFloor(box.y + 0.2 * box.height, limit: layout.height)
+        guard x1 > x0, yEnd > yStart else { return nil }
+        let rule = skinRule
+        let columns = Double((x1 - x0 + 1) / 2)
+        var skinRows = 0.0
+        var y = yStart
+        while y < yEnd {
+            var n = 0
+            var x = x0
+            while x < x1 {
+                if rule.test(reader.read(x, y)) { n += 1 }
+                x += 2
+            }
+            skinRows += Double(n) / columns
+            y += 2
+        }
+        return Double(yEnd) - 2 * skinRows
+    }
+
+    private func evenFloor(_ v: Double, limit: Int) -> Int {
+        let i = Int(max(0, min(Double(limit), v.rounded(.down))))
+        return i & ~1
+    }
+}
+
+struct SkinRule {
+    let cbLo: Int, cbHi: Int, crLo: Int, crHi: Int, yLo: Int, yHi: Int
+
+    init(_ c: ROIConfiguration) {
+        cbLo = c.cbRange.lowerBound; cbHi = c.cbRange.upperBound
+        crLo = c.crRange.lowerBound; crHi = c.crRange.upperBound
+        yLo = c.lumaRange.lowerBound; yHi = c.lumaRange.upperBound
+    }
+
+    @inline(__always)
+    func test(_ p: Pixel) -> Bool {
+        p.cb >= cbLo && p.cb <= cbHi && p.cr >= crLo && p.cr <= crHi && p.luma >= yLo && p.luma <= yHi
+    }
+}
+
+struct Pixel {
+    var luma: Int
+    var cb: Int
+    var cr: Int
+    /// Channels summed for means: Y, Cb, Cr for YUV layouts; R, G, B for RGB.
+    var c0: Int
+    var c1: Int
+    var c2: Int
+}
+
+struct RegionSums {
+    var count = 0
+    var luma = 0
+    var c0 = 0
+    var c1 = 0
+    var c2 = 0
+
+    @inline(__always)
+    mutating func add(_ p: Pixel) {
+        count += 1
+        luma += p.luma
+        c0 += p.c0
+        c1 += p.c1
+        c2 += p.c2
+    }
+
+    mutating func merge(_ o: RegionSums) {
+        count += o.count
+        luma += o.luma
+        c0 += o.c0
+        c1 += o.c1
+        c2 += o.c2
+    }
+
+    func mean(_ isRGB: Bool) -> RGBMean? {
+        guard count > 0 else { return nil }
+        let n = Double(count)
+        let a = Double(c0) / n, b = Double(c1) / n, c = Double(c2) / n
+        if isRGB { return RGBMean(r: a, g: b, b: c) }
+        return YCbCr.toRGB(y: a, cb: b, cr: c)
+    }
+}
+
+enum YCbCr {
+    /// BT.601 limited-range YCbCr (what webcams send in YUYV) to RGB on 0-255.
+    static func toRGB(y: Double, cb: Double, cr: Double) -> RGBMean {
+        let yy = 1.164383 * (y - 16)
+        let u = cb - 128, v = cr - 128
+        return RGBMean(r: yy + 1.596027 * v, g: yy - 0.391762 * u - 0.812968 * v, b: yy + 2.017232 * u)
+    }
+}
+
+protocol PixelReader {
+    static var nativeIsRGB: Bool { get }
+    func read(_ x: Int, _ y: Int) -> Pixel
+}
+
+struct YUYVReader: PixelReader {
+    static var nativeIsRGB: Bool { false }
+    let base: UnsafeRawBufferPointer
+    let stride: Int
+
+    init(_ base: UnsafeRawBufferPointer, _ layout: FrameLayout) {
+        self.base = base
+        self.stride = layout.bytesPerRow
+    }
+
+    @inline(__always)
+    func read(_ x: Int, _ y: Int) -> Pixel {
+        let o = y * stride + (x & ~1) * 2
+        let l = Int(base[o + (x & 1) * 2])
+        let u = Int(base[o + 1])
+        let v = Int(base[o + 3])
+        return Pixel(luma: l, cb: u, cr: v, c0: l, c1: u, c2: v)
+    }
+}
+
+struct RGB24Reader: PixelReader {
+    static var nativeIsRGB: Bool { true }
+    let base: UnsafeRawBufferPointer
+    let stride: Int
+
+    init(_ base: UnsafeRawBufferPointer, _ layout: FrameLayout) {
+        self.base = base
+        self.stride = layout.bytesPerRow
+    }
+
+    @inline(__always)
+    func read(_ x: Int, _ y: Int) -> Pixel {
+        let o = y * stride + x * 3
+        let r = Int(base[o]), g = Int(base[o + 1]), b = Int(base[o + 2])
+        // JPEG (full-range BT.601) YCbCr in 8.8 fixed point.
+        let l = (77 * r + 150 * g + 29 * b) >> 8
+        let cb = 128 + ((-43 * r - 85 * g + 128 * b) >> 8)
+        let cr = 128 + ((128 * r - 107 * g - 21 * b) >> 8)
+        return Pixel(luma: l, cb: cb, cr: cr, c0: r, c1: g, c2: b)
+    }
+}
+
+struct PlanarReader: PixelReader {
+    static var nativeIsRGB: Bool { false }
+    let base: UnsafeRawBufferPointer
+    let width: Int
+    let chromaOffset: Int
+    let chromaPlane: Int
+    let interleaved: Bool
+
+    init(_ base: UnsafeRawBufferPointer, _ layout: FrameLayout, interleaved: Bool) {
+        self.base = base
+        self.width = layout.width
+        self.chromaOffset = layout.width * layout.height
+        self.chromaPlane = (layout.width / 2) * (layout.height / 2)
+        self.interleaved = interleaved
+    }
+
+    @inline(__always)
+    func read(_ x: Int, _ y: Int) -> Pixel {
+        let l = Int(base[y * width + x])
+        let u: Int, v: Int
+        if interleaved {
+            let o = chromaOffset + (y >> 1) * width + (x & ~1)
+            u = Int(base[o])
+            v = Int(base[o + 1])
+        } else {
+            let o = (y >> 1) * (width >> 1) + (x >> 1)
+            u = Int(base[chromaOffset + o])
+            v = Int(base[chromaOffset + chromaPlane + o])
+        }
+        return Pixel(luma: l, cb: u, cr: v, c0: l, c1: u, c2: v)
+    }
+}

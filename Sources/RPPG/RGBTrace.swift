@@ -1,0 +1,91 @@
+/// A recorded per-frame mean-RGB trace (CSV), the offline input of the estimator.
+///
+/// Format: a header row naming at least `R`, `G` and `B` (any order, case-insensitive, other columns ignored,
+/// optional `t_s` with each frame's time in seconds); then one row per frame. Without `t_s`, frame *i* is at
+/// i / framesPerSecond. Blank lines are skipped; a UTF-8 byte-order mark is ignored.
+public enum RGBTrace {
+    /// Parses CSV text into samples. Errors name the 1-based line.
+    public static func parse(_ text: String, framesPerSecond: Double?) throws(RGBTraceError) -> [RPPGSample] {
+        var lines = text.split(omittingEmptySubsequences: false, whereSeparator: { $0 == "\n" || $0 == "\r\n" })
+        guard !lines.isEmpty else { throw RGBTraceError(line: 1, reason: "the file is empty") }
+        var headerLine = 0
+        while headerLine < lines.count, lines[headerLine].trimmingSpaces().isEmpty { headerLine += 1 }
+        guard headerLine < lines.count else { throw RGBTraceError(line: 1, reason: "the file is empty") }
+        var headerText = lines[headerLine]
+        if headerText.first == "\u{FEFF}" { headerText = headerText.dropFirst() }
+        let header = headerText.split(separator: ",", omittingEmptySubsequences: false)
+            .map { $0.trimmingSpaces().lowercased() }
+        func column(_ name: String) -> Int? { header.firstIndex(of: name) }
+        guard let ri = column("r"), let gi = column("g"), let bi = column("b") else {
+            throw RGBTraceError(line: headerLine + 1,
+                                reason: "the header must name R, G and B columns (found: \(header.joined(separator: ", ")))")
+        }
+        let ti = column("t_s")
+        if ti == nil {
+            guard let fps = framesPerSecond else {
+                throw RGBTraceError(line: headerLine + 1, reason: "there is no t_s column: give the frame rate (--fps)")
+            }
+            guard fps.isFinite, fps >= 5, fps <= 1000 else {
+                throw RGBTraceError(line: headerLine + 1, reason: "frame rate \(fps) is outside 5-1000 fps")
+            }
+        }
+        let needed = max(ri, gi, bi, ti ?? 0) + 1
+        var samples: [RPPGSample] = []
+        samples.reserveCapacity(lines.count)
+        var frame = 0
+        lines.removeFirst(headerLine + 1)
+        for (k, raw) in lines.enumerated() {
+            let lineNumber = headerLine + 2 + k
+            if raw.trimmingSpaces().isEmpty { continue }
+            let fields = raw.split(separator: ",", omittingEmptySubsequences: false)
+            guard fields.count >= needed else {
+                throw RGBTraceError(line: lineNumber, reason: "expected at least \(needed) fields, found \(fields.count)")
+            }
+            func value(_ i: Int, _ name: String) throws(RGBTraceError) -> Double {
+                let text = fields[i].trimmingSpaces()
+                guard let v = Double(text), v.isFinite else {
+                    throw RGBTraceError(line: lineNumber, reason: "\(name) is not a number: '\(text)'")
+                }
+                return v
+            }
+            let r = try value(ri, "R"), g = try value(gi, "G"), b = try value(bi, "B")
+            for (v, name) in [(r, "R"), (g, "G"), (b, "B")] where v < 0 || v > 255 {
+                throw RGBTraceError(line: lineNumber, reason: "\(name) = \(v) is outside 0-255")
+            }
+            let t: Double
+            if let ti {
+                t = try value(ti, "t_s")
+                if let last = samples.last, t <= last.tSeconds {
+                    throw RGBTraceError(line: lineNumber, reason: "t_s = \(t) does not increase (previous \(last.tSeconds))")
+                }
+            } else {
+                t = Double(frame) / (framesPerSecond ?? 30)
+            }
+            samples.append(RPPGSample(tSeconds: t, rgb: RGBMean(r: r, g: g, b: b)))
+            frame += 1
+        }
+        guard !samples.isEmpty else { throw RGBTraceError(line: headerLine + 1, reason: "no data rows after the header") }
+        return samples
+    }
+}
+
+/// A trace that cannot be read, with the 1-based line where reading stopped.
+public struct RGBTraceError: Error, Sendable, Equatable, CustomStringConvertible {
+    public let line: Int
+    public let reason: String
+    public var description: String { "line \(line): \(reason)" }
+
+    public init(line: Int, reason: String) {
+        self.line = line
+        self.reason = reason
+    }
+}
+
+extension Substring {
+    func trimmingSpaces() -> Substring {
+        var s = self
+        while let f = s.first, f == " " || f == "\t" || f == "\r" { s = s.dropFirst() }
+        while let l = s.last, l == " " || l == "\t" || l == "\r" { s = s.dropLast() }
+        return s
+    }
+}

@@ -1,0 +1,335 @@
+/// Settings of the streaming estimator. The defaults follow docs/rppg.md.
+public struct RPPGConfiguration: Sendable, Equatable {
+    /// Pulse search band in Hz. Default 0.7-3.0 (42-180 bpm); the upper end may be raised to 4.0 (240 bpm).
+    public var pulseBandHz: ClosedRange<Double> = 0.7...3.0
+    /// Length of the pulse analysis window, seconds.
+    public var windowSeconds: Double = 10
+    /// Shortest window that may produce a pulse reading (so the first reading comes within this plus one hop).
+    public var minimumWindowSeconds: Double = 5
+    /// Time between estimates, seconds.
+    public var hopSeconds: Double = 1
+    /// Rate of the uniform grid the frame means are resampled to, Hz.
+    public var sampleRateHz: Double = 30
+    /// Length of the POS and CHROM sub-windows, seconds.
+    public var projectionWindowSeconds: Double = 1.6
+    /// Pulse readings below this confidence are withheld (`hrBpm == nil`).
+    public var confidenceThreshold: Double = 0.5
+    /// Breathing search band in Hz. Default 0.08-0.7 (4.8-42 breaths/min).
+    public var breathingBandHz: ClosedRange<Double> = 0.08...0.7
+    /// Length of the breathing analysis window, seconds.
+    public var breathingWindowSeconds: Double = 30
+    /// Shortest window that may produce a breathing reading.
+    public var minimumBreathingWindowSeconds: Double = 20
+    /// Breathing readings below this confidence are withheld.
+    public var breathingConfidenceThreshold: Double = 0.5
+    /// A pause between frames longer than this restarts the windows, seconds.
+    public var maximumGapSeconds: Double = 1
+    /// Skin and face-box settings used when frames are fed.
+    public var roi = ROIConfiguration()
+
+    public init() {}
+
+    /// Checks the settings; the error names the offending field.
+    public func validate() throws(RPPGConfigurationError) {
+        func fail(_ s: String) -> RPPGConfigurationError { RPPGConfigurationError(description: s) }
+        guard pulseBandHz.lowerBound >= 0.5, pulseBandHz.upperBound <= 4.0, pulseBandHz.upperBound > pulseBandHz.lowerBound + 0.2 else {
+            throw fail("pulseBandHz must lie within 0.5-4.0 Hz and span at least 0.2 Hz, got \(pulseBandHz)")
+        }
+        guard sampleRateHz >= 2.2 * pulseBandHz.upperBound, sampleRateHz <= 240 else {
+            throw fail("sampleRateHz \(sampleRateHz) must be at least 2.2x the top of the pulse band and at most 240")
+        }
+        guard windowSeconds >= 4, windowSeconds <= 60, minimumWindowSeconds >= 3, minimumWindowSeconds <= windowSeconds else {
+            throw fail("windowSeconds must be 4-60 s and minimumWindowSeconds 3 s ... windowSeconds")
+        }
+        guard hopSeconds > 0, hopSeconds <= windowSeconds else { throw fail("hopSeconds must be in (0, windowSeconds]") }
+        guard breathingBandHz.lowerBound >= 0.03, breathingBandHz.upperBound <= 1.5,
+              breathingBandHz.upperBound > breathingBandHz.lowerBound else {
+            throw fail("breathingBandHz must lie within 0.03-1.5 Hz, got \(breathingBandHz)")
+        }
+        guard breathingWindowSeconds >= 10, breathingWindowSeconds <= 120,
+              minimumBreathingWindowSeconds >= 5, minimumBreathingWindowSeconds <= breathingWindowSeconds else {
+            throw fail("breathingWindowSeconds must be 10-120 s and minimumBreathingWindowSeconds 5 s ... breathingWindowSeconds")
+        }
+        guard (0...1).contains(confidenceThreshold), (0...1).contains(breathingConfidenceThreshold) else {
+            throw fail("confidence thresholds must be within 0-1")
+        }
+        guard projectionWindowSeconds >= 0.5, projectionWindowSeconds <= 4, maximumGapSeconds > 0 else {
+            throw fail("projectionWindowSeconds must be 0.5-4 s and maximumGapSeconds positive")
+        }
+    }
+}
+
+/// Settings the estimator cannot run with.
+public struct RPPGConfigurationError: Error, Sendable, Equatable, CustomStringConvertible {
+    public let description: String
+}
+
+/// One frame's worth of input when the ROI stage runs elsewhere (or for a recorded RGB trace).
+public struct RPPGSample: Sendable, Equatable {
+    /// Capture time, seconds, on a monotonic clock.
+    public var tSeconds: Double
+    /// Mean skin colour, 0-255; `nil` marks a frame without a usable face. Such frames are bridged like dropped
+    /// frames; when none is usable for more than `maximumGapSeconds`, the windows restart.
+    public var rgb: RGBMean?
+    /// Vertical head position in pixels (see ``ROIMeasurement/verticalPosition``), the breathing motion source.
+    public var verticalPosition: Double?
+
+    public init(tSeconds: Double, rgb: RGBMean?, verticalPosition: Double? = nil) {
+        self.tSeconds = tSeconds
+        self.rgb = rgb
+        self.verticalPosition = verticalPosition
+    }
+}
+
+/// What the estimator says once per hop.
+public struct RPPGEstimate: Sendable, Equatable {
+    /// Time of the newest sample in the window (end of window), on the input clock.
+    public var tSeconds: Double
+    /// Length of the pulse window actually analysed (shorter while warming up or after a restart), seconds.
+    public var windowSeconds: Double
+    /// Pulse rate from POS, bpm; `nil` unless `confidence >= confidenceThreshold`.
+    public var hrBpm: Double?
+    /// 0-1, see ``RPPGEstimator`` for the rule.
+    public var confidence: Double
+    /// de Haan SNR of the POS pulse signal, dB (-30 when there is no spectrum yet).
+    public var snrDb: Double
+    /// Breathing rate, breaths per minute; `nil` unless `breathingConfidence >= breathingConfidenceThreshold`.
+    public var breathingRateBpm: Double?
+    /// 0-1.
+    public var breathingConfidence: Double
+    /// The POS peak whatever the confidence (diagnostics), bpm.
+    public var candidateHrBpm: Double?
+    /// The CHROM peak, bpm.
+    public var chromHrBpm: Double?
+    /// POS peak ratio, 0-1.
+    public var peakRatio: Double
+    /// The breathing peak whatever the confidence, breaths per minute.
+    public var candidateBreathingRateBpm: Double?
+
+    /// The no-reading estimate used while warming up.
+    static func empty(t: Double, window: Double) -> RPPGEstimate {
+        RPPGEstimate(tSeconds: t, windowSeconds: window, hrBpm: nil, confidence: 0, snrDb: -30, breathingRateBpm: nil,
+                     breathingConfidence: 0, candidateHrBpm: nil, chromHrBpm: nil, peakRatio: 0,
+                     candidateBreathingRateBpm: nil)
+    }
+}
+
+/// Streaming rPPG: feed frames (or per-frame mean RGB), get a pulse and breathing estimate once per hop.
+///
+/// Pipeline: ROI means (``FaceROITracker``) → linear resampling onto a uniform grid from the timestamps (dropped
+/// frames and frames without a usable face are bridged; more than `maximumGapSeconds` without a usable frame
+/// restarts the windows) → POS and CHROM over the last
+/// `windowSeconds` → zoomed periodogram peak in the pulse band with parabolic refinement.
+///
+/// Pulse confidence (0-1) = 0.5·P + 0.4·S + 0.1·A, where
+/// - P = clamp((peakRatio − 0.3) / 0.4): peak ratio of the POS spectrum;
+/// - S = clamp((snrDb + 3) / 9): de Haan SNR of the POS signal;
+/// - A = 1 when POS and CHROM peaks are within 3 bpm, falling linearly to 0 at 12 bpm.
+/// It is 0 while the window is shorter than `minimumWindowSeconds`, when a channel mean is below 1 (of 255), and
+/// when the spectral maximum sits on the edge of the band.
+/// `hrBpm` is reported only when confidence ≥ `confidenceThreshold` (default 0.5).
+///
+/// Breathing confidence = 0.8·clamp((peakRatio − 0.2) / 0.5) of the better of two sources (a source whose maximum
+/// sits on the band edge is dropped) — the vertical head
+/// position and the mean-normalised green trace (respiratory baseline modulation) — plus 0.2 when both sources
+/// exist and agree within 2 breaths/min. 0 while the window is shorter than `minimumBreathingWindowSeconds`.
+public struct RPPGEstimator: Sendable {
+    public let configuration: RPPGConfiguration
+    /// The ROI stage used by ``process(_:)``.
+    public private(set) var tracker: FaceROITracker
+    /// The last frame's ROI measurement (when frames are fed).
+    public private(set) var lastMeasurement: ROIMeasurement?
+
+    private var grid = UniformGrid()
+    private var firstTime: Double?
+    private var lastSeen: Double?
+    private var nextTick = 0.0
+
+    public init(configuration: RPPGConfiguration = RPPGConfiguration()) throws(RPPGConfigurationError) {
+        try configuration.validate()
+        self.configuration = configuration
+        self.tracker = FaceROITracker(configuration: configuration.roi)
+    }
+
+    /// Runs the ROI stage on a frame and feeds the result. Returns an estimate when a hop boundary was crossed.
+    public mutating func process(_ frame: VideoFrame) -> RPPGEstimate? {
+        let m = tracker.measure(frame)
+        lastMeasurement = m
+        return append(m.sample)
+    }
+
+    /// Same as ``process(_:)`` for a buffer the caller owns (a V4L2 mmap buffer), without copying it.
+    public mutating func process(
+        bytes: UnsafeRawBufferPointer, layout: FrameLayout, timestampSeconds: Double
+    ) throws(VideoFrameError) -> RPPGEstimate? {
+        let m = try tracker.measure(bytes: bytes, layout: layout, timestampSeconds: timestampSeconds)
+        lastMeasurement = m
+        return append(m.sample)
+    }
+
+    /// Feeds one per-frame sample. Samples must come in time order; a sample not later than the previous one is
+    /// ignored. Returns an estimate when the sample crosses a hop boundary (at most one per call).
+    public mutating func append(_ sample: RPPGSample) -> RPPGEstimate? {
+        let t = sample.tSeconds
+        guard t.isFinite else { return nil }
+        if let last = lastSeen, t <= last { return nil }
+        lastSeen = t
+        if firstTime == nil {
+            firstTime = t
+            nextTick = t + configuration.hopSeconds
+        }
+        // Frames without a usable face are bridged like dropped frames; a gap longer than maximumGapSeconds
+        // since the last usable frame restarts the windows.
+        if let lastValid = grid.lastTime, t - lastValid > configuration.maximumGapSeconds { grid.reset() }
+        if let rgb = sample.rgb, rgb.r.isFinite, rgb.g.isFinite, rgb.b.isFinite {
+            grid.add(t: t, rgb: rgb, position: sample.verticalPosition.flatMap { $0.isFinite ? $0 : nil },
+                     rate: configuration.sampleRateHz)
+            grid.trim(keep: Int((max(configuration.windowSeconds, configuration.breathingWindowSeconds) + 2) * configuration.sampleRateHz))
+        }
+        guard t >= nextTick - 1e-9, let first = firstTime else { return nil }
+        let hop = configuration.hopSeconds
+        nextTick = first + hop * (((t - first) / hop + 1e-9).rounded(.down) + 1)
+        return estimate(at: t)
+    }
+
+    private func estimate(at t: Double) -> RPPGEstimate {
+        let cfg = configuration
+        let fs = cfg.sampleRateHz
+        let available = grid.r.count
+        let runSeconds = available > 1 ? Double(available - 1) / fs : 0
+        var result = RPPGEstimate.empty(t: t, window: runSeconds)
+        guard runSeconds + 1e-6 >= min(cfg.minimumWindowSeconds, cfg.minimumBreathingWindowSeconds) else { return result }
+
+        if runSeconds + 1e-6 >= cfg.minimumWindowSeconds {
+            let n = min(available, Int((cfg.windowSeconds * fs).rounded()) + 1)
+            let r = Array(grid.r.suffix(n)), g = Array(grid.g.suffix(n)), b = Array(grid.b.suffix(n))
+            result.windowSeconds = Double(n - 1) / fs
+            if mean(r) >= 1, mean(g) >= 1, mean(b) >= 1 {
+                let l = Int((cfg.projectionWindowSeconds * fs).rounded(.up))
+                let pos = PulseProjection.pos(r: r, g: g, b: b, windowLength: l)
+                let chrom = PulseProjection.chrom(r: r, g: g, b: b, windowLength: l)
+                let sp = RateSpectrum.pulse(pos, sampleRate: fs, bandHz: cfg.pulseBandHz)
+                let sc = RateSpectrum.pulse(chrom, sampleRate: fs, bandHz: cfg.pulseBandHz)
+                if let sp {
+                    result.candidateHrBpm = sp.perMinute
+                    result.chromHrBpm = sc?.perMinute
+                    result.snrDb = sp.snrDb
+                    result.peakRatio = sp.peakRatio
+                    let p = clamp01((sp.peakRatio - 0.3) / 0.4)
+                    let s = clamp01((sp.snrDb + 3) / 9)
+                    var a = 0.0
+                    if let sc { a = clamp01(1 - (abs(sc.perMinute - sp.perMinute) - 3) / 9) }
+                    result.confidence = sp.atBandEdge ? 0 : clamp01(0.5 * p + 0.4 * s + 0.1 * a)
+                    if result.confidence >= cfg.confidenceThreshold { result.hrBpm = sp.perMinute }
+                }
+            }
+        }
+
+        if runSeconds + 1e-6 >= cfg.minimumBreathingWindowSeconds {
+            let n = min(available, Int((cfg.breathingWindowSeconds * fs).rounded()) + 1)
+            var sources: [SpectralRate] = []
+            let positions = grid.position.suffix(n)
+            if grid.positionMissing.suffix(n).allSatisfy({ !$0 }),
+               let s = RateSpectrum.breathing(Array(positions), sampleRate: fs, bandHz: cfg.breathingBandHz), !s.atBandEdge {
+                sources.append(s)
+            }
+            let g = Array(grid.g.suffix(n))
+            let gm = mean(g)
+            if gm >= 1, let s = RateSpectrum.breathing(g.map { $0 / gm }, sampleRate: fs, bandHz: cfg.breathingBandHz),
+               !s.atBandEdge {
+                sources.append(s)
+            }
+            if let best = sources.max(by: { $0.peakRatio < $1.peakRatio }) {
+                var c = 0.8 * clamp01((best.peakRatio - 0.2) / 0.5)
+                if sources.count == 2, abs(sources[0].perMinute - sources[1].perMinute) <= 2 { c += 0.2 }
+                result.breathingConfidence = clamp01(c)
+                result.candidateBreathingRateBpm = best.perMinute
+                if result.breathingConfidence >= cfg.breathingConfidenceThreshold { result.breathingRateBpm = best.perMinute }
+            }
+        }
+        return result
+    }
+
+    private func mean(_ v: [Double]) -> Double {
+        guard !v.isEmpty else { return 0 }
+        var s = 0.0
+        for e in v { s += e }
+        return s / Double(v.count)
+    }
+}
+
+@inline(__always)
+func clamp01(_ v: Double) -> Double { max(0, min(1, v)) }
+
+/// Per-frame samples linearly interpolated onto `t0 + k / rate`.
+struct UniformGrid {
+    var r: [Double] = []
+    var g: [Double] = []
+    var b: [Double] = []
+    var position: [Double] = []
+    var positionMissing: [Bool] = []
+    var lastTime: Double?
+    private var start = 0.0
+    private var produced = 0
+    private var last: (t: Double, rgb: RGBMean, pos: Double?)?
+
+    mutating func reset() {
+        r.removeAll(keepingCapacity: true)
+        g.removeAll(keepingCapacity: true)
+        b.removeAll(keepingCapacity: true)
+        position.removeAll(keepingCapacity: true)
+        positionMissing.removeAll(keepingCapacity: true)
+        produced = 0
+        last = nil
+        lastTime = nil
+    }
+
+    mutating func add(t: Double, rgb: RGBMean, position pos: Double?, rate: Double) {
+        defer {
+            last = (t, rgb, pos)
+            lastTime = t
+        }
+        guard let prev = last else {
+            start = t
+            produced = 1
+            push(rgb, pos)
+            return
+        }
+        let span = t - prev.t
+        while true {
+            let gt = start + Double(produced) / rate
+            if gt > t + 1e-9 { break }
+            let w = max(0, min(1, (gt - prev.t) / span))
+            let c = RGBMean(r: prev.rgb.r + w * (rgb.r - prev.rgb.r), g: prev.rgb.g + w * (rgb.g - prev.rgb.g),
+                            b: prev.rgb.b + w * (rgb.b - prev.rgb.b))
+            var p: Double?
+            switch (prev.pos, pos) {
+            case let (a?, b?): p = a + w * (b - a)
+            case let (a?, nil): p = a
+            case let (nil, b?): p = b
+            case (nil, nil): p = nil
+            }
+            push(c, p)
+            produced += 1
+        }
+    }
+
+    private mutating func push(_ c: RGBMean, _ p: Double?) {
+        r.append(c.r)
+        g.append(c.g)
+        b.append(c.b)
+        position.append(p ?? position.last ?? 0)
+        positionMissing.append(p == nil)
+    }
+
+    /// Drops old samples once the buffers hold twice `keep`.
+    mutating func trim(keep: Int) {
+        guard r.count > 2 * keep else { return }
+        let drop = r.count - keep
+        r.removeFirst(drop)
+        g.removeFirst(drop)
+        b.removeFirst(drop)
+        position.removeFirst(drop)
+        positionMissing.removeFirst(drop)
+    }
+}

@@ -1,0 +1,221 @@
+import Foundation
+import GatewayEngine
+import Testing
+
+/// Runs the built `hr-gateway analyze` on files written by the tests.
+@Suite struct AnalyzeCommandTests {
+    /// The directory holding the test bundle also holds the built products.
+    static let productsDirectory: URL = {
+        #if os(macOS)
+        if let bundle = Bundle.allBundles.first(where: { $0.bundlePath.hasSuffix(".xctest") }) {
+            return bundle.bundleURL.deletingLastPathComponent()
+        }
+        #endif
+        let exe = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
+        return exe.deletingLastPathComponent()
+    }()
+
+    static var ffmpegAvailable: Bool { which("ffmpeg") != nil }
+
+    static func which(_ name: String) -> String? {
+        for dir in (ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin").split(separator: ":") {
+            let p = "\(dir)/\(name)"
+            if FileManager.default.isExecutableFile(atPath: p) { return p }
+        }
+        return nil
+    }
+
+    struct Result {
+        var status: Int32
+        var stdout: String
+        var stderr: String
+    }
+
+    /// Runs an executable with stdout/stderr captured in files (no pipe back-pressure).
+    static func run(_ executable: URL, _ args: [String], in dir: URL, stdin: Data? = nil) throws -> Result {
+        let outURL = dir.appendingPathComponent("stdout-\(UUID().uuidString)")
+        let errURL = dir.appendingPathComponent("stderr-\(UUID().uuidString)")
+        #expect(FileManager.default.createFile(atPath: outURL.path, contents: nil))
+        #expect(FileManager.default.createFile(atPath: errURL.path, contents: nil))
+        let out = try FileHandle(forWritingTo: outURL), err = try FileHandle(forWritingTo: errURL)
+        let p = Process()
+        p.executableURL = executable
+        p.arguments = args
+        p.standardOutput = out
+        p.standardError = err
+        let input = Pipe()
+        p.standardInput = stdin == nil ? FileHandle.nullDevice : input
+        try p.run()
+        if let stdin {
+            try input.fileHandleForWriting.write(contentsOf: stdin)
+            try input.fileHandleForWriting.close()
+        }
+        p.waitUntilExit()
+        try out.close()
+        try err.close()
+        return Result(status: p.terminationStatus, stdout: try String(contentsOf: outURL, encoding: .utf8),
+                      stderr: try String(contentsOf: errURL, encoding: .utf8))
+    }
+
+    static func analyze(_ args: [String], in dir: URL) throws -> Result {
+        try run(productsDirectory.appendingPathComponent("hr-gateway"), ["analyze"] + args, in: dir)
+    }
+
+    static func tempDir() throws -> URL {
+        let d = FileManager.default.temporaryDirectory.appendingPathComponent("hr-gateway-analyze-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: d, withIntermediateDirectories: true)
+        return d
+    }
+
+    /// Deterministic uniform noise in [-1, 1).
+    struct LCG {
+        var state: UInt64
+        mutating func next() -> Double {
+            state = state &* 6_364_136_223_846_793_005 &+ 1_442_695_040_888_963_407
+            return Double(state >> 11) / Double(1 << 52) - 1
+        }
+    }
+
+    /// Mean skin RGB of a face with a 1.1 Hz (66 bpm) pulse, sampled with timing jitter.
+    static func traceCSV(seconds: Double, withTime: Bool) -> (String, Int) {
+        var rng = LCG(state: 42)
+        var lines = [withTime ? "t_s,R,G,B,note" : "frame,R,G,B"]
+        var i = 0
+        while Double(i) / 30 < seconds {
+            let t = Double(i) / 30 + (withTime ? 0.004 * rng.next() : 0)
+            let p = sin(2 * Double.pi * 1.1 * t) + 0.3 * sin(4 * Double.pi * 1.1 * t)
+            let r = 180 * (1 + 0.0015 * p) + 0.05 * rng.next()
+            let g = 130 * (1 + 0.004 * p) + 0.05 * rng.next()
+            let b = 100 * (1 + 0.0025 * p) + 0.05 * rng.next()
+            // A capture clock that does not start at zero: the output still counts from the start of the file.
+            let head = withTime ? String(format: "%.4f", 100 + t) : "\(i)"
+            lines.append("\(head),\(String(format: "%.3f,%.3f,%.3f", r, g, b))" + (withTime ? ",x" : ""))
+            i += 1
+        }
+        return (lines.joined(separator: "\n") + "\n", i)
+    }
+
+    static func parseLines(_ text: String) throws -> [JSONValue] {
+        try text.split(whereSeparator: \.isNewline).map { try JSONValue(parsing: String($0)) }
+    }
+
+    @Test func csvTraceWithTimesGivesWindowsAndSummary() throws {
+        let dir = try Self.tempDir()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let (csv, rows) = Self.traceCSV(seconds: 20, withTime: true)
+        let file = dir.appendingPathComponent("trace.csv")
+        try csv.write(to: file, atomically: true, encoding: .utf8)
+        let r = try Self.analyze([file.path, "--json"], in: dir)
+        #expect(r.status == 0, "stderr: \(r.stderr)")
+        #expect(!r.stdout.contains("null"))
+        let objects = try Self.parseLines(r.stdout)
+        let windows = objects.dropLast()
+        let summary = try #require(objects.last)
+        #expect(summary["type"]?.stringValue == "summary")
+        #expect(summary["frames"]?.intValue == Int64(rows))
+        #expect(abs((summary["duration_s"]?.doubleValue ?? 0) - 20) < 0.2)
+        #expect(abs((summary["mean_hr_bpm"]?.doubleValue ?? 0) - 66) <= 3)
+        #expect((summary["confident_fraction"]?.doubleValue ?? 0) > 0.5)
+        #expect(windows.count >= 18)
+        let firstT = try #require(windows.first?["t_s"]?.doubleValue)
+        #expect(firstT >= 0.9 && firstT <= 1.1)
+        var lastT = -1.0
+        for w in windows {
+            #expect(w["type"]?.stringValue == "window")
+            let t = try #require(w["t_s"]?.doubleValue)
+            #expect(t > lastT)
+            lastT = t
+            let c = try #require(w["confidence"]?.doubleValue)
+            #expect((0...1).contains(c))
+            #expect(w["snr_db"]?.doubleValue != nil)
+            #expect(w["window_s"]?.doubleValue != nil)
+            if t >= 10 {
+                let hr = try #require(w["hr_bpm"]?.doubleValue, "no hr_bpm at \(t) s")
+                #expect(abs(hr - 66) <= 3)
+            }
+            if w["hr_bpm"] != nil { #expect(c >= 0.5) } else { #expect(c < 0.5) }
+        }
+    }
+
+    @Test func csvTraceWithFpsPrintsATable() throws {
+        let dir = try Self.tempDir()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let (csv, _) = Self.traceCSV(seconds: 12, withTime: false)
+        let file = dir.appendingPathComponent("trace.csv")
+        try csv.write(to: file, atomically: true, encoding: .utf8)
+        let r = try Self.analyze([file.path, "--fps", "30"], in: dir)
+        #expect(r.status == 0, "stderr: \(r.stderr)")
+        #expect(r.stdout.contains("hr_bpm"))
+        #expect(r.stdout.contains("mean HR 6"))
+        let noFps = try Self.analyze([file.path], in: dir)
+        #expect(noFps.status != 0)
+        #expect(noFps.stderr.contains("--fps"))
+    }
+
+    @Test func badCSVNamesTheLine() throws {
+        let dir = try Self.tempDir()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let file = dir.appendingPathComponent("bad.csv")
+        try "t_s,R,G,B\n0.0,100,90,80\n0.033,100,90,80\n0.066,100,abc,80\n".write(to: file, atomically: true, encoding: .utf8)
+        let r = try Self.analyze([file.path, "--json"], in: dir)
+        #expect(r.status != 0)
+        #expect(r.stderr.contains("line 4"))
+        #expect(r.stderr.contains("abc"))
+        #expect(r.stdout.isEmpty)
+
+        let header = dir.appendingPathComponent("header.csv")
+        try "time,red,green\n0,1,2\n".write(to: header, atomically: true, encoding: .utf8)
+        let h = try Self.analyze([header.path], in: dir)
+        #expect(h.status != 0)
+        #expect(h.stderr.contains("line 1"))
+
+        let missing = try Self.analyze([dir.appendingPathComponent("nope.csv").path], in: dir)
+        #expect(missing.status != 0)
+        #expect(missing.stderr.contains("nope.csv"))
+    }
+
+    @Test(.enabled(if: AnalyzeCommandTests.ffmpegAvailable, "ffmpeg is not on PATH (apt-get install ffmpeg)"))
+    func shortGeneratedVideoThroughFFmpeg() throws {
+        let dir = try Self.tempDir()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let w = 160, h = 120, fps = 30.0, seconds = 13.0, hr = 84.0
+        var rng = LCG(state: 9)
+        var raw = Data()
+        raw.reserveCapacity(w * h * 3 * Int(seconds * fps))
+        var row = [UInt8](repeating: 0, count: w * 3)
+        for i in 0..<Int(seconds * fps) {
+            let t = Double(i) / fps
+            let p = sin(2 * Double.pi * hr / 60 * t)
+            let skin = (190 * (1 + 0.0035 * p), 140 * (1 + 0.008 * p), 110 * (1 + 0.0055 * p))
+            for y in 0..<h {
+                for x in 0..<w {
+                    let nx = (Double(x) - 80) / 28, ny = (Double(y) - 56) / 38
+                    let c = nx * nx + ny * ny <= 1 ? skin : (70.0, 100.0, 160.0)
+                    row[x * 3] = UInt8(max(0, min(255, (c.0 + 2 * rng.next()).rounded())))
+                    row[x * 3 + 1] = UInt8(max(0, min(255, (c.1 + 2 * rng.next()).rounded())))
+                    row[x * 3 + 2] = UInt8(max(0, min(255, (c.2 + 2 * rng.next()).rounded())))
+                }
+                raw.append(contentsOf: row)
+            }
+        }
+        let video = dir.appendingPathComponent("face.mkv")
+        let ffmpeg = URL(fileURLWithPath: try #require(Self.which("ffmpeg")))
+        let enc = try Self.run(ffmpeg, ["-nostats", "-v", "error", "-f", "rawvideo", "-pix_fmt", "rgb24", "-s", "\(w)x\(h)",
+                                        "-r", "30", "-i", "-", "-c:v", "ffv1", video.path], in: dir, stdin: raw)
+        try #require(enc.status == 0, "ffmpeg: \(enc.stderr)")
+
+        let r = try Self.analyze([video.path, "--json"], in: dir)
+        #expect(r.status == 0, "stderr: \(r.stderr)")
+        let objects = try Self.parseLines(r.stdout)
+        let summary = try #require(objects.last)
+        #expect(summary["type"]?.stringValue == "summary")
+        #expect(summary["source"]?.stringValue == "video")
+        #expect(summary["frames"]?.intValue == Int64(seconds * fps))
+        let late = objects.dropLast().filter { ($0["t_s"]?.doubleValue ?? 0) >= 10 }
+        #expect(!late.isEmpty)
+        for o in late {
+            let v = try #require(o["hr_bpm"]?.doubleValue)
+            #expect(abs(v - hr) <= 3)
+        }
+    }
+}

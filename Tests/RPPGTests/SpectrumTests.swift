@@ -1,0 +1,84 @@
+import Foundation
+import RPPG
+import RPPGSynthetic
+import Testing
+
+@Suite struct SpectrumTests {
+    static func sine(_ hz: Double, fs: Double, seconds: Double, phase: Double = 0.3) -> [Double] {
+        (0..<Int(fs * seconds)).map { sin(2 * Double.pi * hz * Double($0) / fs + phase) }
+    }
+
+    @Test(arguments: [0.8, 1.234, 2.5, 2.95])
+    func sinusoidRateIsRecovered(_ hz: Double) throws {
+        let r = try #require(RateSpectrum.pulse(Self.sine(hz, fs: 30, seconds: 10), sampleRate: 30))
+        #expect(abs(r.perMinute - hz * 60) <= 0.3)
+        #expect(r.peakRatio > 0.9)
+        #expect(r.snrDb > 10)
+        #expect(!r.atBandEdge)
+    }
+
+    @Test func noiseHasLowPeakRatioAndSNR() throws {
+        var rng = SplitMix(seed: 7)
+        var ratios: [Double] = []
+        for _ in 0..<20 {
+            let noise = (0..<300).map { _ in rng.gaussian() }
+            let r = try #require(RateSpectrum.pulse(noise, sampleRate: 30))
+            ratios.append(r.peakRatio)
+            #expect(r.snrDb < 0)
+        }
+        #expect(ratios.max()! < 0.5)
+    }
+
+    @Test func trendPeaksAreFlaggedAsBandEdge() throws {
+        let ramp = (0..<900).map { Double($0) * 0.01 + 0.2 * sin(Double($0) * 0.001) }
+        let r = try #require(RateSpectrum.breathing(ramp, sampleRate: 30))
+        #expect(r.atBandEdge)
+    }
+
+    @Test func resamplingCopesWithJitterAndGaps() throws {
+        // A pure 1.3 Hz colour pulse sampled at irregular times with dropped frames.
+        var rng = SplitMix(seed: 3)
+        var estimator = try RPPGEstimator()
+        var last: RPPGEstimate?
+        var t = 0.0
+        while t < 12 {
+            t += 1.0 / 30 * (0.6 + 0.8 * rng.uniform()) + (rng.uniform() < 0.1 ? 1.0 / 30 : 0)
+            let p = sin(2 * Double.pi * 1.3 * t)
+            let s = RPPGSample(tSeconds: t, rgb: RGBMean(r: 180 * (1 + 0.0017 * p), g: 130 * (1 + 0.004 * p), b: 100 * (1 + 0.0028 * p)))
+            if let e = estimator.append(s) { last = e }
+        }
+        let e = try #require(last)
+        #expect(abs(try #require(e.hrBpm) - 78) <= 1)
+    }
+
+    @Test func outOfOrderAndNonFiniteSamplesAreIgnored() throws {
+        var estimator = try RPPGEstimator()
+        #expect(estimator.append(RPPGSample(tSeconds: .nan, rgb: RGBMean(r: 1, g: 1, b: 1))) == nil)
+        _ = estimator.append(RPPGSample(tSeconds: 1, rgb: RGBMean(r: 100, g: 100, b: 100)))
+        #expect(estimator.append(RPPGSample(tSeconds: 0.5, rgb: RGBMean(r: 100, g: 100, b: 100))) == nil)
+    }
+
+    @Test func configurationIsValidated() {
+        var c = RPPGConfiguration()
+        c.pulseBandHz = 0.7...5.0
+        #expect(throws: RPPGConfigurationError.self) { try RPPGEstimator(configuration: c) }
+        c = RPPGConfiguration()
+        c.pulseBandHz = 0.7...4.0
+        #expect(throws: Never.self) { try RPPGEstimator(configuration: c) }
+    }
+
+    @Test func traceCSVErrorsNameTheLine() {
+        #expect(throws: RGBTraceError(line: 3, reason: "G is not a number: 'x'")) {
+            try RGBTrace.parse("t_s,R,G,B\n0,1,2,3\n0.1,1,x,3\n", framesPerSecond: nil)
+        }
+        #expect(throws: RGBTraceError.self) { try RGBTrace.parse("frame,R,G,B\n0,1,2,3\n", framesPerSecond: nil) }
+        #expect(throws: RGBTraceError.self) { try RGBTrace.parse("a,b,c\n1,2,3\n", framesPerSecond: 30) }
+        #expect(throws: RGBTraceError(line: 3, reason: "t_s = 0.0 does not increase (previous 0.0)")) {
+            try RGBTrace.parse("t_s,R,G,B\n0,1,2,3\n0,1,2,3\n", framesPerSecond: nil)
+        }
+        let ok = try? RGBTrace.parse("\u{FEFF}frame, R ,G,B,extra\n0,1,2,3,9\n\n1,4,5,6,9\n", framesPerSecond: 10)
+        #expect(ok?.count == 2)
+        #expect(ok?.last?.tSeconds == 0.1)
+        #expect(ok?.last?.rgb == RGBMean(r: 4, g: 5, b: 6))
+    }
+}
