@@ -85,7 +85,7 @@ let package = Package(
         .testTarget(name: "HRVAnalysisTests", dependencies: ["HRVAnalysis"], resources: [.copy("Data")], swiftSettings: strict),
         .testTarget(
             name: "GatewayEngineTests",
-            dependencies: ["GatewayEngine", "SimulatedProvider", "ReplayProvider"],
+            dependencies: ["GatewayEngine", "SimulatedProvider", "ReplayProvider", "StdoutSink"],
             swiftSettings: strict
         ),
         .testTarget(

@@ -87,7 +87,9 @@ public struct PrettyView: Sendable {
             let s = sources[key]!
             var line = "Source       \(key)  \(s.state.rawValue)"
             if let b = s.batteryPercent { line += "  battery \(b) %" }
-            if let contact = lastSample[key]?.contact { line += "  contact \(contact.rawValue.replacingOccurrences(of: "_", with: " "))" }
+            if let contact = lastSample[key]?.contact {
+                line += "  skin contact " + (contact == .contact ? "yes" : contact == .noContact ? "NO" : "n/a")
+            }
             if let m = s.message { line += "  (\(m))" }
             lines.append(line)
         }

@@ -1,0 +1,55 @@
+import GatewayEngine
+import HRVAnalysis
+import SimulatedProvider
+import StdoutSink
+import Testing
+
+@Suite struct EndToEndTests {
+    @Test func aRealisticSimulationYieldsItsBreathingRateAndHeartRate() async throws {
+        let clock = ManualSessionClock(startMs: 0)
+        let physiology = SimulatedBiosignalProvider.Physiology(meanHeartRateBpm: 62, breathingRateBpm: 12, ectopicProbability: 0.02)
+        let sim = SimulatedBiosignalProvider(model: .realistic, physiology: physiology, seed: 11, clock: clock)
+        let engine = SessionEngine(providers: [sim], clock: clock, correction: .kubios)
+        let log = EventLog(engine)
+        _ = try await engine.startSession(SessionConfig(sessionId: "e2e", mode: .focus, durationSec: 180,
+                                                        profile: ComputeProfile(windowSec: 90, emitIntervalSec: 10)))
+        clock.advance(toMs: 180_000)
+        #expect(log.last?.type == "session_summary")
+        let late = log.frames.compactMap(\.metrics).filter { ($0.rrCount ?? 0) > 80 }
+        #expect(!late.isEmpty)
+        for m in late {
+            #expect(abs(m.hrMeanBpm - 62) < 4)
+            let resp = try #require(m.respRateRRBpm, "breathing found in every full window")
+            #expect(abs(resp - 12) < 1.5)
+            #expect(m.rmssdMs > 10)
+        }
+        #expect(late.contains { ($0.artifactCount ?? 0) > 0 }, "simulated ectopic beats are corrected")
+    }
+
+    @Test func theLiveViewShowsHeartRateHRVBreathingAndSources() {
+        var view = PrettyView(sessionId: "v1", mode: "focus", durationSec: 300)
+        view.update(.started(sessionId: "v1", startedAtMs: 0))
+        view.update(BiosignalSample(timestampMs: 1_000, bpm: 63, rrIntervalsMs: [950, 960], deviceId: "AA", source: "ble_hrm",
+                                    contact: .contact))
+        var m = SessionMetrics()
+        m.hrMeanBpm = 62.5
+        m.hrSdnnMs = 41.2
+        m.rmssdMs = 35.7
+        m.pnn50 = 12.5
+        m.rrCount = 80
+        m.respRateRRBpm = 12.1
+        m.sampleCount = 60
+        view.update(.frame(sessionId: "v1", seq: 4, emittedAtMs: 65_000, metrics: m, behavior: nil))
+        view.update(.sensorStatus(sessionId: "v1", emittedAtMs: 65_000,
+                                  status: SensorStatus(source: "ble_hrm", deviceId: "AA", state: .stale, batteryPercent: 80)))
+        let text = view.render()
+        #expect(text.contains("00:01:05 / 00:05:00"))
+        #expect(text.contains("frame #4"))
+        #expect(text.contains("now 63 bpm"))
+        #expect(text.contains("window mean 62.5 bpm"))
+        #expect(text.contains("950 960"))
+        #expect(text.contains("RMSSD 35.7 ms"))
+        #expect(text.contains("12.1 /min from RR"))
+        #expect(text.contains("AA  stale  battery 80 %  skin contact yes"))
+    }
+}
