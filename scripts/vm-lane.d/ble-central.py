@@ -1,12 +1,14 @@
 #!/usr/bin/python3 -u
 """BLE central over BlueZ D-Bus, for checks in the VM lane.
 
-ble-central.py --adapter hci1 [--uuid 180d] [--notifications N] [--timeout S]
+ble-central.py --adapter hci1 [--uuid 180d] [--address AA:BB:..] [--notifications N] [--timeout S]
 
-Discovers (LE, filtered on the service UUID) until a device advertising the UUID appears on the adapter, prints
+Discovers (LE, filtered on the service UUID) until a device advertising the UUID (and having the address, if given)
+appears on the adapter, prints
 "found <object path> <name>", and exits 0. With --notifications N it then connects, waits for ServicesResolved,
 calls StartNotify on the Heart Rate Measurement characteristic 0x2A37 (found by UUID) and exits 0 after N
-notifications, printing each value in hex. Exits 1 on failure or timeout.
+notifications, printing each value in hex; it disconnects before exiting (a second simultaneous LE connection from
+the same btvirt central stalls: see docs/vm-lane.md). Exits 1 on failure or timeout.
 """
 import argparse
 import sys
@@ -28,6 +30,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--adapter", required=True)
     ap.add_argument("--uuid", default="180d")
+    ap.add_argument("--address", default="")
     ap.add_argument("--notifications", type=int, default=0)
     ap.add_argument("--timeout", type=float, default=60)
     args = ap.parse_args()
@@ -50,6 +53,12 @@ def main():
     def finish(rc, msg):
         log(msg)
         st["rc"] = rc
+        if args.notifications > 0 and st["dev"]:
+            try:
+                bus.get_object("org.bluez", st["dev"]).Disconnect(dbus_interface="org.bluez.Device1", timeout=30)
+                log("disconnected")
+            except dbus.DBusException as e:
+                log("Disconnect:", e)
         loop.quit()
 
     def on_value(iface, changed, invalidated, path=None):
@@ -79,7 +88,8 @@ def main():
             consider(path, {"UUIDs": changed["UUIDs"]})
 
     def consider(path, dev):
-        if st["dev"] or not path.startswith(apath + "/dev_"):
+        prefix = apath + "/dev_" + args.address.upper().replace(":", "_")
+        if st["dev"] or not path.startswith(prefix):
             return
         uuids = [str(u).lower() for u in dev.get("UUIDs", [])]
         if want not in uuids:
