@@ -33,6 +33,7 @@ def main():
     ap.add_argument("--address", default="")
     ap.add_argument("--notifications", type=int, default=0)
     ap.add_argument("--timeout", type=float, default=60)
+    ap.add_argument("--stay-connected", action="store_true", help="do not disconnect before exiting")
     args = ap.parse_args()
     want = full_uuid(args.uuid)
     apath = "/org/bluez/" + args.adapter
@@ -53,7 +54,7 @@ def main():
     def finish(rc, msg):
         log(msg)
         st["rc"] = rc
-        if args.notifications > 0 and st["dev"]:
+        if args.notifications > 0 and st["dev"] and not args.stay_connected:
             try:
                 bus.get_object("org.bluez", st["dev"]).Disconnect(dbus_interface="org.bluez.Device1", timeout=30)
                 log("disconnected")
