@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Preparation of the VM lane cache. Sourced by scripts/vm-lane; every step is idempotent and skipped when its
 # result is already in the cache. Needs root (apt-get) on a Debian 12 (bookworm) amd64 host.
 #
