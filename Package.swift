@@ -12,6 +12,7 @@ let package = Package(
         .executable(name: "hr-gateway-bench", targets: ["hr-gateway-bench"]),
         .library(name: "GatewayEngine", targets: ["GatewayEngine"]),
         .library(name: "HRVAnalysis", targets: ["HRVAnalysis"]),
+        .library(name: "BLEHeartRate", targets: ["BLEHeartRate"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
@@ -25,6 +26,8 @@ let package = Package(
         // MARK: Providers
         .target(name: "SimulatedProvider", dependencies: ["GatewayEngine"], swiftSettings: strict),
         .target(name: "ReplayProvider", dependencies: ["GatewayEngine"], swiftSettings: strict),
+
+        .target(name: "BLEHeartRate", dependencies: ["GatewayEngine"], swiftSettings: strict),
 
         // MARK: Sinks
         .target(name: "StdoutSink", dependencies: ["GatewayEngine"], swiftSettings: strict),
@@ -50,6 +53,12 @@ let package = Package(
         .testTarget(
             name: "GatewayEngineTests",
             dependencies: ["GatewayEngine", "SimulatedProvider", "ReplayProvider"],
+            swiftSettings: strict
+        ),
+        .testTarget(
+            name: "BLEHeartRateTests",
+            dependencies: ["BLEHeartRate", "GatewayEngine"],
+            resources: [.copy("Data")],
             swiftSettings: strict
         ),
         .testTarget(name: "CLITests", dependencies: ["hr-gateway"], swiftSettings: strict),
