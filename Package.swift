@@ -12,6 +12,8 @@ let package = Package(
         .executable(name: "hr-gateway-bench", targets: ["hr-gateway-bench"]),
         .library(name: "GatewayEngine", targets: ["GatewayEngine"]),
         .library(name: "HRVAnalysis", targets: ["HRVAnalysis"]),
+        .library(name: "DBus", targets: ["DBus"]),
+        .library(name: "BlueZ", targets: ["BlueZ"]),
         .library(name: "BLEHeartRate", targets: ["BLEHeartRate"]),
     ],
     dependencies: [
@@ -32,6 +34,20 @@ let package = Package(
         // MARK: Sinks
         .target(name: "StdoutSink", dependencies: ["GatewayEngine"], swiftSettings: strict),
 
+        // MARK: D-Bus and BlueZ (Linux, libdbus-1)
+        .systemLibrary(name: "CDBus", pkgConfig: "dbus-1", providers: [.apt(["libdbus-1-dev"])]),
+        .target(
+            name: "DBus",
+            dependencies: ["CDBus", .product(name: "Logging", package: "swift-log")],
+            swiftSettings: strict
+        ),
+        .target(name: "DBusTestSupport", dependencies: ["DBus"], swiftSettings: strict),
+        .target(
+            name: "BlueZ",
+            dependencies: ["DBus", .product(name: "Logging", package: "swift-log")],
+            swiftSettings: strict
+        ),
+
         // MARK: Command line
         .executableTarget(
             name: "hr-gateway",
@@ -44,7 +60,7 @@ let package = Package(
         ),
         .executableTarget(
             name: "hr-gateway-bench",
-            dependencies: ["GatewayEngine", "HRVAnalysis"],
+            dependencies: ["GatewayEngine", "HRVAnalysis", "DBus", "DBusTestSupport"],
             swiftSettings: strict
         ),
 
@@ -62,5 +78,7 @@ let package = Package(
             swiftSettings: strict
         ),
         .testTarget(name: "CLITests", dependencies: ["hr-gateway"], swiftSettings: strict),
+        .testTarget(name: "DBusTests", dependencies: ["DBus", "DBusTestSupport"], swiftSettings: strict),
+        .testTarget(name: "BlueZTests", dependencies: ["BlueZ", "DBus", "DBusTestSupport"], swiftSettings: strict),
     ]
 )
