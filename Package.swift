@@ -29,8 +29,6 @@ let package = Package(
         .target(name: "SimulatedProvider", dependencies: ["GatewayEngine"], swiftSettings: strict),
         .target(name: "ReplayProvider", dependencies: ["GatewayEngine"], swiftSettings: strict),
 
-        .target(name: "BLEHeartRate", dependencies: ["GatewayEngine"], swiftSettings: strict),
-
         // MARK: Sinks
         .target(name: "StdoutSink", dependencies: ["GatewayEngine"], swiftSettings: strict),
 
@@ -45,6 +43,12 @@ let package = Package(
         .target(
             name: "BlueZ",
             dependencies: ["DBus", .product(name: "Logging", package: "swift-log")],
+            swiftSettings: strict
+        ),
+
+        .target(
+            name: "BLEHeartRate",
+            dependencies: ["GatewayEngine", "DBus", "BlueZ", .product(name: "Logging", package: "swift-log")],
             swiftSettings: strict
         ),
 
@@ -73,7 +77,7 @@ let package = Package(
         ),
         .testTarget(
             name: "BLEHeartRateTests",
-            dependencies: ["BLEHeartRate", "GatewayEngine"],
+            dependencies: ["BLEHeartRate", "GatewayEngine", "DBus", "DBusTestSupport"],
             resources: [.copy("Data")],
             swiftSettings: strict
         ),
