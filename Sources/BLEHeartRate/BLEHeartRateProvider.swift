@@ -283,11 +283,8 @@ final class StrapSession: Sendable {
             case .connect(let path):
                 spawn { await self.connect(path) }
             case .disconnect(let path):
-                if machine.withLock({ $0.phase }) == .stopped {
-                    await disconnect(path)
-                } else {
-                    spawn { await self.disconnect(path) }
-                }
+                // Awaited: the link must be down before any retry the same step schedules.
+                await disconnect(path)
             case .lookUpHeartRateCharacteristic(let devicePath):
                 let path = mirror.withLock { $0.characteristic(GATTUUID.heartRateMeasurement, under: devicePath) }
                 events.yield(.heartRateCharacteristic(path: path))

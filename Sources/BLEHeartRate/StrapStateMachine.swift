@@ -203,6 +203,8 @@ public struct StrapStateMachine: Sendable {
     public private(set) var failures = 0
     private var abortRetries = 0
     private var awaitingAbortDisconnect = false
+    /// Connected went false while this Connect was pending.
+    private var droppedDuringAttempt = false
     private var detailsRead = false
     private var sequencer = NotificationSequencer()
     private var tokens: [StrapTimer: UInt64] = [:]
@@ -263,6 +265,7 @@ public struct StrapStateMachine: Sendable {
                 } else {
                     phase = .resolving
                     schedule(.resolve, policy.resolveTimeoutMs, &out)
+                    status(lastState == .reconnecting ? .reconnecting : .connecting, "connected; resolving services", &out)
                 }
             case .abortByLocal?:
                 // It did connect; wait for Connected=false before trying again (pitfall 4).
@@ -270,9 +273,10 @@ public struct StrapStateMachine: Sendable {
                 if abortRetries > policy.maxAbortRetries {
                     abortRetries = 0
                     backoff(&out, message: "le-connection-abort-by-local repeatedly")
+                } else if droppedDuringAttempt {
+                    // The Connected=false already went by (signals and the reply race): retry now.
+                    connect(&out)
                 } else {
-                    // The Connected=true/false pair may be seen before or after this reply: the timer covers a
-                    // false that already went by.
                     awaitingAbortDisconnect = true
                     schedule(.disconnectWait, policy.disconnectWaitMs, &out)
                 }
@@ -295,6 +299,7 @@ public struct StrapStateMachine: Sendable {
             device?.connected = connected
             if !connected { device?.servicesResolved = false }
             if connected { break }
+            if phase == .connecting { droppedDuringAttempt = true }
             if phase == .connecting, awaitingAbortDisconnect {
                 awaitingAbortDisconnect = false
                 cancel(.disconnectWait, &out)
@@ -443,6 +448,7 @@ public struct StrapStateMachine: Sendable {
     private mutating func connect(_ out: inout [StrapAction]) {
         guard let d = device else { return }
         phase = .connecting
+        droppedDuringAttempt = false
         status(lastState == .reconnecting ? .reconnecting : .connecting, "connecting to \(d.address)", &out)
         out.append(.connect(path: d.path))
         schedule(.connect, policy.connectTimeoutMs, &out)

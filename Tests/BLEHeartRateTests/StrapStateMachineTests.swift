@@ -232,3 +232,14 @@ struct StrapStateMachineTests {
         #expect(!StrapSpec.auto.matches(address: "X", name: "Mouse", uuids: []))
     }
 }
+
+extension StrapStateMachineTests {
+    @Test func pitfall4_abortAfterTheDisconnectWasAlreadySeenRetriesAtOnce() {
+        var m = StrapStateMachine(spec: .address(Self.address))
+        _ = m.handle(.start)
+        _ = m.handle(.deviceSeen(device()))
+        _ = m.handle(.connectedChanged(path: Self.path, true))
+        _ = m.handle(.connectedChanged(path: Self.path, false))
+        #expect(m.handle(.connectReturned(.abortByLocal)).contains(.connect(path: Self.path)))
+    }
+}

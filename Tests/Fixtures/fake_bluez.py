@@ -643,6 +643,14 @@ class Control(dbus.service.Object):
     def RemoveStrap(self, address):
         self.dev(address).remove()
 
+    @dbus.service.method(CONTROL_IFACE, in_signature="s")
+    def ExpireStrap(self, address):
+        """BlueZ dropped the temporary device and the client missed it: no signal, calls fail with UnknownObject."""
+        d = self.dev(address)
+        d.present = False
+        d.removed = True
+        d.connected = False
+
     @dbus.service.method(CONTROL_IFACE, in_signature="sy")
     def SetBattery(self, address, percent):
         d = self.dev(address)
@@ -793,13 +801,15 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--address", required=True, help="bus address (dbus-daemon --print-address)")
     parser.add_argument("--adapter", action="append", default=[],
-                        help="adapter to create at start, NAME=ADDRESS (repeatable); default hci0")
+                        help="adapter to create at start, NAME=ADDRESS (repeatable; `none` for no adapter); default hci0")
     args = parser.parse_args()
 
     dbus.mainloop.glib.DBusGMainLoop(set_as_default=True)
     bus = dbus.bus.BusConnection(args.address)
     fake = Fake(bus)
     for spec in args.adapter or ["hci0=00:AA:01:00:00:01"]:
+        if spec == "none":
+            continue
         name, _, address = spec.partition("=")
         fake.adapters.append(Adapter(fake, name, address or "00:AA:01:00:00:01"))
     fake.own_bluez()
