@@ -2,6 +2,10 @@ import CDBus
 import Dispatch
 import Logging
 
+#if canImport(Glibc)
+import Glibc
+#endif
+
 /// A connection to a D-Bus bus, driven by libdbus on one serial dispatch queue.
 ///
 /// libdbus's watches and timeouts become `DispatchSource`s on the connection's queue, and every libdbus call for the
@@ -37,7 +41,7 @@ public final class DBusConnection: @unchecked Sendable {
     private var dispatchScheduled = false
 
     private struct Subscriber {
-        var rule: DBusMatchRule
+        var rules: [DBusMatchRule]
         var continuation: AsyncStream<DBusMessage>.Continuation
     }
 
@@ -66,38 +70,50 @@ public final class DBusConnection: @unchecked Sendable {
 
     private static let threadsInitialised: Bool = dbus_threads_init_default() != 0
 
+    /// The address of `bus`: the explicit one, `DBUS_SYSTEM_BUS_ADDRESS` (default
+    /// `unix:path=/run/dbus/system_bus_socket`) or `DBUS_SESSION_BUS_ADDRESS`.
+    static func address(of bus: DBusBus) throws(DBusError) -> String {
+        switch bus {
+        case .address(let address):
+            return address
+        case .system:
+            return getenv("DBUS_SYSTEM_BUS_ADDRESS").map { String(cString: $0) }
+                ?? "unix:path=/run/dbus/system_bus_socket"
+        case .session:
+            guard let address = getenv("DBUS_SESSION_BUS_ADDRESS").map({ String(cString: $0) }), !address.isEmpty
+            else {
+                throw DBusError(
+                    name: DBusError.badAddress, message: "DBUS_SESSION_BUS_ADDRESS is not set",
+                    advice: "run inside a login session or under dbus-run-session, or connect to an explicit address")
+            }
+            return address
+        }
+    }
+
     private static func openRaw(_ bus: DBusBus) throws(DBusError) -> RawHandle {
         _ = threadsInitialised
+        let address = try address(of: bus)
+        let name = bus == .address(address) ? "bus at \(address)" : "\(bus) bus at \(address)"
         var error = CDBus.DBusError()
         dbus_error_init(&error)
-        let connection: OpaquePointer?
-        switch bus {
-        case .system:
-            connection = dbus_bus_get_private(DBUS_BUS_SYSTEM, &error)
-        case .session:
-            connection = dbus_bus_get_private(DBUS_BUS_SESSION, &error)
-        case .address(let address):
-            if let opened = dbus_connection_open_private(address, &error) {
-                if dbus_bus_register(opened, &error) == 0 {
-                    dbus_connection_close(opened)
-                    dbus_connection_unref(opened)
-                    connection = nil
-                } else {
-                    connection = opened
-                }
-            } else {
-                connection = nil
-            }
+        guard let connection = dbus_connection_open_private(address, &error) else {
+            throw DBusError.take(&error).withConnectAdvice(bus: name)
         }
-        guard let connection else {
+        dbus_connection_set_exit_on_disconnect(connection, 0)
+        guard dbus_bus_register(connection, &error) != 0 else {
             var failure = DBusError.take(&error)
-            if failure.name == DBusError.failed, bus == .session, failure.message.isEmpty {
-                failure.message = "no session bus address"
+            if dbus_connection_get_is_connected(connection) == 0 {
+                failure.advice = "the \(name) closed the connection while registering: its policy refuses this user "
+                    + "(uid \(getuid())); check the <policy> rules of the bus configuration (for the system bus, "
+                    + "/etc/dbus-1/system.d/; for BlueZ, membership of group 'bluetooth')"
+            } else {
+                failure = failure.withConnectAdvice(bus: name)
             }
-            throw failure.withConnectAdvice(bus: bus.description)
+            dbus_connection_close(connection)
+            dbus_connection_unref(connection)
+            throw failure
         }
         dbus_error_free(&error)
-        dbus_connection_set_exit_on_disconnect(connection, 0)
         let unique = dbus_bus_get_unique_name(connection).map { String(cString: $0) } ?? ""
         return RawHandle(pointer: connection, uniqueName: unique)
     }
@@ -205,7 +221,7 @@ public final class DBusConnection: @unchecked Sendable {
                 queue.async { self.closeOnQueue() }
                 return DBUS_HANDLER_RESULT_HANDLED
             }
-            for subscriber in subscriptions.values where subscriber.rule.matches(message) {
+            for subscriber in subscriptions.values where subscriber.rules.contains(where: { $0.matches(message) }) {
                 subscriber.continuation.yield(message)
             }
             return DBUS_HANDLER_RESULT_NOT_YET_HANDLED
@@ -403,20 +419,35 @@ public final class DBusConnection: @unchecked Sendable {
         _ rule: DBusMatchRule,
         transform: @escaping @Sendable (DBusMessage) -> Element?
     ) async throws -> DBusSubscription<Element> {
+        try await subscribe(anyOf: [rule], transform: transform)
+    }
+
+    /// Subscribes to messages matching any of `rules`, in the order they arrive, keeping those `transform` turns
+    /// into elements. Every rule is added to the bus before this returns.
+    public func subscribe<Element: Sendable>(
+        anyOf rules: [DBusMatchRule],
+        transform: @escaping @Sendable (DBusMessage) -> Element?
+    ) async throws -> DBusSubscription<Element> {
         let (stream, continuation) = AsyncStream.makeStream(of: DBusMessage.self, bufferingPolicy: .unbounded)
         let id = onQueueSync { () -> UInt64? in
             guard raw != nil else { return nil }
             nextSubscriptionID += 1
-            subscriptions[nextSubscriptionID] = Subscriber(rule: rule, continuation: continuation)
+            subscriptions[nextSubscriptionID] = Subscriber(rules: rules, continuation: continuation)
             return nextSubscriptionID
         }
         guard let id else { throw DBusError.closed }
+        var added: [DBusMatchRule] = []
         do {
-            _ = try await call(
-                destination: "org.freedesktop.DBus", path: "/org/freedesktop/DBus", interface: "org.freedesktop.DBus",
-                member: "AddMatch", arguments: [.string(rule.description)], timeout: .seconds(10))
+            for rule in rules {
+                _ = try await busCall("AddMatch", [.string(rule.description)])
+                added.append(rule)
+            }
         } catch {
-            queue.async { self.subscriptions[id] = nil }
+            let addedRules = added
+            queue.async {
+                self.subscriptions[id] = nil
+                self.removeMatches(addedRules)
+            }
             continuation.finish()
             throw error
         }
@@ -424,12 +455,18 @@ public final class DBusConnection: @unchecked Sendable {
             guard let self else { return }
             self.queue.async {
                 guard self.subscriptions.removeValue(forKey: id) != nil else { return }
-                try? self.callNoReply(
-                    destination: "org.freedesktop.DBus", path: "/org/freedesktop/DBus",
-                    interface: "org.freedesktop.DBus", member: "RemoveMatch", arguments: [.string(rule.description)])
+                self.removeMatches(rules)
             }
         }
-        return DBusSubscription(stream: stream, transform: transform)
+        return DBusSubscription(stream: stream, continuation: continuation, transform: transform)
+    }
+
+    private func removeMatches(_ rules: [DBusMatchRule]) {
+        for rule in rules {
+            try? callNoReply(
+                destination: "org.freedesktop.DBus", path: "/org/freedesktop/DBus",
+                interface: "org.freedesktop.DBus", member: "RemoveMatch", arguments: [.string(rule.description)])
+        }
     }
 
     // MARK: Bus methods
@@ -692,11 +729,11 @@ public final class DBusConnection: @unchecked Sendable {
             exported = object.values.first { $0.methods[member] != nil }
         }
         guard let exported, let method = exported.methods[member] else { return .error(unknownMethod(message)) }
-        guard message.signature == method.inputSignature else {
+        if let expected = method.inputSignature, message.signature != expected {
             return .error(
                 DBusError(
                     name: DBusError.invalidArgs,
-                    message: "\(exported.name).\(member) takes (\(method.inputSignature)), got (\(message.signature))"))
+                    message: "\(exported.name).\(member) takes (\(expected)), got (\(message.signature))"))
         }
         let call = DBusMethodCall(
             sender: message.sender, path: path, interface: exported.name, member: member, arguments: args)

@@ -62,22 +62,22 @@ public struct DBusError: Error, Hashable, Sendable, CustomStringConvertible {
         return DBusError(name: name, message: message)
     }
 
-    /// Adds advice to a failure to reach or join a bus.
+    /// Adds advice to a failure to reach or join a bus (`bus` names it, e.g. `system bus at unix:path=…`).
     func withConnectAdvice(bus: String) -> DBusError {
         var copy = self
         switch name {
         case Self.noServer, Self.fileNotFound:
-            copy.advice = "nothing listens at the \(bus) address: is dbus-daemon running, and is the address "
+            copy.advice = "nothing listens at the \(bus): is dbus-daemon running, and is the address "
                 + "(DBUS_SYSTEM_BUS_ADDRESS / DBUS_SESSION_BUS_ADDRESS) right?"
         case Self.accessDenied:
-            copy.advice = "the bus policy refuses this user: run as a user the policy in /etc/dbus-1/system.d/ "
-                + "allows (for BlueZ, a member of group 'bluetooth'), or add a policy file"
+            copy.advice = "the \(bus) refuses this user: run as a user its policy allows (for the system bus see "
+                + "/etc/dbus-1/system.d/; for BlueZ, a member of group 'bluetooth'), or add a policy file"
         case Self.authFailed:
-            copy.advice = "the bus rejected our credentials: in a user namespace the uid may be remapped"
+            copy.advice = "the \(bus) rejected our credentials: in a user namespace the uid may be remapped"
         case Self.badAddress:
-            copy.advice = "the \(bus) address is malformed; it looks like 'unix:path=/run/dbus/system_bus_socket'"
+            copy.advice = "the address is malformed; it looks like 'unix:path=/run/dbus/system_bus_socket'"
         case Self.noReply, Self.timeout:
-            copy.advice = "the \(bus) bus did not answer Hello in time; it may be overloaded"
+            copy.advice = "the \(bus) did not answer Hello in time; it may be overloaded"
         default:
             break
         }

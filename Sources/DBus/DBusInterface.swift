@@ -10,8 +10,9 @@ public struct DBusMethodCall: Sendable {
 
 /// A method of an exported interface.
 public struct DBusMethod: Sendable {
-    /// Signature the arguments must have (checked before the handler runs; a mismatch answers `InvalidArgs`).
-    public var inputSignature: DBusSignature
+    /// Signature the arguments must have (checked before the handler runs; a mismatch answers `InvalidArgs`);
+    /// `nil` accepts any arguments.
+    public var inputSignature: DBusSignature?
     /// Signature of the reply (used for introspection).
     public var outputSignature: DBusSignature
     /// Produces the reply values. Throw a `DBusError` to answer with that error; any other error answers
@@ -19,7 +20,7 @@ public struct DBusMethod: Sendable {
     public var handler: @Sendable (DBusMethodCall) async throws -> [DBusValue]
 
     public init(
-        input: DBusSignature = "",
+        input: DBusSignature? = "",
         output: DBusSignature = "",
         handler: @escaping @Sendable (DBusMethodCall) async throws -> [DBusValue]
     ) {
@@ -81,8 +82,10 @@ public struct DBusNameOwnerChange: Sendable, Hashable {
         self.newOwner = newOwner
     }
 
-    init?(_ message: DBusMessage) {
-        guard message.body.count == 3, let name = message.body[0].string, let old = message.body[1].string,
+    /// Reads a `NameOwnerChanged` signal's arguments; `nil` for any other shape.
+    public init?(_ message: DBusMessage) {
+        guard message.member == "NameOwnerChanged", message.body.count == 3, let name = message.body[0].string,
+            let old = message.body[1].string,
             let new = message.body[2].string
         else { return nil }
         self.init(name: name, oldOwner: old.isEmpty ? nil : old, newOwner: new.isEmpty ? nil : new)
@@ -124,14 +127,34 @@ public enum DBusBus: Sendable, Hashable, CustomStringConvertible {
     }
 }
 
-/// A stream of values decoded from matching messages; iteration ends when the connection closes. Dropping or
-/// leaving the iteration removes the match rule from the bus.
+/// A stream of values decoded from matching messages; iteration ends when the connection closes. When the last
+/// copy of the subscription and its iterators are gone (or iteration is cancelled), the match rules are removed from
+/// the bus.
 public struct DBusSubscription<Element: Sendable>: AsyncSequence, Sendable {
     let stream: AsyncStream<DBusMessage>
+    let token: Token
     let transform: @Sendable (DBusMessage) -> Element?
+
+    /// Ends the stream when no subscription or iterator refers to it any more.
+    final class Token: Sendable {
+        let continuation: AsyncStream<DBusMessage>.Continuation
+        init(_ continuation: AsyncStream<DBusMessage>.Continuation) { self.continuation = continuation }
+        deinit { continuation.finish() }
+    }
+
+    init(
+        stream: AsyncStream<DBusMessage>,
+        continuation: AsyncStream<DBusMessage>.Continuation,
+        transform: @escaping @Sendable (DBusMessage) -> Element?
+    ) {
+        self.stream = stream
+        self.token = Token(continuation)
+        self.transform = transform
+    }
 
     public struct AsyncIterator: AsyncIteratorProtocol {
         var base: AsyncStream<DBusMessage>.AsyncIterator
+        let token: Token
         let transform: @Sendable (DBusMessage) -> Element?
 
         public mutating func next() async -> Element? {
@@ -150,6 +173,9 @@ public struct DBusSubscription<Element: Sendable>: AsyncSequence, Sendable {
     }
 
     public func makeAsyncIterator() -> AsyncIterator {
-        AsyncIterator(base: stream.makeAsyncIterator(), transform: transform)
+        AsyncIterator(base: stream.makeAsyncIterator(), token: token, transform: transform)
     }
+
+    /// Ends the subscription now (iteration then returns `nil`) and removes its match rules.
+    public func cancel() { token.continuation.finish() }
 }

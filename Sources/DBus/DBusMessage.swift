@@ -19,6 +19,8 @@ public struct DBusMessage: Sendable, Hashable, CustomStringConvertible {
     public var signature: DBusSignature
     /// The arguments.
     public var body: [DBusValue]
+    /// When the connection decoded the message (monotonic; for messages built locally, when they were built).
+    public var receivedAt: ContinuousClock.Instant
 
     public init(
         kind: Kind,
@@ -43,6 +45,7 @@ public struct DBusMessage: Sendable, Hashable, CustomStringConvertible {
         self.errorName = errorName
         self.signature = DBusSignature(body.map(\.signature.rawValue).joined())
         self.body = body
+        self.receivedAt = .now
     }
 
     public var description: String {
@@ -77,6 +80,7 @@ public struct DBusMessage: Sendable, Hashable, CustomStringConvertible {
         self.errorName = text(dbus_message_get_error_name(message))
         self.signature = DBusSignature(text(dbus_message_get_signature(message)) ?? "")
         self.body = Marshalling.read(message)
+        self.receivedAt = .now
     }
 }
 

@@ -18,7 +18,7 @@ enum Introspection {
             lines.append(#"  <interface name="\#(escape(interface.name))">"#)
             for (name, method) in interface.methods.sorted(by: { $0.key < $1.key }) {
                 lines.append(#"    <method name="\#(escape(name))">"#)
-                for type in method.inputSignature.completeTypes ?? [] {
+                for type in method.inputSignature?.completeTypes ?? [] {
                     lines.append(#"      <arg type="\#(escape(type.rawValue))" direction="in"/>"#)
                 }
                 for type in method.outputSignature.completeTypes ?? [] {
@@ -35,9 +35,8 @@ enum Introspection {
             }
             for (name, property) in interface.properties.sorted(by: { $0.key < $1.key }) {
                 let access = property.writable ? "readwrite" : "read"
-                lines.append(
-                    #"    <property name="\#(escape(name))" type="\#(escape(property.value.signature.rawValue))" access="\#(access)"/>"#
-                )
+                let type = escape(property.value.signature.rawValue)
+                lines.append(#"    <property name="\#(escape(name))" type="\#(type)" access="\#(access)"/>"#)
             }
             lines.append("  </interface>")
         }

@@ -8,6 +8,7 @@ import Glibc
 /// A failure to start a helper process for tests or benchmarks.
 public struct TestProcessError: Error, CustomStringConvertible {
     public var description: String
+    public init(description: String) { self.description = description }
 }
 
 /// A private `dbus-daemon` for tests and benchmarks: started with `--nofork --print-address=1`, killed with SIGKILL.
@@ -34,7 +35,8 @@ public final class PrivateBusDaemon: @unchecked Sendable {
         do {
             try process.run()
         } catch {
-            throw TestProcessError(description: "cannot start /usr/bin/dbus-daemon (apt-get install dbus-daemon): \(error)")
+            throw TestProcessError(
+                description: "cannot start /usr/bin/dbus-daemon (apt-get install dbus-daemon): \(error)")
         }
         var line = Data()
         while !line.contains(UInt8(ascii: "\n")) {
