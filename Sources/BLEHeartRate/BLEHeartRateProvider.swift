@@ -1,3 +1,4 @@
+import BlueZ
 import DBus
 import GatewayEngine
 import Logging
@@ -67,7 +68,7 @@ public final class BLEHeartRateProvider: BiosignalProvider {
         get async {
             guard let c = try? await DBusConnection.connect(to: bus, logger: logger) else { return false }
             defer { c.close() }
-            return (try? await c.nameOwner(of: BlueZName.service)) != nil
+            return (try? await c.nameOwner(of: BlueZ.busName)) != nil
         }
     }
 
@@ -99,16 +100,16 @@ public final class BLEHeartRateProvider: BiosignalProvider {
     public var phase: StrapStateMachine.Phase { session.withLock { $0?.machine.withLock { $0.phase } } ?? .idle }
 }
 
-/// One run of a provider: a D-Bus connection, the mirror, the machine and its event loop.
+/// One run of a provider: a D-Bus connection, the BlueZ mirror, the machine and its event loop.
 final class StrapSession: Sendable {
     let connection: DBusConnection
-    let adapterPath: String
+    let bluez: BlueZClient
+    let adapterPath: DBusObjectPath
     let spec: StrapSpec
     let clock: any SessionClock
     let monotonicNs: @Sendable () -> UInt64
     let logger: Logger
     let sink: ProviderSink
-    let mirror: Locked<BlueZMirror>
     let machine: Locked<StrapStateMachine>
     let details = Locked(StrapDetails())
     private let events: AsyncStream<StrapEvent>.Continuation
@@ -117,24 +118,18 @@ final class StrapSession: Sendable {
     private let discovering = Locked(false)
     private let tasks = Locked<[Task<Void, Never>]>([])
     private let loop = Locked<Task<Void, Never>?>(nil)
-    private let signals: DBusSubscription<DBusMessage>
-    private let owners: DBusSubscription<DBusNameOwnerChange>
 
-    private init(
-        provider: BLEHeartRateProvider, sink: ProviderSink, connection: DBusConnection, adapterPath: String,
-        mirror: BlueZMirror, signals: DBusSubscription<DBusMessage>, owners: DBusSubscription<DBusNameOwnerChange>
-    ) {
+    private init(provider: BLEHeartRateProvider, sink: ProviderSink, connection: DBusConnection, bluez: BlueZClient,
+                 adapterPath: DBusObjectPath) {
         self.connection = connection
+        self.bluez = bluez
         self.adapterPath = adapterPath
         self.spec = provider.spec
         self.clock = provider.clock
         self.monotonicNs = provider.monotonicNs
         self.logger = provider.logger
         self.sink = sink
-        self.mirror = Locked(mirror)
         self.machine = Locked(StrapStateMachine(spec: provider.spec, policy: provider.policy))
-        self.signals = signals
-        self.owners = owners
         (stream, events) = AsyncStream<StrapEvent>.makeStream(bufferingPolicy: .unbounded)
     }
 
@@ -144,16 +139,10 @@ final class StrapSession: Sendable {
             throw .busUnavailable("\(error)")
         }
         do {
-            // Match rules before reading state (ble.md §3.1), so nothing falls between the two.
-            let signals = try await connection.messages(matching: DBusMatchRule(sender: BlueZName.service))
-            let owners = try await connection.nameOwnerChanges(of: BlueZName.service)
-            guard try await connection.nameOwner(of: BlueZName.service) != nil else { throw BLEHeartRateError.noBluetoothd }
-            var mirror = BlueZMirror()
-            mirror.reset(try await connection.managedObjects(destination: BlueZName.service, timeout: .seconds(10)))
-            let adapterPath = try chooseAdapter(provider.adapter, in: mirror)
-            return StrapSession(
-                provider: provider, sink: sink, connection: connection, adapterPath: adapterPath, mirror: mirror,
-                signals: signals, owners: owners)
+            let bluez = try await BlueZClient.start(on: connection, logger: provider.logger)
+            guard bluez.bluetoothdRunning else { throw BLEHeartRateError.noBluetoothd }
+            let adapter = try chooseAdapter(provider.adapter, in: bluez.tree)
+            return StrapSession(provider: provider, sink: sink, connection: connection, bluez: bluez, adapterPath: adapter)
         } catch let e as BLEHeartRateError {
             connection.close()
             throw e
@@ -163,8 +152,9 @@ final class StrapSession: Sendable {
         }
     }
 
-    static func chooseAdapter(_ name: String?, in mirror: BlueZMirror) throws(BLEHeartRateError) -> String {
-        let adapters = mirror.adapters
+    /// The named adapter, or the first powered one with the central role; errors say which exist and what to do.
+    static func chooseAdapter(_ name: String?, in tree: BlueZObjectTree) throws(BLEHeartRateError) -> DBusObjectPath {
+        let adapters = tree.adapters.filter { $0.roles?.contains("central") ?? true }
         if let name {
             guard let a = adapters.first(where: { $0.name == name }) else {
                 throw .adapterNotFound(name, available: adapters.map(\.name))
@@ -180,27 +170,11 @@ final class StrapSession: Sendable {
     // MARK: Running
 
     func run() {
-        let signalTask = Task { [signals] in
-            for await message in signals {
-                guard let change = mirror.withLock({ $0.apply(message) }) else { continue }
-                translate(change)
-            }
+        let (_, changes) = bluez.observe()
+        let changeTask = Task {
+            for await change in changes { translate(change) }
         }
-        let ownerTask = Task { [owners] in
-            for await change in owners {
-                if change.newOwner == nil {
-                    mirror.withLock { $0.clear() }
-                    discovering.withLock { $0 = false }
-                    events.yield(.bluezVanished)
-                } else {
-                    if let objects = try? await connection.managedObjects(destination: BlueZName.service) {
-                        mirror.withLock { $0.reset(objects) }
-                    }
-                    events.yield(.bluezAppeared)
-                }
-            }
-        }
-        tasks.withLock { $0 += [signalTask, ownerTask] }
+        tasks.withLock { $0.append(changeTask) }
         loop.withLock {
             $0 = Task {
                 for await event in stream {
@@ -220,6 +194,7 @@ final class StrapSession: Sendable {
         events.finish()
         for t in tasks.withLock({ $0 }) { t.cancel() }
         for t in timers.withLock({ Array($0.values) }) { t.cancel() }
+        bluez.close()
         connection.close()
     }
 
@@ -228,38 +203,50 @@ final class StrapSession: Sendable {
         let ours = machine.withLock { $0.device?.path }
         switch change {
         case let .interfacesAdded(path, interfaces):
-            if interfaces.contains(BlueZName.device), let d = candidate(path) { events.yield(.deviceSeen(d)) }
+            if interfaces.contains(BlueZ.deviceInterface), let d = candidate(path) { events.yield(.deviceSeen(d)) }
         case let .interfacesRemoved(path, interfaces):
-            if interfaces.contains(BlueZName.device) { events.yield(.deviceRemoved(path: path)) }
-        case let .propertiesChanged(path, interface, changed):
+            if interfaces.contains(BlueZ.deviceInterface) { events.yield(.deviceRemoved(path: path.rawValue)) }
+        case let .propertiesChanged(path, interface, changed, _):
             switch interface {
-            case BlueZName.characteristic:
+            case BlueZ.gattCharacteristicInterface:
                 if let bytes = changed["Value"]?.bytes {
-                    events.yield(.notification(charPath: path, bytes: bytes, monotonicNs: monotonicNs(), wallMs: clock.nowMs()))
+                    events.yield(.notification(
+                        charPath: path.rawValue, bytes: bytes, monotonicNs: monotonicNs(), wallMs: clock.nowMs()))
                 }
-            case BlueZName.device:
-                if path == ours {
-                    if let c = changed["Connected"]?.bool { events.yield(.connectedChanged(path: path, c)) }
-                    if let r = changed["ServicesResolved"]?.bool { events.yield(.servicesResolvedChanged(path: path, r)) }
+            case BlueZ.deviceInterface:
+                if path.rawValue == ours {
+                    if let c = changed["Connected"]?.bool { events.yield(.connectedChanged(path: path.rawValue, c)) }
+                    if let r = changed["ServicesResolved"]?.bool {
+                        events.yield(.servicesResolvedChanged(path: path.rawValue, r))
+                    }
                 }
                 let advert = ["RSSI", "Name", "Alias", "UUIDs", "ManufacturerData"].contains { changed[$0] != nil }
                 if advert, let d = candidate(path) { events.yield(.deviceSeen(d)) }
-            case BlueZName.battery:
-                if path == ours, let p = changed["Percentage"]?.byte { events.yield(.battery(percent: Int(p))) }
+            case BlueZ.batteryInterface:
+                if path.rawValue == ours, let p = changed["Percentage"]?.byte { events.yield(.battery(percent: Int(p))) }
             default:
                 break
             }
+        case .bluetoothdStopped:
+            discovering.withLock { $0 = false }
+            events.yield(.bluezVanished)
+        case .bluetoothdStarted:
+            events.yield(.bluezAppeared)
         }
     }
 
+    static func strapDevice(_ d: BlueZDevice) -> StrapDevice? {
+        guard let address = d.address else { return nil }
+        return StrapDevice(path: d.path.rawValue, address: address.uppercased(), name: d.name ?? d.alias,
+                           connected: d.connected, servicesResolved: d.servicesResolved)
+    }
+
     /// The device at `path` if it is on our adapter and matches the spec.
-    private func candidate(_ path: String) -> StrapDevice? {
-        mirror.withLock { m -> StrapDevice? in
-            guard path.hasPrefix(adapterPath + "/"), let d = m.device(at: path),
-                spec.matches(address: d.address, name: d.name, uuids: m.uuids(of: path))
-            else { return nil }
-            return d
-        }
+    private func candidate(_ path: DBusObjectPath) -> StrapDevice? {
+        guard let d = bluez.tree.device(path), d.adapter == adapterPath || path.isEqualOrDescendant(of: adapterPath),
+            let s = Self.strapDevice(d), spec.matches(address: s.address, name: s.name, uuids: d.uuids)
+        else { return nil }
+        return s
     }
 
     // MARK: Actions
@@ -281,17 +268,18 @@ final class StrapSession: Sendable {
             case .stopDiscovery:
                 await stopDiscovery()
             case .connect(let path):
-                spawn { await self.connect(path) }
+                spawn { await self.connect(DBusObjectPath(path)) }
             case .disconnect(let path):
                 // Awaited: the link must be down before any retry the same step schedules.
-                await disconnect(path)
+                _ = try? await bluez.disconnect(DBusObjectPath(path), timeout: .seconds(5))
             case .lookUpHeartRateCharacteristic(let devicePath):
-                let path = mirror.withLock { $0.characteristic(GATTUUID.heartRateMeasurement, under: devicePath) }
-                events.yield(.heartRateCharacteristic(path: path))
+                let c = bluez.tree.characteristic(
+                    BlueZ.heartRateMeasurement, inService: BlueZ.heartRateService, of: DBusObjectPath(devicePath))
+                events.yield(.heartRateCharacteristic(path: c?.path.rawValue))
             case .startNotify(let path):
-                spawn { await self.startNotify(path) }
+                spawn { await self.startNotify(DBusObjectPath(path)) }
             case .readDetails(let devicePath):
-                spawn { await self.readDetails(devicePath) }
+                spawn { await self.readDetails(DBusObjectPath(devicePath)) }
             }
         }
         for action in actions {
@@ -309,14 +297,8 @@ final class StrapSession: Sendable {
         tasks.withLock { $0.append(t) }
     }
 
-    private func call(_ path: String, _ interface: String, _ member: String, _ args: [DBusValue] = [],
-                      timeout: Duration = .seconds(10)) async throws -> [DBusValue] {
-        try await connection.call(
-            destination: BlueZName.service, path: DBusObjectPath(path), interface: interface, member: member,
-            arguments: args, timeout: timeout)
-    }
-
     private static func failure(_ error: any Error) -> StrapBusFailure {
+        if let e = error as? BlueZError { return StrapBusFailure(errorName: e.name, message: e.message) }
         if let e = error as? DBusError { return StrapBusFailure(errorName: e.name, message: e.message) }
         return .other(name: "error", message: "\(error)")
     }
@@ -329,34 +311,35 @@ final class StrapSession: Sendable {
         if !already {
             do {
                 // No UUID filter: straps recognised by name may not advertise 0x180D (ble.md §3.2 step 6).
-                let filter = DBusValue.properties(["Transport": .string("le"), "DuplicateData": .boolean(false)])
-                _ = try await call(adapterPath, BlueZName.adapter, "SetDiscoveryFilter", [filter])
-                _ = try await call(adapterPath, BlueZName.adapter, "StartDiscovery")
+                try await bluez.setDiscoveryFilter(on: adapterPath, uuids: [])
+                try await bluez.startDiscovery(on: adapterPath)
             } catch {
-                let f = Self.failure(error)
-                if f != .inProgress {
+                if Self.failure(error) != .inProgress {
                     discovering.withLock { $0 = false }
                     logger.warning("StartDiscovery on \(adapterPath): \(error)")
                 }
             }
         }
         // Devices BlueZ already knows (cached, connected, or found by someone else's discovery).
-        let known = mirror.withLock { m in
-            m.devices(under: adapterPath).filter { spec.matches(address: $0.address, name: $0.name, uuids: m.uuids(of: $0.path)) }
+        let known = bluez.tree.devices(of: adapterPath).compactMap { d -> StrapDevice? in
+            guard let s = Self.strapDevice(d), spec.matches(address: s.address, name: s.name, uuids: d.uuids) else {
+                return nil
+            }
+            return s
         }
         if let d = known.first(where: \.connected) ?? known.first { events.yield(.deviceSeen(d)) }
     }
 
     private func stopDiscovery() async {
         guard discovering.withLock({ d -> Bool in defer { d = false }; return d }) else { return }
-        _ = try? await call(adapterPath, BlueZName.adapter, "StopDiscovery", timeout: .seconds(3))
-        _ = try? await call(adapterPath, BlueZName.adapter, "SetDiscoveryFilter", [.properties([:])], timeout: .seconds(3))
+        try? await bluez.stopDiscovery(on: adapterPath, timeout: .seconds(3))
+        try? await bluez.clearDiscoveryFilter(on: adapterPath, timeout: .seconds(3))
     }
 
-    private func connect(_ path: String) async {
+    private func connect(_ path: DBusObjectPath) async {
         let timeout = Duration.milliseconds(machine.withLock { $0.policy.connectTimeoutMs } + 5_000)
         do {
-            _ = try await call(path, BlueZName.device, "Connect", timeout: timeout)
+            try await bluez.connect(path, timeout: timeout)
             events.yield(.connectReturned(nil))
         } catch {
             logger.info("Connect \(path): \(error)")
@@ -364,24 +347,20 @@ final class StrapSession: Sendable {
         }
     }
 
-    private func disconnect(_ path: String) async {
-        _ = try? await call(path, BlueZName.device, "Disconnect", timeout: .seconds(5))
-    }
-
-    private func startNotify(_ path: String) async {
+    private func startNotify(_ path: DBusObjectPath) async {
         do {
-            _ = try await call(path, BlueZName.characteristic, "StartNotify")
+            try await bluez.startNotify(path)   // InProgress ("still arming") counts as success
             events.yield(.startNotifyReturned(nil))
         } catch {
             events.yield(.startNotifyReturned(Self.failure(error)))
         }
     }
 
-    private func readValue(_ path: String) async -> [UInt8]? {
+    private func readValue(_ path: DBusObjectPath) async -> [UInt8]? {
         for _ in 0..<3 {
             do {
-                return try await call(path, BlueZName.characteristic, "ReadValue", [.properties([:])]).first?.bytes
-            } catch let e as DBusError where e.name == "org.bluez.Error.InProgress" {
+                return try await bluez.readValue(path)
+            } catch let e as BlueZError where e.kind == .inProgress {
                 continue   // BlueZ busy: retry (bleak does the same)
             } catch {
                 return nil
@@ -390,20 +369,24 @@ final class StrapSession: Sendable {
         return nil
     }
 
-    private func readDetails(_ devicePath: String) async {
-        let (device, battery1, chars) = mirror.withLock { m in
-            (m.device(at: devicePath), m.batteryPercent(of: devicePath),
-             [GATTUUID.bodySensorLocation, GATTUUID.batteryLevel, GATTUUID.manufacturerName, GATTUUID.modelNumber,
-              GATTUUID.serialNumber, GATTUUID.hardwareRevision, GATTUUID.firmwareRevision, GATTUUID.softwareRevision]
-                .compactMap { uuid in m.characteristic(uuid, under: devicePath).map { (uuid, $0) } })
-        }
+    private func readDetails(_ devicePath: DBusObjectPath) async {
+        let tree = bluez.tree
+        let device = tree.device(devicePath)
         var info = StrapDetails()
-        info.address = device?.address
-        info.name = device?.name
-        info.batteryPercent = battery1
-        for (uuid, path) in chars {
-            if uuid == GATTUUID.batteryLevel, battery1 != nil { continue }
-            guard let bytes = await readValue(path) else { continue }
+        info.address = device?.address?.uppercased()
+        info.name = device?.name ?? device?.alias
+        info.batteryPercent = device?.batteryPercentage.map(Int.init)
+        let wanted: [(UInt16, UInt16)] = [
+            (GATTUUID.heartRateService, GATTUUID.bodySensorLocation), (GATTUUID.batteryService, GATTUUID.batteryLevel),
+            (GATTUUID.deviceInformation, GATTUUID.manufacturerName), (GATTUUID.deviceInformation, GATTUUID.modelNumber),
+            (GATTUUID.deviceInformation, GATTUUID.serialNumber), (GATTUUID.deviceInformation, GATTUUID.hardwareRevision),
+            (GATTUUID.deviceInformation, GATTUUID.firmwareRevision), (GATTUUID.deviceInformation, GATTUUID.softwareRevision),
+        ]
+        for (service, uuid) in wanted {
+            if uuid == GATTUUID.batteryLevel, info.batteryPercent != nil { continue }   // Battery1 first
+            guard let c = tree.characteristic(GATTUUID.full(uuid), inService: GATTUUID.full(service), of: devicePath),
+                let bytes = await readValue(c.path)
+            else { continue }
             switch uuid {
             case GATTUUID.bodySensorLocation: info.bodySensorLocation = BodySensorLocation(bytes: bytes)
             case GATTUUID.batteryLevel: info.batteryPercent = bytes.first.map(Int.init)

@@ -1,3 +1,4 @@
+import BlueZ
 import DBus
 
 /// Why the strap code cannot start, with what to do about it.
@@ -45,6 +46,13 @@ public enum BLEHeartRateError: Error, Sendable, Equatable, CustomStringConvertib
 
     /// Maps a D-Bus failure talking to `org.bluez` to the error the user should see.
     static func from(_ error: any Error) -> BLEHeartRateError {
+        if let b = error as? BlueZError {
+            switch b.kind {
+            case .bluetoothdNotRunning: return .noBluetoothd
+            case .accessDenied: return .permissionDenied(b.message)
+            default: return .busUnavailable(b.description)
+            }
+        }
         guard let e = error as? DBusError else { return .busUnavailable("\(error)") }
         switch e.name {
         case DBusError.serviceUnknown, DBusError.nameHasNoOwner: return .noBluetoothd
