@@ -103,7 +103,8 @@ public final class BLEHeartRateProvider: BiosignalProvider {
 /// One run of a provider: a D-Bus connection, the BlueZ mirror, the machine and its event loop.
 final class StrapSession: Sendable {
     let connection: DBusConnection
-    let bluez: BlueZClient
+    /// Dropped (not closed) on stop: see `stop()`.
+    private let client: Locked<BlueZClient?>
     let adapterPath: DBusObjectPath
     let spec: StrapSpec
     let clock: any SessionClock
@@ -122,7 +123,7 @@ final class StrapSession: Sendable {
     private init(provider: BLEHeartRateProvider, sink: ProviderSink, connection: DBusConnection, bluez: BlueZClient,
                  adapterPath: DBusObjectPath) {
         self.connection = connection
-        self.bluez = bluez
+        self.client = Locked(bluez)
         self.adapterPath = adapterPath
         self.spec = provider.spec
         self.clock = provider.clock
@@ -167,14 +168,19 @@ final class StrapSession: Sendable {
         throw .noAdapter
     }
 
+    private var bluez: BlueZClient? { client.withLock { $0 } }
+
+    /// The mirror (empty once stopped).
+    private var tree: BlueZObjectTree { bluez?.tree ?? BlueZObjectTree() }
+
     // MARK: Running
 
     func run() {
-        let (_, changes) = bluez.observe()
-        let changeTask = Task {
-            for await change in changes { translate(change) }
+        guard let (_, changes) = client.withLock({ $0?.observe() }) else { return }
+        // Not cancelled on stop: the stream ends when the client is released (see `stop()`).
+        Task { [weak self] in
+            for await change in changes { self?.translate(change) }
         }
-        tasks.withLock { $0.append(changeTask) }
         loop.withLock {
             $0 = Task {
                 for await event in stream {
@@ -194,7 +200,9 @@ final class StrapSession: Sendable {
         events.finish()
         for t in tasks.withLock({ $0 }) { t.cancel() }
         for t in timers.withLock({ Array($0.values) }) { t.cancel() }
-        bluez.close()
+        // BlueZClient deadlocks when an observe() stream is cancelled (or close() is called with one open) while it
+        // publishes a change; releasing the last reference ends the streams from deinit, where that cannot happen.
+        client.withLock { $0 = nil }
         connection.close()
     }
 
@@ -243,7 +251,7 @@ final class StrapSession: Sendable {
 
     /// The device at `path` if it is on our adapter and matches the spec.
     private func candidate(_ path: DBusObjectPath) -> StrapDevice? {
-        guard let d = bluez.tree.device(path), d.adapter == adapterPath || path.isEqualOrDescendant(of: adapterPath),
+        guard let d = tree.device(path), d.adapter == adapterPath || path.isEqualOrDescendant(of: adapterPath),
             let s = Self.strapDevice(d), spec.matches(address: s.address, name: s.name, uuids: d.uuids)
         else { return nil }
         return s
@@ -271,9 +279,9 @@ final class StrapSession: Sendable {
                 spawn { await self.connect(DBusObjectPath(path)) }
             case .disconnect(let path):
                 // Awaited: the link must be down before any retry the same step schedules.
-                _ = try? await bluez.disconnect(DBusObjectPath(path), timeout: .seconds(5))
+                _ = try? await bluez?.disconnect(DBusObjectPath(path), timeout: .seconds(5))
             case .lookUpHeartRateCharacteristic(let devicePath):
-                let c = bluez.tree.characteristic(
+                let c = tree.characteristic(
                     BlueZ.heartRateMeasurement, inService: BlueZ.heartRateService, of: DBusObjectPath(devicePath))
                 events.yield(.heartRateCharacteristic(path: c?.path.rawValue))
             case .startNotify(let path):
@@ -311,8 +319,8 @@ final class StrapSession: Sendable {
         if !already {
             do {
                 // No UUID filter: straps recognised by name may not advertise 0x180D (ble.md §3.2 step 6).
-                try await bluez.setDiscoveryFilter(on: adapterPath, uuids: [])
-                try await bluez.startDiscovery(on: adapterPath)
+                try await bluez?.setDiscoveryFilter(on: adapterPath, uuids: [])
+                try await bluez?.startDiscovery(on: adapterPath)
             } catch {
                 if Self.failure(error) != .inProgress {
                     discovering.withLock { $0 = false }
@@ -321,7 +329,7 @@ final class StrapSession: Sendable {
             }
         }
         // Devices BlueZ already knows (cached, connected, or found by someone else's discovery).
-        let known = bluez.tree.devices(of: adapterPath).compactMap { d -> StrapDevice? in
+        let known = tree.devices(of: adapterPath).compactMap { d -> StrapDevice? in
             guard let s = Self.strapDevice(d), spec.matches(address: s.address, name: s.name, uuids: d.uuids) else {
                 return nil
             }
@@ -332,13 +340,14 @@ final class StrapSession: Sendable {
 
     private func stopDiscovery() async {
         guard discovering.withLock({ d -> Bool in defer { d = false }; return d }) else { return }
-        try? await bluez.stopDiscovery(on: adapterPath, timeout: .seconds(3))
-        try? await bluez.clearDiscoveryFilter(on: adapterPath, timeout: .seconds(3))
+        try? await bluez?.stopDiscovery(on: adapterPath, timeout: .seconds(3))
+        try? await bluez?.clearDiscoveryFilter(on: adapterPath, timeout: .seconds(3))
     }
 
     private func connect(_ path: DBusObjectPath) async {
         let timeout = Duration.milliseconds(machine.withLock { $0.policy.connectTimeoutMs } + 5_000)
         do {
+            guard let bluez else { throw BLEHeartRateError.busUnavailable("session stopped") }
             try await bluez.connect(path, timeout: timeout)
             events.yield(.connectReturned(nil))
         } catch {
@@ -349,6 +358,7 @@ final class StrapSession: Sendable {
 
     private func startNotify(_ path: DBusObjectPath) async {
         do {
+            guard let bluez else { throw BLEHeartRateError.busUnavailable("session stopped") }
             try await bluez.startNotify(path)   // InProgress ("still arming") counts as success
             events.yield(.startNotifyReturned(nil))
         } catch {
@@ -359,6 +369,7 @@ final class StrapSession: Sendable {
     private func readValue(_ path: DBusObjectPath) async -> [UInt8]? {
         for _ in 0..<3 {
             do {
+                guard let bluez else { return nil }
                 return try await bluez.readValue(path)
             } catch let e as BlueZError where e.kind == .inProgress {
                 continue   // BlueZ busy: retry (bleak does the same)
@@ -370,7 +381,6 @@ final class StrapSession: Sendable {
     }
 
     private func readDetails(_ devicePath: DBusObjectPath) async {
-        let tree = bluez.tree
         let device = tree.device(devicePath)
         var info = StrapDetails()
         info.address = device?.address?.uppercased()

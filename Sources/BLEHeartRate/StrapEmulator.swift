@@ -136,7 +136,7 @@ public final class StrapEmulator: Sendable {
 
     private func setNotifying(_ on: Bool) {
         state.withLock { $0.notifying = on }
-        try? connection.setProperty("Notifying", "org.bluez.GattCharacteristic1", to: .boolean(on), on: Self.measurement)
+        try? connection.setExportedProperty("Notifying", interface: "org.bluez.GattCharacteristic1", to: .boolean(on), at: Self.measurement)
     }
 
     private func scheduleNext() {
@@ -160,7 +160,7 @@ public final class StrapEmulator: Sendable {
         }
         if let payload {
             do {
-                try connection.setProperty("Value", "org.bluez.GattCharacteristic1", to: .bytes(payload), on: Self.measurement)
+                try connection.setExportedProperty("Value", interface: "org.bluez.GattCharacteristic1", to: .bytes(payload), at: Self.measurement)
             } catch {
                 logger.warning("notify failed: \(error)")
             }

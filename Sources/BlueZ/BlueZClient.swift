@@ -8,6 +8,12 @@ public struct BlueZNotification: Sendable, Hashable {
     public var value: [UInt8]
     /// When the D-Bus connection decoded the signal (monotonic).
     public var receivedAt: ContinuousClock.Instant
+
+    public init(characteristic: DBusObjectPath, value: [UInt8], receivedAt: ContinuousClock.Instant) {
+        self.characteristic = characteristic
+        self.value = value
+        self.receivedAt = receivedAt
+    }
 }
 
 /// How `writeValue` writes.

@@ -14,10 +14,16 @@ import Glibc
 /// ```swift
 /// let bus = try await DBusConnection.connect(to: .system, logger: logger)
 /// defer { bus.close() }
-/// let names = try await bus.call(
-///     destination: "org.freedesktop.DBus", path: "/org/freedesktop/DBus",
-///     interface: "org.freedesktop.DBus", member: "ListNames", timeout: .seconds(2))
+/// let reply = try await bus.call(
+///     destination: "org.bluez", path: "/org/bluez/hci0", interface: "org.bluez.Adapter1",
+///     member: "SetDiscoveryFilter", arguments: [.properties(["Transport": .string("le")])], timeout: .seconds(5))
+/// let changes = try await bus.messages(matching: DBusMatchRule(
+///     interface: "org.freedesktop.DBus.Properties", member: "PropertiesChanged", pathNamespace: "/org/bluez"))
+/// for await signal in changes { print(signal.path, signal.body) }
 /// ```
+///
+/// Exported method handlers run as tasks started on the connection's queue (they should not block it: hand heavy
+/// work to another task); `DBusProperty.didSet` runs on the queue too.
 ///
 /// - Important: Call `close()` when done; it is synchronous and safe from any thread, including from handlers.
 // @unchecked Sendable: all mutable state and every use of `raw` is confined to `queue` (checked by `onQueue`).
@@ -253,7 +259,7 @@ public final class DBusConnection: @unchecked Sendable {
         return try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<[DBusValue], any Error>) in
                 queue.async {
-                    call.continuation = continuation
+                    call.attach(continuation)
                     self.start(call, message: message, timeout: timeout)
                 }
             }
@@ -622,7 +628,12 @@ public final class DBusConnection: @unchecked Sendable {
     }
 
     /// Changes an exported property and emits `PropertiesChanged`.
-    public func setProperty(_ name: String, _ interface: String, to value: DBusValue, on path: DBusObjectPath) throws {
+    public func setExportedProperty(
+        _ name: String,
+        interface: String,
+        to value: DBusValue,
+        at path: DBusObjectPath
+    ) throws {
         let changed = onQueueSync { () -> Bool in
             guard objects[path]?[interface] != nil else { return false }
             if var property = objects[path]?[interface]?.properties[name] {
@@ -664,7 +675,8 @@ public final class DBusConnection: @unchecked Sendable {
         case .error(let error):
             reply(to: request, with: .failure(error))
         case .run(let method, let call):
-            Task {
+            // Starts on this queue: a handler that does not suspend answers without a thread hop.
+            Task.immediate {
                 let outcome: Result<[DBusValue], DBusError>
                 do {
                     outcome = .success(try await method.handler(call))
@@ -673,7 +685,11 @@ public final class DBusConnection: @unchecked Sendable {
                 } catch {
                     outcome = .failure(DBusError(name: DBusError.failed, message: "\(error)"))
                 }
-                self.queue.async { self.reply(to: request, with: outcome) }
+                if self.onQueue {
+                    self.reply(to: request, with: outcome)
+                } else {
+                    self.queue.async { self.reply(to: request, with: outcome) }
+                }
             }
         case .notHandled:
             dbus_message_unref(pointer)
@@ -852,16 +868,26 @@ struct MessageRef: @unchecked Sendable {
     let pointer: OpaquePointer
 }
 
-/// A method call in flight.
+/// A method call in flight. Finishing may happen before the continuation is attached (a task cancelled before the
+/// call reached the queue); the result then waits for it.
 // @unchecked Sendable: all fields are touched on the connection queue only.
 final class PendingCall: @unchecked Sendable {
-    var continuation: CheckedContinuation<[DBusValue], any Error>?
+    private var continuation: CheckedContinuation<[DBusValue], any Error>?
+    private var result: Result<[DBusValue], any Error>?
     var pending: OpaquePointer?
-    private(set) var finished = false
+    var finished: Bool { result != nil }
+
+    func attach(_ continuation: CheckedContinuation<[DBusValue], any Error>) {
+        if let result {
+            continuation.resume(with: result)
+        } else {
+            self.continuation = continuation
+        }
+    }
 
     func finish(_ result: Result<[DBusValue], any Error>) {
-        guard !finished else { return }
-        finished = true
+        guard self.result == nil else { return }
+        self.result = result
         continuation?.resume(with: result)
         continuation = nil
         if let pending {

@@ -31,7 +31,7 @@ public struct DBusMethod: Sendable {
 }
 
 /// A property of an exported interface. The connection keeps its current value; see
-/// `DBusConnection.setProperty(_:_:to:on:)`.
+/// `DBusConnection.setExportedProperty(_:interface:to:at:)`.
 public struct DBusProperty: Sendable {
     public var value: DBusValue
     /// Whether `org.freedesktop.DBus.Properties.Set` may change it (the new value must have the same signature).

@@ -141,41 +141,74 @@ public indirect enum DBusValue: Hashable, Sendable {
 
     /// A problem that makes the value impossible to marshal, or `nil` if it is well formed.
     public var marshallingProblem: String? {
+        switch checkedSignature() {
+        case .success: nil
+        case .failure(let problem): problem.text
+        }
+    }
+
+    private struct Problem: Error {
+        let text: String
+    }
+
+    /// The signature of a well-formed value, computed in one pass (each node once).
+    private func checkedSignature() -> Result<String, Problem> {
         switch self {
         case .objectPath(let path):
-            return path.isValid ? nil : "invalid object path \"\(path.rawValue)\""
+            return path.isValid ? .success("o") : .failure(Problem(text: "invalid object path \"\(path.rawValue)\""))
         case .signature(let signature):
-            return signature.completeTypes == nil ? "invalid signature \"\(signature.rawValue)\"" : nil
+            return signature.completeTypes == nil
+                ? .failure(Problem(text: "invalid signature \"\(signature.rawValue)\"")) : .success("g")
         case .string(let text):
-            return text.utf8.contains(0) ? "string contains a NUL byte" : nil
+            return text.utf8.contains(0) ? .failure(Problem(text: "string contains a NUL byte")) : .success("s")
         case .variant(let inner):
-            return inner.marshallingProblem
+            return inner.checkedSignature().map { _ in "v" }
         case .array(let element, let items):
-            guard element.isSingleCompleteType else { return "invalid array element signature \"\(element)\"" }
-            for item in items {
-                if item.signature != element {
-                    return "array of \(element) holds a \(item.signature) element"
-                }
-                if let problem = item.marshallingProblem { return problem }
+            guard element.isSingleCompleteType else {
+                return .failure(Problem(text: "invalid array element signature \"\(element)\""))
             }
-            return nil
+            for item in items {
+                switch item.checkedSignature() {
+                case .failure(let problem): return .failure(problem)
+                case .success(let signature) where signature != element.rawValue:
+                    return .failure(Problem(text: "array of \(element) holds a \(signature) element"))
+                case .success: continue
+                }
+            }
+            return .success("a" + element.rawValue)
         case .dictionary(let key, let value, let entries):
             guard key.rawValue.utf8.count == 1, let code = key.rawValue.utf8.first, Self.basicTypeCodes.contains(code)
-            else { return "dictionary key signature \"\(key)\" is not a basic type" }
-            guard value.isSingleCompleteType else { return "invalid dictionary value signature \"\(value)\"" }
-            for (entryKey, entryValue) in entries {
-                if entryKey.signature != key { return "dictionary with \(key) keys holds a \(entryKey.signature) key" }
-                if entryValue.signature != value {
-                    return "dictionary with \(value) values holds a \(entryValue.signature) value"
-                }
-                if let problem = entryKey.marshallingProblem ?? entryValue.marshallingProblem { return problem }
+            else { return .failure(Problem(text: "dictionary key signature \"\(key)\" is not a basic type")) }
+            guard value.isSingleCompleteType else {
+                return .failure(Problem(text: "invalid dictionary value signature \"\(value)\""))
             }
-            return nil
+            for (entryKey, entryValue) in entries {
+                switch entryKey.checkedSignature() {
+                case .failure(let problem): return .failure(problem)
+                case .success(let signature) where signature != key.rawValue:
+                    return .failure(Problem(text: "dictionary with \(key) keys holds a \(signature) key"))
+                case .success: break
+                }
+                switch entryValue.checkedSignature() {
+                case .failure(let problem): return .failure(problem)
+                case .success(let signature) where signature != value.rawValue:
+                    return .failure(Problem(text: "dictionary with \(value) values holds a \(signature) value"))
+                case .success: break
+                }
+            }
+            return .success("a{" + key.rawValue + value.rawValue + "}")
         case .structure(let fields):
-            if fields.isEmpty { return "empty struct" }
-            return fields.lazy.compactMap(\.marshallingProblem).first
+            if fields.isEmpty { return .failure(Problem(text: "empty struct")) }
+            var signature = "("
+            for field in fields {
+                switch field.checkedSignature() {
+                case .failure(let problem): return .failure(problem)
+                case .success(let fieldSignature): signature += fieldSignature
+                }
+            }
+            return .success(signature + ")")
         default:
-            return nil
+            return .success(self.signature.rawValue)
         }
     }
 }

@@ -14,7 +14,7 @@ public struct TestProcessError: Error, CustomStringConvertible {
 /// A private `dbus-daemon` for tests and benchmarks: started with `--nofork --print-address=1`, killed with SIGKILL.
 ///
 /// Children spawned from Swift Testing's worker threads block SIGTERM, so `stop()` (also run on deinit) uses SIGKILL.
-// @unchecked Sendable: `process` is only touched under `lock` (in `stop()`); `address` is immutable.
+// @unchecked Sendable: `process` is stopped only under `lock` (in `stop()`); `address` and the pid never change.
 public final class PrivateBusDaemon: @unchecked Sendable {
     /// The address to connect to, e.g. `unix:path=/tmp/dbus-XXXX,guid=…`.
     public let address: String
@@ -104,6 +104,8 @@ public final class DBusMockProcess: @unchecked Sendable {
         process.environment = environment
         process.standardOutput = FileHandle.nullDevice
         process.standardError = FileHandle.nullDevice
+        // If the mock dies before taking the name, stop waiting for it.
+        process.terminationHandler = { _ in changes.cancel() }
         do {
             try process.run()
         } catch {
@@ -116,7 +118,9 @@ public final class DBusMockProcess: @unchecked Sendable {
         }
         guard try await observer.nameOwner(of: busName) != nil else {
             stop()
-            throw TestProcessError(description: "dbusmock template \(template) never took \(busName)")
+            throw TestProcessError(
+                description: "dbusmock template \(template) exited without taking \(busName); run "
+                    + "`/usr/bin/python3 -m dbusmock --system --template \(template)` by hand to see why")
         }
     }
 

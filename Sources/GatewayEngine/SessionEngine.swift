@@ -97,10 +97,20 @@ public final class SessionEngine: Sendable {
         return stream
     }
 
-    /// Stops the running session: emits the summary, finishes the stream, then stops the providers.
+    /// Stops the running session: emits the summary, finishes the stream, then stops the providers and returns.
     /// Throws "No active session" or "Session ID mismatch: expected A, got B".
     public func stopSession(sessionId: String) async throws(SessionError) {
-        let running = try state.withLock { s throws(SessionError) -> [any BiosignalProvider] in
+        for p in try endSession(sessionId: sessionId) { await p.stopStreaming() }
+    }
+
+    /// The SDK's synchronous `stop`: the summary is emitted before this returns; providers stop in the background.
+    public func stop(sessionId: String) throws(SessionError) {
+        let running = try endSession(sessionId: sessionId)
+        if !running.isEmpty { Task { for p in running { await p.stopStreaming() } } }
+    }
+
+    private func endSession(sessionId: String) throws(SessionError) -> [any BiosignalProvider] {
+        try state.withLock { s throws(SessionError) -> [any BiosignalProvider] in
             guard let a = s.active else { throw .invalidState("No active session") }
             guard a.core.config.sessionId == sessionId else {
                 throw .invalidState("Session ID mismatch: expected \(a.core.config.sessionId), got \(sessionId)")
@@ -108,7 +118,6 @@ public final class SessionEngine: Sendable {
             let summary = a.core.summary(nowMs: clock.nowMs(), behavior: snapshot)
             return finish(&s, with: summary)
         }
-        for p in running { await p.stopStreaming() }
     }
 
     /// `nil` when idle.
@@ -236,6 +245,12 @@ public struct SessionStatus: Sendable, Equatable {
     public let active: Bool
     /// The `seq` of the last `session_frame`.
     public let lastSeq: Int
+
+    public init(sessionId: String, active: Bool, lastSeq: Int) {
+        self.sessionId = sessionId
+        self.active = active
+        self.lastSeq = lastSeq
+    }
 
     public var jsonValue: JSONValue {
         .object(["session_id": .string(sessionId), "active": .bool(active), "last_seq": .int(Int64(lastSeq))])

@@ -1,1 +1,187 @@
-enum SimulatedProviderPlaceholder {}
+import Foundation
+import GatewayEngine
+
+/// A provider that needs no hardware.
+///
+/// - `sdkMock`: the Synheart SDK's mock, one sample a second (the first at once),
+///   `bpm = clamp(72 + 5 sin(2π t / 4) + U(-2, 2), 40...200)`, `rr_intervals_ms = [60000 / bpm]`, source `mock`.
+/// - `realistic`: a beat-by-beat heart with a slow rate drift, respiratory sinus arrhythmia at a chosen breathing
+///   rate and occasional ectopic beats, delivered as a strap does: one notification a second carrying the RR
+///   intervals of the beats completed since the previous one. Source `simulated`, so HRV and breathing are exercised.
+///
+/// Both are deterministic for a given seed and clock.
+public final class SimulatedBiosignalProvider: BiosignalProvider {
+    public enum Model: String, Sendable, CaseIterable {
+        case sdkMock = "sdk-mock"
+        case realistic
+    }
+
+    /// Parameters of the realistic model.
+    public struct Physiology: Sendable, Equatable {
+        public var meanHeartRateBpm: Double
+        public var breathingRateBpm: Double
+        /// Peak-to-mean RR modulation by breathing, in ms.
+        public var rsaAmplitudeMs: Double
+        /// Probability that a beat is premature (followed by a compensatory pause).
+        public var ectopicProbability: Double
+
+        public init(
+            meanHeartRateBpm: Double = 64,
+            breathingRateBpm: Double = 12,
+            rsaAmplitudeMs: Double = 45,
+            ectopicProbability: Double = 0.01
+        ) {
+            self.meanHeartRateBpm = meanHeartRateBpm
+            self.breathingRateBpm = breathingRateBpm
+            self.rsaAmplitudeMs = rsaAmplitudeMs
+            self.ectopicProbability = ectopicProbability
+        }
+    }
+
+    public let model: Model
+    public let physiology: Physiology
+    public let deviceId: String?
+    private let clock: any SessionClock
+    private let seed: UInt64
+
+    private struct Run {
+        var timer: (any ScheduledAction)?
+        var generator: SplitMix64
+        var startMs: Int64
+        var tick: Int64 = 0
+        /// Realistic model: time of the last beat and pending compensatory pause, both relative to the start, in ms.
+        var lastBeatMs: Double = 0
+        var compensation: Double = 0
+        var sink: ProviderSink
+    }
+
+    private let run = Locked<Run?>(nil)
+
+    public var name: String { model == .sdkMock ? "mock" : "simulated" }
+    public var isAvailable: Bool { true }
+
+    public init(
+        model: Model = .realistic,
+        physiology: Physiology = Physiology(),
+        seed: UInt64 = 1,
+        deviceId: String? = nil,
+        clock: any SessionClock = SystemSessionClock()
+    ) {
+        self.model = model
+        self.physiology = physiology
+        self.seed = seed
+        self.deviceId = deviceId ?? (model == .realistic ? "simulated-strap" : nil)
+        self.clock = clock
+    }
+
+    public func startStreaming(into sink: ProviderSink) async throws {
+        let start = clock.nowMs()
+        run.withLock { $0 = Run(generator: SplitMix64(seed: seed), startMs: start, sink: sink) }
+        sink.status(SensorStatus(source: name, deviceId: deviceId, state: .streaming))
+        if model == .sdkMock { emitTick() } else { scheduleNext() }
+    }
+
+    public func stopStreaming() async {
+        let timer = run.withLock { r -> (any ScheduledAction)? in
+            defer { r = nil }
+            return r?.timer
+        }
+        timer?.cancel()
+    }
+
+    private func scheduleNext() {
+        run.withLock { r in
+            guard var current = r else { return }
+            current.tick += 1
+            let due = current.startMs + current.tick * 1000
+            current.timer = clock.schedule(atMs: due) { [weak self] in self?.emitTick() }
+            r = current
+        }
+    }
+
+    private func emitTick() {
+        let delivery = run.withLock { r -> (ProviderSink, BiosignalSample)? in
+            guard var current = r else { return nil }
+            let now = current.startMs + current.tick * 1000
+            let sample: BiosignalSample
+            switch model {
+            case .sdkMock:
+                let t = Double(current.tick)
+                let noise = current.generator.uniform(in: -2.0...2.0)
+                let bpm = min(200, max(40, 72 + 5 * sin(2 * Double.pi * t / 4) + noise))
+                sample = BiosignalSample(timestampMs: now, bpm: bpm, rrIntervalsMs: [60000 / bpm], deviceId: deviceId, source: name)
+            case .realistic:
+                sample = realisticSample(&current, nowMs: now)
+            }
+            r = current
+            return (current.sink, sample)
+        }
+        guard let (sink, sample) = delivery else { return }
+        sink.send(sample)
+        scheduleNext()
+    }
+
+    /// Beats completed in the last second, as a strap would notify them.
+    private func realisticSample(_ r: inout Run, nowMs: Int64) -> BiosignalSample {
+        let elapsed = Double(nowMs - r.startMs)
+        var rr: [Double] = []
+        while true {
+            let t = r.lastBeatMs
+            let drift = 3 * sin(2 * Double.pi * t / 120_000)
+            let base = 60000 / (physiology.meanHeartRateBpm + drift)
+            let rsa = physiology.rsaAmplitudeMs * sin(2 * Double.pi * (physiology.breathingRateBpm / 60) * t / 1000)
+            var interval = base + rsa + r.generator.gaussian() * 8
+            if r.compensation > 0 {
+                interval = r.compensation
+                r.compensation = 0
+            } else if r.generator.uniform(in: 0...1) < physiology.ectopicProbability {
+                r.compensation = interval * 1.3
+                interval *= 0.7
+            }
+            interval = interval.rounded()
+            guard t + interval <= elapsed else { break }
+            r.lastBeatMs = t + interval
+            rr.append(interval)
+        }
+        let bpm = rr.isEmpty
+            ? physiology.meanHeartRateBpm.rounded()
+            : (60000 / (rr.reduce(0, +) / Double(rr.count))).rounded()
+        return BiosignalSample(
+            timestampMs: nowMs,
+            bpm: bpm,
+            rrIntervalsMs: rr,
+            deviceId: deviceId,
+            source: name,
+            contact: .contact,
+            rrRaw1024: rr.map { UInt16(min(65535, ($0 * 1.024).rounded())) },
+            sequence: UInt64(r.tick)
+        )
+    }
+}
+
+/// A small, fast, seedable generator (Steele, Lea & Flood 2014), so simulations repeat exactly.
+public struct SplitMix64: RandomNumberGenerator, Sendable {
+    private var state: UInt64
+
+    public init(seed: UInt64) { state = seed }
+
+    public mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+
+    public mutating func uniform(in range: ClosedRange<Double>) -> Double {
+        let unit = Double(next() >> 11) / Double(1 << 53)
+        return range.lowerBound + unit * (range.upperBound - range.lowerBound)
+    }
+
+    /// Standard normal (Box-Muller).
+    public mutating func gaussian() -> Double {
+        let u1 = max(uniform(in: 0...1), 1e-12)
+        let u2 = uniform(in: 0...1)
+        return (-2 * log(u1)).squareRoot() * cos(2 * Double.pi * u2)
+    }
+}

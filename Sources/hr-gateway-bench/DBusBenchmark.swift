@@ -4,8 +4,9 @@ import Logging
 
 /// Round-trip latency of method calls over a private dbus-daemon the benchmark starts (and kills).
 ///
-/// Prints p50/p99/max for `ListNames` (client ↔ daemon) and for an echo of a BlueZ-sized `a{oa{sa{sv}}}` through an
-/// object exported on a second connection (client ↔ daemon ↔ server), plus signal delivery latency.
+/// Prints p50/p99/max for `ListNames` (client ↔ daemon), for echoes of a `u` and of a BlueZ-sized `a{oa{sa{sv}}}`
+/// through an object exported on a second connection (client ↔ daemon ↔ server), and for signal delivery.
+/// Run the release build (`swift run -c release hr-gateway-bench dbus`) for meaningful figures.
 func runDBusBenchmark() async {
     do {
         try await measureDBus()
@@ -47,6 +48,16 @@ private func measureDBus(iterations: Int = 2000) async throws {
         samples.append(clock.now - start)
     }
     report("ListNames round trip", samples)
+
+    samples.removeAll(keepingCapacity: true)
+    for _ in 0..<iterations {
+        let start = clock.now
+        _ = try await client.call(
+            destination: server.uniqueName, path: "/bench", interface: "org.example.Bench", member: "Echo",
+            arguments: [.uint32(1)], timeout: .seconds(5))
+        samples.append(clock.now - start)
+    }
+    report("Echo u via exported object", samples)
 
     let objects = DBusValue.dictionary(
         keySignature: "o", valueSignature: "a{sa{sv}}",

@@ -5,6 +5,6 @@ struct HRGateway: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "hr-gateway",
         abstract: "Heart-rate straps and webcams in, Synheart-compatible sessions out.",
-        subcommands: [ScanCommand.self, EmulateStrapCommand.self]
+        subcommands: [StreamCommand.self, ScanCommand.self, EmulateStrapCommand.self]
     )
 }

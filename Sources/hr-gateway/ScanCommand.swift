@@ -74,19 +74,16 @@ struct ScanCommand: AsyncParsableCommand {
         }
 
         let live = !json && isatty(STDOUT_FILENO) == 1
-        let (_, changes) = bluez.observe()
-        let drawer = Task {
-            if live { Self.draw(StrapScan.rows(in: bluez.tree, adapter: adapterPath), secondsLeft: timeout) }
-            let start = ContinuousClock.now
-            for await _ in changes {
-                if live {
-                    let left = timeout - Double((ContinuousClock.now - start).components.seconds)
-                    Self.draw(StrapScan.rows(in: bluez.tree, adapter: adapterPath), secondsLeft: left)
-                }
+        // The live table is redrawn from the mirror twice a second.
+        let clock = ContinuousClock()
+        let end = clock.now + .milliseconds(Int(timeout * 1000))
+        while clock.now < end {
+            if live {
+                let left = Double((end - clock.now).components.seconds) + 1
+                Self.draw(StrapScan.rows(in: bluez.tree, adapter: adapterPath), secondsLeft: left)
             }
+            try? await Task.sleep(for: min(.milliseconds(500), end - clock.now))
         }
-        try? await Task.sleep(for: .milliseconds(Int(timeout * 1000)))
-        drawer.cancel()
         let rows = StrapScan.rows(in: bluez.tree, adapter: adapterPath)
         try? await bluez.stopDiscovery(on: adapterPath)
         try? await bluez.clearDiscoveryFilter(on: adapterPath)

@@ -43,6 +43,10 @@ let echoInterface = DBusInterface(
     "org.example.Echo",
     methods: [
         "Echo": DBusMethod(input: nil) { call in call.arguments },
+        "EchoAfterSuspending": DBusMethod(input: nil) { call in
+            await Task.yield()
+            return call.arguments
+        },
         "Fail": DBusMethod(input: "ss") { call in
             throw DBusError(name: call.arguments[0].string ?? "", message: call.arguments[1].string ?? "")
         },
@@ -114,6 +118,18 @@ struct DBusConnectionTests {
                 destination: server.uniqueName, path: "/org/example/Echo", interface: "org.example.Echo",
                 member: "Echo", arguments: Self.roundTripValues, timeout: .seconds(5))
             #expect(reply == Self.roundTripValues)
+        }
+    }
+
+    @Test func handlersThatSuspendStillAnswer() async throws {
+        try await withPrivateBus { _, server, client in
+            try server.export("/org/example/Echo", interfaces: [echoInterface])
+            for index in 0..<20 {
+                let reply = try await client.call(
+                    destination: server.uniqueName, path: "/org/example/Echo", interface: "org.example.Echo",
+                    member: "EchoAfterSuspending", arguments: [.uint32(UInt32(index))], timeout: .seconds(5))
+                #expect(reply == [.uint32(UInt32(index))])
+            }
         }
     }
 
@@ -211,6 +227,21 @@ struct DBusConnectionTests {
         }
     }
 
+    @Test func aCallFromAnAlreadyCancelledTaskThrowsCancellationError() async throws {
+        try await withPrivateBus { _, connection, _ in
+            let (gate, opener) = AsyncStream.makeStream(of: Void.self)
+            let task = Task {
+                for await _ in gate {}
+                return try await connection.listNames()
+            }
+            task.cancel()
+            opener.finish()
+            await #expect(throws: CancellationError.self) { _ = try await task.value }
+            let names = try await connection.listNames()
+            #expect(names.contains(connection.uniqueName))
+        }
+    }
+
     @Test func signalSubscriptionDeliversOnlyMatchingSignals() async throws {
         try await withPrivateBus { _, listener, emitter in
             let rule = DBusMatchRule(interface: "org.example.Test", member: "Ping", pathNamespace: "/org/example")
@@ -285,6 +316,27 @@ struct DBusConnectionTests {
             defer { system.close() }
             #expect(system.bus == .system)
             #expect(try await first.listNames().contains(system.uniqueName))
+        }
+    }
+
+    @Test func sessionBusConnectUsesDBUS_SESSION_BUS_ADDRESS() async throws {
+        try await withPrivateBus { daemon, first, _ in
+            setenv("DBUS_SESSION_BUS_ADDRESS", daemon.address, 1)
+            let session = try await DBusConnection.connect(to: .session, logger: Logger(label: "test.session"))
+            defer { session.close() }
+            #expect(try await first.listNames().contains(session.uniqueName))
+        }
+    }
+
+    @Test(.enabled(if: DBusMockProcess.templateAvailable("bluez5")))
+    func aMockThatCannotStartIsReportedNotAwaitedForever() async throws {
+        try await withPrivateBus { daemon, observer, _ in
+            let error = await #expect(throws: TestProcessError.self) {
+                _ = try await DBusMockProcess(
+                    template: "no_such_template", busName: "org.example.Never", address: daemon.address,
+                    observer: observer)
+            }
+            #expect(error?.description.contains("no_such_template") == true)
         }
     }
 

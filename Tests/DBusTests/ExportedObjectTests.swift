@@ -107,7 +107,8 @@ struct ExportedObjectTests {
             let changes = try await client.messages(
                 matching: DBusMatchRule(interface: "org.freedesktop.DBus.Properties", member: "PropertiesChanged",
                                         pathNamespace: "/org/example/app"))
-            try server.setProperty("Value", "org.bluez.GattCharacteristic1", to: .bytes([0x10, 0x48]), on: path)
+            try server.setExportedProperty(
+                "Value", interface: "org.bluez.GattCharacteristic1", to: .bytes([0x10, 0x48]), at: path)
             var iterator = changes.makeAsyncIterator()
             let changed = try #require(await iterator.next())
             #expect(changed.path == path)

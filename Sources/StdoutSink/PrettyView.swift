@@ -1,0 +1,124 @@
+import Foundation
+import GatewayEngine
+
+/// The live one-screen terminal view of a session: heart rate, recent RR, HRV, breathing and each source's state.
+/// `update` folds events and samples into the screen state; `render` draws it as text (pure, for tests).
+public struct PrettyView: Sendable {
+    public var sessionId = ""
+    public var mode = ""
+    public var durationSec: Int?
+    public var startedAtMs: Int64?
+    public var nowMs: Int64 = 0
+    public var lastFrame: SessionMetrics?
+    public var frameSeq = 0
+    public var recentRR: [Double] = []
+    public var lastSample: [String: BiosignalSample] = [:]
+    public var sources: [String: SensorStatus] = [:]
+    public var ended: String?
+
+    public init(sessionId: String = "", mode: String = "", durationSec: Int? = nil) {
+        self.sessionId = sessionId
+        self.mode = mode
+        self.durationSec = durationSec
+    }
+
+    public mutating func update(_ event: SessionEvent) {
+        switch event {
+        case .started(_, let at):
+            startedAtMs = at
+            nowMs = at
+        case .frame(_, let seq, let at, let metrics, _):
+            frameSeq = seq
+            lastFrame = metrics
+            nowMs = at
+        case .biosignalFrame(_, _, let at, _):
+            nowMs = at
+        case .summary(_, let duration, let metrics, _):
+            lastFrame = metrics
+            ended = "session ended after \(duration) s"
+        case .error(_, let code, let message):
+            ended = "session error \(code.rawValue): \(message)"
+        case .sensorStatus(_, let at, let status):
+            sources[status.deviceId ?? status.source] = status
+            nowMs = at
+        }
+    }
+
+    public mutating func update(_ sample: BiosignalSample) {
+        lastSample[sample.deviceId ?? sample.source] = sample
+        if let rr = sample.rrIntervalsMs, !rr.isEmpty {
+            recentRR.append(contentsOf: rr)
+            if recentRR.count > 12 { recentRR.removeFirst(recentRR.count - 12) }
+        }
+        nowMs = max(nowMs, sample.timestampMs)
+    }
+
+    public func render() -> String {
+        var lines: [String] = []
+        let elapsed = startedAtMs.map { Int(max(0, nowMs - $0) / 1000) } ?? 0
+        let total = durationSec.map { " / " + Self.clock($0) } ?? ""
+        lines.append("hr-gateway  session \(sessionId)  \(mode)  \(Self.clock(elapsed))\(total)  frame #\(frameSeq)")
+        lines.append("")
+        let live = lastSample.values.filter { $0.source != SessionMetrics.cameraSource }.max { $0.timestampMs < $1.timestampMs }
+        let hrLive = live.map { Self.num($0.bpm, 0) + " bpm" } ?? "—"
+        let hrMean = lastFrame.map { Self.num($0.hrMeanBpm, 1) + " bpm" } ?? "—"
+        let fromRR = lastFrame?.hrFromRRBpm.map { "   from RR " + Self.num($0, 1) } ?? ""
+        lines.append("Heart rate   now \(hrLive)   window mean \(hrMean)\(fromRR)")
+        lines.append("RR (ms)      " + (recentRR.isEmpty ? "—" : recentRR.map { Self.num($0, 0) }.joined(separator: " ")))
+        if let m = lastFrame {
+            var hrv = "SDNN \(Self.num(m.hrSdnnMs, 1)) ms   RMSSD \(Self.num(m.rmssdMs, 1)) ms   pNN50 \(Self.num(m.pnn50, 1)) %"
+            if let n = m.rrCount { hrv += "   beats \(n)" }
+            if let a = m.artifactCount { hrv += "   corrected \(a)" }
+            lines.append("HRV          " + hrv)
+            var breathing = m.respRateRRBpm.map { "\(Self.num($0, 1)) /min from RR" } ?? "—"
+            if let c = m.respRateRRConfidence { breathing += " (confidence \(Self.num(c, 2)))" }
+            if let cam = m.breathingRateBpm { breathing += "   camera \(Self.num(cam, 1)) /min" }
+            lines.append("Breathing    " + breathing)
+            if let cam = m.cameraHrBpm {
+                lines.append("Camera       \(Self.num(cam, 1)) bpm   confidence \(Self.num(m.cameraConfidence ?? 0, 2))")
+            }
+            lines.append("Window       \(m.sampleCount) samples")
+        } else {
+            lines.append("HRV          waiting for the first frame")
+        }
+        lines.append("")
+        if sources.isEmpty { lines.append("Sources      starting") }
+        for key in sources.keys.sorted() {
+            let s = sources[key]!
+            var line = "Source       \(key)  \(s.state.rawValue)"
+            if let b = s.batteryPercent { line += "  battery \(b) %" }
+            if let contact = lastSample[key]?.contact { line += "  contact \(contact.rawValue.replacingOccurrences(of: "_", with: " "))" }
+            if let m = s.message { line += "  (\(m))" }
+            lines.append(line)
+        }
+        if let ended { lines.append(""); lines.append(ended) }
+        return lines.joined(separator: "\n") + "\n"
+    }
+
+    static func num(_ x: Double, _ decimals: Int) -> String { String(format: "%.\(decimals)f", x) }
+
+    static func clock(_ seconds: Int) -> String {
+        String(format: "%02d:%02d:%02d", seconds / 3600, (seconds / 60) % 60, seconds % 60)
+    }
+}
+
+/// Redraws a `PrettyView` on a terminal.
+public final class PrettyTerminal: Sendable {
+    private let view: Locked<PrettyView>
+
+    public init(view: PrettyView) { self.view = Locked(view) }
+
+    public func handle(_ event: SessionEvent) { draw { $0.update(event) } }
+    public func handle(_ sample: BiosignalSample) { draw { $0.update(sample) } }
+
+    private func draw(_ change: (inout PrettyView) -> Void) {
+        let text = view.withLock { v -> String in
+            change(&v)
+            return v.render()
+        }
+        // Home, draw, clear to the end of the screen: no flicker.
+        FileHandle.standardOutput.write(Data(("\u{1B}[H" + text.replacingOccurrences(of: "\n", with: "\u{1B}[K\n") + "\u{1B}[J").utf8))
+    }
+
+    public func begin() { FileHandle.standardOutput.write(Data("\u{1B}[2J\u{1B}[H".utf8)) }
+}

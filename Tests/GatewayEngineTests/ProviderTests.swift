@@ -1,0 +1,109 @@
+import Foundation
+import GatewayEngine
+import ReplayProvider
+import SimulatedProvider
+import Testing
+
+@Suite struct SimulatedProviderTests {
+    func collect(_ p: SimulatedBiosignalProvider, clock: ManualSessionClock, seconds: Int64) async throws -> [BiosignalSample] {
+        let got = Locked<[BiosignalSample]>([])
+        try await p.startStreaming(into: ProviderSink(onSample: { s in got.withLock { $0.append(s) } }))
+        clock.advance(byMs: seconds * 1000)
+        await p.stopStreaming()
+        clock.advance(byMs: 10_000)
+        return got.withLock { $0 }
+    }
+
+    @Test func sdkMockEmitsAtOnceThenEverySecondWithinTheFormulaBounds() async throws {
+        let clock = ManualSessionClock(startMs: 0)
+        let samples = try await collect(SimulatedBiosignalProvider(model: .sdkMock, seed: 3, clock: clock), clock: clock, seconds: 20)
+        #expect(samples.map(\.timestampMs) == (0...20).map { Int64($0) * 1000 })
+        for s in samples {
+            let t = Double(s.timestampMs) / 1000
+            let center = 72 + 5 * sin(2 * Double.pi * t / 4)
+            #expect(abs(s.bpm - center) <= 2.0 + 1e-9)
+            #expect(s.rrIntervalsMs == [60000 / s.bpm])
+            #expect(s.source == "mock")
+            #expect(s.deviceId == nil)
+        }
+    }
+
+    @Test func aSeedRepeatsExactlyAndAnotherSeedDoesNot() async throws {
+        func run(_ seed: UInt64) async throws -> [Double] {
+            let clock = ManualSessionClock(startMs: 0)
+            return try await collect(SimulatedBiosignalProvider(model: .realistic, seed: seed, clock: clock), clock: clock, seconds: 30)
+                .flatMap { $0.rrIntervalsMs ?? [] }
+        }
+        let a = try await run(7)
+        #expect(a == (try await run(7)))
+        #expect(a != (try await run(8)))
+    }
+
+    @Test func realisticBeatsAddUpToTheElapsedTimeAndVaryWithBreathing() async throws {
+        let clock = ManualSessionClock(startMs: 0)
+        let physiology = SimulatedBiosignalProvider.Physiology(meanHeartRateBpm: 60, breathingRateBpm: 15, ectopicProbability: 0)
+        let samples = try await collect(
+            SimulatedBiosignalProvider(model: .realistic, physiology: physiology, seed: 1, clock: clock), clock: clock, seconds: 120)
+        let rr = samples.flatMap { $0.rrIntervalsMs ?? [] }
+        let total = rr.reduce(0, +)
+        #expect(total <= 120_000 && total > 118_000)
+        #expect(abs(60000 / (total / Double(rr.count)) - 60) < 4)
+        #expect((rr.max()! - rr.min()!) > 50, "respiratory sinus arrhythmia modulates the intervals")
+        #expect(samples.allSatisfy { $0.rrRaw1024?.count == $0.rrIntervalsMs?.count })
+        #expect(samples.map(\.sequence) == (1...120).map { UInt64($0) })
+    }
+}
+
+@Suite struct ReplayProviderTests {
+    func tempFile(_ name: String) -> String {
+        FileManager.default.temporaryDirectory.appendingPathComponent("hrg-\(UUID().uuidString)-\(name)").path
+    }
+
+    @Test func recordingThenReplayGivesTheSameSamplesShiftedToNow() async throws {
+        let path = tempFile("rec.jsonl")
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        let writer = try SampleFileWriter(path: path)
+        let original = (0..<5).map { i in
+            BiosignalSample(timestampMs: 50_000 + Int64(i) * 1000, bpm: 60 + Double(i), rrIntervalsMs: [1000 - Double(i)],
+                            deviceId: "AA", source: "ble_hrm")
+        }
+        for s in original { writer.append(s) }
+        writer.close()
+
+        let clock = ManualSessionClock(startMs: 1_000_000)
+        let replay = ReplayBiosignalProvider(path: path, speed: 2, clock: clock)
+        let got = Locked<[BiosignalSample]>([])
+        let states = Locked<[SensorStatus.State]>([])
+        try await replay.startStreaming(into: ProviderSink(
+            onSample: { s in got.withLock { $0.append(s) } }, onStatus: { s in states.withLock { $0.append(s.state) } }))
+        #expect(got.withLock { $0.count } == 1)
+        clock.advance(toMs: 1_000_000 + 1_999)
+        #expect(got.withLock { $0.count } == 4, "at speed 2, four seconds of recording arrive in two")
+        clock.advance(toMs: 1_000_000 + 2_000)
+        let replayed = got.withLock { $0 }
+        #expect(replayed.map(\.timestampMs) == (0..<5).map { 1_000_000 + Int64($0) * 1000 })
+        #expect(replayed.map(\.rrIntervalsMs) == original.map(\.rrIntervalsMs))
+        #expect(states.withLock { $0 } == [.streaming, .disconnected])
+    }
+
+    @Test func aBadLineIsNamedAndATruncatedTailIsSkipped() async throws {
+        let bad = tempFile("bad.jsonl")
+        let cut = tempFile("cut.jsonl")
+        defer {
+            try? FileManager.default.removeItem(atPath: bad)
+            try? FileManager.default.removeItem(atPath: cut)
+        }
+        try "{\"timestamp_ms\":1,\"bpm\":60}\n\n{\"timestamp_ms\":2,\"bpm\":\"x\"}\n{\"timestamp_ms\":3,\"bpm\":60}\n"
+            .write(toFile: bad, atomically: true, encoding: .utf8)
+        #expect(throws: SampleFile.ReadError(path: bad, line: 3, reason: "missing or non-numeric bpm")) {
+            try SampleFile.read(path: bad)
+        }
+        try "{\"timestamp_ms\":1,\"bpm\":60}\n{\"timestamp_ms\":2,\"bp".write(toFile: cut, atomically: true, encoding: .utf8)
+        let read = try SampleFile.read(path: cut)
+        #expect(read.samples.count == 1)
+        #expect(read.truncatedTail)
+
+        let provider = ReplayBiosignalProvider(path: bad, clock: ManualSessionClock())
+        await #expect(throws: SessionError.self) { try await provider.startStreaming(into: ProviderSink(onSample: { _ in })) }
+    }
+}

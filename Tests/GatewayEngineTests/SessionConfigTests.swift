@@ -1,0 +1,79 @@
+import GatewayEngine
+import Testing
+
+@Suite struct SessionConfigTests {
+    func parse(_ text: String) throws -> SessionConfig { try SessionConfig(json: try JSONValue(parsing: text)) }
+
+    @Test(arguments: [
+        (#"{"mode":"focus","duration_sec":60}"#, "Missing session_id"),
+        (#"{"session_id":7,"mode":"focus","duration_sec":60}"#, "Missing session_id"),
+        (#"{"session_id":"a","duration_sec":60}"#, "Missing or invalid mode"),
+        (#"{"session_id":"a","mode":"sleep","duration_sec":60}"#, "Missing or invalid mode"),
+        (#"{"session_id":"a","mode":"focus"}"#, "Missing duration_sec"),
+        (#"{"session_id":"a","mode":"focus","duration_sec":"60"}"#, "Missing duration_sec"),
+        (#"{"session_id":"a","mode":"focus","duration_sec":1.5}"#, "Missing duration_sec"),
+        (#"{"mode":7}"#, "Missing session_id"),
+    ])
+    func errorsFollowTheSDKOrderAndWords(input: String, message: String) {
+        #expect(throws: SessionError.invalidState(message)) { try parse(input) }
+    }
+
+    @Test func defaultsMatchTheSDK() throws {
+        let c = try parse(#"{"session_id":"a","mode":"breathing","duration_sec":300}"#)
+        #expect(c == SessionConfig(sessionId: "a", mode: .breathing, durationSec: 300))
+        #expect(c.profile == ComputeProfile(windowSec: 60, emitIntervalSec: 5, rawEmitIntervalSec: nil))
+        #expect(c.windowLabel == nil)
+        #expect(c.includeRawSamples == false)
+    }
+
+    @Test func everyKeyIsRead() throws {
+        let c = try parse("""
+            {"session_id":"b","mode":"typing","duration_sec":30.0,"window_label":"morning","include_raw_samples":true,
+             "profile":{"window_sec":120,"emit_interval_sec":10,"raw_emit_interval_sec":2}}
+            """)
+        #expect(c.mode == .typing)
+        #expect(c.durationSec == 30)
+        #expect(c.windowLabel == "morning")
+        #expect(c.includeRawSamples)
+        #expect(c.profile == ComputeProfile(windowSec: 120, emitIntervalSec: 10, rawEmitIntervalSec: 2))
+    }
+
+    @Test func aMistypedProfileKeyFallsBackToItsDefault() throws {
+        let c = try parse(#"{"session_id":"a","mode":"focus","duration_sec":9,"profile":{"window_sec":"x","emit_interval_sec":3}}"#)
+        #expect(c.profile == ComputeProfile(windowSec: 60, emitIntervalSec: 3))
+        let d = try parse(#"{"session_id":"a","mode":"focus","duration_sec":9,"profile":[1,2]}"#)
+        #expect(d.profile == ComputeProfile())
+    }
+
+    @Test func nonPositiveValuesAreRefused() {
+        #expect(throws: SessionError.invalidState("duration_sec must be positive, got 0")) {
+            try parse(#"{"session_id":"a","mode":"focus","duration_sec":0}"#)
+        }
+        #expect(throws: SessionError.invalidState("window_sec must be positive, got -5")) {
+            try parse(#"{"session_id":"a","mode":"focus","duration_sec":5,"profile":{"window_sec":-5}}"#)
+        }
+    }
+
+    @Test func theSDKDictionaryFormIsAccepted() throws {
+        let map: [String: Any] = ["session_id": "d", "mode": "focus", "duration_sec": 60, "profile": ["window_sec": 30]]
+        let c = try SessionConfig(from: map)
+        #expect(c.profile.windowSec == 30)
+        #expect(c.profile.emitIntervalSec == 5)
+    }
+
+    @Test func encodesAsDartsToJson() {
+        let c = SessionConfig(sessionId: "e", mode: .focus, durationSec: 60, windowLabel: "w")
+        #expect(c.jsonValue.jsonString
+            == #"{"duration_sec":60,"include_raw_samples":false,"mode":"focus","profile":{"emit_interval_sec":5,"window_sec":60},"session_id":"e","window_label":"w"}"#)
+    }
+
+    @Test func errorDescriptionsUseTheSDKPrefixes() {
+        #expect("\(SessionError.invalidState("x"))" == "InvalidState: x")
+        #expect("\(SessionError.sensorUnavailable("y"))" == "SensorUnavailable: y")
+        #expect("\(SessionError.permissionDenied("z"))" == "PermissionDenied: z")
+        #expect("\(SessionError.lowBattery("b"))" == "LowBattery: b")
+        #expect("\(SessionError.osTerminated("o"))" == "OsTerminated: o")
+        #expect(SessionErrorCode.allCases.map(\.rawValue)
+            == ["permission_denied", "sensor_unavailable", "invalid_state", "low_battery", "os_terminated"])
+    }
+}

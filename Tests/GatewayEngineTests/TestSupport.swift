@@ -1,0 +1,97 @@
+import GatewayEngine
+
+/// A provider the test drives by hand: it records calls and hands out its sink.
+final class ScriptedProvider: BiosignalProvider {
+    struct State {
+        var sink: ProviderSink?
+        var starts = 0
+        var stops = 0
+    }
+
+    let name: String
+    let failure: (any Error)?
+    let state = Locked(State())
+
+    init(name: String = "scripted", failure: (any Error)? = nil) {
+        self.name = name
+        self.failure = failure
+    }
+
+    var isAvailable: Bool { true }
+
+    func startStreaming(into sink: ProviderSink) async throws {
+        state.withLock { $0.starts += 1 }
+        if let failure { throw failure }
+        state.withLock { $0.sink = sink }
+    }
+
+    func stopStreaming() async { state.withLock { $0.stops += 1 } }
+
+    func send(_ sample: BiosignalSample) { state.withLock { $0.sink }?.send(sample) }
+    func status(_ status: SensorStatus) { state.withLock { $0.sink }?.status(status) }
+    var starts: Int { state.withLock { $0.starts } }
+    var stops: Int { state.withLock { $0.stops } }
+}
+
+/// Collects every event the engine emits, synchronously, in order.
+final class EventLog: Sendable {
+    private let events: Locked<[SessionEvent]>
+    private let token: ObservationToken
+
+    init(_ engine: SessionEngine) {
+        let events = Locked<[SessionEvent]>([])
+        self.events = events
+        token = engine.observe { e in events.withLock { $0.append(e) } }
+    }
+
+    var all: [SessionEvent] { events.withLock { $0 } }
+    var types: [String] { all.map(\.type) }
+    var frames: [SessionEvent] { all.filter { $0.type == "session_frame" } }
+    var last: SessionEvent? { all.last }
+}
+
+/// A test-wide failure with a fixed description.
+struct ProviderBroke: Error, CustomStringConvertible {
+    var description: String { "strap out of range" }
+}
+
+func sample(_ tMs: Int64, bpm: Double = 60, rr: [Double]? = nil, device: String? = nil, source: String = "test")
+    -> BiosignalSample
+{
+    BiosignalSample(timestampMs: tMs, bpm: bpm, rrIntervalsMs: rr, deviceId: device, source: source)
+}
+
+extension SessionEvent {
+    var metrics: SessionMetrics? {
+        switch self {
+        case .frame(_, _, _, let m, _), .summary(_, _, let m, _): m
+        default: nil
+        }
+    }
+
+    var seq: Int? {
+        switch self {
+        case .frame(_, let s, _, _, _), .biosignalFrame(_, let s, _, _): s
+        default: nil
+        }
+    }
+
+    var emittedAtMs: Int64? {
+        switch self {
+        case .frame(_, _, let t, _, _), .biosignalFrame(_, _, let t, _), .sensorStatus(_, let t, _): t
+        default: nil
+        }
+    }
+}
+
+extension JSONValue {
+    /// True when a `null` appears anywhere inside.
+    var containsNull: Bool {
+        switch self {
+        case .null: true
+        case .array(let a): a.contains { $0.containsNull }
+        case .object(let o): o.values.contains { $0.containsNull }
+        default: false
+        }
+    }
+}
