@@ -117,6 +117,7 @@ final class StrapSession: Sendable {
     private let stream: AsyncStream<StrapEvent>
     private let timers = Locked<[StrapTimer: any ScheduledAction]>([:])
     private let discovering = Locked(false)
+    private let connectGeneration = Locked<UInt64>(0)
     private let tasks = Locked<[Task<Void, Never>]>([])
     private let loop = Locked<Task<Void, Never>?>(nil)
 
@@ -276,10 +277,15 @@ final class StrapSession: Sendable {
             case .stopDiscovery:
                 await stopDiscovery()
             case .connect(let path):
-                spawn { await self.connect(DBusObjectPath(path)) }
+                let generation = connectGeneration.withLock { $0 }
+                spawn { await self.connect(DBusObjectPath(path), generation: generation) }
             case .disconnect(let path):
-                // Awaited: the link must be down before any retry the same step schedules.
+                // Awaited: the link must be down before any retry the same step schedules. A Connect it cancels
+                // answers late; that answer belongs to no attempt and is dropped.
+                connectGeneration.withLock { $0 += 1 }
                 _ = try? await bluez?.disconnect(DBusObjectPath(path), timeout: .seconds(5))
+            case .removeDevice(let path):
+                _ = try? await bluez?.removeDevice(DBusObjectPath(path), from: adapterPath, timeout: .seconds(5))
             case .lookUpHeartRateCharacteristic(let devicePath):
                 let c = tree.characteristic(
                     BlueZ.heartRateMeasurement, inService: BlueZ.heartRateService, of: DBusObjectPath(devicePath))
@@ -344,16 +350,18 @@ final class StrapSession: Sendable {
         try? await bluez?.clearDiscoveryFilter(on: adapterPath, timeout: .seconds(3))
     }
 
-    private func connect(_ path: DBusObjectPath) async {
+    private func connect(_ path: DBusObjectPath, generation: UInt64) async {
         let timeout = Duration.milliseconds(machine.withLock { $0.policy.connectTimeoutMs } + 5_000)
+        var result: StrapBusFailure?
         do {
             guard let bluez else { throw BLEHeartRateError.busUnavailable("session stopped") }
             try await bluez.connect(path, timeout: timeout)
-            events.yield(.connectReturned(nil))
         } catch {
             logger.info("Connect \(path): \(error)")
-            events.yield(.connectReturned(Self.failure(error)))
+            result = Self.failure(error)
         }
+        guard connectGeneration.withLock({ $0 }) == generation else { return }
+        events.yield(.connectReturned(result))
     }
 
     private func startNotify(_ path: DBusObjectPath) async {

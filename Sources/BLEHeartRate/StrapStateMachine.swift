@@ -152,7 +152,10 @@ public enum StrapAction: Sendable, Equatable {
     case startDiscovery
     case stopDiscovery
     case connect(path: String)
+    /// Also cancels a pending Connect; results of Connect calls made before it are to be dropped.
     case disconnect(path: String)
+    /// `Adapter1.RemoveDevice`: drops BlueZ's (possibly stale) GATT cache for the device.
+    case removeDevice(path: String)
     case lookUpHeartRateCharacteristic(devicePath: String)
     case startNotify(charPath: String)
     /// Body Sensor Location, battery (Battery1, else 2A19), Device Information strings.
@@ -176,6 +179,8 @@ public struct StrapPolicy: Sendable, Equatable {
     public var backoffMs: [Int64] = [250, 1_000, 2_000, 4_000, 8_000, 15_000, 30_000]
     /// Immediate retries after le-connection-abort-by-local before falling back to the backoff.
     public var maxAbortRetries = 3
+    /// Connections in a row without a 2A37 object before the device is removed from BlueZ (stale GATT cache).
+    public var missingCharacteristicLimit = 2
 
     public init() {}
 }
@@ -203,6 +208,7 @@ public struct StrapStateMachine: Sendable {
     public private(set) var failures = 0
     private var abortRetries = 0
     private var awaitingAbortDisconnect = false
+    private var missingCharacteristic = 0
     /// Connected went false while this Connect was pending.
     private var droppedDuringAttempt = false
     private var detailsRead = false
@@ -291,7 +297,7 @@ public struct StrapStateMachine: Sendable {
             case .notReady?:
                 backoff(&out, message: "adapter is off or blocked (rfkill); retrying")
             case let failure?:
-                backoff(&out, message: "connect failed: \(Self.describe(failure))")
+                backoff(&out, message: "connect failed: \(Self.describe(failure))" + Self.hint(failure))
             }
 
         case .connectedChanged(let path, let connected):
@@ -321,11 +327,26 @@ public struct StrapStateMachine: Sendable {
         case .heartRateCharacteristic(let path):
             guard phase == .resolving || phase == .subscribing else { break }
             guard let path else {
-                // ServicesResolved but no 2A37 object (pitfall 8): disconnect, retry.
+                // ServicesResolved but no 2A37 object (pitfall 8): disconnect, retry. Again and again: BlueZ's GATT
+                // cache may be stale (pitfall 10): remove the device and rediscover it.
+                missingCharacteristic += 1
                 if let p = device?.path { out.append(.disconnect(path: p)) }
-                backoff(&out, message: "Heart Rate Measurement characteristic missing after services resolved")
+                if missingCharacteristic >= policy.missingCharacteristicLimit, let p = device?.path {
+                    missingCharacteristic = 0
+                    for t in [StrapTimer.resolve, .connect] { cancel(t, &out) }
+                    out.append(.removeDevice(path: p))
+                    device = nil
+                    heartRatePath = nil
+                    notifyArmedPath = nil
+                    discover(&out, state: .reconnecting,
+                             message: "no Heart Rate Measurement characteristic again; removed the device from BlueZ "
+                                + "(stale GATT cache) and scanning again")
+                } else {
+                    backoff(&out, message: "Heart Rate Measurement characteristic missing after services resolved")
+                }
                 break
             }
+            missingCharacteristic = 0
             heartRatePath = path
             phase = .subscribing
             if !detailsRead, let p = device?.path {
@@ -512,6 +533,13 @@ public struct StrapStateMachine: Sendable {
         default:
             break
         }
+    }
+
+    /// What a user can do about a failure that usually means the strap is not reachable.
+    static func hint(_ f: StrapBusFailure) -> String {
+        let text = describe(f).lowercased()
+        guard f == .timeout || text.contains("timeout") || text.contains("timed out") else { return "" }
+        return "; is the strap worn (it advertises only with skin contact), in range, and not held by a phone app?"
     }
 
     static func describe(_ f: StrapBusFailure) -> String {

@@ -143,6 +143,48 @@ struct BlueZProviderTests {
         await r.provider.stopStreaming()
     }
 
+    @Test func pitfall10_repeatedMissingCharacteristicRemovesTheDevice() async throws {
+        var r = try await rig()
+        defer { r.fake.stop() }
+        try await r.fake.ctl("ScriptConnect", [.string(Self.strap), .stringArray(["nogatt", "nogatt"])])
+        try await r.provider.startStreaming(into: r.recorder.sink)
+        _ = try #require(await r.statuses.first(.reconnecting, containing: "characteristic missing"))
+        r.clock.advance(byMs: 250)
+        _ = try #require(await r.statuses.first(.reconnecting, containing: "removed the device"))
+        #expect(try await r.fake.calls().contains("RemoveDevice /org/bluez/hci0"))
+        try await r.fake.ctl("SetAdvertising", [.string(Self.strap), .boolean(true)])
+        _ = try #require(await r.statuses.first(.connected))
+        await r.provider.stopStreaming()
+    }
+
+    @Test func pitfall22_hungConnectTimesOutIsCancelledAndRetried() async throws {
+        var r = try await rig()
+        defer { r.fake.stop() }
+        try await r.fake.ctl("ScriptConnect", [.string(Self.strap), .stringArray(["hang"])])
+        try await r.provider.startStreaming(into: r.recorder.sink)
+        _ = try #require(await r.statuses.first(.connecting, containing: "connecting to"))
+        r.clock.advance(byMs: StrapPolicy().connectTimeoutMs)
+        _ = try #require(await r.statuses.first(.reconnecting, containing: "connect timed out"))
+        // Disconnect cancelled the pending Connect; its late error answer is not taken for the next attempt's.
+        r.clock.advance(byMs: 250)
+        _ = try #require(await r.statuses.first(.connected))
+        let calls = try await r.fake.calls().filter { $0.hasPrefix("Connect ") || $0.hasPrefix("Disconnect ") }
+        #expect(calls.map { $0.split(separator: " ")[0] } == ["Connect", "Disconnect", "Connect"])
+        await r.provider.stopStreaming()
+    }
+
+    @Test func pitfall12_unreachableStrapSaysWhatToCheck() async throws {
+        var r = try await rig()
+        defer { r.fake.stop() }
+        try await r.fake.ctl("ScriptConnect", [.string(Self.strap), .stringArray(["failed:le-connection-timeout"])])
+        try await r.provider.startStreaming(into: r.recorder.sink)
+        let s = try #require(await r.statuses.first(.reconnecting, containing: "le-connection-timeout"))
+        #expect(s.message?.contains("not held by a phone app") == true)
+        r.clock.advance(byMs: 250)
+        _ = try #require(await r.statuses.first(.connected))
+        await r.provider.stopStreaming()
+    }
+
     @Test func pitfall1_2_20_linkLossReconnectsWithoutDuplicateNotifications() async throws {
         var r = try await rig()
         defer { r.fake.stop() }

@@ -243,3 +243,23 @@ extension StrapStateMachineTests {
         #expect(m.handle(.connectReturned(.abortByLocal)).contains(.connect(path: Self.path)))
     }
 }
+
+extension StrapStateMachineTests {
+    @Test func pitfall10_secondMissingCharacteristicRemovesTheDevice() {
+        var m = StrapStateMachine(spec: .address(Self.address))
+        _ = m.handle(.start)
+        _ = m.handle(.deviceSeen(device()))
+        _ = m.handle(.connectReturned(nil))
+        _ = m.handle(.servicesResolvedChanged(path: Self.path, true))
+        let first = m.handle(.heartRateCharacteristic(path: nil))
+        #expect(!first.contains(.removeDevice(path: Self.path)))
+        let t = token(.backoff, in: first)!
+        _ = m.handle(.timer(.backoff, token: t))
+        _ = m.handle(.connectReturned(nil))
+        _ = m.handle(.servicesResolvedChanged(path: Self.path, true))
+        let second = m.handle(.heartRateCharacteristic(path: nil))
+        #expect(second.contains(.removeDevice(path: Self.path)))
+        #expect(second.contains(.startDiscovery))
+        #expect(m.device == nil)
+    }
+}

@@ -240,6 +240,7 @@ class Device(Object):
         self.gatt_exported = False
         self.connect_outcomes = []
         self.pending_other_connect = False
+        self.hung_connect = None
         self.packet_index = 0
         self.packets = paced_payloads(self.rr) if self.rr else []
         uuids = [uuid16(0x180D), uuid16(0x180F), uuid16(0x180A)] if advertise_uuid else []
@@ -364,6 +365,9 @@ class Device(Object):
             self.set_connected(True)
             err(BlueZError("org.bluez.Error.Failed", "le-connection-abort-by-local"))
             GLib.idle_add(lambda: self.link_loss() and False)
+        elif outcome == "hang":
+            # Never answers until Disconnect cancels it (a strap that stopped advertising mid-connect).
+            self.hung_connect = err
         elif outcome == "noresolve":
             self.set_connected(True)
             ok()
@@ -395,6 +399,10 @@ class Device(Object):
         self.check_exists()
         if self.pending_other_connect:
             self.pending_other_connect = False      # cancels the stale pending Connect
+            return
+        if self.hung_connect is not None:
+            err, self.hung_connect = self.hung_connect, None
+            err(BlueZError("org.bluez.Error.Failed", "Operation was cancelled"))
             return
         if not self.connected:
             raise BlueZError("org.bluez.Error.NotConnected", "Not Connected")
@@ -599,7 +607,7 @@ class Control(dbus.service.Object):
 
     @dbus.service.method(CONTROL_IFACE, in_signature="sas")
     def ScriptConnect(self, address, outcomes):
-        """Outcomes of the next Connect calls: ok, abort, inprogress, noresolve, nogatt, failed:<message>."""
+        """Outcomes of the next Connect calls: ok, abort, inprogress, hang, noresolve, nogatt, failed:<message>."""
         self.dev(address).connect_outcomes += [str(o) for o in outcomes]
 
     @dbus.service.method(CONTROL_IFACE, in_signature="sas")
