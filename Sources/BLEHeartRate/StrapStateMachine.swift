@@ -235,6 +235,13 @@ public struct StrapStateMachine: Sendable {
 
         case .deviceSeen(let d):
             if let current = device, current.path != d.path, phase != .discovering { break }
+            if phase != .discovering, let current = device {
+                // Link state comes from Connected/ServicesResolved changes once we follow the device; an
+                // advertisement (or a snapshot taken a moment ago) must not undo them.
+                device = StrapDevice(path: d.path, address: d.address, name: d.name ?? current.name,
+                                     connected: current.connected, servicesResolved: current.servicesResolved)
+                break
+            }
             device = d
             if phase == .discovering {
                 if d.connected {
@@ -288,7 +295,7 @@ public struct StrapStateMachine: Sendable {
                 }
             case .inProgress?:
                 // A Connect is pending elsewhere (maybe from a crashed client): cancel it, then retry (pitfall 3).
-                if let p = device?.path { out.append(.disconnect(path: p)) }
+                disconnect(&out)
                 backoff(&out, message: "another connection attempt was in progress; cancelled it")
             case .unknownObject?:
                 // BlueZ dropped the temporary device (pitfall 9): rescan.
@@ -302,15 +309,17 @@ public struct StrapStateMachine: Sendable {
 
         case .connectedChanged(let path, let connected):
             guard device?.path == path else { break }
+            // Our own Disconnect already marked the device down, so its late Connected=false is no transition.
+            let wasConnected = device?.connected ?? false
             device?.connected = connected
             if !connected { device?.servicesResolved = false }
             if connected { break }
-            if phase == .connecting { droppedDuringAttempt = true }
+            if phase == .connecting, wasConnected { droppedDuringAttempt = true }
             if phase == .connecting, awaitingAbortDisconnect {
                 awaitingAbortDisconnect = false
                 cancel(.disconnectWait, &out)
                 connect(&out)
-            } else if [.resolving, .subscribing, .streaming, .stale].contains(phase) {
+            } else if wasConnected, [.resolving, .subscribing, .streaming, .stale].contains(phase) {
                 // Link lost, or lost while waiting for services (pitfall 7): our own reconnect loop (pitfall 20).
                 linkLost(&out)
                 backoff(&out, message: "link lost; reconnecting", state: .reconnecting)
@@ -330,7 +339,7 @@ public struct StrapStateMachine: Sendable {
                 // ServicesResolved but no 2A37 object (pitfall 8): disconnect, retry. Again and again: BlueZ's GATT
                 // cache may be stale (pitfall 10): remove the device and rediscover it.
                 missingCharacteristic += 1
-                if let p = device?.path { out.append(.disconnect(path: p)) }
+                disconnect(&out)
                 if missingCharacteristic >= policy.missingCharacteristicLimit, let p = device?.path {
                     missingCharacteristic = 0
                     for t in [StrapTimer.resolve, .connect] { cancel(t, &out) }
@@ -367,7 +376,7 @@ public struct StrapStateMachine: Sendable {
                 notifyArmedPath = heartRatePath
                 enterStreaming(&out)
             case let failure?:
-                if let p = device?.path { out.append(.disconnect(path: p)) }
+                disconnect(&out)
                 backoff(&out, message: "StartNotify failed: \(Self.describe(failure))")
             }
 
@@ -466,6 +475,15 @@ public struct StrapStateMachine: Sendable {
         out.append(.startDiscovery)
     }
 
+    /// Disconnects (or cancels a pending Connect) and records the device as down at once, so that decisions taken
+    /// before BlueZ's Connected=false arrives do not act on a link that is going away.
+    private mutating func disconnect(_ out: inout [StrapAction]) {
+        guard let p = device?.path else { return }
+        out.append(.disconnect(path: p))
+        device?.connected = false
+        device?.servicesResolved = false
+    }
+
     private mutating func connect(_ out: inout [StrapAction]) {
         guard let d = device else { return }
         phase = .connecting
@@ -507,10 +525,10 @@ public struct StrapStateMachine: Sendable {
     private mutating func onTimer(_ timer: StrapTimer, _ out: inout [StrapAction]) {
         switch (timer, phase) {
         case (.connect, .connecting):
-            if let p = device?.path { out.append(.disconnect(path: p)) }   // cancels the pending Connect
+            disconnect(&out)   // cancels the pending Connect
             backoff(&out, message: "connect timed out")
         case (.resolve, .resolving):
-            if let p = device?.path { out.append(.disconnect(path: p)) }
+            disconnect(&out)
             backoff(&out, message: "services not resolved in time")
         case (.disconnectWait, .connecting):
             awaitingAbortDisconnect = false

@@ -28,6 +28,7 @@ struct StrapStateMachineTests {
         _ = m.handle(.start)
         _ = m.handle(.deviceSeen(device()))
         _ = m.handle(.connectReturned(nil))
+        _ = m.handle(.connectedChanged(path: Self.path, true))
         _ = m.handle(.servicesResolvedChanged(path: Self.path, true))
         _ = m.handle(.heartRateCharacteristic(path: Self.hrm))
         _ = m.handle(.startNotifyReturned(nil))
@@ -64,6 +65,7 @@ struct StrapStateMachineTests {
         _ = m.handle(.start)
         _ = m.handle(.deviceSeen(device()))
         _ = m.handle(.connectReturned(nil))
+        _ = m.handle(.connectedChanged(path: Self.path, true))
         let a = m.handle(.connectedChanged(path: Self.path, false))
         #expect(m.phase == .backoff)
         #expect(states(a) == [.reconnecting])
@@ -261,5 +263,25 @@ extension StrapStateMachineTests {
         #expect(second.contains(.removeDevice(path: Self.path)))
         #expect(second.contains(.startDiscovery))
         #expect(m.device == nil)
+    }
+}
+
+extension StrapStateMachineTests {
+    @Test func ownDisconnectIsNotMistakenForALinkLossLater() {
+        var m = StrapStateMachine(spec: .address(Self.address))
+        _ = m.handle(.start)
+        _ = m.handle(.deviceSeen(device()))
+        _ = m.handle(.connectReturned(nil))
+        _ = m.handle(.connectedChanged(path: Self.path, true))
+        _ = m.handle(.servicesResolvedChanged(path: Self.path, true))
+        let missing = m.handle(.heartRateCharacteristic(path: nil))
+        #expect(missing.contains(.disconnect(path: Self.path)))
+        // The backoff fires before BlueZ's Connected=false arrives: connect again, not look up again.
+        let t = token(.backoff, in: missing)!
+        #expect(m.handle(.timer(.backoff, token: t)).contains(.connect(path: Self.path)))
+        _ = m.handle(.connectReturned(nil))
+        // The late Connected=false of the old link is no link loss for the new attempt.
+        #expect(m.handle(.connectedChanged(path: Self.path, false)).isEmpty)
+        #expect(m.phase == .resolving)
     }
 }
