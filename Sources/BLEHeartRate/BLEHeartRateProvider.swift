@@ -20,6 +20,27 @@ public struct StrapDetails: Sendable, Equatable {
     public init() {}
 }
 
+/// Straps already taken by providers of one process, so that several `auto` providers follow different straps.
+public final class StrapClaims: Sendable {
+    private let owners = Locked<[String: ObjectIdentifier]>([:])
+
+    public init() {}
+
+    /// Takes `address` for `owner`; false if another owner has it.
+    func claim(_ address: String, by owner: ObjectIdentifier) -> Bool {
+        owners.withLock { o in
+            if let current = o[address], current != owner { return false }
+            o[address] = owner
+            return true
+        }
+    }
+
+    func release(all owner: ObjectIdentifier) { owners.withLock { $0 = $0.filter { $0.value != owner } } }
+
+    /// Addresses currently taken.
+    public var claimed: Set<String> { owners.withLock { Set($0.keys) } }
+}
+
 /// A heart-rate strap through BlueZ (source `ble_hrm`, device id = the strap's address).
 ///
 /// Uses its own D-Bus connection (so BlueZ's notify session belongs to this strap alone), mirrors `/org/bluez`, and
@@ -35,6 +56,8 @@ public final class BLEHeartRateProvider: BiosignalProvider {
     public let bus: DBusBus
     public let clock: any SessionClock
     public let policy: StrapPolicy
+    /// Shared between the providers of one process: an `auto` provider skips straps another one follows.
+    public let claims: StrapClaims?
     let monotonicNs: @Sendable () -> UInt64
     let logger: Logger
     private let session = Locked<StrapSession?>(nil)
@@ -45,6 +68,7 @@ public final class BLEHeartRateProvider: BiosignalProvider {
         bus: DBusBus = .system,
         clock: any SessionClock = SystemSessionClock(),
         policy: StrapPolicy = StrapPolicy(),
+        claims: StrapClaims? = nil,
         monotonicNs: @escaping @Sendable () -> UInt64 = BLEHeartRateProvider.systemMonotonicNs,
         logger: Logger = Logger(label: "hr-gateway.ble")
     ) {
@@ -53,6 +77,7 @@ public final class BLEHeartRateProvider: BiosignalProvider {
         self.bus = bus
         self.clock = clock
         self.policy = policy
+        self.claims = claims
         self.monotonicNs = monotonicNs
         self.logger = logger
     }
@@ -111,6 +136,7 @@ final class StrapSession: Sendable {
     let monotonicNs: @Sendable () -> UInt64
     let logger: Logger
     let sink: ProviderSink
+    let claims: StrapClaims?
     let machine: Locked<StrapStateMachine>
     let details = Locked(StrapDetails())
     private let events: AsyncStream<StrapEvent>.Continuation
@@ -118,6 +144,7 @@ final class StrapSession: Sendable {
     private let timers = Locked<[StrapTimer: any ScheduledAction]>([:])
     private let discovering = Locked(false)
     private let connectGeneration = Locked<UInt64>(0)
+    private let myClaim = Locked<String?>(nil)
     private let tasks = Locked<[Task<Void, Never>]>([])
     private let loop = Locked<Task<Void, Never>?>(nil)
 
@@ -131,6 +158,7 @@ final class StrapSession: Sendable {
         self.monotonicNs = provider.monotonicNs
         self.logger = provider.logger
         self.sink = sink
+        self.claims = provider.claims
         self.machine = Locked(StrapStateMachine(spec: provider.spec, policy: provider.policy))
         (stream, events) = AsyncStream<StrapEvent>.makeStream(bufferingPolicy: .unbounded)
     }
@@ -205,6 +233,7 @@ final class StrapSession: Sendable {
         // publishes a change; releasing the last reference ends the streams from deinit, where that cannot happen.
         client.withLock { $0 = nil }
         connection.close()
+        claims?.release(all: ObjectIdentifier(self))
     }
 
     /// Turns mirror changes into machine events for this strap.
@@ -250,12 +279,23 @@ final class StrapSession: Sendable {
                            connected: d.connected, servicesResolved: d.servicesResolved)
     }
 
-    /// The device at `path` if it is on our adapter and matches the spec.
+    /// The device at `path` if it is on our adapter, matches the spec and is not another provider's.
     private func candidate(_ path: DBusObjectPath) -> StrapDevice? {
         guard let d = tree.device(path), d.adapter == adapterPath || path.isEqualOrDescendant(of: adapterPath),
             let s = Self.strapDevice(d), spec.matches(address: s.address, name: s.name, uuids: d.uuids)
         else { return nil }
-        return s
+        return claim(s) ? s : nil
+    }
+
+    /// With shared claims, takes the strap for this session; a session that already took one takes no other.
+    private func claim(_ s: StrapDevice) -> Bool {
+        guard let claims else { return true }
+        return myClaim.withLock { mine in
+            if let mine { return mine == s.address }   // one strap per session, kept across reconnects
+            guard claims.claim(s.address, by: ObjectIdentifier(self)) else { return false }
+            mine = s.address
+            return true
+        }
     }
 
     // MARK: Actions
@@ -341,7 +381,8 @@ final class StrapSession: Sendable {
             }
             return s
         }
-        if let d = known.first(where: \.connected) ?? known.first { events.yield(.deviceSeen(d)) }
+        let ordered = known.filter(\.connected) + known.filter { !$0.connected }
+        if let d = ordered.first(where: claim) { events.yield(.deviceSeen(d)) }
     }
 
     private func stopDiscovery() async {

@@ -313,6 +313,31 @@ struct BlueZProviderTests {
         await b.provider.stopStreaming()
     }
 
+    @Test func twoAutoProvidersFollowDifferentStraps() async throws {
+        let fake = try await FakeBlueZ()
+        defer { fake.stop() }
+        let other = "C0:68:02:26:00:02"
+        try await fake.addStrap(Self.strap, rr: [1024, 1024])
+        try await fake.addStrap(other, name: "TICKR 0002", rr: [512, 512, 512, 512])
+        let claims = StrapClaims()
+        let clock = ManualSessionClock()
+        let providers = [
+            BLEHeartRateProvider(spec: .auto, bus: fake.bus, clock: clock, claims: claims),
+            BLEHeartRateProvider(spec: .auto, bus: fake.bus, clock: clock, claims: claims),
+        ]
+        var ids: [String] = []
+        for p in providers {
+            let recorder = Recorder()
+            var statuses = recorder.statuses.makeAsyncIterator()
+            try await p.startStreaming(into: recorder.sink)
+            ids.append(try #require(await statuses.first(.connected)?.deviceId))
+        }
+        #expect(Set(ids) == [Self.strap, other])
+        #expect(claims.claimed == [Self.strap, other])
+        for p in providers { await p.stopStreaming() }
+        #expect(claims.claimed.isEmpty)
+    }
+
     @Test func autoFindsAStrapByNameWithoutTheServiceUUID() async throws {
         let fake = try await FakeBlueZ()
         defer { fake.stop() }
