@@ -16,6 +16,7 @@ let package = Package(
         .library(name: "BlueZ", targets: ["BlueZ"]),
         .library(name: "V4L2Capture", targets: ["V4L2Capture"]),
         .library(name: "RPPG", targets: ["RPPG"]),
+        .library(name: "BLEHeartRate", targets: ["BLEHeartRate"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
@@ -64,12 +65,19 @@ let package = Package(
             swiftSettings: strict
         ),
 
+        .target(
+            name: "BLEHeartRate",
+            dependencies: ["GatewayEngine", "DBus", "BlueZ", .product(name: "Logging", package: "swift-log")],
+            swiftSettings: strict
+        ),
+
         // MARK: Command line
         .executableTarget(
             name: "hr-gateway",
             dependencies: [
                 "GatewayEngine", "HRVAnalysis", "SimulatedProvider", "ReplayProvider", "StdoutSink",
                 "V4L2Capture", "RPPG",
+                "BLEHeartRate", "BlueZ", "DBus",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ],
@@ -96,6 +104,12 @@ let package = Package(
         .testTarget(
             name: "CamerasCommandTests",
             dependencies: ["hr-gateway", "V4L2Capture", "GatewayEngine"],
+            swiftSettings: strict
+        ),
+        .testTarget(
+            name: "BLEHeartRateTests",
+            dependencies: ["BLEHeartRate", "GatewayEngine", "DBus", "DBusTestSupport"],
+            resources: [.copy("Data")],
             swiftSettings: strict
         ),
         .testTarget(name: "CLITests", dependencies: ["hr-gateway"], swiftSettings: strict),

@@ -5,6 +5,13 @@ struct HRGateway: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "hr-gateway",
         abstract: "Heart-rate straps and webcams in, Synheart-compatible sessions out.",
-        subcommands: [StreamCommand.self, HRVCommand.self, AnalyzeCommand.self, CamerasCommand.self]
+        discussion: """
+            Start with `hr-gateway scan` to find a strap, then `hr-gateway stream --strap auto`. No strap at hand: \
+            `hr-gateway stream --simulate`. Every subcommand has its own --help with examples.
+            """,
+        subcommands: [
+            StreamCommand.self, ScanCommand.self, EmulateStrapCommand.self, CamerasCommand.self,
+            HRVCommand.self, AnalyzeCommand.self,
+        ]
     )
 }

@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import GatewayEngine
 import HRVAnalysis
+import Logging
 import ReplayProvider
 import SimulatedProvider
 import StdoutSink
@@ -17,6 +18,9 @@ struct StreamCommand: AsyncParsableCommand {
             and session_summary at the end. Ctrl-C or SIGTERM stops the session cleanly and prints the summary.
 
             Sources:
+              --strap auto                 the first heart-rate strap found (BLE, through bluetoothd)
+              --strap AA:BB:CC:DD:EE:FF    a strap by address; --strap "Polar H10" by name prefix
+              --strap auto --strap auto    two straps in one session, told apart by device_id
               --simulate                   a simulated strap: realistic RR with breathing and ectopic beats
               --simulate --model sdk-mock  the Synheart SDK's mock (72 + 5 sin(2πt/4) ± 2 bpm, 1 sample/s)
               --replay FILE                a recording made with --record
@@ -25,12 +29,21 @@ struct StreamCommand: AsyncParsableCommand {
             default in a pipe) writes one JSON event per line.
 
             Examples:
+              hr-gateway stream --strap auto
+              hr-gateway stream --strap "Polar H10" --adapter hci1 --raw --format jsonl
               hr-gateway stream --simulate
               hr-gateway stream --simulate --duration 300 --format jsonl > session.jsonl
               hr-gateway stream --simulate --mode breathing --window 120 --record beats.jsonl
               hr-gateway stream --replay beats.jsonl --replay-speed 10 --format jsonl
             """
     )
+
+    @Option(name: .customLong("strap"), help: ArgumentHelp(
+        "A BLE heart-rate strap: its address, a name prefix, or auto. Repeat for several straps.", valueName: "strap"))
+    var straps: [String] = []
+
+    @Option(help: ArgumentHelp("Bluetooth adapter for --strap (default: the first powered one).", valueName: "hciN"))
+    var adapter: String?
 
     @Flag(help: "Use a simulated source (no hardware needed).")
     var simulate = false
@@ -60,8 +73,11 @@ struct StreamCommand: AsyncParsableCommand {
     }
 
     func validate() throws {
-        if !simulate && replay == nil {
-            throw ValidationError("Choose a source: --simulate or --replay FILE (see --help).")
+        if !simulate && replay == nil && straps.isEmpty {
+            throw ValidationError("Choose a source: --strap auto, --simulate or --replay FILE (see --help).")
+        }
+        if let adapter, !(adapter.hasPrefix("hci") && Int(adapter.dropFirst(3)) != nil) {
+            throw ValidationError("--adapter takes a controller name such as hci0 (see `hr-gateway scan`).")
         }
         if simulate && replay != nil {
             throw ValidationError("--simulate and --replay cannot be combined.")
@@ -73,6 +89,11 @@ struct StreamCommand: AsyncParsableCommand {
     func run() async throws {
         let clock = SystemSessionClock()
         var providers: [any BiosignalProvider] = []
+        if !straps.isEmpty {
+            var logger = Logger(label: "hr-gateway.strap")
+            logger.logLevel = .warning
+            providers += try makeStrapProviders(specs: straps, adapter: adapter, logger: logger)
+        }
         if simulate {
             providers.append(SimulatedBiosignalProvider(model: model, seed: seed, clock: clock))
         }
@@ -90,7 +111,7 @@ struct StreamCommand: AsyncParsableCommand {
             correction: session.correct,
             output: output == .pretty ? .pretty : .jsonl,
             recordPath: record,
-            stopWhenSourcesEnd: replay != nil && session.duration == nil
+            stopWhenSourcesEnd: replay != nil && straps.isEmpty && !simulate && session.duration == nil
         ).run()
         if exitCode != 0 { throw ExitCode(exitCode) }
     }

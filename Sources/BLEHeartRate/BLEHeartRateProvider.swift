@@ -1,0 +1,458 @@
+import BlueZ
+import DBus
+import GatewayEngine
+import Logging
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// What the strap told us besides heart rate: read once per provider after the first connection.
+public struct StrapDetails: Sendable, Equatable {
+    public var address: String?
+    public var name: String?
+    public var bodySensorLocation: BodySensorLocation?
+    public var batteryPercent: Int?
+    /// Device Information strings by characteristic (0x2A29 manufacturer, 0x2A24 model, 0x2A25 serial,
+    /// 0x2A27 hardware, 0x2A26 firmware, 0x2A28 software revision).
+    public var deviceInformation: [UInt16: String] = [:]
+
+    public init() {}
+}
+
+/// Straps already taken by providers of one process, so that several `auto` providers follow different straps.
+public final class StrapClaims: Sendable {
+    private let owners = Locked<[String: ObjectIdentifier]>([:])
+
+    public init() {}
+
+    /// Takes `address` for `owner`; false if another owner has it.
+    func claim(_ address: String, by owner: ObjectIdentifier) -> Bool {
+        owners.withLock { o in
+            if let current = o[address], current != owner { return false }
+            o[address] = owner
+            return true
+        }
+    }
+
+    func release(all owner: ObjectIdentifier) { owners.withLock { $0 = $0.filter { $0.value != owner } } }
+
+    /// Addresses currently taken.
+    public var claimed: Set<String> { owners.withLock { Set($0.keys) } }
+}
+
+/// A heart-rate strap through BlueZ (source `ble_hrm`, device id = the strap's address).
+///
+/// Uses its own D-Bus connection (so BlueZ's notify session belongs to this strap alone), mirrors `/org/bluez`, and
+/// runs `StrapStateMachine`: discovery, Connect with retries (le-connection-abort-by-local, InProgress,
+/// UnknownObject), ServicesResolved raced against Connected=false and removal, 2A37 lookup by UUID, StartNotify once
+/// per connection lifetime, an explicit `stale` status when notifications stop, its own reconnect loop with
+/// backoff, bluetoothd restarts, and Disconnect on stop. Timers run on the injected `SessionClock`.
+public final class BLEHeartRateProvider: BiosignalProvider {
+    public let name = BLEHeartRate.source
+    public let spec: StrapSpec
+    /// `hciN`, or nil for the first powered adapter with the central role.
+    public let adapter: String?
+    public let bus: DBusBus
+    public let clock: any SessionClock
+    public let policy: StrapPolicy
+    /// Shared between the providers of one process: an `auto` provider skips straps another one follows.
+    public let claims: StrapClaims?
+    let monotonicNs: @Sendable () -> UInt64
+    let logger: Logger
+    private let session = Locked<StrapSession?>(nil)
+
+    public init(
+        spec: StrapSpec,
+        adapter: String? = nil,
+        bus: DBusBus = .system,
+        clock: any SessionClock = SystemSessionClock(),
+        policy: StrapPolicy = StrapPolicy(),
+        claims: StrapClaims? = nil,
+        monotonicNs: @escaping @Sendable () -> UInt64 = BLEHeartRateProvider.systemMonotonicNs,
+        logger: Logger = Logger(label: "hr-gateway.ble")
+    ) {
+        self.spec = spec
+        self.adapter = adapter
+        self.bus = bus
+        self.clock = clock
+        self.policy = policy
+        self.claims = claims
+        self.monotonicNs = monotonicNs
+        self.logger = logger
+    }
+
+    /// CLOCK_MONOTONIC in nanoseconds.
+    public static let systemMonotonicNs: @Sendable () -> UInt64 = {
+        var ts = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &ts)
+        return UInt64(ts.tv_sec) * 1_000_000_000 + UInt64(ts.tv_nsec)
+    }
+
+    public var isAvailable: Bool {
+        get async {
+            guard let c = try? await DBusConnection.connect(to: bus, logger: logger) else { return false }
+            defer { c.close() }
+            return (try? await c.nameOwner(of: BlueZ.busName)) != nil
+        }
+    }
+
+    /// Connects to the bus, checks bluetoothd and the adapter, and starts looking for the strap. Returns without
+    /// waiting for the strap (its progress arrives as `SensorStatus`). Throws `BLEHeartRateError`.
+    public func startStreaming(into sink: ProviderSink) async throws {
+        let s = try await StrapSession.open(provider: self, sink: sink)
+        let old = session.withLock { current -> StrapSession? in
+            defer { current = s }
+            return current
+        }
+        if let old { await old.stop() }
+        s.run()
+    }
+
+    /// Stops: Disconnects the strap (never leaves it connected), stops discovery, closes the connection.
+    public func stopStreaming() async {
+        let s = session.withLock { current -> StrapSession? in
+            defer { current = nil }
+            return current
+        }
+        await s?.stop()
+    }
+
+    /// Body sensor location, battery and Device Information, once read.
+    public var details: StrapDetails { session.withLock { $0?.details.withLock { $0 } } ?? StrapDetails() }
+
+    /// The state machine's phase (for tests and status lines).
+    public var phase: StrapStateMachine.Phase { session.withLock { $0?.machine.withLock { $0.phase } } ?? .idle }
+}
+
+/// One run of a provider: a D-Bus connection, the BlueZ mirror, the machine and its event loop.
+final class StrapSession: Sendable {
+    let connection: DBusConnection
+    /// Dropped (not closed) on stop: see `stop()`.
+    private let client: Locked<BlueZClient?>
+    let adapterPath: DBusObjectPath
+    let spec: StrapSpec
+    let clock: any SessionClock
+    let monotonicNs: @Sendable () -> UInt64
+    let logger: Logger
+    let sink: ProviderSink
+    let claims: StrapClaims?
+    let machine: Locked<StrapStateMachine>
+    let details = Locked(StrapDetails())
+    private let events: AsyncStream<StrapEvent>.Continuation
+    private let stream: AsyncStream<StrapEvent>
+    private let timers = Locked<[StrapTimer: any ScheduledAction]>([:])
+    private let discovering = Locked(false)
+    private let connectGeneration = Locked<UInt64>(0)
+    private let myClaim = Locked<String?>(nil)
+    private let tasks = Locked<[Task<Void, Never>]>([])
+    private let loop = Locked<Task<Void, Never>?>(nil)
+
+    private init(provider: BLEHeartRateProvider, sink: ProviderSink, connection: DBusConnection, bluez: BlueZClient,
+                 adapterPath: DBusObjectPath) {
+        self.connection = connection
+        self.client = Locked(bluez)
+        self.adapterPath = adapterPath
+        self.spec = provider.spec
+        self.clock = provider.clock
+        self.monotonicNs = provider.monotonicNs
+        self.logger = provider.logger
+        self.sink = sink
+        self.claims = provider.claims
+        self.machine = Locked(StrapStateMachine(spec: provider.spec, policy: provider.policy))
+        (stream, events) = AsyncStream<StrapEvent>.makeStream(bufferingPolicy: .unbounded)
+    }
+
+    static func open(provider: BLEHeartRateProvider, sink: ProviderSink) async throws(BLEHeartRateError) -> StrapSession {
+        let connection: DBusConnection
+        do { connection = try await DBusConnection.connect(to: provider.bus, logger: provider.logger) } catch {
+            throw .busUnavailable("\(error)")
+        }
+        do {
+            let bluez = try await BlueZClient.start(on: connection, logger: provider.logger)
+            guard bluez.bluetoothdRunning else { throw BLEHeartRateError.noBluetoothd }
+            let adapter = try chooseAdapter(provider.adapter, in: bluez.tree)
+            return StrapSession(provider: provider, sink: sink, connection: connection, bluez: bluez, adapterPath: adapter)
+        } catch let e as BLEHeartRateError {
+            connection.close()
+            throw e
+        } catch {
+            connection.close()
+            throw BLEHeartRateError.from(error)
+        }
+    }
+
+    /// The named adapter, or the first powered one with the central role; errors say which exist and what to do.
+    static func chooseAdapter(_ name: String?, in tree: BlueZObjectTree) throws(BLEHeartRateError) -> DBusObjectPath {
+        let adapters = tree.adapters.filter { $0.roles?.contains("central") ?? true }
+        if let name {
+            guard let a = adapters.first(where: { $0.name == name }) else {
+                throw .adapterNotFound(name, available: adapters.map(\.name))
+            }
+            guard a.powered else { throw .adapterOff(a.name) }
+            return a.path
+        }
+        if let a = adapters.first(where: \.powered) { return a.path }
+        if let a = adapters.first { throw .adapterOff(a.name) }
+        throw .noAdapter
+    }
+
+    private var bluez: BlueZClient? { client.withLock { $0 } }
+
+    /// The mirror (empty once stopped).
+    private var tree: BlueZObjectTree { bluez?.tree ?? BlueZObjectTree() }
+
+    // MARK: Running
+
+    func run() {
+        guard let (_, changes) = client.withLock({ $0?.observe() }) else { return }
+        // Not cancelled on stop: the stream ends when the client is released (see `stop()`).
+        Task { [weak self] in
+            for await change in changes { self?.translate(change) }
+        }
+        loop.withLock {
+            $0 = Task {
+                for await event in stream {
+                    let actions = machine.withLock { $0.handle(event) }
+                    await perform(actions)
+                    if machine.withLock({ $0.phase }) == .stopped { break }
+                }
+            }
+        }
+        events.yield(.start)
+    }
+
+    func stop() async {
+        events.yield(.stop)
+        let l = loop.withLock { $0 }
+        await l?.value
+        events.finish()
+        for t in tasks.withLock({ $0 }) { t.cancel() }
+        for t in timers.withLock({ Array($0.values) }) { t.cancel() }
+        // BlueZClient deadlocks when an observe() stream is cancelled (or close() is called with one open) while it
+        // publishes a change; releasing the last reference ends the streams from deinit, where that cannot happen.
+        client.withLock { $0 = nil }
+        connection.close()
+        claims?.release(all: ObjectIdentifier(self))
+    }
+
+    /// Turns mirror changes into machine events for this strap.
+    private func translate(_ change: BlueZChange) {
+        let ours = machine.withLock { $0.device?.path }
+        switch change {
+        case let .interfacesAdded(path, interfaces):
+            if interfaces.contains(BlueZ.deviceInterface), let d = candidate(path) { events.yield(.deviceSeen(d)) }
+        case let .interfacesRemoved(path, interfaces):
+            if interfaces.contains(BlueZ.deviceInterface) { events.yield(.deviceRemoved(path: path.rawValue)) }
+        case let .propertiesChanged(path, interface, changed, _):
+            switch interface {
+            case BlueZ.gattCharacteristicInterface:
+                if let bytes = changed["Value"]?.bytes {
+                    events.yield(.notification(
+                        charPath: path.rawValue, bytes: bytes, monotonicNs: monotonicNs(), wallMs: clock.nowMs()))
+                }
+            case BlueZ.deviceInterface:
+                if path.rawValue == ours {
+                    if let c = changed["Connected"]?.bool { events.yield(.connectedChanged(path: path.rawValue, c)) }
+                    if let r = changed["ServicesResolved"]?.bool {
+                        events.yield(.servicesResolvedChanged(path: path.rawValue, r))
+                    }
+                }
+                let advert = ["RSSI", "Name", "Alias", "UUIDs", "ManufacturerData"].contains { changed[$0] != nil }
+                if advert, let d = candidate(path) { events.yield(.deviceSeen(d)) }
+            case BlueZ.batteryInterface:
+                if path.rawValue == ours, let p = changed["Percentage"]?.byte { events.yield(.battery(percent: Int(p))) }
+            default:
+                break
+            }
+        case .bluetoothdStopped:
+            discovering.withLock { $0 = false }
+            events.yield(.bluezVanished)
+        case .bluetoothdStarted:
+            events.yield(.bluezAppeared)
+        }
+    }
+
+    static func strapDevice(_ d: BlueZDevice) -> StrapDevice? {
+        guard let address = d.address else { return nil }
+        return StrapDevice(path: d.path.rawValue, address: address.uppercased(), name: d.name ?? d.alias,
+                           connected: d.connected, servicesResolved: d.servicesResolved)
+    }
+
+    /// The device at `path` if it is on our adapter, matches the spec and is not another provider's.
+    private func candidate(_ path: DBusObjectPath) -> StrapDevice? {
+        guard let d = tree.device(path), d.adapter == adapterPath || path.isEqualOrDescendant(of: adapterPath),
+            let s = Self.strapDevice(d), spec.matches(address: s.address, name: s.name, uuids: d.uuids)
+        else { return nil }
+        return claim(s) ? s : nil
+    }
+
+    /// With shared claims, takes the strap for this session; a session that already took one takes no other.
+    private func claim(_ s: StrapDevice) -> Bool {
+        guard let claims else { return true }
+        return myClaim.withLock { mine in
+            if let mine { return mine == s.address }   // one strap per session, kept across reconnects
+            guard claims.claim(s.address, by: ObjectIdentifier(self)) else { return false }
+            mine = s.address
+            return true
+        }
+    }
+
+    // MARK: Actions
+
+    /// Runs timers and I/O first, then reports statuses and samples, so that whoever reacts to a status finds the
+    /// timers it implies already scheduled.
+    private func perform(_ actions: [StrapAction]) async {
+        for action in actions {
+            switch action {
+            case .status, .sample, .malformed: continue
+            case let .schedule(timer, afterMs, token):
+                let deadline = clock.nowMs() + afterMs
+                let handle = clock.schedule(atMs: deadline) { [events] in events.yield(.timer(timer, token: token)) }
+                timers.withLock { $0.updateValue(handle, forKey: timer) }?.cancel()
+            case .cancel(let timer):
+                timers.withLock { $0.removeValue(forKey: timer) }?.cancel()
+            case .startDiscovery:
+                spawn { await self.startDiscovery() }
+            case .stopDiscovery:
+                await stopDiscovery()
+            case .connect(let path):
+                let generation = connectGeneration.withLock { $0 }
+                spawn { await self.connect(DBusObjectPath(path), generation: generation) }
+            case .disconnect(let path):
+                // Awaited: the link must be down before any retry the same step schedules. A Connect it cancels
+                // answers late; that answer belongs to no attempt and is dropped.
+                connectGeneration.withLock { $0 += 1 }
+                _ = try? await bluez?.disconnect(DBusObjectPath(path), timeout: .seconds(5))
+            case .removeDevice(let path):
+                _ = try? await bluez?.removeDevice(DBusObjectPath(path), from: adapterPath, timeout: .seconds(5))
+            case .lookUpHeartRateCharacteristic(let devicePath):
+                let c = tree.characteristic(
+                    BlueZ.heartRateMeasurement, inService: BlueZ.heartRateService, of: DBusObjectPath(devicePath))
+                events.yield(.heartRateCharacteristic(path: c?.path.rawValue))
+            case .startNotify(let path):
+                spawn { await self.startNotify(DBusObjectPath(path)) }
+            case .readDetails(let devicePath):
+                spawn { await self.readDetails(DBusObjectPath(devicePath)) }
+            }
+        }
+        for action in actions {
+            switch action {
+            case .status(let s): sink.status(s)
+            case .sample(let s): sink.send(s)
+            case .malformed(let e): logger.warning("dropped a Heart Rate Measurement: \(e)")
+            default: continue
+            }
+        }
+    }
+
+    private func spawn(_ body: @escaping @Sendable () async -> Void) {
+        let t = Task { await body() }
+        tasks.withLock { $0.append(t) }
+    }
+
+    private static func failure(_ error: any Error) -> StrapBusFailure {
+        if let e = error as? BlueZError { return StrapBusFailure(errorName: e.name, message: e.message) }
+        if let e = error as? DBusError { return StrapBusFailure(errorName: e.name, message: e.message) }
+        return .other(name: "error", message: "\(error)")
+    }
+
+    private func startDiscovery() async {
+        let already = discovering.withLock { d -> Bool in
+            defer { d = true }
+            return d
+        }
+        if !already {
+            do {
+                // No UUID filter: straps recognised by name may not advertise 0x180D (ble.md §3.2 step 6).
+                try await bluez?.setDiscoveryFilter(on: adapterPath, uuids: [])
+                try await bluez?.startDiscovery(on: adapterPath)
+            } catch {
+                if Self.failure(error) != .inProgress {
+                    discovering.withLock { $0 = false }
+                    logger.warning("StartDiscovery on \(adapterPath): \(error)")
+                }
+            }
+        }
+        // Devices BlueZ already knows (cached, connected, or found by someone else's discovery).
+        let known = tree.devices(of: adapterPath).compactMap { d -> StrapDevice? in
+            guard let s = Self.strapDevice(d), spec.matches(address: s.address, name: s.name, uuids: d.uuids) else {
+                return nil
+            }
+            return s
+        }
+        let ordered = known.filter(\.connected) + known.filter { !$0.connected }
+        if let d = ordered.first(where: claim) { events.yield(.deviceSeen(d)) }
+    }
+
+    private func stopDiscovery() async {
+        guard discovering.withLock({ d -> Bool in defer { d = false }; return d }) else { return }
+        try? await bluez?.stopDiscovery(on: adapterPath, timeout: .seconds(3))
+        try? await bluez?.clearDiscoveryFilter(on: adapterPath, timeout: .seconds(3))
+    }
+
+    private func connect(_ path: DBusObjectPath, generation: UInt64) async {
+        let timeout = Duration.milliseconds(machine.withLock { $0.policy.connectTimeoutMs } + 5_000)
+        var result: StrapBusFailure?
+        do {
+            guard let bluez else { throw BLEHeartRateError.busUnavailable("session stopped") }
+            try await bluez.connect(path, timeout: timeout)
+        } catch {
+            logger.info("Connect \(path): \(error)")
+            result = Self.failure(error)
+        }
+        guard connectGeneration.withLock({ $0 }) == generation else { return }
+        events.yield(.connectReturned(result))
+    }
+
+    private func startNotify(_ path: DBusObjectPath) async {
+        do {
+            guard let bluez else { throw BLEHeartRateError.busUnavailable("session stopped") }
+            try await bluez.startNotify(path)   // InProgress ("still arming") counts as success
+            events.yield(.startNotifyReturned(nil))
+        } catch {
+            events.yield(.startNotifyReturned(Self.failure(error)))
+        }
+    }
+
+    private func readValue(_ path: DBusObjectPath) async -> [UInt8]? {
+        for _ in 0..<3 {
+            do {
+                guard let bluez else { return nil }
+                return try await bluez.readValue(path)
+            } catch let e as BlueZError where e.kind == .inProgress {
+                continue   // BlueZ busy: retry (bleak does the same)
+            } catch {
+                return nil
+            }
+        }
+        return nil
+    }
+
+    private func readDetails(_ devicePath: DBusObjectPath) async {
+        let device = tree.device(devicePath)
+        var info = StrapDetails()
+        info.address = device?.address?.uppercased()
+        info.name = device?.name ?? device?.alias
+        info.batteryPercent = device?.batteryPercentage.map(Int.init)
+        let wanted: [(UInt16, UInt16)] = [
+            (GATTUUID.heartRateService, GATTUUID.bodySensorLocation), (GATTUUID.batteryService, GATTUUID.batteryLevel),
+            (GATTUUID.deviceInformation, GATTUUID.manufacturerName), (GATTUUID.deviceInformation, GATTUUID.modelNumber),
+            (GATTUUID.deviceInformation, GATTUUID.serialNumber), (GATTUUID.deviceInformation, GATTUUID.hardwareRevision),
+            (GATTUUID.deviceInformation, GATTUUID.firmwareRevision), (GATTUUID.deviceInformation, GATTUUID.softwareRevision),
+        ]
+        for (service, uuid) in wanted {
+            if uuid == GATTUUID.batteryLevel, info.batteryPercent != nil { continue }   // Battery1 first
+            guard let c = tree.characteristic(GATTUUID.full(uuid), inService: GATTUUID.full(service), of: devicePath),
+                let bytes = await readValue(c.path)
+            else { continue }
+            switch uuid {
+            case GATTUUID.bodySensorLocation: info.bodySensorLocation = BodySensorLocation(bytes: bytes)
+            case GATTUUID.batteryLevel: info.batteryPercent = bytes.first.map(Int.init)
+            default: info.deviceInformation[uuid] = String(decoding: bytes, as: UTF8.self)
+            }
+        }
+        details.withLock { $0 = info }
+        if let p = info.batteryPercent { events.yield(.battery(percent: p)) }
+    }
+}

@@ -1,0 +1,178 @@
+import BlueZ
+import DBus
+import GatewayEngine
+import Logging
+
+/// A heart-rate strap emulated on a local adapter: a GATT application (Heart Rate service with 2A37 notify and
+/// 2A38 read, Battery service with 2A19) registered with `GattManager1`, an advertisement registered with
+/// `LEAdvertisingManager1`, and one real Heart Rate Measurement notification per second carrying the RR of a
+/// series (`HeartRatePacer`, looping). Timers run on the injected clock.
+public final class StrapEmulator: Sendable {
+    public static let root: DBusObjectPath = "/org/hrgateway/strap"
+    public static let heartRateService: DBusObjectPath = "/org/hrgateway/strap/service0"
+    public static let measurement: DBusObjectPath = "/org/hrgateway/strap/service0/char0"
+    public static let bodySensorLocation: DBusObjectPath = "/org/hrgateway/strap/service0/char1"
+    public static let batteryService: DBusObjectPath = "/org/hrgateway/strap/service1"
+    public static let batteryLevel: DBusObjectPath = "/org/hrgateway/strap/service1/char0"
+    public static let advertisement: DBusObjectPath = "/org/hrgateway/strap/advertisement0"
+
+    public let connection: DBusConnection
+    public let adapter: DBusObjectPath
+    public let name: String
+    let clock: any SessionClock
+    let logger: Logger
+    private let state: Locked<State>
+
+    private struct State {
+        var pacer: HeartRatePacer
+        var notifying = false
+        var timer: (any ScheduledAction)?
+        var sent: UInt64 = 0
+        var stopped = false
+        var startMs: Int64 = 0
+    }
+
+    /// Number of notifications sent so far.
+    public var sentCount: UInt64 { state.withLock { $0.sent } }
+
+    public init(connection: DBusConnection, adapter: DBusObjectPath, name: String, rr1024: [UInt16],
+                clock: any SessionClock = SystemSessionClock(), logger: Logger) {
+        self.connection = connection
+        self.adapter = adapter
+        self.name = name
+        self.clock = clock
+        self.logger = logger
+        state = Locked(State(pacer: HeartRatePacer(rr1024: rr1024, loops: true)))
+    }
+
+    /// Exports the objects and registers the application and the advertisement with BlueZ.
+    public func start() async throws {
+        connection.exportObjectManager(at: Self.root)
+        let gattService = "org.bluez.GattService1"
+        let gattChar = "org.bluez.GattCharacteristic1"
+        let notPermitted = DBusError(name: "org.bluez.Error.NotPermitted", message: "Read not permitted")
+        try connection.export(Self.heartRateService, interfaces: [DBusInterface(
+            gattService,
+            properties: [
+                "UUID": DBusProperty(.string(GATTUUID.full(GATTUUID.heartRateService))),
+                "Primary": DBusProperty(.boolean(true)),
+            ])])
+        try connection.export(Self.measurement, interfaces: [DBusInterface(
+            gattChar,
+            methods: [
+                "StartNotify": DBusMethod(input: "", output: "") { [weak self] _ in
+                    self?.setNotifying(true)
+                    return []
+                },
+                "StopNotify": DBusMethod(input: "", output: "") { [weak self] _ in
+                    self?.setNotifying(false)
+                    return []
+                },
+                "ReadValue": DBusMethod(input: "a{sv}", output: "ay") { _ in throw notPermitted },
+            ],
+            properties: [
+                "UUID": DBusProperty(.string(GATTUUID.full(GATTUUID.heartRateMeasurement))),
+                "Service": DBusProperty(.objectPath(Self.heartRateService)),
+                "Flags": DBusProperty(.stringArray(["notify"])),
+                "Notifying": DBusProperty(.boolean(false)),
+                "Value": DBusProperty(.bytes([])),
+            ])])
+        try exportReadOnly(Self.bodySensorLocation, service: Self.heartRateService, uuid: GATTUUID.bodySensorLocation,
+                           value: [BodySensorLocation.chest.rawValue])
+        try connection.export(Self.batteryService, interfaces: [DBusInterface(
+            gattService,
+            properties: [
+                "UUID": DBusProperty(.string(GATTUUID.full(GATTUUID.batteryService))),
+                "Primary": DBusProperty(.boolean(true)),
+            ])])
+        try exportReadOnly(Self.batteryLevel, service: Self.batteryService, uuid: GATTUUID.batteryLevel, value: [100])
+        try connection.export(Self.advertisement, interfaces: [DBusInterface(
+            "org.bluez.LEAdvertisement1",
+            methods: ["Release": DBusMethod(input: "", output: "") { _ in [] }],
+            properties: [
+                "Type": DBusProperty(.string("peripheral")),
+                "ServiceUUIDs": DBusProperty(.stringArray([GATTUUID.full(GATTUUID.heartRateService)])),
+                "LocalName": DBusProperty(.string(name)),
+                "Appearance": DBusProperty(.uint16(0x0341)),   // heart rate sensor: belt
+                "Discoverable": DBusProperty(.boolean(true)),
+            ])])
+        _ = try await connection.call(
+            destination: BlueZ.busName, path: adapter, interface: "org.bluez.GattManager1",
+            member: "RegisterApplication", arguments: [.objectPath(Self.root), .properties([:])], timeout: .seconds(10))
+        _ = try await connection.call(
+            destination: BlueZ.busName, path: adapter, interface: "org.bluez.LEAdvertisingManager1",
+            member: "RegisterAdvertisement", arguments: [.objectPath(Self.advertisement), .properties([:])],
+            timeout: .seconds(10))
+        state.withLock { $0.startMs = clock.nowMs() }
+        scheduleNext()
+    }
+
+    /// Unregisters from BlueZ and stops notifying.
+    public func stop() async {
+        let timer = state.withLock { s -> (any ScheduledAction)? in
+            s.stopped = true
+            return s.timer
+        }
+        timer?.cancel()
+        _ = try? await connection.call(
+            destination: BlueZ.busName, path: adapter, interface: "org.bluez.LEAdvertisingManager1",
+            member: "UnregisterAdvertisement", arguments: [.objectPath(Self.advertisement)], timeout: .seconds(5))
+        _ = try? await connection.call(
+            destination: BlueZ.busName, path: adapter, interface: "org.bluez.GattManager1",
+            member: "UnregisterApplication", arguments: [.objectPath(Self.root)], timeout: .seconds(5))
+    }
+
+    private func exportReadOnly(_ path: DBusObjectPath, service: DBusObjectPath, uuid: UInt16, value: [UInt8]) throws {
+        try connection.export(path, interfaces: [DBusInterface(
+            "org.bluez.GattCharacteristic1",
+            methods: ["ReadValue": DBusMethod(input: "a{sv}", output: "ay") { _ in [.bytes(value)] }],
+            properties: [
+                "UUID": DBusProperty(.string(GATTUUID.full(uuid))),
+                "Service": DBusProperty(.objectPath(service)),
+                "Flags": DBusProperty(.stringArray(["read"])),
+                "Value": DBusProperty(.bytes(value)),
+            ])])
+    }
+
+    private func setNotifying(_ on: Bool) {
+        state.withLock { $0.notifying = on }
+        try? connection.setExportedProperty("Notifying", interface: "org.bluez.GattCharacteristic1", to: .boolean(on), at: Self.measurement)
+    }
+
+    private func scheduleNext() {
+        let deadline = state.withLock { s -> Int64? in
+            guard !s.stopped, let next = s.pacer.peekOffsetMs else { return nil }
+            return s.startMs + next
+        }
+        guard let deadline else { return }
+        let t = clock.schedule(atMs: deadline) { [weak self] in self?.tick() }
+        state.withLock { $0.timer = t }
+    }
+
+    /// Sends the next packet (while a central is subscribed; otherwise the beats of that second are skipped, as a
+    /// real strap's would be).
+    private func tick() {
+        let payload = state.withLock { s -> [UInt8]? in
+            guard !s.stopped, let p = s.pacer.next() else { return nil }
+            guard s.notifying else { return nil }
+            s.sent += 1
+            return p.payload
+        }
+        if let payload {
+            do {
+                try connection.setExportedProperty("Value", interface: "org.bluez.GattCharacteristic1", to: .bytes(payload), at: Self.measurement)
+            } catch {
+                logger.warning("notify failed: \(error)")
+            }
+        }
+        scheduleNext()
+    }
+}
+
+extension HeartRatePacer {
+    /// When the next packet is due (ms after the start), without consuming it.
+    var peekOffsetMs: Int64? {
+        var copy = self
+        return copy.next()?.offsetMs
+    }
+}

@@ -1,0 +1,87 @@
+import ArgumentParser
+import BLEHeartRate
+import BlueZ
+import DBus
+import Foundation
+import GatewayEngine
+import Logging
+
+/// `hr-gateway emulate-strap`: this machine's adapter acts as a heart-rate strap.
+struct EmulateStrapCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "emulate-strap",
+        abstract: "Make a local Bluetooth adapter advertise and behave like a heart-rate strap.",
+        discussion: """
+            Registers a GATT application with bluetoothd (Heart Rate service 0x180D with Heart Rate Measurement \
+            0x2A37 notify and Body Sensor Location 0x2A38 = chest, Battery service 0x180F at 100 %) and an LE \
+            advertisement under --name. While a central is subscribed, it sends one real Heart Rate Measurement \
+            notification per second carrying the RR intervals of --rr, several per packet when the heart rate is \
+            above 60 bpm and none in some seconds below it, exactly as straps do; the file loops.
+
+            --rr accepts one RR interval in milliseconds per line, or a CSV with an rr_1024 (1/1024 s) or rr_ms \
+            column (e.g. shared/data/hrv/rr_nsrdb_short_pyhrv_raw.csv). Without --rr a steady 60 bpm is sent.
+
+            Use a second adapter (or a second machine) as the central, e.g.:
+              hr-gateway emulate-strap --adapter hci1 --name "Polar H10 EMU" --rr rest.txt
+              hr-gateway scan --adapter hci0
+
+            Stop with Ctrl-C (the application and advertisement are unregistered). Needs bluetoothd with the \
+            peripheral role on the adapter (`bluetoothctl show` lists Roles) and access to org.bluez.
+            """
+    )
+
+    @Option(name: .long, help: ArgumentHelp("Adapter to advertise on (default: the first powered one).", valueName: "hciN"))
+    var adapter: String?
+
+    @Option(name: .long, help: "Advertised local name (default \"HR Gateway Strap\").")
+    var name = "HR Gateway Strap"
+
+    @Option(name: .long, help: ArgumentHelp("RR series to send (ms per line, or CSV with rr_1024/rr_ms).", valueName: "FILE"))
+    var rr: String?
+
+    func run() async throws {
+        var logger = Logger(label: "hr-gateway.emulate-strap")
+        logger.logLevel = .warning
+        var series = [UInt16](repeating: 1024, count: 60)
+        if let rr {
+            let text: String
+            do { text = try String(contentsOfFile: rr, encoding: .utf8) } catch {
+                throw failure("cannot read --rr \(rr): \(error.localizedDescription)", code: 2)
+            }
+            do { series = try RRSeries(parsing: text, name: rr).rr1024 } catch { throw failure("\(error)", code: 2) }
+        }
+        let connection: DBusConnection
+        do { connection = try await DBusConnection.connect(to: .system, logger: logger) } catch {
+            throw failure(BLEHeartRateError.busUnavailable("\(error)").description, code: 2)
+        }
+        defer { connection.close() }
+        let bluez: BlueZClient
+        do { bluez = try await BlueZClient.start(on: connection, logger: logger) } catch { throw failure("\(error)", code: 2) }
+        defer { bluez.close() }
+        guard bluez.bluetoothdRunning else { throw failure(BLEHeartRateError.noBluetoothd.description, code: 2) }
+        let adapterPath: DBusObjectPath
+        do { adapterPath = try StrapScan.chooseAdapter(adapter, in: bluez.tree) } catch {
+            throw failure(error.description, code: 2)
+        }
+        let emulator = StrapEmulator(connection: connection, adapter: adapterPath, name: name, rr1024: series, logger: logger)
+        do { try await emulator.start() } catch {
+            throw failure("cannot register the strap with bluetoothd on \(adapterPath): \(error)", code: 2)
+        }
+        FileHandle.standardError.write(Data(
+            "advertising \"\(name)\" on \(adapterPath.rawValue) with \(series.count) RR intervals; Ctrl-C to stop\n".utf8))
+
+        signal(SIGINT, SIG_IGN)
+        signal(SIGTERM, SIG_IGN)
+        let (stop, stopped) = AsyncStream<Void>.makeStream()
+        let sources = [SIGINT, SIGTERM].map { sig in
+            let s = DispatchSource.makeSignalSource(signal: sig, queue: .main)
+            s.setEventHandler { stopped.yield() }
+            s.resume()
+            return s
+        }
+        for await _ in stop { break }
+        sources.forEach { $0.cancel() }
+        await emulator.stop()
+        FileHandle.standardError.write(Data("stopped after \(emulator.sentCount) notifications\n".utf8))
+    }
+}

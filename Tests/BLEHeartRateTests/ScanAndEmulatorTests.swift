@@ -1,0 +1,120 @@
+import BLEHeartRate
+import BlueZ
+import DBus
+import Foundation
+import GatewayEngine
+import Logging
+import Testing
+
+struct StrapScanTests {
+    static let adapter: DBusObjectPath = "/org/bluez/hci0"
+
+    static func device(_ address: String, name: String?, uuids: [String] = [], rssi: Int16? = nil,
+                       connected: Bool = false, polar: [UInt8]? = nil) -> [String: [String: DBusValue]] {
+        var props: [String: DBusValue] = [
+            "Address": .string(address), "Adapter": .objectPath(adapter), "UUIDs": .stringArray(uuids),
+            "Connected": .boolean(connected),
+        ]
+        if let name { props["Name"] = .string(name) }
+        if let rssi { props["RSSI"] = .int16(rssi) }
+        if let polar {
+            props["ManufacturerData"] = .dictionary(
+                keySignature: "q", valueSignature: "v", [.uint16(0x006B): .variant(.bytes(polar))])
+        }
+        return ["org.bluez.Device1": props]
+    }
+
+    static func tree() -> BlueZObjectTree {
+        BlueZObjectTree(objects: [
+            adapter: ["org.bluez.Adapter1": ["Powered": .boolean(true), "Address": .string("00:AA:01:00:00:01")]],
+            "/org/bluez/hci0/dev_A0_9E_1A_00_00_01": device(
+                "A0:9E:1A:00:00:01", name: "Polar H10 0001", uuids: [GATTUUID.full(0x180D)], rssi: -70,
+                connected: true, polar: [0x33, 0x00, 0x00, 0x38]),
+            "/org/bluez/hci0/dev_C0_68_02_26_00_02": device("C0:68:02:26:00:02", name: "TICKR 0002", rssi: -50),
+            "/org/bluez/hci0/dev_11_22_33_44_55_66": device("11:22:33:44:55:66", name: "Keyboard", rssi: -40),
+            "/org/bluez/hci0/dev_22_22_33_44_55_66": device("22:22:33:44:55:66", name: nil, polar: [0x31, 0x00, 0x4B]),
+        ])
+    }
+
+    @Test func rowsKeepOnlyStrapsStrongestFirst() {
+        let rows = StrapScan.rows(in: Self.tree(), adapter: Self.adapter)
+        #expect(rows.map(\.address) == ["C0:68:02:26:00:02", "A0:9E:1A:00:00:01", "22:22:33:44:55:66"])
+        #expect(rows[0].match == .knownName(prefix: "TICKR"))
+        #expect(rows[1].match == .heartRateService)
+        #expect(rows[1].connected)
+        #expect(rows[1].broadcastHeartRate == 56)
+        #expect(rows[2].match == nil)
+        #expect(rows[2].broadcastHeartRate == 75)
+    }
+
+    @Test func jsonAndTable() throws {
+        let rows = StrapScan.rows(in: Self.tree(), adapter: Self.adapter)
+        let json = try JSONValue(parsing: rows[1].jsonValue.jsonString)
+        #expect(json["address"]?.stringValue == "A0:9E:1A:00:00:01")
+        #expect(json["hr_service"]?.boolValue == true)
+        #expect(json["rssi"]?.intValue == -70)
+        #expect(json["broadcast_hr_bpm"]?.intValue == 56)
+        #expect(json["battery_percent"] == nil)
+        let table = StrapScan.table(rows).split(separator: "\n")
+        #expect(table.count == 4)
+        #expect(table[0].hasPrefix("NAME"))
+        #expect(table[2].contains("Polar H10 0001") && table[2].contains("-70 dBm") && table[2].contains("yes"))
+    }
+
+    @Test func adapterChoice() {
+        #expect(throws: BLEHeartRateError.noAdapter) { try StrapScan.chooseAdapter(nil, in: BlueZObjectTree()) }
+        #expect(throws: BLEHeartRateError.adapterNotFound("hci1", available: ["hci0"])) {
+            try StrapScan.chooseAdapter("hci1", in: Self.tree())
+        }
+        #expect((try? StrapScan.chooseAdapter(nil, in: Self.tree())) == Self.adapter)
+    }
+}
+
+@Suite(.serialized, .timeLimit(.minutes(1)))
+struct StrapEmulatorTests {
+    /// The emulator registers with (fake) bluetoothd and notifies the pacer's payloads once a central subscribes.
+    @Test func registersAndNotifiesRealPayloads() async throws {
+        let fake = try await FakeBlueZ()
+        defer { fake.stop() }
+        let rr = Array(try loadNSRDB().rr1024.prefix(20))
+        let clock = ManualSessionClock()
+        let conn = try await DBusConnection.connect(to: fake.bus, logger: Logger(label: "emulator"))
+        defer { conn.close() }
+        let emulator = StrapEmulator(connection: conn, adapter: "/org/bluez/hci0", name: "Polar H10 EMU", rr1024: rr,
+                                     clock: clock, logger: Logger(label: "emulator"))
+        try await emulator.start()
+        let reg = try #require(try await fake.ctl("Registrations").first?.propertyDictionary)
+        #expect(reg["apps"]?.uint32 == 1)
+        #expect(reg["ads"]?.uint32 == 1)
+        #expect(reg["ad_local_name"]?.string == "Polar H10 EMU")
+        #expect(reg["ad_uuids"]?.stringArray == [GATTUUID.full(0x180D)])
+        #expect(reg["hrm_path"]?.objectPath == StrapEmulator.measurement)
+
+        // A central on the same bus subscribes, as bluetoothd would on behalf of a remote one.
+        let central = try await DBusConnection.connect(to: fake.bus, logger: Logger(label: "central"))
+        defer { central.close() }
+        let values = try await central.subscribe(DBusMatchRule(
+            sender: conn.uniqueName, interface: "org.freedesktop.DBus.Properties", member: "PropertiesChanged",
+            path: StrapEmulator.measurement)) { $0.body.dropFirst().first?.propertyDictionary?["Value"]?.bytes }
+        var it = values.makeAsyncIterator()
+        _ = try await central.call(destination: conn.uniqueName, path: StrapEmulator.measurement,
+                                   interface: "org.bluez.GattCharacteristic1", member: "StartNotify")
+        let bsl = try await central.call(destination: conn.uniqueName, path: StrapEmulator.bodySensorLocation,
+                                         interface: "org.bluez.GattCharacteristic1", member: "ReadValue",
+                                         arguments: [.properties([:])])
+        #expect(bsl.first?.bytes == [1])
+
+        let expected = Array(HeartRatePacer(rr1024: rr).prefix(5))
+        var got: [HeartRateMeasurement] = []
+        for _ in 0..<5 {
+            clock.advance(byMs: 1000)
+            got.append(try HeartRateMeasurement(decoding: try #require(await it.next())))
+        }
+        #expect(got == expected.map(\.measurement))
+        #expect(emulator.sentCount == 5)
+        await emulator.stop()
+        let after = try #require(try await fake.ctl("Registrations").first?.propertyDictionary)
+        #expect(after["apps"]?.uint32 == 0)
+        #expect(after["ads"]?.uint32 == 0)
+    }
+}

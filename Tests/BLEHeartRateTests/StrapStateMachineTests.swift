@@ -1,0 +1,287 @@
+import BLEHeartRate
+import GatewayEngine
+import Testing
+
+/// The per-strap machine alone: events in, actions out (no bus).
+struct StrapStateMachineTests {
+    static let path = "/org/bluez/hci0/dev_A0_9E_1A_00_00_01"
+    static let hrm = path + "/service000c/char000d"
+    static let address = "A0:9E:1A:00:00:01"
+
+    func device(connected: Bool = false, resolved: Bool = false) -> StrapDevice {
+        StrapDevice(path: Self.path, address: Self.address, name: "Polar H10 0001", connected: connected,
+                    servicesResolved: resolved)
+    }
+
+    func states(_ actions: [StrapAction]) -> [SensorStatus.State] {
+        actions.compactMap { if case .status(let s) = $0 { s.state } else { nil } }
+    }
+
+    func token(_ timer: StrapTimer, in actions: [StrapAction]) -> UInt64? {
+        for a in actions { if case let .schedule(t, _, token) = a, t == timer { return token } }
+        return nil
+    }
+
+    /// Drives the machine to streaming; returns it.
+    func streaming() -> StrapStateMachine {
+        var m = StrapStateMachine(spec: .address(Self.address))
+        _ = m.handle(.start)
+        _ = m.handle(.deviceSeen(device()))
+        _ = m.handle(.connectReturned(nil))
+        _ = m.handle(.connectedChanged(path: Self.path, true))
+        _ = m.handle(.servicesResolvedChanged(path: Self.path, true))
+        _ = m.handle(.heartRateCharacteristic(path: Self.hrm))
+        _ = m.handle(.startNotifyReturned(nil))
+        return m
+    }
+
+    func notify(_ m: inout StrapStateMachine, _ bytes: [UInt8] = [0x10, 0x48, 0x2c, 0x03]) -> [StrapAction] {
+        m.handle(.notification(charPath: Self.hrm, bytes: bytes, monotonicNs: 1, wallMs: 1000))
+    }
+
+    @Test func happyPath() {
+        var m = StrapStateMachine(spec: .address(Self.address))
+        #expect(m.handle(.start).contains(.startDiscovery))
+        #expect(m.handle(.deviceSeen(device())).contains(.connect(path: Self.path)))
+        #expect(m.phase == .connecting)
+        _ = m.handle(.connectReturned(nil))
+        #expect(m.phase == .resolving)
+        #expect(m.handle(.servicesResolvedChanged(path: Self.path, true))
+            .contains(.lookUpHeartRateCharacteristic(devicePath: Self.path)))
+        let a = m.handle(.heartRateCharacteristic(path: Self.hrm))
+        #expect(a.contains(.startNotify(charPath: Self.hrm)))
+        #expect(a.contains(.readDetails(devicePath: Self.path)))
+        #expect(states(m.handle(.startNotifyReturned(nil))) == [.connected])
+        let n = notify(&m)
+        let samples = n.compactMap { if case .sample(let s) = $0 { s } else { nil } }
+        #expect(samples.count == 1)
+        #expect(samples.first?.rrRaw1024 == [812])
+        #expect(samples.first?.deviceId == Self.address)
+        #expect(samples.first?.gapBefore == false)
+    }
+
+    @Test func pitfall7_connectedFalseWhileResolvingRetries() {
+        var m = StrapStateMachine(spec: .address(Self.address))
+        _ = m.handle(.start)
+        _ = m.handle(.deviceSeen(device()))
+        _ = m.handle(.connectReturned(nil))
+        _ = m.handle(.connectedChanged(path: Self.path, true))
+        let a = m.handle(.connectedChanged(path: Self.path, false))
+        #expect(m.phase == .backoff)
+        #expect(states(a) == [.reconnecting])
+        let t = token(.backoff, in: a)
+        #expect(m.handle(.timer(.backoff, token: t!)).contains(.connect(path: Self.path)))
+    }
+
+    @Test func pitfall7_resolveTimeoutDisconnectsAndRetries() {
+        var m = StrapStateMachine(spec: .address(Self.address))
+        _ = m.handle(.start)
+        _ = m.handle(.deviceSeen(device()))
+        let a = m.handle(.connectReturned(nil))
+        let t = token(.resolve, in: a)!
+        let b = m.handle(.timer(.resolve, token: t))
+        #expect(b.contains(.disconnect(path: Self.path)))
+        #expect(m.phase == .backoff)
+    }
+
+    @Test func pitfall8_missingCharacteristicDisconnectsAndRetries() {
+        var m = StrapStateMachine(spec: .address(Self.address))
+        _ = m.handle(.start)
+        _ = m.handle(.deviceSeen(device()))
+        _ = m.handle(.connectReturned(nil))
+        _ = m.handle(.servicesResolvedChanged(path: Self.path, true))
+        let a = m.handle(.heartRateCharacteristic(path: nil))
+        #expect(a.contains(.disconnect(path: Self.path)))
+        #expect(m.phase == .backoff)
+    }
+
+    @Test func pitfall4_abortWaitsForDisconnectThenRetries() {
+        var m = StrapStateMachine(spec: .address(Self.address))
+        _ = m.handle(.start)
+        _ = m.handle(.deviceSeen(device()))
+        _ = m.handle(.connectedChanged(path: Self.path, true))
+        let a = m.handle(.connectReturned(.abortByLocal))
+        #expect(!a.contains(.connect(path: Self.path)), "must not retry before Connected=false")
+        #expect(m.handle(.connectedChanged(path: Self.path, false)).contains(.connect(path: Self.path)))
+    }
+
+    @Test func pitfall4_abortRetriesAfterWaitIfDisconnectWasMissed() {
+        var m = StrapStateMachine(spec: .address(Self.address))
+        _ = m.handle(.start)
+        _ = m.handle(.deviceSeen(device()))
+        let a = m.handle(.connectReturned(.abortByLocal))
+        let t = token(.disconnectWait, in: a)!
+        #expect(m.handle(.timer(.disconnectWait, token: t)).contains(.connect(path: Self.path)))
+    }
+
+    @Test func pitfall3_inProgressCancelsWithDisconnectThenBacksOff() {
+        var m = StrapStateMachine(spec: .address(Self.address))
+        _ = m.handle(.start)
+        _ = m.handle(.deviceSeen(device()))
+        let a = m.handle(.connectReturned(.inProgress))
+        #expect(a.contains(.disconnect(path: Self.path)))
+        #expect(m.phase == .backoff)
+    }
+
+    @Test func pitfall9_unknownObjectRescans() {
+        var m = StrapStateMachine(spec: .address(Self.address))
+        _ = m.handle(.start)
+        _ = m.handle(.deviceSeen(device()))
+        let a = m.handle(.connectReturned(.unknownObject))
+        #expect(a.contains(.startDiscovery))
+        #expect(m.phase == .discovering)
+        #expect(m.device == nil)
+    }
+
+    @Test func pitfall1and2_reconnectReusesTheArmedNotifySession() {
+        var m = streaming()
+        _ = notify(&m)
+        let drop = m.handle(.connectedChanged(path: Self.path, false))
+        let t = token(.backoff, in: drop)!
+        #expect(m.handle(.timer(.backoff, token: t + 100)).isEmpty, "a stale timer token is ignored")
+        #expect(m.handle(.timer(.backoff, token: t)).contains(.connect(path: Self.path)))
+        _ = m.handle(.connectReturned(nil))
+        _ = m.handle(.servicesResolvedChanged(path: Self.path, true))
+        // BlueZ re-arms our session on reconnect: no second StartNotify (and so no second handler).
+        let a = m.handle(.heartRateCharacteristic(path: Self.hrm))
+        #expect(!a.contains(.startNotify(charPath: Self.hrm)))
+        #expect(m.phase == .streaming)
+        // The first sample after the drop says beats may be missing.
+        let s = notify(&m).compactMap { if case .sample(let s) = $0 { s } else { nil } }
+        #expect(s.map(\.gapBefore) == [true])
+        #expect(s.first?.sequence == 2)
+    }
+
+    @Test func pitfall2_notificationBeforeStartNotifyReturnsIsKept() {
+        var m = StrapStateMachine(spec: .address(Self.address))
+        _ = m.handle(.start)
+        _ = m.handle(.deviceSeen(device()))
+        _ = m.handle(.connectReturned(nil))
+        _ = m.handle(.servicesResolvedChanged(path: Self.path, true))
+        _ = m.handle(.heartRateCharacteristic(path: Self.hrm))
+        let a = notify(&m)
+        #expect(a.contains { if case .sample = $0 { true } else { false } })
+        #expect(m.phase == .streaming)
+    }
+
+    @Test func pitfall19_staleThenStreamingAgain() {
+        var m = streaming()
+        let a = notify(&m)
+        let t = token(.stale, in: a)!
+        #expect(states(m.handle(.timer(.stale, token: t))) == [.stale])
+        #expect(m.phase == .stale)
+        let b = notify(&m)
+        #expect(states(b) == [.streaming])
+        #expect(m.phase == .streaming)
+    }
+
+    @Test func pitfall11_reusesAnExistingConnectionAndDisconnectsOnStop() {
+        var m = StrapStateMachine(spec: .address(Self.address))
+        _ = m.handle(.start)
+        let a = m.handle(.deviceSeen(device(connected: true, resolved: true)))
+        #expect(!a.contains(.connect(path: Self.path)))
+        #expect(a.contains(.lookUpHeartRateCharacteristic(devicePath: Self.path)))
+        let s = m.handle(.stop)
+        #expect(s.contains(.disconnect(path: Self.path)))
+        #expect(m.phase == .stopped)
+    }
+
+    @Test func pitfall15_bluetoothdRestartStartsOver() {
+        var m = streaming()
+        _ = notify(&m)
+        #expect(states(m.handle(.bluezVanished)) == [.reconnecting])
+        #expect(m.device == nil && m.notifyArmedPath == nil)
+        #expect(m.handle(.bluezAppeared).contains(.startDiscovery))
+        _ = m.handle(.deviceSeen(device()))
+        _ = m.handle(.connectReturned(nil))
+        _ = m.handle(.servicesResolvedChanged(path: Self.path, true))
+        // Sessions died with the old daemon: StartNotify again.
+        #expect(m.handle(.heartRateCharacteristic(path: Self.hrm)).contains(.startNotify(charPath: Self.hrm)))
+    }
+
+    @Test func malformedPayloadIsReportedNotFatal() {
+        var m = streaming()
+        let a = notify(&m, [0x10])
+        #expect(a == [.malformed(.truncatedHeartRate(payloadLength: 1, needed: 2))])
+        #expect(m.phase == .streaming)
+    }
+
+    @Test func backoffGrows() {
+        var m = StrapStateMachine(spec: .address(Self.address))
+        _ = m.handle(.start)
+        _ = m.handle(.deviceSeen(device()))
+        var delays: [Int64] = []
+        for _ in 0..<4 {
+            let a = m.handle(.connectReturned(.other(name: "org.bluez.Error.Failed", message: "le-connection-timeout")))
+            for x in a { if case let .schedule(.backoff, ms, tok) = x { delays.append(ms); _ = m.handle(.timer(.backoff, token: tok)) } }
+        }
+        #expect(delays == [250, 1000, 2000, 4000])
+    }
+
+    @Test func errorClassification() {
+        #expect(StrapBusFailure(errorName: "org.bluez.Error.Failed", message: "le-connection-abort-by-local") == .abortByLocal)
+        #expect(StrapBusFailure(errorName: "org.bluez.Error.InProgress", message: "In Progress") == .inProgress)
+        #expect(StrapBusFailure(errorName: "org.freedesktop.DBus.Error.UnknownObject", message: "") == .unknownObject)
+        #expect(StrapBusFailure(errorName: "org.bluez.Error.NotReady", message: "Resource Not Ready") == .notReady)
+    }
+
+    @Test func specs() throws {
+        #expect(try StrapSpec(parsing: "a0:9e:1a:00:00:01") == .address("A0:9E:1A:00:00:01"))
+        #expect(try StrapSpec(parsing: "auto") == .auto)
+        #expect(try StrapSpec(parsing: "Polar H10") == .name("Polar H10"))
+        #expect(throws: StrapSpecError.self) { try StrapSpec(parsing: "  ") }
+        #expect(StrapSpec.auto.matches(address: "X", name: "TICKR 1", uuids: []))
+        #expect(!StrapSpec.auto.matches(address: "X", name: "Mouse", uuids: []))
+    }
+}
+
+extension StrapStateMachineTests {
+    @Test func pitfall4_abortAfterTheDisconnectWasAlreadySeenRetriesAtOnce() {
+        var m = StrapStateMachine(spec: .address(Self.address))
+        _ = m.handle(.start)
+        _ = m.handle(.deviceSeen(device()))
+        _ = m.handle(.connectedChanged(path: Self.path, true))
+        _ = m.handle(.connectedChanged(path: Self.path, false))
+        #expect(m.handle(.connectReturned(.abortByLocal)).contains(.connect(path: Self.path)))
+    }
+}
+
+extension StrapStateMachineTests {
+    @Test func pitfall10_secondMissingCharacteristicRemovesTheDevice() {
+        var m = StrapStateMachine(spec: .address(Self.address))
+        _ = m.handle(.start)
+        _ = m.handle(.deviceSeen(device()))
+        _ = m.handle(.connectReturned(nil))
+        _ = m.handle(.servicesResolvedChanged(path: Self.path, true))
+        let first = m.handle(.heartRateCharacteristic(path: nil))
+        #expect(!first.contains(.removeDevice(path: Self.path)))
+        let t = token(.backoff, in: first)!
+        _ = m.handle(.timer(.backoff, token: t))
+        _ = m.handle(.connectReturned(nil))
+        _ = m.handle(.servicesResolvedChanged(path: Self.path, true))
+        let second = m.handle(.heartRateCharacteristic(path: nil))
+        #expect(second.contains(.removeDevice(path: Self.path)))
+        #expect(second.contains(.startDiscovery))
+        #expect(m.device == nil)
+    }
+}
+
+extension StrapStateMachineTests {
+    @Test func ownDisconnectIsNotMistakenForALinkLossLater() {
+        var m = StrapStateMachine(spec: .address(Self.address))
+        _ = m.handle(.start)
+        _ = m.handle(.deviceSeen(device()))
+        _ = m.handle(.connectReturned(nil))
+        _ = m.handle(.connectedChanged(path: Self.path, true))
+        _ = m.handle(.servicesResolvedChanged(path: Self.path, true))
+        let missing = m.handle(.heartRateCharacteristic(path: nil))
+        #expect(missing.contains(.disconnect(path: Self.path)))
+        // The backoff fires before BlueZ's Connected=false arrives: connect again, not look up again.
+        let t = token(.backoff, in: missing)!
+        #expect(m.handle(.timer(.backoff, token: t)).contains(.connect(path: Self.path)))
+        _ = m.handle(.connectReturned(nil))
+        // The late Connected=false of the old link is no link loss for the new attempt.
+        #expect(m.handle(.connectedChanged(path: Self.path, false)).isEmpty)
+        #expect(m.phase == .resolving)
+    }
+}

@@ -1,0 +1,40 @@
+import ArgumentParser
+import BLEHeartRate
+import Logging
+import Testing
+
+@testable import hr_gateway
+
+struct StrapCommandsTests {
+    @Test func scanOptions() throws {
+        let scan = try ScanCommand.parse(["--timeout", "30", "--json", "--adapter", "hci1"])
+        #expect(scan.timeout == 30)
+        #expect(scan.json)
+        #expect(scan.adapter == "hci1")
+        let defaults = try ScanCommand.parse([])
+        #expect(defaults.timeout == 10 && !defaults.json && defaults.adapter == nil)
+        #expect(throws: (any Error).self) { try ScanCommand.parse(["--timeout", "0"]) }
+    }
+
+    @Test func emulateStrapOptions() throws {
+        let e = try EmulateStrapCommand.parse(["--adapter", "hci1", "--name", "Polar H10 EMU", "--rr", "rest.txt"])
+        #expect(e.adapter == "hci1" && e.name == "Polar H10 EMU" && e.rr == "rest.txt")
+    }
+
+    @Test func subcommandsAreRegistered() {
+        let names = HRGateway.configuration.subcommands.map { $0.configuration.commandName }
+        #expect(names.contains("scan"))
+        #expect(names.contains("emulate-strap"))
+    }
+
+    @Test func strapProvidersFromSpecs() throws {
+        let providers = try makeStrapProviders(
+            specs: ["auto", "a0:9e:1a:00:00:01", "Polar H10"], adapter: "hci0", logger: Logger(label: "t"))
+        #expect(providers.count == 3)
+        #expect(providers.allSatisfy { $0.name == "ble_hrm" })
+        let specs = providers.compactMap { ($0 as? BLEHeartRateProvider)?.spec }
+        #expect(specs == [.auto, .address("A0:9E:1A:00:00:01"), .name("Polar H10")])
+        #expect(providers.compactMap { ($0 as? BLEHeartRateProvider)?.adapter } == ["hci0", "hci0", "hci0"])
+        #expect(throws: (any Error).self) { try makeStrapProviders(specs: [" "], adapter: nil, logger: Logger(label: "t")) }
+    }
+}
