@@ -58,7 +58,11 @@ let package = Package(
             dependencies: ["CDBus", .product(name: "Logging", package: "swift-log")],
             swiftSettings: strict
         ),
-        .target(name: "DBusTestSupport", dependencies: ["DBus"], swiftSettings: strict),
+        .target(
+            name: "DBusTestSupport",
+            dependencies: ["DBus", .product(name: "Logging", package: "swift-log")],
+            swiftSettings: strict
+        ),
         .target(
             name: "BlueZ",
             dependencies: ["DBus", .product(name: "Logging", package: "swift-log")],
@@ -112,7 +116,9 @@ let package = Package(
             resources: [.copy("Data")],
             swiftSettings: strict
         ),
-        .testTarget(name: "CLITests", dependencies: ["hr-gateway"], swiftSettings: strict),
+        .testTarget(
+            name: "CLITests", dependencies: ["hr-gateway", "BLEHeartRate", "DBus", "DBusTestSupport"], swiftSettings: strict
+        ),
         .testTarget(
             name: "DBusTests", dependencies: ["DBus", "DBusTestSupport"], resources: [.copy("Data")], swiftSettings: strict
         ),

@@ -1,3 +1,4 @@
+import DBusTestSupport
 import BLEHeartRate
 import BlueZ
 import DBus
