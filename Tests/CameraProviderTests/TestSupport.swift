@@ -82,7 +82,7 @@ final class Probe: Sendable {
         events.compactMap { if case .sensorStatus(_, _, let s) = $0 { s } else { nil } }
     }
 
-    /// Waits for the first thing seen (from now on, in order) that `match` accepts; `nil` if the stream ended.
+    /// Consumes, in order, what was seen and not yet consumed by an earlier call, until `match` accepts an item.
     func next<T>(_ match: (Seen) -> T?) async -> T? {
         for await item in stream { if let hit = match(item) { return hit } }
         return nil
