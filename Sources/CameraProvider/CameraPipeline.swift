@@ -161,23 +161,28 @@ enum SignalQuality: String, Sendable, Equatable {
 }
 
 extension ControlLockReport {
-    /// One line for a status message: what was locked and, above all, what could not be.
+    /// One line for a status message: what was locked, what the driver does not offer, and above all what could not
+    /// be locked.
     var statusMessage: String {
-        func outcome(_ e: Entry) -> String {
+        var locked: [String] = []
+        var absent: [String] = []
+        var failed: [String] = []
+        for e in entries {
             switch e.outcome {
-            case .locked(let detail): "\(e.control) (\(detail))"
-            case .unsupported: "\(e.control) (not supported by the driver)"
-            case .notAllowed(let reason): "\(e.control) (\(reason))"
-            case .failed(let error): "\(e.control) (\(error.errnoDescription.isEmpty ? "\(error.code)" : error.errnoDescription))"
+            case .locked(let detail): locked.append("\(e.control) (\(detail))")
+            case .unsupported: absent.append(e.control)
+            case .notAllowed(let reason): failed.append("\(e.control) (\(reason))")
+            case .failed(let error):
+                failed.append("\(e.control) (\(error.errnoDescription.isEmpty ? "\(error.code)" : error.errnoDescription))")
             }
         }
-        let done = locked.map(outcome)
-        let failed = notLocked.map(outcome)
-        var text = "Camera controls after \(afterFrames) frames: "
-        text += done.isEmpty ? "nothing locked" : "locked \(done.joined(separator: ", "))"
+        var parts = [locked.isEmpty ? "nothing locked" : "locked \(locked.joined(separator: ", "))"]
+        if !absent.isEmpty { parts.append("not offered by the driver: \(absent.joined(separator: ", "))") }
+        if !failed.isEmpty { parts.append("could not lock \(failed.joined(separator: ", "))") }
+        var text = "Camera controls after \(afterFrames) frames: \(parts.joined(separator: "; "))."
         if !failed.isEmpty {
-            text += "; could not lock \(failed.joined(separator: ", ")). Automatic exposure, gain or white balance "
-                + "may add slow drifts that lower the pulse confidence."
+            text += " Automatic exposure, gain or white balance left on may add slow drifts that lower the pulse "
+                + "confidence."
         }
         return text
     }

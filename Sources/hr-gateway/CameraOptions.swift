@@ -26,7 +26,8 @@ struct CameraOptions: ParsableArguments {
     var cameraFps: Double = 30
 
     @Option(help: ArgumentHelp(
-        "Mains frequency in Hz for the camera's anti-flicker control: 50 (most of Europe, Asia, Africa, Oceania) or 60 (the Americas, Taiwan, parts of Japan)."))
+        "Mains frequency in Hz for the camera's anti-flicker control: 50 (most of Europe, Asia, Africa, Oceania) or 60 (the Americas, Taiwan, parts of Japan).",
+        valueName: "hz"))
     var mains: Mains = .fifty
 
     enum Mains: String, ExpressibleByArgument, CaseIterable {

@@ -6,6 +6,10 @@ import V4L2Capture
 
 @testable import CameraProvider
 
+#if canImport(Glibc)
+import Glibc
+#endif
+
 /// The per-frame logic on its own: captured frames in, samples and status changes out.
 @Suite struct CameraPipelineTests {
     private func captured(_ frame: VideoFrame, sequence: Int) -> CapturedFrame {
@@ -76,11 +80,15 @@ import V4L2Capture
             .init(control: "auto exposure", id: 1, outcome: .locked(detail: "manual, exposure 156")),
             .init(control: "auto gain", id: 2, outcome: .unsupported),
             .init(control: "exposure priority", id: 3, outcome: .notAllowed(reason: "read-only")),
+            .init(control: "auto white balance", id: 4, outcome: .failed(
+                V4L2Error(errno: EIO, operation: "VIDIOC_S_CTRL", devicePath: "/dev/video3"))),
         ], afterFrames: 60)
         #expect(report.statusMessage.hasPrefix(
-            "Camera controls after 60 frames: locked auto exposure (manual, exposure 156); could not lock auto gain "
-                + "(not supported by the driver), exposure priority (read-only)."))
-        let allLocked = ControlLockReport(entries: [report.entries[0]], afterFrames: 60)
-        #expect(!allLocked.statusMessage.contains("could not"))
+            "Camera controls after 60 frames: locked auto exposure (manual, exposure 156); not offered by the driver: "
+                + "auto gain; could not lock exposure priority (read-only), auto white balance (EIO, "))
+        #expect(report.statusMessage.contains("slow drifts"))
+        let nothingToLock = ControlLockReport(entries: [report.entries[1]], afterFrames: 10)
+        #expect(nothingToLock.statusMessage
+            == "Camera controls after 10 frames: nothing locked; not offered by the driver: auto gain.")
     }
 }

@@ -86,7 +86,7 @@ private func session(_ id: String) -> SessionConfig {
         // The webcam fake has no auto gain: the report after the settle frames says so, once.
         let reports = statuses.filter { $0.message?.hasPrefix("Camera controls after 30 frames") == true }
         #expect(reports.count == 1)
-        #expect(reports.first?.message?.contains("could not lock auto gain (not supported by the driver)") == true)
+        #expect(reports.first?.message?.contains("not offered by the driver: auto gain") == true)
         #expect(reports.first?.message?.contains("auto exposure (manual, exposure 156)") == true)
         #expect(reports.first?.message?.contains("locked power line frequency (50 Hz)") == true)
         #expect(statuses.allSatisfy { $0.state != .error })
