@@ -48,6 +48,9 @@ let package = Package(
         .target(name: "V4L2Capture", dependencies: ["CV4L2"], swiftSettings: strict),
         .target(name: "V4L2TestSupport", dependencies: ["V4L2Capture", "CV4L2"], swiftSettings: strict),
 
+        // MARK: Camera provider (V4L2 capture into the rPPG estimator, as a session source)
+        .target(name: "CameraProvider", dependencies: ["GatewayEngine", "V4L2Capture", "RPPG"], swiftSettings: strict),
+
         // MARK: Sinks
         .target(name: "StdoutSink", dependencies: ["GatewayEngine"], swiftSettings: strict),
 
@@ -80,8 +83,7 @@ let package = Package(
             name: "hr-gateway",
             dependencies: [
                 "GatewayEngine", "HRVAnalysis", "SimulatedProvider", "ReplayProvider", "StdoutSink",
-                "V4L2Capture", "RPPG",
-                "BLEHeartRate", "BlueZ", "DBus",
+                "BLEHeartRate", "BlueZ", "DBus", "V4L2Capture", "RPPG", "CameraProvider",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ],
@@ -118,6 +120,11 @@ let package = Package(
         ),
         .testTarget(
             name: "CLITests", dependencies: ["hr-gateway", "BLEHeartRate", "DBus", "DBusTestSupport"], swiftSettings: strict
+        ),
+        .testTarget(
+            name: "CameraProviderTests",
+            dependencies: ["CameraProvider", "GatewayEngine", "V4L2Capture", "V4L2TestSupport", "RPPG", "RPPGSynthetic"],
+            swiftSettings: strict
         ),
         .testTarget(
             name: "DBusTests", dependencies: ["DBus", "DBusTestSupport"], resources: [.copy("Data")], swiftSettings: strict

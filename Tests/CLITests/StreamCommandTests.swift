@@ -12,7 +12,7 @@ import Testing
     @Test func withoutASourceItSaysWhatToChoose() throws {
         let r = try CLI.run(["stream"])
         #expect(r.status != 0)
-        #expect(r.stderr.contains("--strap auto, --simulate or --replay"))
+        #expect(r.stderr.contains("Choose a source: --strap auto, --camera DEVICE"))
     }
 
     @Test func aReplayRunsToTheEndAndTheSummaryMatchesTheRecordedBeats() throws {
