@@ -91,7 +91,10 @@ let package = Package(
         ),
         .executableTarget(
             name: "hr-gateway-bench",
-            dependencies: ["GatewayEngine", "HRVAnalysis", "DBus", "DBusTestSupport", "RPPG", "RPPGSynthetic"],
+            dependencies: [
+                "GatewayEngine", "HRVAnalysis", "DBus", "DBusTestSupport", "RPPG", "RPPGSynthetic", "BLEHeartRate",
+                .product(name: "Logging", package: "swift-log"),
+            ],
             swiftSettings: strict
         ),
 
