@@ -57,9 +57,9 @@ public final class BlueZClient: Sendable {
         var pump: Task<Void, Never>?
         var closed = false
 
-        mutating func publish(_ change: BlueZChange) {
-            for observer in observers.values { observer.yield(change) }
-        }
+        /// The observers to tell. Yield to them after releasing the lock: an observer's stream may be cancelled
+        /// concurrently, and its termination handler takes this lock.
+        var audience: [AsyncStream<BlueZChange>.Continuation] { Array(observers.values) }
     }
 
     private init(connection: DBusConnection, logger: Logger) {
@@ -109,13 +109,18 @@ public final class BlueZClient: Sendable {
 
     /// Stops mirroring and ends every `observe()` stream.
     public func close() {
-        let pump = state.withLock { state -> Task<Void, Never>? in
+        let (pump, observers) = state.withLock { state -> (Task<Void, Never>?, [AsyncStream<BlueZChange>.Continuation]) in
             state.closed = true
-            for observer in state.observers.values { observer.finish() }
-            state.observers.removeAll()
-            return state.pump
+            defer { state.observers.removeAll() }
+            return (state.pump, state.audience)
         }
+        for observer in observers { observer.finish() }
         pump?.cancel()
+    }
+
+    /// Tells every observer, outside the lock. Changes come from the one pump task, so their order is kept.
+    private func publish(_ change: BlueZChange, to observers: [AsyncStream<BlueZChange>.Continuation]) {
+        for observer in observers { observer.yield(change) }
     }
 
     deinit { close() }
@@ -171,11 +176,12 @@ public final class BlueZClient: Sendable {
             throw BlueZError(error)
         }
         let tree = BlueZObjectTree(objects: objects)
-        state.withLock { state in
+        let observers = state.withLock { state in
             state.owner = owner
             state.tree = tree
-            if !initial { state.publish(.bluetoothdStarted) }
+            return initial ? [] : state.audience
         }
+        publish(.bluetoothdStarted, to: observers)
         logger.info(
             "mirrored org.bluez",
             metadata: ["owner": "\(owner)", "adapters": "\(tree.adapters.count)", "devices": "\(tree.devices().count)"])
@@ -186,10 +192,12 @@ public final class BlueZClient: Sendable {
             await ownerChanged(change)
             return
         }
-        state.withLock { state in
-            guard let owner = state.owner, message.sender == owner else { return }
-            if let change = state.tree.apply(message) { state.publish(change) }
+        let published = state.withLock { state -> (BlueZChange, [AsyncStream<BlueZChange>.Continuation])? in
+            guard let owner = state.owner, message.sender == owner else { return nil }
+            guard let change = state.tree.apply(message) else { return nil }
+            return (change, state.audience)
         }
+        if let (change, observers) = published { publish(change, to: observers) }
     }
 
     private func ownerChanged(_ change: DBusNameOwnerChange) async {
@@ -197,11 +205,12 @@ public final class BlueZClient: Sendable {
         if change.newOwner == current, current != nil { return }
         if current != nil {
             logger.warning("bluetoothd left the bus; dropping the BlueZ mirror")
-            state.withLock { state in
+            let observers = state.withLock { state in
                 state.owner = nil
                 state.tree = BlueZObjectTree()
-                state.publish(.bluetoothdStopped)
+                return state.audience
             }
+            publish(.bluetoothdStopped, to: observers)
         }
         if let newOwner = change.newOwner {
             logger.info("bluetoothd is on the bus; mirroring again", metadata: ["owner": "\(newOwner)"])

@@ -47,6 +47,43 @@ struct BlueZClientTests {
         }
     }
 
+    @Test func closeWithOpenObserversEndsTheirStreams() async throws {
+        try await withMock { _, client in
+            let (_, first) = client.observe()
+            let (_, second) = client.observe()
+            client.close()
+            for await _ in first {}
+            for await _ in second {}
+            var late = client.observe().changes.makeAsyncIterator()
+            #expect(await late.next() == nil, "a closed client hands out finished streams")
+        }
+    }
+
+    @Test func observersCancelledWhileChangesFlowDoNotStallTheMirror() async throws {
+        try await withMock { bus, client in
+            // Observers come and go (their tasks cancelled) while property changes are published.
+            let churn = Task {
+                for _ in 0..<200 {
+                    let (_, changes) = client.observe()
+                    let t = Task { for await _ in changes {} }
+                    t.cancel()
+                    await t.value
+                }
+            }
+            let path = try await bus.addDevice(strapAddress, name: "Polar H10 1234")
+            for rssi in 0..<50 {
+                try await bus.updateProperties(path, BlueZ.deviceInterface, ["RSSI": .int16(Int16(-40 - rssi))])
+            }
+            await churn.value
+            let (_, changes) = client.observe()
+            try await bus.updateProperties(path, BlueZ.deviceInterface, ["RSSI": .int16(-99)])
+            var it = changes.makeAsyncIterator()
+            #expect(await it.next() != nil, "the mirror still publishes")
+        } setUp: { bus in
+            try await bus.addAdapter("hci0")
+        }
+    }
+
     @Test func adapterChoiceByNameAndDefault() async throws {
         try await withMock { bus, client in
             let (snapshot, changes) = client.observe()
