@@ -20,6 +20,7 @@ let package = Package(
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
+        .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
     ],
     targets: [
         // MARK: Engine (portable: no Linux-only imports)
@@ -64,12 +65,19 @@ let package = Package(
             swiftSettings: strict
         ),
 
+        // MARK: Session store (SQLite through GRDB; libsqlite3-dev)
+        .target(
+            name: "SessionStore",
+            dependencies: ["GatewayEngine", .product(name: "GRDB", package: "GRDB.swift")],
+            swiftSettings: strict
+        ),
+
         // MARK: Command line
         .executableTarget(
             name: "hr-gateway",
             dependencies: [
                 "GatewayEngine", "HRVAnalysis", "SimulatedProvider", "ReplayProvider", "StdoutSink",
-                "V4L2Capture", "RPPG",
+                "V4L2Capture", "RPPG", "SessionStore",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ],
@@ -99,6 +107,11 @@ let package = Package(
             swiftSettings: strict
         ),
         .testTarget(name: "CLITests", dependencies: ["hr-gateway"], swiftSettings: strict),
+        .testTarget(
+            name: "SessionStoreTests",
+            dependencies: ["SessionStore", "GatewayEngine", "SimulatedProvider", "ReplayProvider"],
+            swiftSettings: strict
+        ),
         .testTarget(
             name: "DBusTests", dependencies: ["DBus", "DBusTestSupport"], resources: [.copy("Data")], swiftSettings: strict
         ),

@@ -3,6 +3,7 @@ import Foundation
 import GatewayEngine
 import HRVAnalysis
 import ReplayProvider
+import SessionStore
 import SimulatedProvider
 import StdoutSink
 
@@ -19,7 +20,14 @@ struct StreamCommand: AsyncParsableCommand {
             Sources:
               --simulate                   a simulated strap: realistic RR with breathing and ectopic beats
               --simulate --model sdk-mock  the Synheart SDK's mock (72 + 5 sin(2πt/4) ± 2 bpm, 1 sample/s)
-              --replay FILE                a recording made with --record
+              --replay FILE                a recording made with --record (or a `sessions export --format jsonl`)
+              --replay ID                  a session recorded in the session store (see `hr-gateway sessions list`)
+
+            Recording: every session is recorded by default into the session store (sessions.sqlite in the \
+            state directory, see --state-dir): each sample with its RR intervals as it arrives, every event, and \
+            the session's configuration. A session killed mid-way keeps everything received and lists as \
+            interrupted. --no-record-db turns this off; --keep-days N deletes sessions older than N days first. A \
+            recording failure (disk full, permission) is reported once on standard error and the session goes on.
 
             Output: --format pretty (the default on a terminal) is a live one-screen view; --format jsonl (the \
             default in a pipe) writes one JSON event per line.
@@ -29,6 +37,7 @@ struct StreamCommand: AsyncParsableCommand {
               hr-gateway stream --simulate --duration 300 --format jsonl > session.jsonl
               hr-gateway stream --simulate --mode breathing --window 120 --record beats.jsonl
               hr-gateway stream --replay beats.jsonl --replay-speed 10 --format jsonl
+              hr-gateway stream --replay 3f2a9c1e-… --replay-speed 100    (a stored session id)
             """
     )
 
@@ -41,7 +50,9 @@ struct StreamCommand: AsyncParsableCommand {
     @Option(help: ArgumentHelp("Seed of the simulation, for repeatable runs.", valueName: "n"))
     var seed: UInt64 = 1
 
-    @Option(help: ArgumentHelp("Replay a sample recording (JSON lines written by --record).", valueName: "file"))
+    @Option(help: ArgumentHelp(
+        "Replay a sample recording (JSON lines written by --record), or a session id from the session store.",
+        valueName: "file|id"))
     var replay: String?
 
     @Option(help: ArgumentHelp("Replay speed factor: 1 is real time, 10 is ten times faster.", valueName: "x"))
@@ -55,6 +66,14 @@ struct StreamCommand: AsyncParsableCommand {
     @Option(help: ArgumentHelp("Also write every sample received to FILE (JSON lines), for --replay.", valueName: "file"))
     var record: String?
 
+    @Flag(help: "Do not record this session into the session store.")
+    var noRecordDb = false
+
+    @Option(help: ArgumentHelp("Before starting, delete stored sessions that started more than N days ago.", valueName: "n"))
+    var keepDays: Int?
+
+    @OptionGroup var store: StoreOptions
+
     enum OutputFormat: String, ExpressibleByArgument, CaseIterable {
         case jsonl, pretty
     }
@@ -67,6 +86,7 @@ struct StreamCommand: AsyncParsableCommand {
             throw ValidationError("--simulate and --replay cannot be combined.")
         }
         if !(replaySpeed > 0 && replaySpeed.isFinite) { throw ValidationError("--replay-speed must be a positive number.") }
+        if let k = keepDays, k < 0 { throw ValidationError("--keep-days must be 0 or more.") }
         try session.check()
     }
 
@@ -77,12 +97,25 @@ struct StreamCommand: AsyncParsableCommand {
             providers.append(SimulatedBiosignalProvider(model: model, seed: seed, clock: clock))
         }
         if let replay {
-            guard FileManager.default.isReadableFile(atPath: replay) else {
-                throw ValidationError("Cannot read \(replay): check the path and permissions.")
+            if FileManager.default.fileExists(atPath: replay) {
+                guard FileManager.default.isReadableFile(atPath: replay) else {
+                    throw ValidationError("Cannot read \(replay): check its permissions.")
+                }
+                providers.append(ReplayBiosignalProvider(path: replay, speed: replaySpeed, clock: clock))
+            } else {
+                let stored = try? store.open()
+                guard let stored, (try? stored.session(id: replay)) != nil else {
+                    throw ValidationError(
+                        "\(replay) is neither a file nor a session in \(store.directory())/sessions.sqlite: "
+                            + "check the path, or list sessions with `hr-gateway sessions list`.")
+                }
+                let samples = try stored.samples(sessionId: replay)
+                providers.append(ReplayBiosignalProvider(
+                    samples: samples, label: "session \(replay)", speed: replaySpeed, clock: clock))
             }
-            providers.append(ReplayBiosignalProvider(path: replay, speed: replaySpeed, clock: clock))
         }
         let config = session.config()
+        let recorder = noRecordDb ? nil : openRecorder(config)
         let output = format ?? (isatty(STDOUT_FILENO) == 1 ? .pretty : .jsonl)
         let exitCode = try await SessionRunner(
             config: config,
@@ -90,9 +123,25 @@ struct StreamCommand: AsyncParsableCommand {
             correction: session.correct,
             output: output == .pretty ? .pretty : .jsonl,
             recordPath: record,
+            recorder: recorder,
             stopWhenSourcesEnd: replay != nil && session.duration == nil
         ).run()
         if exitCode != 0 { throw ExitCode(exitCode) }
+    }
+
+    /// The session store's recorder; on failure, says so once and runs the session unrecorded.
+    private func openRecorder(_ config: SessionConfig) -> SessionRecorder? {
+        let report: @Sendable (String) -> Void = { FileHandle.standardError.write(Data("warning: \($0)\n".utf8)) }
+        let sessions: SessionStore
+        do { sessions = try SessionStore(directory: store.directory()) } catch {
+            report("not recording this session: \(error)")
+            return nil
+        }
+        if let keepDays {
+            let cutoff = Int64((Date().timeIntervalSince1970 - Double(keepDays) * 86_400) * 1000)
+            do { try sessions.prune(startedBeforeMs: cutoff) } catch { report("could not delete old sessions: \(error)") }
+        }
+        return SessionRecorder(store: sessions, config: config, onFailure: report)
     }
 }
 
