@@ -21,6 +21,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
         .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
+        .package(url: "https://github.com/LebJe/TOMLKit", from: "0.6.0"),
     ],
     targets: [
         // MARK: Engine (portable: no Linux-only imports)
@@ -72,12 +73,19 @@ let package = Package(
             swiftSettings: strict
         ),
 
+        // MARK: Configuration file (TOML)
+        .target(
+            name: "GatewayConfig",
+            dependencies: ["GatewayEngine", .product(name: "TOMLKit", package: "TOMLKit")],
+            swiftSettings: strict
+        ),
+
         // MARK: Command line
         .executableTarget(
             name: "hr-gateway",
             dependencies: [
                 "GatewayEngine", "HRVAnalysis", "SimulatedProvider", "ReplayProvider", "StdoutSink",
-                "V4L2Capture", "RPPG", "SessionStore",
+                "V4L2Capture", "RPPG", "SessionStore", "GatewayConfig",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ],
@@ -107,6 +115,7 @@ let package = Package(
             swiftSettings: strict
         ),
         .testTarget(name: "CLITests", dependencies: ["hr-gateway"], swiftSettings: strict),
+        .testTarget(name: "GatewayConfigTests", dependencies: ["GatewayConfig"], swiftSettings: strict),
         .testTarget(
             name: "SessionStoreTests",
             dependencies: ["SessionStore", "GatewayEngine", "SimulatedProvider", "ReplayProvider"],

@@ -29,7 +29,7 @@ struct SessionsListCommand: ParsableCommand {
             return
         }
         if sessions.isEmpty {
-            print("No sessions in \(store.directory())/sessions.sqlite.")
+            print("No sessions in \(try store.directory())/sessions.sqlite.")
             return
         }
         let rows = [["SESSION", "STATE", "MODE", "STARTED", "DURATION", "SAMPLES", "RR", "DEVICES"]]

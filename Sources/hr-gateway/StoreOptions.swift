@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import GatewayConfig
 import SessionStore
 
 /// Where the session database lives, shared by `stream` and `sessions`.
@@ -11,16 +12,35 @@ struct StoreOptions: ParsableArguments {
         valueName: "dir"))
     var stateDir: String?
 
-    /// The resolved directory (`configured`: the configuration file's value).
-    func directory(configured: String? = nil) -> String {
-        StateDirectory.resolve(option: stateDir, configured: configured)
+    @Option(help: ArgumentHelp(
+        "Configuration file. Default: $HR_GATEWAY_CONFIG, else ~/.config/hr-gateway/hr-gateway.toml, else "
+            + "/etc/hr-gateway/hr-gateway.toml, when present.",
+        valueName: "file"))
+    var config: String?
+
+    /// The configuration file (if any) with the environment applied over it; its warnings go to standard error.
+    func settings() throws -> GatewayConfiguration {
+        var c = GatewayConfiguration()
+        if let path = GatewayConfiguration.locate(explicit: config) {
+            do {
+                let (loaded, warnings) = try GatewayConfiguration.load(path: path)
+                for w in warnings { FileHandle.standardError.write(Data("warning: \(w)\n".utf8)) }
+                c = loaded
+            } catch { throw CommandFailure("\(error) (check it with `hr-gateway config check \(path)`)") }
+        }
+        do { try c.applyEnvironment(ProcessInfo.processInfo.environment) } catch { throw CommandFailure("\(error)") }
+        return c
+    }
+
+    /// The resolved state directory.
+    func directory() throws -> String {
+        StateDirectory.resolve(option: stateDir, configured: try settings().stateDir)
     }
 
     /// Opens the store, or fails with a message that says what to do.
-    func open(configured: String? = nil) throws -> SessionStore {
-        do { return try SessionStore(directory: directory(configured: configured)) } catch {
-            throw CommandFailure("\(error)")
-        }
+    func open() throws -> SessionStore {
+        let dir = try directory()
+        do { return try SessionStore(directory: dir) } catch { throw CommandFailure("\(error)") }
     }
 }
 

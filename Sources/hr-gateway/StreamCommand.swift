@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import GatewayConfig
 import GatewayEngine
 import HRVAnalysis
 import ReplayProvider
@@ -28,6 +29,10 @@ struct StreamCommand: AsyncParsableCommand {
             the session's configuration. A session killed mid-way keeps everything received and lists as \
             interrupted. --no-record-db turns this off; --keep-days N deletes sessions older than N days first. A \
             recording failure (disk full, permission) is reported once on standard error and the session goes on.
+
+            Configuration: --mode, --window, --emit-interval, --keep-days and recording default to the \
+            configuration file (see --config and `hr-gateway config check`), then HR_GATEWAY_* variables override \
+            the file and options override both.
 
             Output: --format pretty (the default on a terminal) is a live one-screen view; --format jsonl (the \
             default in a pipe) writes one JSON event per line.
@@ -69,7 +74,10 @@ struct StreamCommand: AsyncParsableCommand {
     @Flag(help: "Do not record this session into the session store.")
     var noRecordDb = false
 
-    @Option(help: ArgumentHelp("Before starting, delete stored sessions that started more than N days ago.", valueName: "n"))
+    @Option(help: ArgumentHelp(
+        "Before starting, delete stored sessions that started more than N days ago (default: the configuration's "
+            + "store.keep_days; 0 keeps every session).",
+        valueName: "n"))
     var keepDays: Int?
 
     @OptionGroup var store: StoreOptions
@@ -106,7 +114,7 @@ struct StreamCommand: AsyncParsableCommand {
                 let stored = try? store.open()
                 guard let stored, (try? stored.session(id: replay)) != nil else {
                     throw ValidationError(
-                        "\(replay) is neither a file nor a session in \(store.directory())/sessions.sqlite: "
+                        "\(replay) is neither a file nor a session in \((try? store.directory()) ?? "the state directory")/sessions.sqlite: "
                             + "check the path, or list sessions with `hr-gateway sessions list`.")
                 }
                 let samples = try stored.samples(sessionId: replay)
@@ -114,8 +122,9 @@ struct StreamCommand: AsyncParsableCommand {
                     samples: samples, label: "session \(replay)", speed: replaySpeed, clock: clock))
             }
         }
-        let config = session.config()
-        let recorder = noRecordDb ? nil : openRecorder(config)
+        let settings = try store.settings()
+        let config = session.config(defaults: settings)
+        let recorder = noRecordDb || !settings.record ? nil : openRecorder(config, settings)
         let output = format ?? (isatty(STDOUT_FILENO) == 1 ? .pretty : .jsonl)
         let exitCode = try await SessionRunner(
             config: config,
@@ -130,14 +139,15 @@ struct StreamCommand: AsyncParsableCommand {
     }
 
     /// The session store's recorder; on failure, says so once and runs the session unrecorded.
-    private func openRecorder(_ config: SessionConfig) -> SessionRecorder? {
+    private func openRecorder(_ config: SessionConfig, _ settings: GatewayConfiguration) -> SessionRecorder? {
         let report: @Sendable (String) -> Void = { FileHandle.standardError.write(Data("warning: \($0)\n".utf8)) }
         let sessions: SessionStore
-        do { sessions = try SessionStore(directory: store.directory()) } catch {
+        let dir = StateDirectory.resolve(option: store.stateDir, configured: settings.stateDir)
+        do { sessions = try SessionStore(directory: dir) } catch {
             report("not recording this session: \(error)")
             return nil
         }
-        if let keepDays {
+        if let keepDays = keepDays ?? settings.keepDays, keepDays > 0 {
             let cutoff = Int64((Date().timeIntervalSince1970 - Double(keepDays) * 86_400) * 1000)
             do { try sessions.prune(startedBeforeMs: cutoff) } catch { report("could not delete old sessions: \(error)") }
         }
@@ -151,17 +161,23 @@ extension SessionMode: ExpressibleByArgument {}
 
 /// Session options shared by every command that runs a session.
 struct SessionOptions: ParsableArguments {
-    @Option(help: ArgumentHelp("Session mode: focus, breathing (paced breathing: respiration searched down to 3 /min) or typing."))
-    var mode: SessionMode = .focus
+    @Option(help: ArgumentHelp(
+        "Session mode: focus, breathing (paced breathing: respiration searched down to 3 /min) or typing. "
+            + "Default: the configuration's session.mode, else focus."))
+    var mode: SessionMode?
 
     @Option(help: ArgumentHelp("Stop after SEC seconds. Without it the session runs until Ctrl-C or SIGTERM.", valueName: "sec"))
     var duration: Int?
 
-    @Option(help: ArgumentHelp("Sliding window for the metrics, in seconds.", valueName: "sec"))
-    var window: Int = 60
+    @Option(help: ArgumentHelp(
+        "Sliding window for the metrics, in seconds. Default: the configuration's session.window_sec, else 60.",
+        valueName: "sec"))
+    var window: Int?
 
-    @Option(help: ArgumentHelp("Seconds between session_frame events.", valueName: "sec"))
-    var emitInterval: Int = 5
+    @Option(help: ArgumentHelp(
+        "Seconds between session_frame events. Default: the configuration's session.emit_interval_sec, else 5.",
+        valueName: "sec"))
+    var emitInterval: Int?
 
     @Flag(help: "Also emit biosignal_frame events with the raw samples of the window.")
     var raw = false
@@ -177,18 +193,21 @@ struct SessionOptions: ParsableArguments {
 
     func check() throws {
         if let d = duration, d <= 0 { throw ValidationError("--duration must be a positive number of seconds.") }
-        if window <= 0 { throw ValidationError("--window must be a positive number of seconds.") }
-        if emitInterval <= 0 { throw ValidationError("--emit-interval must be a positive number of seconds.") }
+        if let w = window, w <= 0 { throw ValidationError("--window must be a positive number of seconds.") }
+        if let e = emitInterval, e <= 0 { throw ValidationError("--emit-interval must be a positive number of seconds.") }
         if let r = rawInterval, r <= 0 { throw ValidationError("--raw-interval must be a positive number of seconds.") }
     }
 
-    func config() -> SessionConfig {
+    /// The session's configuration: these options over `defaults` (configuration file and environment).
+    func config(defaults: GatewayConfiguration = GatewayConfiguration()) -> SessionConfig {
         SessionConfig(
             sessionId: sessionId ?? UUID().uuidString.lowercased(),
-            mode: mode,
+            mode: mode ?? defaults.mode,
             // No --duration: run until stopped (the timer is set about 68 years out).
             durationSec: duration ?? Int(Int32.max),
-            profile: ComputeProfile(windowSec: window, emitIntervalSec: emitInterval, rawEmitIntervalSec: rawInterval),
+            profile: ComputeProfile(
+                windowSec: window ?? defaults.windowSec, emitIntervalSec: emitInterval ?? defaults.emitIntervalSec,
+                rawEmitIntervalSec: rawInterval),
             includeRawSamples: raw || rawInterval != nil
         )
     }
