@@ -80,12 +80,16 @@ let package = Package(
             swiftSettings: strict
         ),
 
+        // MARK: System checks (hr-gateway doctor; libbluetooth from libbluetooth-dev)
+        .systemLibrary(name: "CBluetooth", pkgConfig: "bluez", providers: [.apt(["libbluetooth-dev"])]),
+        .target(name: "GatewayDoctor", dependencies: ["CBluetooth", "DBus"], swiftSettings: strict),
+
         // MARK: Command line
         .executableTarget(
             name: "hr-gateway",
             dependencies: [
                 "GatewayEngine", "HRVAnalysis", "SimulatedProvider", "ReplayProvider", "StdoutSink",
-                "V4L2Capture", "RPPG", "SessionStore", "GatewayConfig",
+                "V4L2Capture", "RPPG", "SessionStore", "GatewayConfig", "GatewayDoctor", "DBus",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ],
@@ -116,6 +120,11 @@ let package = Package(
         ),
         .testTarget(name: "CLITests", dependencies: ["hr-gateway"], swiftSettings: strict),
         .testTarget(name: "GatewayConfigTests", dependencies: ["GatewayConfig"], swiftSettings: strict),
+        .testTarget(
+            name: "GatewayDoctorTests",
+            dependencies: ["GatewayDoctor", "hr-gateway", "DBus", "DBusTestSupport"],
+            swiftSettings: strict
+        ),
         .testTarget(
             name: "SessionStoreTests",
             dependencies: ["SessionStore", "GatewayEngine", "SimulatedProvider", "ReplayProvider"],
