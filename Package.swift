@@ -84,12 +84,17 @@ let package = Package(
         .systemLibrary(name: "CBluetooth", pkgConfig: "bluez", providers: [.apt(["libbluetooth-dev"])]),
         .target(name: "GatewayDoctor", dependencies: ["CBluetooth", "DBus"], swiftSettings: strict),
 
+        // MARK: Logging (terminal and journald)
+        .target(
+            name: "GatewayLogging", dependencies: [.product(name: "Logging", package: "swift-log")], swiftSettings: strict
+        ),
+
         // MARK: Command line
         .executableTarget(
             name: "hr-gateway",
             dependencies: [
                 "GatewayEngine", "HRVAnalysis", "SimulatedProvider", "ReplayProvider", "StdoutSink",
-                "V4L2Capture", "RPPG", "SessionStore", "GatewayConfig", "GatewayDoctor", "DBus",
+                "V4L2Capture", "RPPG", "SessionStore", "GatewayConfig", "GatewayDoctor", "DBus", "GatewayLogging",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ],
@@ -120,6 +125,11 @@ let package = Package(
         ),
         .testTarget(name: "CLITests", dependencies: ["hr-gateway"], swiftSettings: strict),
         .testTarget(name: "GatewayConfigTests", dependencies: ["GatewayConfig"], swiftSettings: strict),
+        .testTarget(
+            name: "GatewayLoggingTests",
+            dependencies: ["GatewayLogging", "hr-gateway", .product(name: "Logging", package: "swift-log")],
+            swiftSettings: strict
+        ),
         .testTarget(
             name: "GatewayDoctorTests",
             dependencies: ["GatewayDoctor", "hr-gateway", "DBus", "DBusTestSupport"],

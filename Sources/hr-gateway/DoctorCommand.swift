@@ -28,8 +28,6 @@ struct DoctorCommand: AsyncParsableCommand {
 
     func run() async throws {
         var facts = DoctorFacts()
-        await SystemProbe.probe(into: &facts)
-
         var settings = GatewayConfiguration()
         facts.configPath = GatewayConfiguration.locate(explicit: store.config)
         if let path = facts.configPath {
@@ -38,6 +36,8 @@ struct DoctorCommand: AsyncParsableCommand {
         do { try settings.applyEnvironment(ProcessInfo.processInfo.environment) } catch {
             facts.configError = "\(error)"
         }
+        StoreOptions.bootstrapLogging(store.logLevel ?? settings.logLevel)
+        await SystemProbe.probe(into: &facts)
         facts.stateDir = StateDirectory.resolve(option: store.stateDir, configured: settings.stateDir)
         do {
             _ = try SessionStore(directory: facts.stateDir)

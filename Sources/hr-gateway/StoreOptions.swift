@@ -1,6 +1,9 @@
 import ArgumentParser
 import Foundation
 import GatewayConfig
+import GatewayEngine
+import GatewayLogging
+import Logging
 import SessionStore
 
 /// Where the session database lives, shared by `stream` and `sessions`.
@@ -18,6 +21,12 @@ struct StoreOptions: ParsableArguments {
         valueName: "file"))
     var config: String?
 
+    @Option(help: ArgumentHelp(
+        "Log level: trace, debug, info, notice, warning, error or critical. Default: $HR_GATEWAY_LOG_LEVEL, else the "
+            + "configuration's log_level, else info. Logs go to standard error (with <N> priorities under systemd).",
+        valueName: "level"))
+    var logLevel: LogLevelSetting?
+
     /// The configuration file (if any) with the environment applied over it; its warnings go to standard error.
     func settings() throws -> GatewayConfiguration {
         var c = GatewayConfiguration()
@@ -29,7 +38,21 @@ struct StoreOptions: ParsableArguments {
             } catch { throw CommandFailure("\(error) (check it with `hr-gateway config check \(path)`)") }
         }
         do { try c.applyEnvironment(ProcessInfo.processInfo.environment) } catch { throw CommandFailure("\(error)") }
+        if let logLevel { c.logLevel = logLevel }
+        Self.bootstrapLogging(c.logLevel)
         return c
+    }
+
+    private static let bootstrapped = Locked(false)
+
+    /// Installs the log handler once per process at `level`.
+    static func bootstrapLogging(_ level: LogLevelSetting) {
+        let first = bootstrapped.withLock { done -> Bool in
+            defer { done = true }
+            return !done
+        }
+        guard first else { return }
+        GatewayLogHandler.bootstrap(level: Logger.Level(rawValue: level.rawValue) ?? .info)
     }
 
     /// The resolved state directory.
@@ -50,3 +73,5 @@ struct CommandFailure: Error, CustomStringConvertible {
     let description: String
     init(_ description: String) { self.description = description }
 }
+
+extension LogLevelSetting: ExpressibleByArgument {}

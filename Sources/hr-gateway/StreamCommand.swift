@@ -3,6 +3,7 @@ import Foundation
 import GatewayConfig
 import GatewayEngine
 import HRVAnalysis
+import Logging
 import ReplayProvider
 import SessionStore
 import SimulatedProvider
@@ -140,7 +141,8 @@ struct StreamCommand: AsyncParsableCommand {
 
     /// The session store's recorder; on failure, says so once and runs the session unrecorded.
     private func openRecorder(_ config: SessionConfig, _ settings: GatewayConfiguration) -> SessionRecorder? {
-        let report: @Sendable (String) -> Void = { FileHandle.standardError.write(Data("warning: \($0)\n".utf8)) }
+        let logger = Logger(label: "hr-gateway")
+        let report: @Sendable (String) -> Void = { logger.warning("\($0)") }
         let sessions: SessionStore
         let dir = StateDirectory.resolve(option: store.stateDir, configured: settings.stateDir)
         do { sessions = try SessionStore(directory: dir) } catch {
@@ -151,7 +153,11 @@ struct StreamCommand: AsyncParsableCommand {
             let cutoff = Int64((Date().timeIntervalSince1970 - Double(keepDays) * 86_400) * 1000)
             do { try sessions.prune(startedBeforeMs: cutoff) } catch { report("could not delete old sessions: \(error)") }
         }
-        return SessionRecorder(store: sessions, config: config, onFailure: report)
+        let recorder = SessionRecorder(store: sessions, config: config, onFailure: report)
+        if recorder.isRecording {
+            logger.debug("recording session \(config.sessionId) into \(sessions.databasePath)")
+        }
+        return recorder
     }
 }
 
