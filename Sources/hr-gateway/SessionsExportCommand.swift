@@ -10,11 +10,14 @@ struct SessionsExportCommand: ParsableCommand {
         abstract: "Write a recorded session as CSV (one row per beat), JSON or JSON lines (replayable).",
         discussion: """
             Formats:
-              csv    one row per RR interval: session_id,device_id,beat_time_ms,rr_ms,rr_1024,hr_bpm,contact
-                     (beat_time_ms: epoch ms of the beat ending the interval; rr_1024: the strap's raw value, \
-            empty when it sent none; samples without RR, such as camera estimates, have no rows)
+              csv    one row per RR interval, with the columns
+                     session_id,device_id,beat_time_ms,rr_ms,rr_1024,hr_bpm,contact
+                     beat_time_ms: epoch ms of the beat that ends the interval
+                     rr_1024: the strap's raw value (1/1024 s), empty when it sent none
+                     samples without RR (camera estimates) have no rows
               json   {"session": …, "samples": […], "events": […]}: everything recorded
-              jsonl  one sample per line, the format of --record: `hr-gateway stream --replay FILE` plays it back
+              jsonl  one sample per line, the format of --record:
+                     `hr-gateway stream --replay FILE` plays it back
 
             Examples:
               hr-gateway sessions export 3f2a9c1e-… --format csv > beats.csv
