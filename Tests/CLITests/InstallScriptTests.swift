@@ -56,6 +56,27 @@ import Testing
         #expect(FileManager.default.fileExists(atPath: config + ".example"))
     }
 
+    @Test(.enabled(if: FileManager.default.isExecutableFile(atPath: "/usr/bin/systemd-analyze")))
+    func theUnitPassesSystemdAnalyzeVerify() throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("hrg-unit-\(UUID().uuidString)").path
+        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let unit = try String(contentsOfFile: Self.root + "/config/hr-gateway.service", encoding: .utf8)
+            .replacingOccurrences(of: "/usr/local/bin/hr-gateway", with: CLI.executable.path)
+        try unit.write(toFile: dir + "/hr-gateway.service", atomically: true, encoding: .utf8)
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: "/usr/bin/systemd-analyze")
+        p.arguments = ["verify", dir + "/hr-gateway.service"]
+        let out = Pipe()
+        p.standardOutput = out
+        p.standardError = out
+        try p.run()
+        let text = String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        p.waitUntilExit()
+        #expect(p.terminationStatus == 0, "\(text)")
+        #expect(!text.contains("Unknown"), "\(text)")
+    }
+
     @Test func dryRunChangesNothingAndPrintsEachStep() throws {
         let r = try install(["--dry-run", "--binary", "/nonexistent/hr-gateway", "--prefix", "/opt/x"])
         #expect(r.status == 0, "\(r.output)")
