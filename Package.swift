@@ -21,6 +21,8 @@ let package = Package(
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
+        .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
+        .package(url: "https://github.com/LebJe/TOMLKit", from: "0.6.0"),
     ],
     targets: [
         // MARK: Engine (portable: no Linux-only imports)
@@ -78,12 +80,36 @@ let package = Package(
             swiftSettings: strict
         ),
 
+        // MARK: Session store (SQLite through GRDB; libsqlite3-dev)
+        .target(
+            name: "SessionStore",
+            dependencies: ["GatewayEngine", .product(name: "GRDB", package: "GRDB.swift")],
+            swiftSettings: strict
+        ),
+
+        // MARK: Configuration file (TOML)
+        .target(
+            name: "GatewayConfig",
+            dependencies: ["GatewayEngine", .product(name: "TOMLKit", package: "TOMLKit")],
+            swiftSettings: strict
+        ),
+
+        // MARK: System checks (hr-gateway doctor; libbluetooth from libbluetooth-dev)
+        .systemLibrary(name: "CBluetooth", pkgConfig: "bluez", providers: [.apt(["libbluetooth-dev"])]),
+        .target(name: "GatewayDoctor", dependencies: ["CBluetooth", "DBus"], swiftSettings: strict),
+
+        // MARK: Logging (terminal and journald)
+        .target(
+            name: "GatewayLogging", dependencies: [.product(name: "Logging", package: "swift-log")], swiftSettings: strict
+        ),
+
         // MARK: Command line
         .executableTarget(
             name: "hr-gateway",
             dependencies: [
                 "GatewayEngine", "HRVAnalysis", "SimulatedProvider", "ReplayProvider", "StdoutSink",
                 "BLEHeartRate", "BlueZ", "DBus", "V4L2Capture", "RPPG", "CameraProvider",
+                "SessionStore", "GatewayConfig", "GatewayDoctor", "GatewayLogging",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ],
@@ -127,6 +153,22 @@ let package = Package(
         .testTarget(
             name: "CameraProviderTests",
             dependencies: ["CameraProvider", "GatewayEngine", "V4L2Capture", "V4L2TestSupport", "RPPG", "RPPGSynthetic"],
+            swiftSettings: strict
+        ),
+        .testTarget(name: "GatewayConfigTests", dependencies: ["GatewayConfig"], swiftSettings: strict),
+        .testTarget(
+            name: "GatewayLoggingTests",
+            dependencies: ["GatewayLogging", "hr-gateway", .product(name: "Logging", package: "swift-log")],
+            swiftSettings: strict
+        ),
+        .testTarget(
+            name: "GatewayDoctorTests",
+            dependencies: ["GatewayDoctor", "hr-gateway", "DBus", "DBusTestSupport"],
+            swiftSettings: strict
+        ),
+        .testTarget(
+            name: "SessionStoreTests",
+            dependencies: ["SessionStore", "GatewayEngine", "SimulatedProvider", "ReplayProvider"],
             swiftSettings: strict
         ),
         .testTarget(

@@ -6,9 +6,11 @@ import GatewayEngine
 /// replay; at `speed` 10 a minute of recording is delivered in six seconds. When the file is exhausted the provider
 /// reports `disconnected` with the message "replay finished".
 public final class ReplayBiosignalProvider: BiosignalProvider {
+    /// The file replayed, or a label naming where `samples` came from.
     public let path: String
     public let speed: Double
     private let clock: any SessionClock
+    private let preloaded: [BiosignalSample]?
 
     private struct Run {
         var samples: [BiosignalSample]
@@ -27,12 +29,25 @@ public final class ReplayBiosignalProvider: BiosignalProvider {
         self.path = path
         self.speed = speed > 0 && speed.isFinite ? speed : 1
         self.clock = clock
+        self.preloaded = nil
+    }
+
+    /// Replays samples already in memory (a session from the store); `label` names them in messages.
+    public init(samples: [BiosignalSample], label: String, speed: Double = 1, clock: any SessionClock = SystemSessionClock()) {
+        self.path = label
+        self.speed = speed > 0 && speed.isFinite ? speed : 1
+        self.clock = clock
+        self.preloaded = samples
     }
 
     /// Throws `sensorUnavailable` naming the bad line when the file cannot be read.
     public func startStreaming(into sink: ProviderSink) async throws {
         let loaded: (samples: [BiosignalSample], truncatedTail: Bool)
-        do { loaded = try SampleFile.read(path: path) } catch { throw SessionError.sensorUnavailable("replay \(error)") }
+        if let preloaded {
+            loaded = (preloaded, false)
+        } else {
+            do { loaded = try SampleFile.read(path: path) } catch { throw SessionError.sensorUnavailable("replay \(error)") }
+        }
         guard let first = loaded.samples.first else {
             throw SessionError.sensorUnavailable("replay \(path): no samples in the file")
         }

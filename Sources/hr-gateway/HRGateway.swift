@@ -6,12 +6,13 @@ struct HRGateway: AsyncParsableCommand {
         commandName: "hr-gateway",
         abstract: "Heart-rate straps and webcams in, Synheart-compatible sessions out.",
         discussion: """
-            Start with `hr-gateway scan` to find a strap, then `hr-gateway stream --strap auto`. No strap at hand: \
-            `hr-gateway stream --simulate`. Every subcommand has its own --help with examples.
+            Start with `hr-gateway doctor` to check the machine, `hr-gateway scan` to find a strap, then \
+            `hr-gateway stream --strap auto`. No strap at hand: `hr-gateway stream --simulate`. Every subcommand \
+            has its own --help with examples.
             """,
         subcommands: [
             StreamCommand.self, ScanCommand.self, EmulateStrapCommand.self, CamerasCommand.self,
-            HRVCommand.self, AnalyzeCommand.self,
+            SessionsCommand.self, HRVCommand.self, AnalyzeCommand.self, ConfigCommand.self, DoctorCommand.self,
         ]
     )
 }

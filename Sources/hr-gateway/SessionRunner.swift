@@ -2,6 +2,7 @@ import Foundation
 import GatewayEngine
 import HRVAnalysis
 import ReplayProvider
+import SessionStore
 import StdoutSink
 
 /// Runs one session to its end for the command line: wires taps (recording, live view), prints events, and turns
@@ -14,6 +15,8 @@ struct SessionRunner {
     let correction: ArtifactCorrection
     let output: Output
     let recordPath: String?
+    /// Records the session into the session store (samples and events); nil with `--no-record-db`.
+    var recorder: SessionRecorder? = nil
     /// End the session when every source reports it has finished (a replay at its end).
     let stopWhenSourcesEnd: Bool
 
@@ -21,6 +24,8 @@ struct SessionRunner {
     func run() async throws -> Int32 {
         let writer = try recordPath.map { try SampleFileWriter(path: $0) }
         defer { writer?.close() }
+        let recorder = recorder
+        defer { recorder?.finish() }
         let pretty = output == .pretty
             ? PrettyTerminal(view: PrettyView(
                 sessionId: config.sessionId, mode: config.mode.rawValue,
@@ -28,11 +33,13 @@ struct SessionRunner {
             : nil
         let tapped: [any BiosignalProvider] = providers.map { p in
             TappedProvider(p, onSample: { sample in
+                recorder?.record(sample)
                 writer?.append(sample)
                 pretty?.handle(sample)
             })
         }
         let engine = SessionEngine(providers: tapped, correction: correction)
+        recorder?.attach(to: engine)
         let jsonl = JSONLinesWriter()
         pretty?.begin()
 

@@ -1,9 +1,11 @@
 import ArgumentParser
 import Foundation
+import GatewayConfig
 import GatewayEngine
 import HRVAnalysis
 import Logging
 import ReplayProvider
+import SessionStore
 import SimulatedProvider
 import StdoutSink
 
@@ -23,9 +25,20 @@ struct StreamCommand: AsyncParsableCommand {
               --strap auto --strap auto    two straps in one session, told apart by device_id
               --simulate                   a simulated strap: realistic RR with breathing and ectopic beats
               --simulate --model sdk-mock  the Synheart SDK's mock (72 + 5 sin(2πt/4) ± 2 bpm, 1 sample/s)
-              --replay FILE                a recording made with --record
+              --replay FILE                a recording made with --record (or a `sessions export --format jsonl`)
+              --replay ID                  a session recorded in the session store (see `hr-gateway sessions list`)
               --camera /dev/video0         a webcam: pulse and breathing from the face (rPPG); combines with \
             the other sources (camera values go under camera_* keys, hr_mean_bpm stays the strap's)
+
+            Recording: every session is recorded by default into the session store (sessions.sqlite in the \
+            state directory, see --state-dir): each sample with its RR intervals as it arrives, every event, and \
+            the session's configuration. A session killed mid-way keeps everything received and lists as \
+            interrupted. --no-record-db turns this off; --keep-days N deletes sessions older than N days first. A \
+            recording failure (disk full, permission) is reported once on standard error and the session goes on.
+
+            Configuration: --mode, --window, --emit-interval, --keep-days and recording default to the \
+            configuration file (see --config and `hr-gateway config check`), then HR_GATEWAY_* variables override \
+            the file and options override both.
 
             Output: --format pretty (the default on a terminal) is a live one-screen view; --format jsonl (the \
             default in a pipe) writes one JSON event per line.
@@ -39,6 +52,7 @@ struct StreamCommand: AsyncParsableCommand {
               hr-gateway stream --replay beats.jsonl --replay-speed 10 --format jsonl
               hr-gateway stream --camera /dev/video0 --mains 60
               hr-gateway stream --strap auto --camera /dev/video0
+              hr-gateway stream --replay 3f2a9c1e-… --replay-speed 100    (a stored session id)
             """
     )
 
@@ -58,7 +72,9 @@ struct StreamCommand: AsyncParsableCommand {
     @Option(help: ArgumentHelp("Seed of the simulation, for repeatable runs.", valueName: "n"))
     var seed: UInt64 = 1
 
-    @Option(help: ArgumentHelp("Replay a sample recording (JSON lines written by --record).", valueName: "file"))
+    @Option(help: ArgumentHelp(
+        "Replay a sample recording (JSON lines written by --record), or a session id from the session store.",
+        valueName: "file|id"))
     var replay: String?
 
     @Option(help: ArgumentHelp("Replay speed factor: 1 is real time, 10 is ten times faster.", valueName: "x"))
@@ -73,6 +89,17 @@ struct StreamCommand: AsyncParsableCommand {
 
     @Option(help: ArgumentHelp("Also write every sample received to FILE (JSON lines), for --replay.", valueName: "file"))
     var record: String?
+
+    @Flag(help: "Do not record this session into the session store.")
+    var noRecordDb = false
+
+    @Option(help: ArgumentHelp(
+        "Before starting, delete stored sessions that started more than N days ago (default: the configuration's "
+            + "store.keep_days; 0 keeps every session).",
+        valueName: "n"))
+    var keepDays: Int?
+
+    @OptionGroup var store: StoreOptions
 
     enum OutputFormat: String, ExpressibleByArgument, CaseIterable {
         case jsonl, pretty
@@ -90,6 +117,7 @@ struct StreamCommand: AsyncParsableCommand {
         }
         if !(replaySpeed > 0 && replaySpeed.isFinite) { throw ValidationError("--replay-speed must be a positive number.") }
         try cameraSource.check()
+        if let k = keepDays, k < 0 { throw ValidationError("--keep-days must be 0 or more.") }
         try session.check()
     }
 
@@ -105,13 +133,27 @@ struct StreamCommand: AsyncParsableCommand {
             providers.append(SimulatedBiosignalProvider(model: model, seed: seed, clock: clock))
         }
         if let replay {
-            guard FileManager.default.isReadableFile(atPath: replay) else {
-                throw ValidationError("Cannot read \(replay): check the path and permissions.")
+            if FileManager.default.fileExists(atPath: replay) {
+                guard FileManager.default.isReadableFile(atPath: replay) else {
+                    throw ValidationError("Cannot read \(replay): check its permissions.")
+                }
+                providers.append(ReplayBiosignalProvider(path: replay, speed: replaySpeed, clock: clock))
+            } else {
+                let stored = try? store.open()
+                guard let stored, (try? stored.session(id: replay)) != nil else {
+                    throw ValidationError(
+                        "\(replay) is neither a file nor a session in \((try? store.directory()) ?? "the state directory")/sessions.sqlite: "
+                            + "check the path, or list sessions with `hr-gateway sessions list`.")
+                }
+                let samples = try stored.samples(sessionId: replay)
+                providers.append(ReplayBiosignalProvider(
+                    samples: samples, label: "session \(replay)", speed: replaySpeed, clock: clock))
             }
-            providers.append(ReplayBiosignalProvider(path: replay, speed: replaySpeed, clock: clock))
         }
         if let camera = cameraSource.provider(clock: clock) { providers.append(camera) }
-        let config = session.config()
+        let settings = try store.settings()
+        let config = session.config(defaults: settings)
+        let recorder = noRecordDb || !settings.record ? nil : openRecorder(config, settings)
         let output = format ?? (isatty(STDOUT_FILENO) == 1 ? .pretty : .jsonl)
         let exitCode = try await SessionRunner(
             config: config,
@@ -119,10 +161,32 @@ struct StreamCommand: AsyncParsableCommand {
             correction: session.correct,
             output: output == .pretty ? .pretty : .jsonl,
             recordPath: record,
+            recorder: recorder,
             stopWhenSourcesEnd: replay != nil && straps.isEmpty && !simulate && cameraSource.camera == nil
                 && session.duration == nil
         ).run()
         if exitCode != 0 { throw ExitCode(exitCode) }
+    }
+
+    /// The session store's recorder; on failure, says so once and runs the session unrecorded.
+    private func openRecorder(_ config: SessionConfig, _ settings: GatewayConfiguration) -> SessionRecorder? {
+        let logger = Logger(label: "hr-gateway")
+        let report: @Sendable (String) -> Void = { logger.warning("\($0)") }
+        let sessions: SessionStore
+        let dir = StateDirectory.resolve(option: store.stateDir, configured: settings.stateDir)
+        do { sessions = try SessionStore(directory: dir) } catch {
+            report("not recording this session: \(error)")
+            return nil
+        }
+        if let keepDays = keepDays ?? settings.keepDays, keepDays > 0 {
+            let cutoff = Int64((Date().timeIntervalSince1970 - Double(keepDays) * 86_400) * 1000)
+            do { try sessions.prune(startedBeforeMs: cutoff) } catch { report("could not delete old sessions: \(error)") }
+        }
+        let recorder = SessionRecorder(store: sessions, config: config, onFailure: report)
+        if recorder.isRecording {
+            logger.debug("recording session \(config.sessionId) into \(sessions.databasePath)")
+        }
+        return recorder
     }
 }
 
@@ -132,17 +196,23 @@ extension SessionMode: ExpressibleByArgument {}
 
 /// Session options shared by every command that runs a session.
 struct SessionOptions: ParsableArguments {
-    @Option(help: ArgumentHelp("Session mode: focus, breathing (paced breathing: respiration searched down to 3 /min) or typing."))
-    var mode: SessionMode = .focus
+    @Option(help: ArgumentHelp(
+        "Session mode: focus, breathing (paced breathing: respiration searched down to 3 /min) or typing. "
+            + "Default: the configuration's session.mode, else focus."))
+    var mode: SessionMode?
 
     @Option(help: ArgumentHelp("Stop after SEC seconds. Without it the session runs until Ctrl-C or SIGTERM.", valueName: "sec"))
     var duration: Int?
 
-    @Option(help: ArgumentHelp("Sliding window for the metrics, in seconds.", valueName: "sec"))
-    var window: Int = 60
+    @Option(help: ArgumentHelp(
+        "Sliding window for the metrics, in seconds. Default: the configuration's session.window_sec, else 60.",
+        valueName: "sec"))
+    var window: Int?
 
-    @Option(help: ArgumentHelp("Seconds between session_frame events.", valueName: "sec"))
-    var emitInterval: Int = 5
+    @Option(help: ArgumentHelp(
+        "Seconds between session_frame events. Default: the configuration's session.emit_interval_sec, else 5.",
+        valueName: "sec"))
+    var emitInterval: Int?
 
     @Flag(help: "Also emit biosignal_frame events with the raw samples of the window.")
     var raw = false
@@ -158,18 +228,21 @@ struct SessionOptions: ParsableArguments {
 
     func check() throws {
         if let d = duration, d <= 0 { throw ValidationError("--duration must be a positive number of seconds.") }
-        if window <= 0 { throw ValidationError("--window must be a positive number of seconds.") }
-        if emitInterval <= 0 { throw ValidationError("--emit-interval must be a positive number of seconds.") }
+        if let w = window, w <= 0 { throw ValidationError("--window must be a positive number of seconds.") }
+        if let e = emitInterval, e <= 0 { throw ValidationError("--emit-interval must be a positive number of seconds.") }
         if let r = rawInterval, r <= 0 { throw ValidationError("--raw-interval must be a positive number of seconds.") }
     }
 
-    func config() -> SessionConfig {
+    /// The session's configuration: these options over `defaults` (configuration file and environment).
+    func config(defaults: GatewayConfiguration = GatewayConfiguration()) -> SessionConfig {
         SessionConfig(
             sessionId: sessionId ?? UUID().uuidString.lowercased(),
-            mode: mode,
+            mode: mode ?? defaults.mode,
             // No --duration: run until stopped (the timer is set about 68 years out).
             durationSec: duration ?? Int(Int32.max),
-            profile: ComputeProfile(windowSec: window, emitIntervalSec: emitInterval, rawEmitIntervalSec: rawInterval),
+            profile: ComputeProfile(
+                windowSec: window ?? defaults.windowSec, emitIntervalSec: emitInterval ?? defaults.emitIntervalSec,
+                rawEmitIntervalSec: rawInterval),
             includeRawSamples: raw || rawInterval != nil
         )
     }

@@ -13,6 +13,13 @@ enum CLI {
         return URL(fileURLWithPath: FileManager.default.currentDirectoryPath).appendingPathComponent(".build/debug/hr-gateway")
     }
 
+    /// A state directory for the whole test run, so that sessions recorded by tests stay out of the user's.
+    static let stateDir: String = {
+        let p = FileManager.default.temporaryDirectory.appendingPathComponent("hrg-cli-state-\(getpid())").path
+        try? FileManager.default.createDirectory(atPath: p, withIntermediateDirectories: true)
+        return p
+    }()
+
     struct Result {
         let status: Int32
         let stdout: String
@@ -26,6 +33,7 @@ enum CLI {
         p.executableURL = executable
         p.arguments = arguments
         var env = ProcessInfo.processInfo.environment
+        env["HR_GATEWAY_STATE_DIR"] = stateDir
         for (k, v) in environment { env[k] = v }
         p.environment = env
         let out = Pipe()
@@ -63,6 +71,7 @@ final class RunningCLI {
         process.executableURL = CLI.executable
         process.arguments = arguments
         var env = ProcessInfo.processInfo.environment
+        env["HR_GATEWAY_STATE_DIR"] = CLI.stateDir
         for (k, v) in environment { env[k] = v }
         process.environment = env
         process.standardOutput = out

@@ -1,0 +1,210 @@
+import Foundation
+import GatewayEngine
+import TOMLKit
+
+/// Log verbosity, from the most to the least talkative (swift-log's levels).
+public enum LogLevelSetting: String, Sendable, CaseIterable {
+    case trace, debug, info, notice, warning, error, critical
+}
+
+/// The settings hr-gateway reads from its configuration file and environment. Every field starts at its default.
+public struct GatewayConfiguration: Sendable, Equatable {
+    public var logLevel: LogLevelSetting = .info
+    /// nil: resolved by `StateDirectory` (environment, systemd, XDG).
+    public var stateDir: String?
+    /// Record every session into the session store.
+    public var record = true
+    /// Delete sessions older than this many days before each session; nil keeps them forever.
+    public var keepDays: Int?
+    public var mode: SessionMode = .focus
+    public var windowSec = 60
+    public var emitIntervalSec = 5
+    /// The file these values came from, if any.
+    public var sourcePath: String?
+
+    public init() {}
+
+    /// The file to read: `explicit` (`--config`), else `$HR_GATEWAY_CONFIG`, else the user's
+    /// `$XDG_CONFIG_HOME/hr-gateway/hr-gateway.toml` (`~/.config/…`) when it exists, else
+    /// `/etc/hr-gateway/hr-gateway.toml` when it exists, else none (defaults).
+    public static func locate(
+        explicit: String?, environment: [String: String] = ProcessInfo.processInfo.environment,
+        exists: (String) -> Bool = { FileManager.default.fileExists(atPath: $0) }
+    ) -> String? {
+        if let explicit, !explicit.isEmpty { return explicit }
+        if let env = environment["HR_GATEWAY_CONFIG"], !env.isEmpty { return env }
+        let configHome = environment["XDG_CONFIG_HOME"].flatMap { $0.hasPrefix("/") ? $0 : nil }
+            ?? (environment["HOME"] ?? NSHomeDirectory()) + "/.config"
+        for candidate in [configHome + "/hr-gateway/hr-gateway.toml", "/etc/hr-gateway/hr-gateway.toml"]
+        where exists(candidate) {
+            return candidate
+        }
+        return nil
+    }
+
+    /// Reads `path` over the defaults.
+    public static func load(path: String) throws(ConfigurationError) -> (GatewayConfiguration, warnings: [String]) {
+        guard let data = FileManager.default.contents(atPath: path) else {
+            throw ConfigurationError(path: path, line: nil, message: "cannot read the file (missing or no permission)")
+        }
+        guard let text = String(data: data, encoding: .utf8) else {
+            throw ConfigurationError(path: path, line: nil, message: "not UTF-8 text")
+        }
+        return try parse(text, path: path)
+    }
+
+    /// Parses TOML text over the defaults. Unknown sections and keys are errors (a typo must not pass silently);
+    /// the sections reserved for options still being added (`relay`, `strap`, `camera`) are accepted with a warning.
+    public static func parse(_ text: String, path: String) throws(ConfigurationError) -> (GatewayConfiguration, warnings: [String]) {
+        let table: TOMLTable
+        do { table = try TOMLTable(string: text) } catch let e as TOMLParseError {
+            throw ConfigurationError(path: path, line: e.source.begin.line, message: e.description)
+        } catch {
+            throw ConfigurationError(path: path, line: nil, message: "\(error)")
+        }
+        var c = GatewayConfiguration()
+        c.sourcePath = path
+        var warnings: [String] = []
+        let lines = SourceLines(text)
+
+        func fail(_ section: String?, _ key: String?, _ message: String) -> ConfigurationError {
+            ConfigurationError(path: path, line: lines.locate(section: section, key: key), message: message)
+        }
+        func name(_ section: String?, _ key: String) -> String { section.map { "\($0).\(key)" } ?? key }
+        func string(_ v: any TOMLValueConvertible, _ section: String?, _ key: String) throws(ConfigurationError) -> String {
+            guard let s = v.string else { throw fail(section, key, "\(name(section, key)) must be a string, got \(v.type)") }
+            return s
+        }
+        func positive(_ v: any TOMLValueConvertible, _ section: String?, _ key: String, allowZero: Bool = false)
+            throws(ConfigurationError) -> Int
+        {
+            guard v.type == .int, let i = v.int, allowZero ? i >= 0 : i > 0 else {
+                throw fail(section, key, "\(name(section, key)) must be \(allowZero ? "0 or a positive" : "a positive") "
+                    + "integer, got \(v.type == .int ? v.debugDescription : "a \(v.type)")")
+            }
+            return i
+        }
+
+        for (key, value) in table {
+            switch key {
+            case "log_level":
+                let s = try string(value, nil, key)
+                guard let level = LogLevelSetting(rawValue: s) else {
+                    throw fail(nil, key, "log_level must be one of \(LogLevelSetting.allCases.map(\.rawValue).joined(separator: ", ")), got \"\(s)\"")
+                }
+                c.logLevel = level
+            case "store", "session", "relay", "strap", "camera":
+                guard let section = value.table else {
+                    throw fail(nil, key, "\(key) must be a table ([\(key)]), got a \(value.type)")
+                }
+                for (k, v) in section {
+                    switch (key, k) {
+                    case ("store", "state_dir"):
+                        let s = try string(v, key, k)
+                        guard s.isEmpty || s.hasPrefix("/") else { throw fail(key, k, "store.state_dir must be an absolute path") }
+                        c.stateDir = s.isEmpty ? nil : s
+                    case ("store", "record"):
+                        guard let b = v.bool, v.type == .bool else { throw fail(key, k, "store.record must be true or false, got a \(v.type)") }
+                        c.record = b
+                    case ("store", "keep_days"):
+                        let days = try positive(v, key, k, allowZero: true)
+                        c.keepDays = days == 0 ? nil : days
+                    case ("session", "mode"):
+                        let s = try string(v, key, k)
+                        guard let m = SessionMode(rawValue: s) else {
+                            throw fail(key, k, "session.mode must be focus, breathing or typing, got \"\(s)\"")
+                        }
+                        c.mode = m
+                    case ("session", "window_sec"):
+                        c.windowSec = try positive(v, key, k)
+                    case ("session", "emit_interval_sec"):
+                        c.emitIntervalSec = try positive(v, key, k)
+                    case ("relay", _), ("strap", _), ("camera", _):
+                        warnings.append("\(path) line \(lines.locate(section: key, key: k).map(String.init) ?? "?"): "
+                            + "\(key).\(k) is not used by this version (the [\(key)] options are still being added)")
+                    default:
+                        throw fail(key, k, "unknown option \(key).\(k) (see the example config/hr-gateway.toml)")
+                    }
+                }
+            default:
+                throw fail(nil, key, "unknown option \(key) (see the example config/hr-gateway.toml)")
+            }
+        }
+        return (c, warnings)
+    }
+
+    /// Applies the `HR_GATEWAY_*` environment variables, which override the file.
+    /// (`HR_GATEWAY_STATE_DIR` is applied by `StateDirectory`.)
+    public mutating func applyEnvironment(_ env: [String: String]) throws(ConfigurationError) {
+        func bad(_ name: String, _ message: String) -> ConfigurationError {
+            ConfigurationError(path: "environment variable \(name)", line: nil, message: message)
+        }
+        func positive(_ name: String, allowZero: Bool = false) throws(ConfigurationError) -> Int? {
+            guard let s = env[name], !s.isEmpty else { return nil }
+            guard let i = Int(s), allowZero ? i >= 0 : i > 0 else { throw bad(name, "must be a positive integer, got \"\(s)\"") }
+            return i
+        }
+        if let s = env["HR_GATEWAY_LOG_LEVEL"], !s.isEmpty {
+            guard let l = LogLevelSetting(rawValue: s.lowercased()) else {
+                throw bad("HR_GATEWAY_LOG_LEVEL", "must be one of \(LogLevelSetting.allCases.map(\.rawValue).joined(separator: ", "))")
+            }
+            logLevel = l
+        }
+        if let s = env["HR_GATEWAY_RECORD"], !s.isEmpty {
+            switch s.lowercased() {
+            case "1", "true", "yes", "on": record = true
+            case "0", "false", "no", "off": record = false
+            default: throw bad("HR_GATEWAY_RECORD", "must be 1 or 0 (true or false), got \"\(s)\"")
+            }
+        }
+        if let d = try positive("HR_GATEWAY_KEEP_DAYS", allowZero: true) { keepDays = d == 0 ? nil : d }
+        if let s = env["HR_GATEWAY_MODE"], !s.isEmpty {
+            guard let m = SessionMode(rawValue: s) else { throw bad("HR_GATEWAY_MODE", "must be focus, breathing or typing") }
+            mode = m
+        }
+        if let w = try positive("HR_GATEWAY_WINDOW_SEC") { windowSec = w }
+        if let e = try positive("HR_GATEWAY_EMIT_INTERVAL_SEC") { emitIntervalSec = e }
+    }
+}
+
+/// A configuration that cannot be used: where (file and line when known) and why.
+public struct ConfigurationError: Error, Sendable, Equatable, CustomStringConvertible {
+    public let path: String
+    public let line: Int?
+    public let message: String
+
+    public var description: String { line.map { "\(path) line \($0): \(message)" } ?? "\(path): \(message)" }
+}
+
+/// Finds the line of a key in TOML text (TOMLKit does not report where a value was), for error messages.
+struct SourceLines {
+    private let lines: [Substring]
+
+    init(_ text: String) { lines = text.split(separator: "\n", omittingEmptySubsequences: false) }
+
+    /// The 1-based line of `key` in `[section]` (or at the top level), or of the section header when `key` is nil.
+    func locate(section: String?, key: String?) -> Int? {
+        var current: String?
+        var headerLine: Int?
+        for (i, raw) in lines.enumerated() {
+            let line = raw.trimmingCharacters(in: .whitespaces)
+            if line.hasPrefix("[") {
+                current = line.dropFirst().prefix { $0 != "]" }.trimmingCharacters(in: .whitespaces)
+                if current == section { headerLine = i + 1 }
+                if section == nil, let key, current == key { return i + 1 }
+                continue
+            }
+            guard current == section, let key else { continue }
+            let name = line.prefix { $0 != "=" }.trimmingCharacters(in: .whitespaces)
+            if name == key || name == "\"\(key)\"" { return i + 1 }
+        }
+        if let section, let key {
+            // A dotted key at the top level (`session.mode = …`).
+            for (i, raw) in lines.enumerated() {
+                let name = raw.prefix { $0 != "=" }.trimmingCharacters(in: .whitespaces)
+                if name == "\(section).\(key)" { return i + 1 }
+            }
+        }
+        return headerLine
+    }
+}

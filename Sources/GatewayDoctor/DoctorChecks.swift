@@ -1,0 +1,215 @@
+/// One line of `hr-gateway doctor`: what was checked, how it went, and what to do about it.
+public struct DoctorCheck: Sendable, Equatable {
+    public enum Status: String, Sendable {
+        case ok = "ok"
+        /// Works, but something is missing or degraded (streaming is still possible).
+        case warning = "warn"
+        /// Blocks streaming from a strap.
+        case failure = "FAIL"
+        /// Not checked because something it depends on failed.
+        case skipped = "skip"
+    }
+
+    public var name: String
+    public var status: Status
+    public var detail: String
+    public var fix: String?
+
+    public init(_ name: String, _ status: Status, _ detail: String, fix: String? = nil) {
+        self.name = name
+        self.status = status
+        self.detail = detail
+        self.fix = fix
+    }
+
+    /// `FAIL  bluetoothd      not running — fix: …`
+    public var line: String {
+        let head = status.rawValue.padding(toLength: 5, withPad: " ", startingAt: 0)
+            + " " + name.padding(toLength: 16, withPad: " ", startingAt: 0) + " " + detail
+        return fix.map { head + " — fix: " + $0 } ?? head
+    }
+}
+
+/// What the probes found on the machine. Filled by `SystemProbe` (or by a test), judged by `evaluate()`.
+public struct DoctorFacts: Sendable, Equatable {
+    public struct Adapter: Sendable, Equatable {
+        public var name: String
+        public var address: String
+        public var powered: Bool
+        public init(name: String, address: String, powered: Bool) {
+            self.name = name
+            self.address = address
+            self.powered = powered
+        }
+    }
+
+    public struct Controller: Sendable, Equatable {
+        public var name: String
+        public var address: String
+        public var up: Bool
+        public init(name: String, address: String, up: Bool) {
+            self.name = name
+            self.address = address
+            self.up = up
+        }
+    }
+
+    public struct RFKill: Sendable, Equatable {
+        public var name: String
+        public var softBlocked: Bool
+        public var hardBlocked: Bool
+        public init(name: String, softBlocked: Bool, hardBlocked: Bool) {
+            self.name = name
+            self.softBlocked = softBlocked
+            self.hardBlocked = hardBlocked
+        }
+    }
+
+    public struct Camera: Sendable, Equatable {
+        public var path: String
+        public var accessible: Bool
+        public init(path: String, accessible: Bool) {
+            self.path = path
+            self.accessible = accessible
+        }
+    }
+
+    /// The system bus address tried, and the connection error if it failed.
+    public var busAddress = "unix:path=/run/dbus/system_bus_socket"
+    public var busError: String?
+    /// Whether some process owns `org.bluez` on the bus.
+    public var bluezRunning = false
+    /// `bluetoothd -v`, when the binary was found.
+    public var bluetoothdVersion: String?
+    /// Adapters from BlueZ's object tree (nil when it could not be read).
+    public var adapters: [Adapter]?
+    /// The D-Bus error when reading BlueZ's objects failed (AccessDenied: policy).
+    public var bluezError: String?
+    /// Controllers from the kernel through libbluetooth, or why they could not be listed.
+    public var controllers: [Controller] = []
+    public var controllersError: String?
+    public var rfkill: [RFKill] = []
+    public var cameras: [Camera] = []
+    public var configPath: String?
+    public var configError: String?
+    public var stateDir = ""
+    public var stateDirError: String?
+
+    public init() {}
+
+    /// One check per line, in the order a person fixes them.
+    public func evaluate() -> [DoctorCheck] {
+        var checks: [DoctorCheck] = []
+        let hciNames = controllers.map(\.name).joined(separator: ", ")
+
+        if let busError {
+            checks.append(DoctorCheck("system bus", .failure, "cannot connect to \(busAddress): \(busError)",
+                                      fix: "start D-Bus: sudo systemctl start dbus"))
+        } else {
+            checks.append(DoctorCheck("system bus", .ok, "connected (\(busAddress))"))
+        }
+
+        let version = bluetoothdVersion.map { "BlueZ \($0)" } ?? "version unknown (bluetoothd not found in /usr/libexec/bluetooth or /usr/sbin)"
+        if busError != nil {
+            checks.append(DoctorCheck("bluetoothd", .skipped, "needs the system bus"))
+        } else if bluezRunning {
+            var status = DoctorCheck.Status.ok
+            var detail = "running, \(version)"
+            var fix: String?
+            if let v = bluetoothdVersion, let major = Double(v.prefix { $0.isNumber || $0 == "." }), major < 5.50 {
+                status = .warning
+                detail += " (older than 5.50: GATT notifications may be unreliable)"
+                fix = "upgrade the bluez package"
+            }
+            checks.append(DoctorCheck("bluetoothd", status, detail, fix: fix))
+        } else {
+            let why = controllers.isEmpty ? "not running (org.bluez is not on the system bus)"
+                : "\(hciNames) \(controllers.count == 1 ? "is" : "are") present but bluetoothd is not running"
+            checks.append(DoctorCheck("bluetoothd", .failure, why + ", \(version)",
+                                      fix: bluetoothdVersion == nil ? "sudo apt install bluez && sudo systemctl enable --now bluetooth"
+                                        : "sudo systemctl enable --now bluetooth"))
+        }
+
+        if busError == nil, bluezRunning {
+            if let bluezError {
+                let denied = bluezError.contains("AccessDenied")
+                checks.append(DoctorCheck(
+                    "D-Bus permission", .failure, "cannot read BlueZ's objects: \(bluezError)",
+                    fix: denied ? "install config/hr-gateway-dbus.conf into /etc/dbus-1/system.d/ (scripts/install does) "
+                        + "or run as a member of the bluetooth group" : "check bluetoothd's log: journalctl -u bluetooth"))
+            } else {
+                checks.append(DoctorCheck("D-Bus permission", .ok, "BlueZ's objects are readable"))
+            }
+        } else {
+            checks.append(DoctorCheck("D-Bus permission", .skipped, "needs bluetoothd on the system bus"))
+        }
+
+        if let adapters {
+            if adapters.isEmpty {
+                checks.append(DoctorCheck(
+                    "adapters", .failure,
+                    controllers.isEmpty ? "BlueZ has no adapter" : "BlueZ has no adapter although the kernel has \(hciNames)",
+                    fix: "plug in a Bluetooth adapter, or check `rfkill list` and `journalctl -u bluetooth`"))
+            } else {
+                for a in adapters {
+                    let blocked = rfkill.first { $0.softBlocked || $0.hardBlocked }
+                    if a.powered {
+                        checks.append(DoctorCheck("adapter \(a.name)", .ok, "\(a.address), powered"))
+                    } else if let blocked {
+                        checks.append(DoctorCheck(
+                            "adapter \(a.name)", .failure, "\(a.address), off: blocked by rfkill (\(blocked.name))",
+                            fix: blocked.hardBlocked ? "turn on the hardware radio switch" : "sudo rfkill unblock bluetooth"))
+                    } else {
+                        checks.append(DoctorCheck("adapter \(a.name)", .failure, "\(a.address), not powered",
+                                                  fix: "bluetoothctl power on (or AutoEnable=true in /etc/bluetooth/main.conf)"))
+                    }
+                }
+            }
+        } else {
+            checks.append(DoctorCheck("adapters", .skipped, "needs BlueZ's objects"))
+        }
+
+        if let controllersError {
+            checks.append(DoctorCheck("HCI controllers", .warning, "cannot list them: \(controllersError)"))
+        } else if controllers.isEmpty {
+            checks.append(DoctorCheck("HCI controllers", .warning, "the kernel has none",
+                                      fix: "plug in a Bluetooth adapter; `dmesg | grep -i bluetooth` shows driver errors"))
+        } else {
+            let list = controllers.map { "\($0.name) \($0.address) \($0.up ? "up" : "down")" }.joined(separator: ", ")
+            checks.append(DoctorCheck("HCI controllers", .ok, list))
+        }
+
+        for r in rfkill where r.softBlocked || r.hardBlocked {
+            checks.append(DoctorCheck(
+                "rfkill \(r.name)", .warning, r.hardBlocked ? "hard-blocked" : "soft-blocked",
+                fix: r.hardBlocked ? "turn on the hardware radio switch" : "sudo rfkill unblock bluetooth"))
+        }
+
+        if cameras.isEmpty {
+            checks.append(DoctorCheck("cameras", .warning, "no /dev/video* device (camera sources unavailable)",
+                                      fix: "plug in a webcam; `hr-gateway cameras` lists what V4L2 sees"))
+        } else {
+            for c in cameras {
+                checks.append(c.accessible
+                    ? DoctorCheck("camera", .ok, "\(c.path) readable and writable")
+                    : DoctorCheck("camera", .warning, "\(c.path) not accessible to this user",
+                                  fix: "add the user to the video group (sudo usermod -aG video $USER) and log in again"))
+            }
+        }
+
+        if let configError {
+            checks.append(DoctorCheck("configuration", .failure, configError,
+                                      fix: "hr-gateway config check \(configPath ?? "") shows each error with its line"))
+        } else {
+            checks.append(DoctorCheck("configuration", .ok, configPath.map { "\($0) valid" } ?? "no file, defaults apply"))
+        }
+
+        if let stateDirError {
+            checks.append(DoctorCheck("state directory", .warning, "\(stateDir): \(stateDirError) (sessions will not be recorded)",
+                                      fix: "choose another with --state-dir or HR_GATEWAY_STATE_DIR, or fix its owner"))
+        } else {
+            checks.append(DoctorCheck("state directory", .ok, "\(stateDir) writable"))
+        }
+        return checks
+    }
+}

@@ -1,0 +1,364 @@
+import Foundation
+import GRDB
+import GatewayEngine
+
+/// What went wrong with the session store, and what to do about it.
+public enum StoreError: Error, Sendable, Equatable, CustomStringConvertible {
+    /// The state directory or a file in it could not be created or opened.
+    case io(String)
+    /// SQLite refused an operation (disk full, permission, a damaged file).
+    case database(String)
+    case sessionNotFound(String)
+    case sessionExists(String)
+    /// The session is being recorded by a live process.
+    case sessionRunning(String)
+
+    public var description: String {
+        switch self {
+        case .io(let m): m
+        case .database(let m): "session database: \(m)"
+        case .sessionNotFound(let id): "no session \(id) in the store (see `hr-gateway sessions list`)"
+        case .sessionExists(let id): "session \(id) is already in the store: choose another --session-id or delete it first"
+        case .sessionRunning(let id): "session \(id) is being recorded right now: stop it first"
+        }
+    }
+}
+
+/// How a recorded session ended.
+public enum RecordedSessionState: String, Sendable, CaseIterable, Codable {
+    /// Its writer is recording it now.
+    case running
+    /// Ended with a `session_summary`.
+    case completed
+    /// Ended with a `session_error`.
+    case failed
+    /// The recorder was closed before the session emitted its end (the command was stopped another way).
+    case stopped
+    /// Its writer died without ending it (`kill -9`, a crash, a power loss): everything committed is kept.
+    case interrupted
+}
+
+/// One session in the store, as `sessions list` shows it.
+public struct RecordedSession: Sendable, Equatable {
+    public var id: String
+    public var mode: String
+    public var configJSON: String
+    public var startedAtMs: Int64
+    public var endedAtMs: Int64?
+    public var state: RecordedSessionState
+    public var sampleCount: Int
+    public var eventCount: Int
+    public var rrCount: Int
+    /// Distinct device ids (or sources for samples without one), sorted.
+    public var devices: [String]
+    /// Timestamp of the last sample, if any.
+    public var lastSampleMs: Int64?
+
+    public var jsonValue: JSONValue {
+        var o: [String: JSONValue] = [
+            "session_id": .string(id),
+            "mode": .string(mode),
+            "state": .string(state.rawValue),
+            "started_at_ms": .int(startedAtMs),
+            "sample_count": .int(Int64(sampleCount)),
+            "event_count": .int(Int64(eventCount)),
+            "rr_count": .int(Int64(rrCount)),
+            "devices": .array(devices.map(JSONValue.string)),
+        ]
+        if let config = try? JSONValue(parsing: configJSON) { o["config"] = config }
+        if let e = endedAtMs { o["ended_at_ms"] = .int(e) }
+        if let l = lastSampleMs { o["last_sample_ms"] = .int(l) }
+        return .object(o)
+    }
+}
+
+/// One recorded event: its wire type and JSON text.
+public struct RecordedEvent: Sendable, Equatable {
+    public var type: String
+    public var json: String
+}
+
+/// The session database: `sessions.sqlite` (SQLite in WAL mode) and `locks/` in the state directory.
+///
+/// Every sample is committed in its own transaction before the engine sees it, and every event as it is emitted.
+/// Commits are not fsynced (`synchronous=NORMAL`): a killed or crashed process loses nothing it had received; a
+/// power cut may lose the commits since the last WAL checkpoint. Several processes may open one store at once.
+public final class SessionStore: Sendable {
+    public let directory: String
+    public var databasePath: String { directory + "/sessions.sqlite" }
+    let dbQueue: DatabaseQueue
+
+    /// Opens (creating when needed) the store in `directory`, and marks as `interrupted` every session whose
+    /// writer is gone.
+    public init(directory: String) throws(StoreError) {
+        self.directory = directory
+        do {
+            try FileManager.default.createDirectory(
+                atPath: directory + "/locks", withIntermediateDirectories: true,
+                attributes: [.posixPermissions: 0o750])
+        } catch {
+            throw .io("cannot create the state directory \(directory): \(Self.reason(error)) "
+                + "(choose another with --state-dir or HR_GATEWAY_STATE_DIR, or fix its permissions)")
+        }
+        var config = Configuration()
+        config.journalMode = .wal
+        config.busyMode = .timeout(10)
+        config.prepareDatabase { db in try db.execute(sql: "PRAGMA synchronous = NORMAL") }
+        do {
+            dbQueue = try DatabaseQueue(path: directory + "/sessions.sqlite", configuration: config)
+            try Self.migrator.migrate(dbQueue)
+        } catch {
+            throw .database("cannot open \(directory)/sessions.sqlite: \(Self.reason(error))")
+        }
+        try markInterrupted()
+    }
+
+    private static var migrator: DatabaseMigrator {
+        var m = DatabaseMigrator()
+        m.registerMigration("v1") { db in
+            try db.execute(sql: """
+                CREATE TABLE sessions (
+                    id TEXT PRIMARY KEY NOT NULL,
+                    mode TEXT NOT NULL,
+                    config_json TEXT NOT NULL,
+                    started_at_ms INTEGER NOT NULL,
+                    ended_at_ms INTEGER,
+                    state TEXT NOT NULL,
+                    writer_pid INTEGER
+                );
+                CREATE TABLE samples (
+                    id INTEGER PRIMARY KEY AUTOINCREMENT,
+                    session_id TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
+                    timestamp_ms INTEGER NOT NULL,
+                    bpm REAL NOT NULL,
+                    rr_ms TEXT,
+                    rr_1024 TEXT,
+                    rr_count INTEGER NOT NULL DEFAULT 0,
+                    contact TEXT,
+                    energy_kj INTEGER,
+                    confidence REAL,
+                    breathing_rate_bpm REAL,
+                    device_id TEXT,
+                    source TEXT NOT NULL,
+                    notification_seq INTEGER,
+                    gap_before INTEGER NOT NULL DEFAULT 0
+                );
+                CREATE INDEX samples_by_session ON samples(session_id, id);
+                CREATE TABLE events (
+                    id INTEGER PRIMARY KEY AUTOINCREMENT,
+                    session_id TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
+                    type TEXT NOT NULL,
+                    json TEXT NOT NULL
+                );
+                CREATE INDEX events_by_session ON events(session_id, id);
+                """)
+        }
+        return m
+    }
+
+    // MARK: Reading
+
+    /// Every session, oldest first.
+    public func list() throws(StoreError) -> [RecordedSession] {
+        try read { db in
+            try Row.fetchAll(db, sql: Self.summarySQL + " ORDER BY s.started_at_ms, s.id").map(Self.session)
+        }
+    }
+
+    /// One session, or nil.
+    public func session(id: String) throws(StoreError) -> RecordedSession? {
+        try read { db in
+            try Row.fetchOne(db, sql: Self.summarySQL + " WHERE s.id = ?", arguments: [id]).map(Self.session)
+        }
+    }
+
+    /// The samples of a session in the order they arrived.
+    public func samples(sessionId: String) throws(StoreError) -> [BiosignalSample] {
+        try read { db in
+            try Row.fetchAll(db, sql: "SELECT * FROM samples WHERE session_id = ? ORDER BY id", arguments: [sessionId])
+                .map(Self.sample)
+        }
+    }
+
+    /// The events of a session in the order they were emitted.
+    public func events(sessionId: String) throws(StoreError) -> [RecordedEvent] {
+        try read { db in
+            try Row.fetchAll(db, sql: "SELECT type, json FROM events WHERE session_id = ? ORDER BY id", arguments: [sessionId])
+                .map { RecordedEvent(type: $0["type"], json: $0["json"]) }
+        }
+    }
+
+    // MARK: Removing
+
+    /// Deletes a session with its samples and events. Refuses a session that is being recorded.
+    public func delete(id: String) throws(StoreError) {
+        try markInterrupted()
+        guard let s = try session(id: id) else { throw .sessionNotFound(id) }
+        if s.state == .running { throw .sessionRunning(id) }
+        try write { db in try db.execute(sql: "DELETE FROM sessions WHERE id = ?", arguments: [id]) }
+    }
+
+    /// Deletes every finished session that started before `cutoffMs` (epoch ms); returns their ids.
+    @discardableResult
+    public func prune(startedBeforeMs cutoffMs: Int64) throws(StoreError) -> [String] {
+        try markInterrupted()
+        return try write { db in
+            let ids = try String.fetchAll(
+                db, sql: "SELECT id FROM sessions WHERE started_at_ms < ? AND state != 'running' ORDER BY started_at_ms",
+                arguments: [cutoffMs])
+            for id in ids { try db.execute(sql: "DELETE FROM sessions WHERE id = ?", arguments: [id]) }
+            return ids
+        }
+    }
+
+    // MARK: Writing (used by SessionRecorder)
+
+    func insertSession(_ config: SessionConfig, startedAtMs: Int64) throws(StoreError) {
+        try write { db in
+            if try Bool.fetchOne(db, sql: "SELECT 1 FROM sessions WHERE id = ?", arguments: [config.sessionId]) == true {
+                throw StoreError.sessionExists(config.sessionId)
+            }
+            try db.execute(
+                sql: """
+                    INSERT INTO sessions (id, mode, config_json, started_at_ms, state, writer_pid)
+                    VALUES (?, ?, ?, ?, 'running', ?)
+                    """,
+                arguments: [config.sessionId, config.mode.rawValue, config.jsonValue.jsonString, startedAtMs,
+                            Int64(getpid())])
+        }
+    }
+
+    func insert(_ s: BiosignalSample, sessionId: String) throws(StoreError) {
+        let rr = s.rrIntervalsMs.map { JSONValue.array($0.filter(\.isFinite).map(JSONValue.double)).jsonString }
+        let raw = s.rrRaw1024.map { JSONValue.array($0.map { .int(Int64($0)) }).jsonString }
+        let values: [(any DatabaseValueConvertible)?] = [
+            sessionId, s.timestampMs, s.bpm.isFinite ? s.bpm : 0, rr, raw,
+            s.rrIntervalsMs?.filter(\.isFinite).count ?? 0,
+            s.contact?.rawValue, s.energyKJ.map { Int64($0) }, s.confidence.flatMap { $0.isFinite ? $0 : nil },
+            s.breathingRateBpm.flatMap { $0.isFinite ? $0 : nil }, s.deviceId, s.source,
+            s.sequence.map { Int64(truncatingIfNeeded: $0) }, s.gapBefore ? 1 : 0,
+        ]
+        try write { db in
+            try db.execute(
+                sql: """
+                    INSERT INTO samples (session_id, timestamp_ms, bpm, rr_ms, rr_1024, rr_count, contact, energy_kj,
+                        confidence, breathing_rate_bpm, device_id, source, notification_seq, gap_before)
+                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                    """,
+                arguments: StatementArguments(values))
+        }
+    }
+
+    func insert(_ event: SessionEvent) throws(StoreError) {
+        try write { db in
+            switch event {
+            case .started(let id, let at):
+                try db.execute(sql: "UPDATE sessions SET started_at_ms = ? WHERE id = ?", arguments: [at, id])
+            default:
+                break
+            }
+            try db.execute(
+                sql: "INSERT INTO events (session_id, type, json) VALUES (?, ?, ?)",
+                arguments: [event.sessionId, event.type, event.jsonValue.jsonString])
+        }
+    }
+
+    func end(sessionId: String, state: RecordedSessionState, atMs: Int64) throws(StoreError) {
+        try write { db in
+            try db.execute(
+                sql: "UPDATE sessions SET state = ?, ended_at_ms = ? WHERE id = ? AND state = 'running'",
+                arguments: [state.rawValue, atMs, sessionId])
+        }
+    }
+
+    /// The lock file of a session's writer.
+    func lockPath(sessionId: String) -> String {
+        let bytes = Array(sessionId.utf8)
+        if bytes.count <= 100 {
+            return directory + "/locks/" + bytes.map { String($0, radix: 16).leftPadded(2) }.joined() + ".lock"
+        }
+        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
+        for b in bytes { hash = (hash ^ UInt64(b)) &* 0x100_0000_01b3 }
+        return directory + "/locks/h" + String(hash, radix: 16) + ".lock"
+    }
+
+    /// Marks `interrupted` every `running` session whose writer no longer holds its lock.
+    public func markInterrupted() throws(StoreError) {
+        let running = try read { db in try String.fetchAll(db, sql: "SELECT id FROM sessions WHERE state = 'running'") }
+        for id in running {
+            guard let lock = try? WriterLock.tryAcquire(path: lockPath(sessionId: id)) else { continue }
+            defer { lock.release(remove: true) }
+            try write { db in
+                try db.execute(sql: "UPDATE sessions SET state = 'interrupted' WHERE id = ? AND state = 'running'",
+                               arguments: [id])
+            }
+        }
+    }
+
+    // MARK: Internals
+
+    private static let summarySQL = """
+        SELECT s.*,
+            (SELECT COUNT(*) FROM samples WHERE session_id = s.id) AS sample_count,
+            (SELECT COALESCE(SUM(rr_count), 0) FROM samples WHERE session_id = s.id) AS rr_total,
+            (SELECT MAX(timestamp_ms) FROM samples WHERE session_id = s.id) AS last_sample_ms,
+            (SELECT group_concat(d, char(10)) FROM (SELECT DISTINCT COALESCE(device_id, source) AS d
+                FROM samples WHERE session_id = s.id ORDER BY d)) AS devices,
+            (SELECT COUNT(*) FROM events WHERE session_id = s.id) AS event_count
+        FROM sessions s
+        """
+
+    private static func session(_ row: Row) -> RecordedSession {
+        let devices: String? = row["devices"]
+        return RecordedSession(
+            id: row["id"], mode: row["mode"], configJSON: row["config_json"], startedAtMs: row["started_at_ms"],
+            endedAtMs: row["ended_at_ms"],
+            state: RecordedSessionState(rawValue: row["state"]) ?? .interrupted,
+            sampleCount: row["sample_count"], eventCount: row["event_count"], rrCount: row["rr_total"],
+            devices: devices.map { $0.split(separator: "\n").map(String.init) } ?? [],
+            lastSampleMs: row["last_sample_ms"])
+    }
+
+    private static func sample(_ row: Row) -> BiosignalSample {
+        func doubles(_ text: String?) -> [Double]? {
+            guard let text, let items = (try? JSONValue(parsing: text))?.arrayValue else { return nil }
+            return items.compactMap(\.doubleValue)
+        }
+        let seq: Int64? = row["notification_seq"]
+        let energy: Int64? = row["energy_kj"]
+        let contact: String? = row["contact"]
+        return BiosignalSample(
+            timestampMs: row["timestamp_ms"], bpm: row["bpm"], rrIntervalsMs: doubles(row["rr_ms"]),
+            deviceId: row["device_id"], source: row["source"],
+            contact: contact.flatMap(SensorContact.init(rawValue:)),
+            energyKJ: energy.map { Int($0) },
+            rrRaw1024: doubles(row["rr_1024"]).map { $0.map { UInt16(clamping: Int($0)) } },
+            confidence: row["confidence"], breathingRateBpm: row["breathing_rate_bpm"],
+            sequence: seq.map { UInt64(bitPattern: $0) }, gapBefore: (row["gap_before"] as Int64? ?? 0) != 0)
+    }
+
+    private func read<T>(_ body: (Database) throws -> T) throws(StoreError) -> T {
+        do { return try dbQueue.read(body) } catch { throw Self.wrap(error) }
+    }
+
+    private func write<T>(_ body: (Database) throws -> T) throws(StoreError) -> T {
+        do { return try dbQueue.write(body) } catch { throw Self.wrap(error) }
+    }
+
+    private static func wrap(_ error: any Error) -> StoreError {
+        if let e = error as? StoreError { return e }
+        return .database(reason(error))
+    }
+
+    static func reason(_ error: any Error) -> String {
+        if let db = error as? DatabaseError { return db.message ?? "\(db.resultCode)" }
+        if let ns = error as? CocoaError, let u = ns.userInfo[NSUnderlyingErrorKey] as? NSError {
+            return String(cString: strerror(Int32(u.code)))
+        }
+        return "\(error)"
+    }
+}
+
+extension String {
+    fileprivate func leftPadded(_ n: Int) -> String { String(repeating: "0", count: max(0, n - count)) + self }
+}

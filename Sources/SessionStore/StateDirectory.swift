@@ -1,0 +1,25 @@
+import Foundation
+
+/// Where hr-gateway keeps its state (the session database): the first of
+/// `--state-dir`, `HR_GATEWAY_STATE_DIR`, the configuration file's `state_dir`, systemd's `STATE_DIRECTORY`
+/// (set by `StateDirectory=` in the service unit: `/var/lib/hr-gateway`), `$XDG_STATE_HOME/hr-gateway`,
+/// `~/.local/state/hr-gateway`.
+public enum StateDirectory {
+    /// Resolves the directory. Pure: the environment is passed in.
+    public static func resolve(
+        option: String? = nil,
+        configured: String? = nil,
+        environment: [String: String] = ProcessInfo.processInfo.environment
+    ) -> String {
+        if let option, !option.isEmpty { return option }
+        if let env = environment["HR_GATEWAY_STATE_DIR"], !env.isEmpty { return env }
+        if let configured, !configured.isEmpty { return configured }
+        // systemd may list several directories separated by colons; ours is the first.
+        if let systemd = environment["STATE_DIRECTORY"]?.split(separator: ":").first, !systemd.isEmpty {
+            return String(systemd)
+        }
+        if let xdg = environment["XDG_STATE_HOME"], xdg.hasPrefix("/") { return xdg + "/hr-gateway" }
+        let home = environment["HOME"].flatMap { $0.isEmpty ? nil : $0 } ?? NSHomeDirectory()
+        return home + "/.local/state/hr-gateway"
+    }
+}

@@ -1,0 +1,65 @@
+import ArgumentParser
+import Foundation
+import GatewayConfig
+import SessionStore
+
+struct ConfigCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "config",
+        abstract: "Check a configuration file and show the settings in effect.",
+        discussion: """
+            hr-gateway reads one TOML file: --config FILE, else $HR_GATEWAY_CONFIG, else \
+            ~/.config/hr-gateway/hr-gateway.toml, else /etc/hr-gateway/hr-gateway.toml. Options override \
+            HR_GATEWAY_* environment variables, which override the file, which overrides the defaults. \
+            config/hr-gateway.toml in the source tree documents every option with its default.
+            """,
+        subcommands: [ConfigCheckCommand.self]
+    )
+}
+
+struct ConfigCheckCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "check",
+        abstract: "Validate a configuration file; print the settings in effect, or each error with its line.",
+        discussion: """
+            Without FILE, checks the file hr-gateway would read (or says that none is present). The exit status is \
+            0 when the file is valid, 1 otherwise.
+
+            Examples:
+              hr-gateway config check
+              hr-gateway config check /etc/hr-gateway/hr-gateway.toml
+            """
+    )
+
+    @Argument(help: "The file to check (default: the one hr-gateway would read).")
+    var file: String?
+
+    func run() throws {
+        guard let path = GatewayConfiguration.locate(explicit: file) else {
+            print("No configuration file (looked for ~/.config/hr-gateway/hr-gateway.toml and "
+                + "/etc/hr-gateway/hr-gateway.toml): the defaults apply.")
+            try show(GatewayConfiguration())
+            return
+        }
+        let loaded: (GatewayConfiguration, warnings: [String])
+        do { loaded = try GatewayConfiguration.load(path: path) } catch {
+            throw CommandFailure("\(error)")
+        }
+        for w in loaded.warnings { print("warning: \(w)") }
+        print("\(path): valid")
+        try show(loaded.0)
+    }
+
+    private func show(_ file: GatewayConfiguration) throws {
+        var c = file
+        do { try c.applyEnvironment(ProcessInfo.processInfo.environment) } catch { throw CommandFailure("\(error)") }
+        print("In effect (file and HR_GATEWAY_* environment):")
+        print("  log_level          \(c.logLevel.rawValue)")
+        print("  state_dir          \(StateDirectory.resolve(configured: c.stateDir))")
+        print("  record             \(c.record)")
+        print("  keep_days          \(c.keepDays.map(String.init) ?? "0 (keep every session)")")
+        print("  session.mode       \(c.mode.rawValue)")
+        print("  session.window_sec \(c.windowSec)")
+        print("  session.emit_interval_sec \(c.emitIntervalSec)")
+    }
+}

@@ -1,0 +1,60 @@
+import ArgumentParser
+import Foundation
+import GatewayConfig
+import GatewayDoctor
+import SessionStore
+
+struct DoctorCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "doctor",
+        abstract: "Check that this machine can stream: D-Bus, bluetoothd, adapters, permissions, cameras, config.",
+        discussion: """
+            One line per check: ok, warn (works, but something is missing), FAIL (blocks streaming from a strap) or \
+            skip (depends on a check that failed), each problem with its fix. Checks: the system bus; bluetoothd \
+            on it and its version; read access to BlueZ's objects (the D-Bus policy); each adapter, powered or \
+            not and why (rfkill in /sys/class/rfkill); the kernel's HCI controllers through libbluetooth, so that \
+            "hci0 is present but bluetoothd is not running" is told apart from "no adapter"; cameras (/dev/video*) \
+            and whether this user may open them; the configuration file; the state directory.
+
+            The exit status is 1 when a check failed, 0 otherwise.
+
+            Examples:
+              hr-gateway doctor
+              sudo -u hr-gateway hr-gateway doctor      (as the service user)
+            """
+    )
+
+    @OptionGroup var store: StoreOptions
+
+    func run() async throws {
+        var facts = DoctorFacts()
+        var settings = GatewayConfiguration()
+        facts.configPath = GatewayConfiguration.locate(explicit: store.config)
+        if let path = facts.configPath {
+            do { settings = try GatewayConfiguration.load(path: path).0 } catch { facts.configError = "\(error)" }
+        }
+        do { try settings.applyEnvironment(ProcessInfo.processInfo.environment) } catch {
+            facts.configError = "\(error)"
+        }
+        StoreOptions.bootstrapLogging(store.logLevel ?? settings.logLevel)
+        await SystemProbe.probe(into: &facts)
+        facts.stateDir = StateDirectory.resolve(option: store.stateDir, configured: settings.stateDir)
+        do {
+            _ = try SessionStore(directory: facts.stateDir)
+            let probe = facts.stateDir + "/.doctor-\(getpid())"
+            guard FileManager.default.createFile(atPath: probe, contents: Data()) else {
+                throw CommandFailure("not writable by this user")
+            }
+            try? FileManager.default.removeItem(atPath: probe)
+        } catch {
+            facts.stateDirError = "\(error)"
+        }
+
+        let checks = facts.evaluate()
+        for c in checks { print(c.line) }
+        if checks.contains(where: { $0.status == .failure }) {
+            print("Streaming from a strap is blocked: fix the FAIL lines above.")
+            throw ExitCode.failure
+        }
+    }
+}

@@ -1,0 +1,28 @@
+import ArgumentParser
+import SessionStore
+
+struct SessionsDeleteCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "delete",
+        abstract: "Delete recorded sessions with their samples and events.",
+        discussion: """
+            A session being recorded right now cannot be deleted: stop it first.
+
+            Example:
+              hr-gateway sessions delete 3f2a9c1e-…
+            """
+    )
+
+    @Argument(help: "One or more session ids (see `hr-gateway sessions list`).")
+    var ids: [String]
+
+    @OptionGroup var store: StoreOptions
+
+    func run() throws {
+        let sessions = try store.open()
+        for id in ids {
+            do { try sessions.delete(id: id) } catch { throw CommandFailure("\(error)") }
+            print("deleted \(id)")
+        }
+    }
+}

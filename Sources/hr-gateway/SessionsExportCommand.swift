@@ -1,0 +1,57 @@
+import ArgumentParser
+import Foundation
+import SessionStore
+
+extension SessionExport.Format: ExpressibleByArgument {}
+
+struct SessionsExportCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "export",
+        abstract: "Write a recorded session as CSV (one row per beat), JSON or JSON lines (replayable).",
+        discussion: """
+            Formats:
+              csv    one row per RR interval, with the columns
+                     session_id,device_id,beat_time_ms,rr_ms,rr_1024,hr_bpm,contact
+                     beat_time_ms: epoch ms of the beat that ends the interval
+                     rr_1024: the strap's raw value (1/1024 s), empty when it sent none
+                     samples without RR (camera estimates) have no rows
+              json   {"session": …, "samples": […], "events": […]}: everything recorded
+              jsonl  one sample per line, the format of --record:
+                     `hr-gateway stream --replay FILE` plays it back
+
+            Examples:
+              hr-gateway sessions export 3f2a9c1e-… --format csv > beats.csv
+              hr-gateway sessions export 3f2a9c1e-… --format jsonl --output s.jsonl
+            """
+    )
+
+    @Argument(help: "The session id (see `hr-gateway sessions list`).")
+    var id: String
+
+    @Option(help: "csv, json or jsonl.")
+    var format: SessionExport.Format = .csv
+
+    @Option(help: ArgumentHelp("Write to FILE instead of standard output.", valueName: "file"))
+    var output: String?
+
+    @OptionGroup var store: StoreOptions
+
+    func run() throws {
+        let sessions = try store.open()
+        guard let s = try sessions.session(id: id) else { throw CommandFailure("\(StoreError.sessionNotFound(id))") }
+        let samples = try sessions.samples(sessionId: id)
+        let text: String
+        switch format {
+        case .csv: text = SessionExport.csv(sessionId: id, samples: samples)
+        case .jsonl: text = SessionExport.jsonl(samples: samples)
+        case .json: text = SessionExport.json(session: s, samples: samples, events: try sessions.events(sessionId: id))
+        }
+        if let output {
+            guard FileManager.default.createFile(atPath: output, contents: Data(text.utf8)) else {
+                throw CommandFailure("cannot write \(output): check the directory and permissions")
+            }
+        } else {
+            FileHandle.standardOutput.write(Data(text.utf8))
+        }
+    }
+}

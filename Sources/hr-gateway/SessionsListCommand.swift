@@ -1,0 +1,49 @@
+import ArgumentParser
+import GatewayEngine
+import SessionStore
+
+struct SessionsListCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "list",
+        abstract: "List recorded sessions, oldest first.",
+        discussion: """
+            Columns: session id, state, mode, start (local time), duration (to the end, or to the last sample of an \
+            interrupted session), samples, RR intervals, devices. --json prints one JSON array with the same fields \
+            (times in epoch ms) and each session's configuration.
+
+            Examples:
+              hr-gateway sessions list
+              hr-gateway sessions list --json | jq -r '.[] | select(.state=="interrupted") | .session_id'
+            """
+    )
+
+    @Flag(help: "Print a JSON array instead of a table.")
+    var json = false
+
+    @OptionGroup var store: StoreOptions
+
+    func run() throws {
+        let sessions = try store.open().list()
+        if json {
+            print(JSONValue.array(sessions.map(\.jsonValue)).jsonString)
+            return
+        }
+        if sessions.isEmpty {
+            print("No sessions in \(try store.directory())/sessions.sqlite.")
+            return
+        }
+        let rows = [["SESSION", "STATE", "MODE", "STARTED", "DURATION", "SAMPLES", "RR", "DEVICES"]]
+            + sessions.map { s in
+                [s.id, s.state.rawValue, s.mode, SessionText.time(s.startedAtMs), SessionText.duration(s),
+                 String(s.sampleCount), String(s.rrCount), s.devices.joined(separator: " ")]
+            }
+        let widths = (0..<8).map { c in rows.map { $0[c].count }.max() ?? 0 }
+        for row in rows {
+            var line = ""
+            for (c, cell) in row.enumerated() {
+                line += c == row.count - 1 ? cell : cell + String(repeating: " ", count: widths[c] - cell.count + 2)
+            }
+            print(line)
+        }
+    }
+}

@@ -1,0 +1,53 @@
+import ArgumentParser
+import GatewayEngine
+import SessionStore
+
+struct SessionsShowCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "show",
+        abstract: "Show one recorded session: state, times, configuration, devices, and its summary metrics.",
+        discussion: """
+            Examples:
+              hr-gateway sessions show 3f2a9c1e-…
+              hr-gateway sessions show 3f2a9c1e-… --json
+            """
+    )
+
+    @Argument(help: "The session id (see `hr-gateway sessions list`).")
+    var id: String
+
+    @Flag(help: "Print the session as JSON (with its last session_summary or session_error under \"end\").")
+    var json = false
+
+    @OptionGroup var store: StoreOptions
+
+    func run() throws {
+        let sessions = try store.open()
+        guard let s = try sessions.session(id: id) else { throw CommandFailure("\(StoreError.sessionNotFound(id))") }
+        let events = try sessions.events(sessionId: id)
+        let end = events.last(where: { $0.type == "session_summary" || $0.type == "session_error" })
+            .flatMap { try? JSONValue(parsing: $0.json) }
+        if json {
+            guard case .object(var o) = s.jsonValue else { return }
+            if let end { o["end"] = end }
+            print(JSONValue.object(o).jsonString)
+            return
+        }
+        print("session   \(s.id)")
+        print("state     \(s.state.rawValue)")
+        print("mode      \(s.mode)")
+        print("started   \(SessionText.time(s.startedAtMs))")
+        print("ended     \(s.endedAtMs.map(SessionText.time) ?? "-")")
+        print("duration  \(SessionText.duration(s))")
+        print("samples   \(s.sampleCount) (\(s.rrCount) RR intervals), \(s.eventCount) events")
+        print("devices   \(s.devices.isEmpty ? "-" : s.devices.joined(separator: ", "))")
+        print("config    \(s.configJSON)")
+        if let end {
+            if let m = end["metrics"]?.objectValue {
+                print("summary   " + m.keys.sorted().map { "\($0)=\(m[$0]!.jsonString)" }.joined(separator: " "))
+            } else if let message = end["message"]?.stringValue {
+                print("error     \(message)")
+            }
+        }
+    }
+}

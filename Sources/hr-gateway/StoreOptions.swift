@@ -1,0 +1,77 @@
+import ArgumentParser
+import Foundation
+import GatewayConfig
+import GatewayEngine
+import GatewayLogging
+import Logging
+import SessionStore
+
+/// Where the session database lives, shared by `stream` and `sessions`.
+struct StoreOptions: ParsableArguments {
+    @Option(help: ArgumentHelp(
+        "State directory holding sessions.sqlite. Default: $HR_GATEWAY_STATE_DIR, else the configuration file's "
+            + "state_dir, else $STATE_DIRECTORY (systemd: /var/lib/hr-gateway), else $XDG_STATE_HOME/hr-gateway, else "
+            + "~/.local/state/hr-gateway.",
+        valueName: "dir"))
+    var stateDir: String?
+
+    @Option(help: ArgumentHelp(
+        "Configuration file. Default: $HR_GATEWAY_CONFIG, else ~/.config/hr-gateway/hr-gateway.toml, else "
+            + "/etc/hr-gateway/hr-gateway.toml, when present.",
+        valueName: "file"))
+    var config: String?
+
+    @Option(help: ArgumentHelp(
+        "Log level: trace, debug, info, notice, warning, error or critical. Default: $HR_GATEWAY_LOG_LEVEL, else the "
+            + "configuration's log_level, else info. Logs go to standard error (with <N> priorities under systemd).",
+        valueName: "level"))
+    var logLevel: LogLevelSetting?
+
+    /// The configuration file (if any) with the environment applied over it; its warnings go to standard error.
+    func settings() throws -> GatewayConfiguration {
+        var c = GatewayConfiguration()
+        if let path = GatewayConfiguration.locate(explicit: config) {
+            do {
+                let (loaded, warnings) = try GatewayConfiguration.load(path: path)
+                for w in warnings { FileHandle.standardError.write(Data("warning: \(w)\n".utf8)) }
+                c = loaded
+            } catch { throw CommandFailure("\(error) (check it with `hr-gateway config check \(path)`)") }
+        }
+        do { try c.applyEnvironment(ProcessInfo.processInfo.environment) } catch { throw CommandFailure("\(error)") }
+        if let logLevel { c.logLevel = logLevel }
+        Self.bootstrapLogging(c.logLevel)
+        return c
+    }
+
+    private static let bootstrapped = Locked(false)
+
+    /// Installs the log handler once per process at `level`.
+    static func bootstrapLogging(_ level: LogLevelSetting) {
+        let first = bootstrapped.withLock { done -> Bool in
+            defer { done = true }
+            return !done
+        }
+        guard first else { return }
+        GatewayLogHandler.bootstrap(level: Logger.Level(rawValue: level.rawValue) ?? .info)
+    }
+
+    /// The resolved state directory.
+    func directory() throws -> String {
+        StateDirectory.resolve(option: stateDir, configured: try settings().stateDir)
+    }
+
+    /// Opens the store, or fails with a message that says what to do.
+    func open() throws -> SessionStore {
+        let dir = try directory()
+        do { return try SessionStore(directory: dir) } catch { throw CommandFailure("\(error)") }
+    }
+}
+
+
+/// A command that could not do its job; ArgumentParser prints it as `Error: …` and exits with status 1.
+struct CommandFailure: Error, CustomStringConvertible {
+    let description: String
+    init(_ description: String) { self.description = description }
+}
+
+extension LogLevelSetting: ExpressibleByArgument {}

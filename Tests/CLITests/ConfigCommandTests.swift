@@ -1,0 +1,60 @@
+import Foundation
+import GatewayEngine
+import Testing
+
+@Suite struct ConfigCommandTests {
+    func tempDir() -> String {
+        let p = FileManager.default.temporaryDirectory.appendingPathComponent("hrg-config-\(UUID().uuidString)").path
+        try? FileManager.default.createDirectory(atPath: p, withIntermediateDirectories: true)
+        return p
+    }
+
+    @Test func checkReportsTheLineOfAnError() throws {
+        let dir = tempDir()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let file = dir + "/bad.toml"
+        try "[session]\nmode = \"focus\"\nwindow_sec = -5\n".write(toFile: file, atomically: true, encoding: .utf8)
+        let r = try CLI.run(["config", "check", file])
+        #expect(r.status == 1)
+        #expect(r.stderr.contains("\(file) line 3: session.window_sec must be a positive integer"), "\(r.stderr)")
+
+        let good = dir + "/good.toml"
+        try "[session]\nwindow_sec = 90\n".write(toFile: good, atomically: true, encoding: .utf8)
+        let ok = try CLI.run(["config", "check", good], environment: ["HR_GATEWAY_STATE_DIR": dir])
+        #expect(ok.status == 0, "\(ok.stderr)")
+        #expect(ok.stdout.contains("\(good): valid"))
+        #expect(ok.stdout.contains("session.window_sec 90"))
+        #expect(ok.stdout.contains("state_dir          \(dir)"))
+    }
+
+    @Test func optionsOverrideTheEnvironmentWhichOverridesTheFile() throws {
+        let dir = tempDir()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let file = dir + "/hr-gateway.toml"
+        try """
+            [store]
+            state_dir = "\(dir)/from-file"
+            [session]
+            mode = "breathing"
+            window_sec = 30
+            emit_interval_sec = 2
+            """.write(toFile: file, atomically: true, encoding: .utf8)
+        let r = try CLI.run(["stream", "--simulate", "--model", "sdk-mock", "--duration", "1", "--format", "jsonl",
+                             "--config", file, "--emit-interval", "1", "--session-id", "cfg"],
+                            environment: ["HR_GATEWAY_WINDOW_SEC": "40", "HR_GATEWAY_STATE_DIR": ""])
+        #expect(r.status == 0, "\(r.stderr)")
+        let show = try CLI.run(["sessions", "show", "cfg", "--json", "--config", file], environment: ["HR_GATEWAY_STATE_DIR": ""])
+        #expect(show.status == 0, "\(show.stderr)")
+        let config = try #require(try JSONValue(parsing: show.stdout)["config"])
+        #expect(config["mode"] == .string("breathing"), "file")
+        #expect(config["profile"]?["window_sec"] == .int(40), "environment over file")
+        #expect(config["profile"]?["emit_interval_sec"] == .int(1), "option over file")
+        #expect(FileManager.default.fileExists(atPath: dir + "/from-file/sessions.sqlite"), "state_dir from the file")
+
+        try "[store]\nstate_dir = \"\(dir)/off\"\nrecord = false\n".write(toFile: file, atomically: true, encoding: .utf8)
+        let off = try CLI.run(["stream", "--simulate", "--model", "sdk-mock", "--duration", "1", "--format", "jsonl",
+                               "--config", file], environment: ["HR_GATEWAY_STATE_DIR": ""])
+        #expect(off.status == 0, "\(off.stderr)")
+        #expect(!FileManager.default.fileExists(atPath: dir + "/off/sessions.sqlite"), "record = false")
+    }
+}

@@ -1,0 +1,174 @@
+import Foundation
+import GatewayEngine
+import Testing
+
+@Suite struct SessionsCommandTests {
+    func tempDir() -> String {
+        let p = FileManager.default.temporaryDirectory.appendingPathComponent("hrg-sessions-\(UUID().uuidString)").path
+        try? FileManager.default.createDirectory(atPath: p, withIntermediateDirectories: true)
+        return p
+    }
+
+    /// Two minutes of beats, RR alternating 1000 / 1040 ms, one notification a second, with raw 1/1024 s values.
+    func writeBeats(_ path: String) throws -> [BiosignalSample] {
+        var samples: [BiosignalSample] = []
+        for i in 0..<120 {
+            let rr: Double = i % 2 == 0 ? 1000 : 1040
+            samples.append(BiosignalSample(
+                timestampMs: 5_000_000 + Int64(i) * 1020, bpm: (60000 / rr).rounded(), rrIntervalsMs: [rr],
+                deviceId: "AA:BB", source: "ble_hrm", contact: .contact, rrRaw1024: [UInt16((rr * 1.024).rounded())],
+                sequence: UInt64(i)))
+        }
+        try samples.map { $0.jsonValue.jsonString + "\n" }.joined().write(toFile: path, atomically: true, encoding: .utf8)
+        return samples
+    }
+
+    func json(_ text: String) throws -> JSONValue { try JSONValue(parsing: text) }
+
+    @Test func aReplayedSessionIsRecordedListedShownExportedReplayedAndDeleted() throws {
+        let dir = tempDir()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let beats = dir + "/beats.jsonl"
+        let samples = try writeBeats(beats)
+        let run = try CLI.run(["stream", "--replay", beats, "--replay-speed", "1000", "--format", "jsonl",
+                               "--session-id", "rec-1", "--state-dir", dir, "--correct", "none", "--window", "300"])
+        #expect(run.status == 0, "\(run.stderr)")
+        #expect(run.stderr.isEmpty, "\(run.stderr)")
+
+        let list = try CLI.run(["sessions", "list", "--json", "--state-dir", dir])
+        #expect(list.status == 0, "\(list.stderr)")
+        let sessions = try #require(try json(list.stdout).arrayValue)
+        #expect(sessions.count == 1)
+        let s = try #require(sessions.first)
+        #expect(s["session_id"] == .string("rec-1"))
+        #expect(s["state"] == .string("completed"))
+        #expect(s["sample_count"] == .int(120))
+        #expect(s["rr_count"] == .int(120))
+        #expect(s["devices"] == .array([.string("AA:BB")]))
+        #expect(s["event_count"]?.intValue == Int64(run.lines.count), "every printed event is recorded")
+
+        let table = try CLI.run(["sessions", "list", "--state-dir", dir])
+        #expect(table.lines.count == 2)
+        let columns = table.lines.last?.split(separator: " ").map(String.init) ?? []
+        #expect(columns.count == 9, "\(table.stdout)")
+        #expect(columns.prefix(3) == ["rec-1", "completed", "focus"])
+        #expect(columns.suffix(3) == ["120", "120", "AA:BB"])
+
+        let show = try CLI.run(["sessions", "show", "rec-1", "--json", "--state-dir", dir])
+        #expect(show.status == 0, "\(show.stderr)")
+        let shown = try json(show.stdout)
+        #expect(shown["end"]?["type"] == .string("session_summary"))
+        #expect(shown["end"] == (try json(try #require(run.lines.last))))
+        #expect(shown["config"]?["session_id"] == .string("rec-1"))
+
+        // CSV: one row per beat with its raw value; the beat time is the sample time (one RR per sample).
+        let csv = try CLI.run(["sessions", "export", "rec-1", "--format", "csv", "--state-dir", dir])
+        let rows = csv.lines
+        #expect(rows.first == "session_id,device_id,beat_time_ms,rr_ms,rr_1024,hr_bpm,contact")
+        #expect(rows.count == 121)
+        let expectedRows = samples.map { s in
+            "rec-1,AA:BB,\(s.timestampMs),\(Int(s.rrIntervalsMs![0])),\(s.rrRaw1024![0]),\(Int(s.bpm)),contact"
+        }
+        // Replay shifts timestamps to the replay's start: compare the columns that do not move, and the spacing.
+        #expect(rows.dropFirst().map { $0.split(separator: ",").enumerated().filter { $0.offset != 2 }.map(\.element) }
+                == expectedRows.map { $0.split(separator: ",").enumerated().filter { $0.offset != 2 }.map(\.element) })
+        let times = rows.dropFirst().compactMap { Int64($0.split(separator: ",")[2]) }
+        #expect(zip(times, times.dropFirst()).allSatisfy { $1 - $0 == 1020 })
+
+        let full = try CLI.run(["sessions", "export", "rec-1", "--format", "json", "--state-dir", dir])
+        let doc = try json(full.stdout)
+        #expect(doc["samples"]?.arrayValue?.count == 120)
+        #expect(doc["events"]?.arrayValue?.count == run.lines.count)
+        #expect(doc["session"]?["state"] == .string("completed"))
+
+        // JSON lines export replays, and so does the session id itself.
+        let exported = dir + "/export.jsonl"
+        let jsonl = try CLI.run(["sessions", "export", "rec-1", "--format", "jsonl", "--output", exported, "--state-dir", dir])
+        #expect(jsonl.status == 0, "\(jsonl.stderr)")
+        let original = try #require(try run.lines.last.map(json))
+        for source in [exported, "rec-1"] {
+            let again = try CLI.run(["stream", "--replay", source, "--replay-speed", "1000", "--format", "jsonl",
+                                     "--correct", "none", "--window", "300", "--state-dir", dir, "--no-record-db"])
+            #expect(again.status == 0, "\(again.stderr)")
+            let summary = try #require(try again.lines.last.map(json))
+            #expect(summary["metrics"]?["rr_count"] == original["metrics"]?["rr_count"])
+            #expect(summary["metrics"]?["rmssd_ms"] == original["metrics"]?["rmssd_ms"])
+        }
+        let afterNoRecord = try CLI.run(["sessions", "list", "--json", "--state-dir", dir])
+        #expect(try json(afterNoRecord.stdout).arrayValue?.count == 1, "--no-record-db records nothing")
+
+        let unknown = try CLI.run(["stream", "--replay", "no-such-session", "--state-dir", dir])
+        #expect(unknown.status != 0)
+        #expect(unknown.stderr.contains("neither a file nor a session"))
+
+        let del = try CLI.run(["sessions", "delete", "rec-1", "--state-dir", dir])
+        #expect(del.status == 0, "\(del.stderr)")
+        let gone = try CLI.run(["sessions", "show", "rec-1", "--state-dir", dir])
+        #expect(gone.status != 0)
+        #expect(gone.stderr.contains("no session rec-1"))
+        #expect(try json(CLI.run(["sessions", "list", "--json", "--state-dir", dir]).stdout).arrayValue == [])
+    }
+
+    @Test func killDashNineLeavesAnInterruptedSessionWithEverySampleReported() throws {
+        let dir = tempDir()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        // Raw frames every second over an hour-long window: each lists every sample received so far.
+        let cli = try RunningCLI(["stream", "--simulate", "--format", "jsonl", "--state-dir", dir, "--session-id", "k9",
+                                  "--emit-interval", "1", "--raw", "--window", "3600"])
+        var reported: [JSONValue] = []
+        var frames = 0
+        while frames < 3, let line = cli.readLine() {
+            let e = try json(line)
+            if e["type"] == .string("biosignal_frame") {
+                frames += 1
+                for sample in e["samples"]?.arrayValue ?? [] where !reported.contains(sample) { reported.append(sample) }
+            }
+        }
+        try #require(frames == 3)
+        cli.signal(SIGKILL)
+        #expect(cli.wait() == SIGKILL)
+
+        let list = try CLI.run(["sessions", "list", "--json", "--state-dir", dir])
+        let s = try #require(try json(list.stdout).arrayValue?.first)
+        #expect(s["session_id"] == .string("k9"))
+        #expect(s["state"] == .string("interrupted"))
+        #expect(s["ended_at_ms"] == nil)
+
+        let export = try CLI.run(["sessions", "export", "k9", "--format", "jsonl", "--state-dir", dir])
+        let stored = try export.lines.map(json)
+        #expect(reported.count >= 2)
+        #expect(stored.count >= reported.count)
+        for sample in reported { #expect(stored.contains(sample), "reported before the kill, so stored: \(sample.jsonString)") }
+        #expect(Array(stored.prefix(reported.count)) == reported, "in the order they arrived")
+        let reportedRR = reported.flatMap { $0["rr_intervals_ms"]?.arrayValue ?? [] }
+        #expect(!reportedRR.isEmpty)
+    }
+
+    @Test func aRecordingFailureIsReportedOnceAndTheSessionRuns() throws {
+        let dir = tempDir()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let file = dir + "/file"
+        _ = FileManager.default.createFile(atPath: file, contents: Data("x".utf8))
+        let beats = dir + "/beats.jsonl"
+        _ = try writeBeats(beats)
+        let r = try CLI.run(["stream", "--replay", beats, "--replay-speed", "1000", "--format", "jsonl",
+                             "--state-dir", file + "/state"])
+        #expect(r.status == 0)
+        #expect(r.lines.last.map { $0.contains("session_summary") } == true)
+        let warnings = r.stderr.split(separator: "\n")
+        #expect(warnings.count == 1, "\(r.stderr)")
+        #expect(warnings.first?.contains("not recording this session") == true)
+    }
+
+    @Test func pruneKeepsRecentSessions() throws {
+        let dir = tempDir()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let beats = dir + "/beats.jsonl"
+        _ = try writeBeats(beats)
+        _ = try CLI.run(["stream", "--replay", beats, "--replay-speed", "1000", "--format", "jsonl", "--state-dir", dir])
+        let keep = try CLI.run(["sessions", "prune", "--keep-days", "1", "--state-dir", dir])
+        #expect(keep.stdout.contains("0 sessions deleted"), "\(keep.stdout)")
+        let all = try CLI.run(["sessions", "prune", "--keep-days", "0", "--state-dir", dir])
+        #expect(all.stdout.contains("1 session deleted"), "\(all.stdout)")
+    }
+}

@@ -1,0 +1,149 @@
+import DBus
+import DBusTestSupport
+import Foundation
+import GatewayDoctor
+import Logging
+import Testing
+
+/// Runs the built `hr-gateway` with extra environment; returns status and standard output.
+func runGateway(_ arguments: [String], environment: [String: String]) throws -> (status: Int32, stdout: String) {
+    var dir = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
+    var executable = URL(fileURLWithPath: FileManager.default.currentDirectoryPath).appendingPathComponent(".build/debug/hr-gateway")
+    for _ in 0..<4 {
+        let candidate = dir.appendingPathComponent("hr-gateway")
+        if FileManager.default.isExecutableFile(atPath: candidate.path) {
+            executable = candidate
+            break
+        }
+        dir = dir.deletingLastPathComponent()
+    }
+    let p = Process()
+    p.executableURL = executable
+    p.arguments = arguments
+    p.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
+    let out = Pipe()
+    p.standardOutput = out
+    p.standardError = FileHandle.nullDevice
+    p.standardInput = FileHandle.nullDevice
+    try p.run()
+    let data = out.fileHandleForReading.readDataToEndOfFile()
+    p.waitUntilExit()
+    return (p.terminationStatus, String(decoding: data, as: UTF8.self))
+}
+
+func tempStateDir() -> String {
+    FileManager.default.temporaryDirectory.appendingPathComponent("hrg-doctor-\(UUID().uuidString)").path
+}
+
+@Suite struct DoctorFactsTests {
+    func line(_ checks: [DoctorCheck], _ name: String) -> DoctorCheck? { checks.first { $0.name == name } }
+
+    @Test func aControllerWithoutBluetoothdIsNamed() throws {
+        var f = DoctorFacts()
+        f.controllers = [.init(name: "hci0", address: "00:1A:7D:DA:71:13", up: true)]
+        f.bluetoothdVersion = "5.66"
+        let b = try #require(line(f.evaluate(), "bluetoothd"))
+        #expect(b.status == .failure)
+        #expect(b.detail.contains("hci0 is present but bluetoothd is not running"))
+        #expect(b.fix == "sudo systemctl enable --now bluetooth")
+        #expect(line(f.evaluate(), "adapters")?.status == .skipped)
+    }
+
+    @Test func anUnpoweredAdapterBlockedByRfkillSaysHowToUnblock() throws {
+        var f = DoctorFacts()
+        f.bluezRunning = true
+        f.adapters = [.init(name: "hci0", address: "AA", powered: false)]
+        f.rfkill = [.init(name: "hci0", softBlocked: true, hardBlocked: false)]
+        let checks = f.evaluate()
+        let a = try #require(line(checks, "adapter hci0"))
+        #expect(a.status == .failure)
+        #expect(a.fix == "sudo rfkill unblock bluetooth")
+        #expect(line(checks, "rfkill hci0")?.status == .warning)
+        #expect(a.line.hasPrefix("FAIL  adapter hci0     AA, off: blocked by rfkill"))
+    }
+
+    @Test func anAccessDeniedReadIsAPolicyProblem() throws {
+        var f = DoctorFacts()
+        f.bluezRunning = true
+        f.bluezError = "org.freedesktop.DBus.Error.AccessDenied: Rejected send message"
+        let p = try #require(line(f.evaluate(), "D-Bus permission"))
+        #expect(p.status == .failure)
+        #expect(p.fix?.contains("hr-gateway-dbus.conf") == true)
+    }
+
+    @Test func inaccessibleCamerasAndStateDirectoriesWarnWithoutBlocking() {
+        var f = DoctorFacts()
+        f.bluezRunning = true
+        f.adapters = [.init(name: "hci0", address: "AA", powered: true)]
+        f.controllers = [.init(name: "hci0", address: "AA", up: true)]
+        f.cameras = [.init(path: "/dev/video0", accessible: false)]
+        f.stateDirError = "permission denied"
+        let checks = f.evaluate()
+        #expect(!checks.contains { $0.status == .failure }, "\(checks.map(\.line))")
+        #expect(checks.contains { $0.name == "camera" && $0.status == .warning && $0.fix?.contains("video group") == true })
+    }
+}
+
+@Suite(.serialized) struct DoctorBusTests {
+    @Test func withoutBlueZOnThePrivateBusDoctorFailsOnBluetoothd() throws {
+        let daemon = try PrivateBusDaemon()
+        defer { daemon.stop() }
+        let state = tempStateDir()
+        defer { try? FileManager.default.removeItem(atPath: state) }
+        let r = try runGateway(["doctor"], environment: ["DBUS_SYSTEM_BUS_ADDRESS": daemon.address, "HR_GATEWAY_STATE_DIR": state])
+        #expect(r.status == 1)
+        let lines = r.stdout.split(separator: "\n").map(String.init)
+        #expect(lines.contains { $0.hasPrefix("ok    system bus") }, "\(r.stdout)")
+        #expect(lines.contains { $0.hasPrefix("FAIL  bluetoothd") && $0.contains("fix: ") }, "\(r.stdout)")
+        #expect(lines.contains { $0.hasPrefix("ok    state directory  \(state)") }, "\(r.stdout)")
+    }
+
+    @Test(.enabled(if: BlueZMock.available, "python3-dbusmock is not installed"))
+    func withAFakeBlueZAndAPoweredAdapterNothingBlocks() async throws {
+        let mock = try await BlueZMock()
+        defer { mock.tearDown() }
+        try await mock.addAdapter("hci0")
+        let state = tempStateDir()
+        defer { try? FileManager.default.removeItem(atPath: state) }
+        let r = try runGateway(["doctor"], environment: ["DBUS_SYSTEM_BUS_ADDRESS": mock.daemon.address, "HR_GATEWAY_STATE_DIR": state])
+        let lines = r.stdout.split(separator: "\n").map(String.init)
+        #expect(lines.contains { $0.hasPrefix("ok    bluetoothd       running") }, "\(r.stdout)")
+        #expect(lines.contains { $0.hasPrefix("ok    D-Bus permission") }, "\(r.stdout)")
+        #expect(lines.contains { $0.hasPrefix("ok    adapter hci0") && $0.contains("powered") }, "\(r.stdout)")
+        #expect(r.status == 0, "\(r.stdout)")
+    }
+
+    @Test(.enabled(if: BlueZMock.available, "python3-dbusmock is not installed"))
+    func aBusPolicyThatDeniesBlueZIsReported() async throws {
+        let dir = tempStateDir()
+        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let config = dir + "/bus.conf"
+        try """
+            <!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
+             "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
+            <busconfig>
+              <type>session</type>
+              <listen>unix:tmpdir=\(dir)</listen>
+              <auth>EXTERNAL</auth>
+              <policy context="default">
+                <allow send_destination="*" eavesdrop="true"/>
+                <allow eavesdrop="true"/>
+                <allow own="*"/>
+                <deny send_destination="org.bluez" send_interface="org.freedesktop.DBus.ObjectManager"/>
+              </policy>
+            </busconfig>
+            """.write(toFile: config, atomically: true, encoding: .utf8)
+        let daemon = try PrivateBusDaemon(configFile: config)
+        defer { daemon.stop() }
+        let logger = Logger(label: "test") { _ in SwiftLogNoOpLogHandler() }
+        let control = try await DBusConnection.connect(to: .address(daemon.address), logger: logger)
+        defer { control.close() }
+        let mock = try await DBusMockProcess(template: "bluez5", busName: "org.bluez", address: daemon.address, observer: control)
+        defer { mock.stop() }
+        let r = try runGateway(["doctor"], environment: ["DBUS_SYSTEM_BUS_ADDRESS": daemon.address, "HR_GATEWAY_STATE_DIR": dir + "/state"])
+        #expect(r.status == 1)
+        let lines = r.stdout.split(separator: "\n").map(String.init)
+        #expect(lines.contains { $0.hasPrefix("FAIL  D-Bus permission") && $0.contains("AccessDenied") }, "\(r.stdout)")
+    }
+}
