@@ -118,7 +118,7 @@ let package = Package(
         .executableTarget(
             name: "hr-gateway-bench",
             dependencies: [
-                "GatewayEngine", "HRVAnalysis", "DBus", "DBusTestSupport", "RPPG", "RPPGSynthetic", "BLEHeartRate",
+                "GatewayEngine", "HRVAnalysis", "DBus", "DBusTestSupport", "RPPG", "RPPGSynthetic", "BLEHeartRate", "V4L2Capture",
                 .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: strict

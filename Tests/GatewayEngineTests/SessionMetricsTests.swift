@@ -77,3 +77,26 @@ import Testing
         #expect(SessionMetrics.compute(window: w, hsi: [:], options: none).hrMeanBpm == 62)
     }
 }
+
+@Suite struct SampleWindowTests {
+    @Test func evictionMatchesTheDefinitionInAndOutOfOrder() {
+        // Reference: after each append, keep every sample at or after (appended - window).
+        var rng = SystemRandomNumberGenerator()
+        for ordered in [true, false] {
+            var window = SampleWindow(windowSec: 3)
+            var reference: [BiosignalSample] = []
+            var t: Int64 = 0
+            for i in 0..<5_000 {
+                t += ordered ? Int64.random(in: 0...40, using: &rng) : Int64.random(in: -500...600, using: &rng)
+                let s = sample(t, bpm: Double(i))
+                window.append(s)
+                reference.append(s)
+                reference.removeAll { $0.timestampMs < t - 3_000 }
+                if i % 97 == 0 || i == 4_999 {
+                    #expect(window.samples.map(\.bpm) == reference.map(\.bpm), "ordered \(ordered), step \(i)")
+                    #expect(window.count == reference.count)
+                }
+            }
+        }
+    }
+}
