@@ -20,6 +20,9 @@ let package = Package(
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
+        .package(url: "https://github.com/hummingbird-project/hummingbird", exact: "2.28.1", traits: []),
+        .package(url: "https://github.com/hummingbird-project/hummingbird-websocket", exact: "2.8.1"),
+        .package(url: "https://github.com/apple/swift-crypto", exact: "3.12.3"),
     ],
     targets: [
         // MARK: Engine (portable: no Linux-only imports)
@@ -49,6 +52,18 @@ let package = Package(
 
         // MARK: Sinks
         .target(name: "StdoutSink", dependencies: ["GatewayEngine"], swiftSettings: strict),
+        .target(
+            name: "RelaySink",
+            dependencies: [
+                "GatewayEngine",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HummingbirdWebSocket", package: "hummingbird-websocket"),
+                .product(name: "HummingbirdWSClient", package: "hummingbird-websocket"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: strict
+        ),
 
         // MARK: D-Bus and BlueZ (Linux, libdbus-1)
         .systemLibrary(name: "CDBus", pkgConfig: "dbus-1", providers: [.apt(["libdbus-1-dev"])]),
@@ -69,7 +84,7 @@ let package = Package(
             name: "hr-gateway",
             dependencies: [
                 "GatewayEngine", "HRVAnalysis", "SimulatedProvider", "ReplayProvider", "StdoutSink",
-                "V4L2Capture", "RPPG",
+                "V4L2Capture", "RPPG", "RelaySink",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ],
@@ -96,6 +111,14 @@ let package = Package(
         .testTarget(
             name: "CamerasCommandTests",
             dependencies: ["hr-gateway", "V4L2Capture", "GatewayEngine"],
+            swiftSettings: strict
+        ),
+        .testTarget(
+            name: "RelaySinkTests",
+            dependencies: [
+                "RelaySink", "GatewayEngine", "SimulatedProvider",
+                .product(name: "HummingbirdWSClient", package: "hummingbird-websocket"),
+            ],
             swiftSettings: strict
         ),
         .testTarget(name: "CLITests", dependencies: ["hr-gateway"], swiftSettings: strict),

@@ -16,6 +16,8 @@ struct SessionRunner {
     let recordPath: String?
     /// End the session when every source reports it has finished (a replay at its end).
     let stopWhenSourcesEnd: Bool
+    /// Also relay the session over WebSocket (`stream --listen`).
+    var relay: RelayOptions? = nil
 
     /// Returns the process exit status: 0 after a summary, 1 after a session error.
     func run() async throws -> Int32 {
@@ -33,6 +35,8 @@ struct SessionRunner {
             })
         }
         let engine = SessionEngine(providers: tapped, correction: correction)
+        var relayRuntime: RelayRuntime?
+        if let relay { relayRuntime = try await RelayRuntime.start(relay, engine: engine, announceOnStderr: true) }
         let jsonl = JSONLinesWriter()
         pretty?.begin()
 
@@ -46,6 +50,7 @@ struct SessionRunner {
             stream = try await engine.startSession(config)
         } catch {
             FileHandle.standardError.write(Data("error: \(error.message)\n".utf8))
+            await relayRuntime?.stop(graceMs: 0)
             return 2
         }
         var finishedSources = Set<String>()
@@ -66,6 +71,7 @@ struct SessionRunner {
                 break
             }
         }
+        await relayRuntime?.stop()
         return status
     }
 }

@@ -29,23 +29,11 @@ struct StreamCommand: AsyncParsableCommand {
               hr-gateway stream --simulate --duration 300 --format jsonl > session.jsonl
               hr-gateway stream --simulate --mode breathing --window 120 --record beats.jsonl
               hr-gateway stream --replay beats.jsonl --replay-speed 10 --format jsonl
+              hr-gateway stream --simulate --listen 0.0.0.0:8765   # also relay it (see `hr-gateway serve --help`)
             """
     )
 
-    @Flag(help: "Use a simulated source (no hardware needed).")
-    var simulate = false
-
-    @Option(help: ArgumentHelp("Simulation model: realistic (RR with breathing and ectopic beats) or sdk-mock.", valueName: "model"))
-    var model: SimulatedBiosignalProvider.Model = .realistic
-
-    @Option(help: ArgumentHelp("Seed of the simulation, for repeatable runs.", valueName: "n"))
-    var seed: UInt64 = 1
-
-    @Option(help: ArgumentHelp("Replay a sample recording (JSON lines written by --record).", valueName: "file"))
-    var replay: String?
-
-    @Option(help: ArgumentHelp("Replay speed factor: 1 is real time, 10 is ten times faster.", valueName: "x"))
-    var replaySpeed: Double = 1
+    @OptionGroup var source: SourceOptions
 
     @OptionGroup var session: SessionOptions
 
@@ -55,33 +43,21 @@ struct StreamCommand: AsyncParsableCommand {
     @Option(help: ArgumentHelp("Also write every sample received to FILE (JSON lines), for --replay.", valueName: "file"))
     var record: String?
 
+    @OptionGroup(title: "Relay") var relay: RelayOptions
+
     enum OutputFormat: String, ExpressibleByArgument, CaseIterable {
         case jsonl, pretty
     }
 
     func validate() throws {
-        if !simulate && replay == nil {
-            throw ValidationError("Choose a source: --simulate or --replay FILE (see --help).")
-        }
-        if simulate && replay != nil {
-            throw ValidationError("--simulate and --replay cannot be combined.")
-        }
-        if !(replaySpeed > 0 && replaySpeed.isFinite) { throw ValidationError("--replay-speed must be a positive number.") }
+        try source.check()
         try session.check()
+        try relay.check()
     }
 
     func run() async throws {
         let clock = SystemSessionClock()
-        var providers: [any BiosignalProvider] = []
-        if simulate {
-            providers.append(SimulatedBiosignalProvider(model: model, seed: seed, clock: clock))
-        }
-        if let replay {
-            guard FileManager.default.isReadableFile(atPath: replay) else {
-                throw ValidationError("Cannot read \(replay): check the path and permissions.")
-            }
-            providers.append(ReplayBiosignalProvider(path: replay, speed: replaySpeed, clock: clock))
-        }
+        let providers = try source.providers(clock: clock)
         let config = session.config()
         let output = format ?? (isatty(STDOUT_FILENO) == 1 ? .pretty : .jsonl)
         let exitCode = try await SessionRunner(
@@ -90,7 +66,8 @@ struct StreamCommand: AsyncParsableCommand {
             correction: session.correct,
             output: output == .pretty ? .pretty : .jsonl,
             recordPath: record,
-            stopWhenSourcesEnd: replay != nil && session.duration == nil
+            stopWhenSourcesEnd: source.replay != nil && session.duration == nil,
+            relay: relay.listen == nil ? nil : relay
         ).run()
         if exitCode != 0 { throw ExitCode(exitCode) }
     }

@@ -1,0 +1,73 @@
+import ArgumentParser
+import Foundation
+import GatewayEngine
+import RelaySink
+
+struct ServeCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "serve",
+        abstract: "Wait for a phone (or any relay consumer) to start sessions, and relay their events.",
+        discussion: """
+            Listens at ws://HOST:PORT/v1/relay and behaves like a watch: a consumer sends the Synheart relay's \
+            start_session / stop_session dictionaries, and every connected consumer receives the session's events \
+            (session_started, session_frame, biosignal_frame, sensor_status, session_summary) as JSON text frames. \
+            The protocol is in docs/relay-protocol.md.
+
+            Consumers authenticate with a token (Authorization: Bearer TOKEN at the upgrade; otherwise HTTP 401). \
+            Create one first with `hr-gateway token create --name phone`; --read-only tokens receive events but \
+            cannot start or stop sessions. Tokens are read from the state directory on every connection, so \
+            tokens created or revoked while serve runs take effect at once.
+
+            The line `relay: listening on ws://HOST:PORT/v1/relay` is printed on stdout once connections are \
+            accepted (with port 0, it shows the port chosen). Ctrl-C or SIGTERM stops a running session (its \
+            summary is relayed) and exits.
+
+            Examples:
+              hr-gateway token create --name phone
+              hr-gateway serve --simulate --listen 0.0.0.0:8765
+              hr-gateway serve --replay beats.jsonl --listen 127.0.0.1:8765 --no-auth
+              hr-gateway attach ws://127.0.0.1:8765/v1/relay --token TOKEN --start focus --duration 60
+            """
+    )
+
+    @OptionGroup var source: SourceOptions
+    @OptionGroup(title: "Relay") var relay: RelayOptions
+
+    func validate() throws {
+        try source.check()
+        if relay.listen == nil { throw ValidationError("serve needs --listen HOST:PORT, such as 0.0.0.0:8765.") }
+        try relay.check()
+    }
+
+    func run() async throws {
+        let clock = SystemSessionClock()
+        let engine = SessionEngine(providers: try source.providers(clock: clock))
+        let runtime = try await RelayRuntime.start(relay, engine: engine)
+        let (stopped, stop) = AsyncStream<Void>.makeStream()
+        let signalled = Locked(false)
+        TerminationSignals.onSignal { _ in
+            signalled.withLock { $0 = true }
+            stop.yield()
+        }
+        defer { TerminationSignals.reset() }
+        // Ends on a signal, or if the server fails.
+        let failure = Task { () -> String? in
+            do { try await runtime.task.value } catch { return "\(error)" }
+            return nil
+        }
+        let watcher = Task {
+            _ = await failure.value
+            stop.yield()
+        }
+        var it = stopped.makeAsyncIterator()
+        await it.next()
+        watcher.cancel()
+        if let s = engine.getStatus() { try? await engine.stopSession(sessionId: s.sessionId) }
+        await runtime.stop()
+        await engine.dispose()
+        if let message = await failure.value, !signalled.withLock({ $0 }) {
+            FileHandle.standardError.write(Data("error: relay stopped: \(message)\n".utf8))
+            throw ExitCode(1)
+        }
+    }
+}
