@@ -214,6 +214,11 @@ public final class RelayHub: Sendable {
         }
     }
 
+    /// Closes every consumer's queue (their connections end); used at shutdown.
+    public func closeAll() {
+        for c in state.withLock({ Array($0.connections.values) }) { c.queue.close() }
+    }
+
     public func disconnect(_ connection: RelayConnection) {
         state.withLock { _ = $0.connections.removeValue(forKey: connection.id) }
         connection.queue.close()
@@ -274,7 +279,9 @@ public final class RelayHub: Sendable {
         case "get_status", "start_session", "stop_session", "ingest_hsi_metrics":
             if let id {
                 let key = connection.principal.consumerId + "\u{0}" + id.jsonString
-                outcome = await commands.run(key: key, nowMs: nowMs()) { await self.execute(command, message, connection) }
+                outcome = await commands.run(key: key, message: message, nowMs: nowMs()) {
+                    await self.execute(command, message, connection)
+                }
             } else {
                 outcome = await execute(command, message, connection)
             }
@@ -417,26 +424,30 @@ public struct RelayCommandError: Error, Sendable, Equatable {
 actor CommandMemo {
     private let ttlMs: Int64
     private let limit: Int
-    private var done: [String: (atMs: Int64, result: Result<[String: JSONValue], RelayCommandError>)] = [:]
+    private var done: [String: (atMs: Int64, message: JSONValue, result: Result<[String: JSONValue], RelayCommandError>)] = [:]
     private var order: [String] = []
-    private var running: [String: Task<Result<[String: JSONValue], RelayCommandError>, Never>] = [:]
+    private var running: [String: (message: JSONValue, task: Task<Result<[String: JSONValue], RelayCommandError>, Never>)] = [:]
 
     init(ttlMs: Int64, limit: Int) {
         self.ttlMs = ttlMs
         self.limit = limit
     }
 
+    /// Runs `body` once per key; a repeat of the same message gets the first result, a different message with the
+    /// same key an `id_reused` error.
     func run(
-        key: String, nowMs: Int64,
+        key: String, message: JSONValue, nowMs: Int64,
         _ body: @escaping @Sendable () async -> Result<[String: JSONValue], RelayCommandError>
     ) async -> Result<[String: JSONValue], RelayCommandError> {
-        if let d = done[key], nowMs - d.atMs <= ttlMs { return d.result }
-        if let t = running[key] { return await t.value }
+        let reused = RelayCommandError(
+            "id_reused", "This id was used in the last 10 minutes for a different command; give each command a new id.")
+        if let d = done[key], nowMs - d.atMs <= ttlMs { return d.message == message ? d.result : .failure(reused) }
+        if let r = running[key] { return r.message == message ? await r.task.value : .failure(reused) }
         let task = Task { await body() }
-        running[key] = task
+        running[key] = (message, task)
         let result = await task.value
         running[key] = nil
-        done[key] = (nowMs, result)
+        done[key] = (nowMs, message, result)
         order.append(key)
         while order.count > limit { done[order.removeFirst()] = nil }
         return result

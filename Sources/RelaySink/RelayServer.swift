@@ -106,7 +106,13 @@ public struct RelayServer: Sendable {
             onServerRunning: { channel in await onListening(channel.localAddress?.port ?? 0) },
             logger: logger
         )
-        try await app.run()
+        let hub = self.hub
+        try await withTaskCancellationHandler {
+            try await app.run()
+        } onCancel: {
+            // Open WebSockets would hold up the graceful shutdown: end them (consumers reconnect and resume).
+            hub.closeAll()
+        }
     }
 
     func authenticate(_ request: Request) -> RelayPrincipal? {
@@ -175,8 +181,8 @@ public struct RelayServer: Sendable {
                 while let text = await connection.queue.next() {
                     try await outbound.write(.text(text))
                 }
-                // Closed by overflow (too slow) or by disconnect.
-                try? await outbound.close(.goingAway, reason: "consumer queue overflow; reconnect to resume")
+                // Closed by overflow (too slow), by shutdown, or after the peer left.
+                try? await outbound.close(.goingAway, reason: "closed by the gateway; reconnect to resume")
             }
             group.addTask {
                 while !Task.isCancelled {

@@ -103,6 +103,7 @@ final class RelayRuntime: Sendable {
             try? await Task.sleep(for: .milliseconds(20))
             waited += 20
         }
+        hub.closeAll()
         task.cancel()
         _ = try? await task.value
     }

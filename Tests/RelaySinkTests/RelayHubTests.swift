@@ -71,6 +71,8 @@ func types(_ m: [[String: JSONValue]]) -> [String] { m.compactMap { $0["type"]?.
         let other = try #require(await rig.send(start.replacingOccurrences(of: "\"c1\"", with: "\"c2\""), c))
         #expect(other["ok"] == .bool(false))
         #expect(other["error_code"] == .string("invalid_state"))
+        let reused = try #require(await rig.send(#"{"command":"get_status","id":"c1"}"#, c))
+        #expect(reused["error_code"] == .string("id_reused"), "not the start's answer to a different command")
         let stop = #"{"command":"stop_session","session_id":"s1","id":"c3"}"#
         #expect(try #require(await rig.send(stop, c))["ok"] == .bool(true))
         let again = try #require(await rig.send(stop.replacingOccurrences(of: "c3", with: "c4"), c))
