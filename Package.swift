@@ -92,7 +92,7 @@ let package = Package(
         ),
         .executableTarget(
             name: "hr-gateway-bench",
-            dependencies: ["GatewayEngine", "HRVAnalysis", "DBus", "DBusTestSupport", "RPPG", "RPPGSynthetic"],
+            dependencies: ["GatewayEngine", "HRVAnalysis", "DBus", "DBusTestSupport", "RPPG", "RPPGSynthetic", "RelaySink"],
             swiftSettings: strict
         ),
 

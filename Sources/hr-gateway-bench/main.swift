@@ -4,6 +4,7 @@ let benchmarks: [(name: String, about: String, run: () async -> Void)] = [
     ("engine", "SessionEngine throughput: samples/s through the window and metrics", runEngineBenchmark),
     ("hrv", "HRVAnalyzer.analyze (Kubios correction, time domain, respiration) on 5-minute windows", runHRVBenchmark),
     ("dbus", "D-Bus round trips and signal delivery over a private dbus-daemon", runDBusBenchmark),
+    ("relay", "relay delivery latency (p50/p99) to 100 WebSocket consumers on loopback", runRelayBenchmark),
     ("rppg", "rPPG ROI + POS/CHROM frames/s at 640x480, accuracy on synthetic and real data [DATA_DIR]", {
         runRPPGBenchmark(arguments: Array(CommandLine.arguments.dropFirst(2)))
     }),
