@@ -70,8 +70,11 @@ public struct RelayServer: Sendable {
         let server = self
         // Plain HTTP: what a refused upgrade falls through to, and the index page.
         let router = Router()
-        router.get("/") { _, _ in
-            "hr-gateway relay: connect a WebSocket to /v1/relay (see docs/relay-protocol.md).\n"
+        router.get("/") { _, _ -> Response in
+            Response(
+                status: .ok,
+                headers: [.contentType: "text/html; charset=utf-8", .cacheControl: "no-store"],
+                body: .init(byteBuffer: ByteBuffer(string: DashboardPage.html)))
         }
         router.get("/v1/relay") { request, _ -> Response in
             guard server.authenticate(request) != nil else {

@@ -68,6 +68,32 @@ func upgradeStatus(port: Int, headers: [String] = [], path: String = "/v1/relay"
     return String(decoding: got, as: UTF8.self).split(separator: "\r\n").first.map(String.init) ?? ""
 }
 
+/// A plain GET over a raw socket: (body, head).
+func httpGet(port: Int, path: String) async throws -> (String, String) {
+    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    defer { close(fd) }
+    var addr = sockaddr_in()
+    addr.sin_family = sa_family_t(AF_INET)
+    addr.sin_port = in_port_t(UInt16(port).bigEndian)
+    addr.sin_addr.s_addr = inet_addr("127.0.0.1")
+    let rc = withUnsafePointer(to: &addr) {
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+    }
+    try #require(rc == 0)
+    let request = "GET \(path) HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"
+    _ = request.withCString { send(fd, $0, strlen($0), 0) }
+    var buffer = [UInt8](repeating: 0, count: 65536)
+    var got: [UInt8] = []
+    while true {
+        let n = recv(fd, &buffer, buffer.count, 0)
+        if n <= 0 { break }
+        got += buffer[0..<n]
+    }
+    let text = String(decoding: got, as: UTF8.self)
+    let parts = text.components(separatedBy: "\r\n\r\n")
+    return (parts.dropFirst().joined(separator: "\r\n\r\n"), parts.first ?? "")
+}
+
 @Suite(.serialized) struct RelayServerTests {
     @Test func theUpgradeIsRefusedWith401WithoutAValidToken() async throws {
         let relay = try await LiveRelay()
@@ -81,6 +107,17 @@ func upgradeStatus(port: Int, headers: [String] = [], path: String = "/v1/relay"
         #expect(try upgradeStatus(port: relay.port, headers: viaProtocol).contains(" 101 "))
         _ = try relay.tokens.revoke("phone")
         #expect(try upgradeStatus(port: relay.port, headers: ["Authorization: Bearer \(token)"]).contains(" 401 "))
+        await relay.stop()
+    }
+
+    @Test func theDashboardPageIsServedWithoutExternalResources() async throws {
+        let relay = try await LiveRelay()
+        let (data, response) = try await httpGet(port: relay.port, path: "/")
+        #expect(response.contains(" 200 "))
+        #expect(response.lowercased().contains("content-type: text/html"))
+        #expect(data.contains("/v1/relay"))
+        #expect(data.contains("bearer."))
+        #expect(!data.contains("http://") && !data.contains("https://") && !data.contains("src="), "no CDN or remote script")
         await relay.stop()
     }
 
