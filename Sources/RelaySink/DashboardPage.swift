@@ -1,5 +1,6 @@
 /// The page served at `GET /`: a live view of the relay in plain HTML and JavaScript, no external resources.
-/// The token is asked once and kept in the browser's localStorage; it is sent as the `bearer.TOKEN` WebSocket
+/// The token comes from the URL fragment (`/#token=TOKEN`, never sent to the server) or is asked once, and is kept
+/// in the browser's localStorage; it is sent as the `bearer.TOKEN` WebSocket
 /// subprotocol, since browsers cannot set an Authorization header on a WebSocket.
 enum DashboardPage {
     static let html = #"""
@@ -40,6 +41,8 @@ const points = [];
 let lastSeq = 0, epoch = null, retry = 500;
 
 function token() {
+  const fromUrl = /[#&]token=([^&]+)/.exec(location.hash);
+  if (fromUrl) { localStorage.setItem("hrg-token", decodeURIComponent(fromUrl[1])); history.replaceState(null, "", location.pathname); }
   let t = localStorage.getItem("hrg-token");
   if (!t) { t = prompt("Relay token (hr-gateway token create --read-only --name browser)") || ""; localStorage.setItem("hrg-token", t); }
   return t;

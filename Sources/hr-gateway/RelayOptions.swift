@@ -6,7 +6,7 @@ import RelaySink
 /// Where the relay listens and whom it lets in (`serve`, `stream --listen`).
 struct RelayOptions: ParsableArguments {
     @Option(help: ArgumentHelp(
-        "Relay the session over WebSocket at ws://HOST:PORT/v1/relay. Port 0 picks a free port (printed on stdout).",
+        "Relay the session over WebSocket at ws://HOST:PORT/v1/relay. Port 0 picks a free port; the address is printed once listening (serve: stdout, stream: stderr).",
         valueName: "host:port"))
     var listen: String?
 
