@@ -174,11 +174,18 @@ public struct RelayServer: Sendable {
     private func serve(principal: RelayPrincipal, inbound: WebSocketInboundStream, outbound: WebSocketOutboundWriter)
         async throws
     {
+        try await Self.pump(
+            hub: hub, principal: principal, inbound: inbound, outbound: outbound,
+            heartbeat: configuration.heartbeat, maxFrame: configuration.maxFrameBytes)
+    }
+
+    /// Carries one consumer's frames both ways until either side ends: its queue out, its commands in, heartbeats.
+    static func pump(
+        hub: RelayHub, principal: RelayPrincipal, inbound: WebSocketInboundStream, outbound: WebSocketOutboundWriter,
+        heartbeat: Duration, maxFrame: Int
+    ) async throws {
         let connection = hub.connect(principal)
         defer { hub.disconnect(connection) }
-        let hub = self.hub
-        let heartbeat = configuration.heartbeat
-        let maxFrame = configuration.maxFrameBytes
         try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask {
                 while let text = await connection.queue.next() {

@@ -27,22 +27,48 @@ struct ServeCommand: AsyncParsableCommand {
               hr-gateway serve --simulate --listen 0.0.0.0:8765
               hr-gateway serve --replay beats.jsonl --listen 127.0.0.1:8765 --no-auth
               hr-gateway attach ws://127.0.0.1:8765/v1/relay --token TOKEN --start focus --duration 60
+              hr-gateway serve --simulate --connect wss://phone-relay.example/gw --connect-token SECRET
             """
     )
 
     @OptionGroup var source: SourceOptions
     @OptionGroup(title: "Relay") var relay: RelayOptions
 
+    @Option(help: ArgumentHelp(
+        "Reverse mode: also dial out to this relay endpoint (ws://…) and speak the same protocol as a control "
+            + "consumer, reconnecting with backoff. For a phone app or rendezvous that cannot reach the gateway.",
+        valueName: "url"))
+    var connect: String?
+
+    @Option(help: ArgumentHelp(
+        "With --connect: bearer token sent to the remote endpoint. Default: $HR_GATEWAY_UPLINK_TOKEN.", valueName: "token"))
+    var connectToken: String?
+
     func validate() throws {
         try source.check()
-        if relay.listen == nil { throw ValidationError("serve needs --listen HOST:PORT, such as 0.0.0.0:8765.") }
+        if relay.listen == nil && connect == nil {
+            throw ValidationError("serve needs --listen HOST:PORT (such as 0.0.0.0:8765), --connect URL, or both.")
+        }
+        if let connect, !(connect.hasPrefix("ws://") || connect.hasPrefix("wss://")) {
+            throw ValidationError("--connect takes a ws:// address; got '\(connect)'.")
+        }
         try relay.check()
     }
 
     func run() async throws {
         let clock = SystemSessionClock()
         let engine = SessionEngine(providers: try source.providers(clock: clock))
-        let runtime = try await RelayRuntime.start(relay, engine: engine)
+        let runtime: RelayRuntime? = relay.listen == nil ? nil : try await RelayRuntime.start(relay, engine: engine)
+        let hub = runtime?.hub ?? RelayHub(controller: EngineRelayController(engine: engine))
+        let ownObservation = runtime == nil ? hub.attach(to: engine) : nil
+        let uplink = connect.map { url in
+            let token = connectToken ?? ProcessInfo.processInfo.environment["HR_GATEWAY_UPLINK_TOKEN"]
+            return Task {
+                await RelayUplink(url: url, token: token, hub: hub).run { line in
+                    FileHandle.standardError.write(Data("relay: \(line)\n".utf8))
+                }
+            }
+        }
         let (stopped, stop) = AsyncStream<Void>.makeStream()
         let signalled = Locked(false)
         TerminationSignals.onSignal { _ in
@@ -52,10 +78,12 @@ struct ServeCommand: AsyncParsableCommand {
         defer { TerminationSignals.reset() }
         // Ends on a signal, or if the server fails.
         let failure = Task { () -> String? in
+            guard let runtime else { return nil }
             do { try await runtime.task.value } catch { return "\(error)" }
             return nil
         }
         let watcher = Task {
+            guard runtime != nil else { return }
             _ = await failure.value
             stop.yield()
         }
@@ -63,7 +91,11 @@ struct ServeCommand: AsyncParsableCommand {
         await it.next()
         watcher.cancel()
         if let s = engine.getStatus() { try? await engine.stopSession(sessionId: s.sessionId) }
-        await runtime.stop()
+        await runtime?.stop()
+        hub.closeAll()
+        uplink?.cancel()
+        _ = await uplink?.value
+        ownObservation?.cancel()
         await engine.dispose()
         if let message = await failure.value, !signalled.withLock({ $0 }) {
             FileHandle.standardError.write(Data("error: relay stopped: \(message)\n".utf8))

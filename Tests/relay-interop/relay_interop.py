@@ -301,6 +301,48 @@ async def test_stream_listen_publishes_its_own_session(state, t):
     assert printed and printed[-1]["type"] == "session_summary"
 
 
+async def test_connect_mode_dials_out_and_takes_commands(state):
+    """A phone-side server (websockets) that the gateway dials: it checks the bearer token, starts a session, and
+    receives the events; it drops the first link after session_started to check the redelivery on reconnect."""
+    got = []
+    links = []
+    done = asyncio.get_running_loop().create_future()
+
+    async def phone_side(ws):
+        assert ws.request.headers.get("Authorization") == "Bearer uplink-secret", ws.request.headers
+        links.append(ws)
+        if len(links) == 1:
+            await ws.send(json.dumps(start_cmd("up", "up-1", duration=3)))
+        async for text in ws:
+            m = json.loads(text)
+            check_schema(m)
+            got.append((len(links), m))
+            if len(links) == 1 and m.get("type") == "command_result" and m.get("id") == "up-1":
+                await ws.close()  # the link drops before anything is acknowledged
+                return
+            if m.get("type") == "session_summary" and not done.done():
+                await ws.send(json.dumps({"command": "ack", "relay_seq": m["relay_seq"]}))
+                done.set_result(True)
+
+    async with websockets.serve(phone_side, "127.0.0.1", 0) as server:
+        port = server.sockets[0].getsockname()[1]
+        proc = subprocess.Popen([BINARY, "serve", "--simulate", "--connect", f"ws://127.0.0.1:{port}/gateway",
+                                 "--connect-token", "uplink-secret", "--state-dir", state],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        try:
+            await asyncio.wait_for(done, TIMEOUT)
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            code = await asyncio.to_thread(proc.wait, 30)
+    assert code == 0, code
+    first = [m for n, m in got if n == 1]
+    second = [m for n, m in got if n == 2]
+    assert any(m.get("type") == "command_result" and m.get("id") == "up-1" and m["ok"] for m in first), first
+    assert any(m.get("type") == "session_started" for m in first), first
+    reliable = [m["type"] for m in second if m.get("delivery") == "reliable"]
+    assert reliable[:1] == ["session_started"] and "session_summary" in reliable, reliable
+
+
 # ---------------------------------------------------------------------------------------------------------------
 
 async def main():
@@ -338,6 +380,7 @@ async def main():
         code = g.stop()
     await run("test_serve_exits_cleanly_on_sigterm", asyncio.sleep(0) if code == 0 else _fail(f"exit {code}"))
     await run("test_stream_listen_publishes_its_own_session", test_stream_listen_publishes_its_own_session(state, tokens))
+    await run("test_connect_mode_dials_out_and_takes_commands", test_connect_mode_dials_out_and_takes_commands(state))
     print(f"{passed} passed, {failed} failed")
     return failed == 0
 
