@@ -3,6 +3,8 @@ import GatewayEngine
 import HTTPTypes
 import Hummingbird
 import HummingbirdCore
+import HummingbirdTLS
+import NIOSSL
 import HummingbirdWebSocket
 import Logging
 import NIOCore
@@ -19,6 +21,8 @@ public struct RelayServerConfiguration: Sendable {
     /// `maxCommandBytes` but under this get a `payload_too_large` result instead.
     public var maxFrameBytes = 1 << 20
     public var heartbeat: Duration = .seconds(5)
+    /// Serve `wss://` with this PEM certificate chain and private key.
+    public var tls: RelayTLSFiles?
     public var ping: Duration = .seconds(10)
 
     public init(host: String, port: Int) {
@@ -91,20 +95,23 @@ public struct RelayServer: Sendable {
             try await server.serve(principal: principal, inbound: inbound, outbound: outbound)
         }
         let wsResponder = wsRouter.buildResponder()
+        let plain = HTTPServerBuilder { responder in
+            UpgradeGateChannel(
+                inner: HTTP1WebSocketUpgradeChannel(
+                    responder: responder,
+                    webSocketResponder: wsResponder,
+                    configuration: .init(ws: .init(
+                        maxFrameSize: configuration.maxFrameBytes,
+                        autoPing: .enabled(timePeriod: configuration.ping)))
+                ),
+                isAuthorized: { head in server.authorizes(head) }
+            )
+        }
+        let builder = try configuration.tls.map { try HTTPServerBuilder.tls(plain, tlsConfiguration: $0.serverConfiguration()) }
+            ?? plain
         let app = Application(
             router: router,
-            server: HTTPServerBuilder { responder in
-                UpgradeGateChannel(
-                    inner: HTTP1WebSocketUpgradeChannel(
-                        responder: responder,
-                        webSocketResponder: wsResponder,
-                        configuration: .init(ws: .init(
-                            maxFrameSize: configuration.maxFrameBytes,
-                            autoPing: .enabled(timePeriod: configuration.ping)))
-                    ),
-                    isAuthorized: { head in server.authorizes(head) }
-                )
-            },
+            server: builder,
             configuration: .init(address: .hostname(configuration.host, port: configuration.port), serverName: nil),
             onServerRunning: { channel in await onListening(channel.localAddress?.port ?? 0) },
             logger: logger

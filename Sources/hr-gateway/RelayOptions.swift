@@ -18,7 +18,26 @@ struct RelayOptions: ParsableArguments {
     @Flag(help: "Development only: accept consumers without a token. Refused unless --listen is a loopback address.")
     var noAuth = false
 
+    @Flag(help: "Serve wss:// with the certificate in the state directory (tls/cert.pem, tls/key.pem), made self-signed with openssl on first use. Clients pin its SHA-256 fingerprint, printed at start and by `token create`.")
+    var tls = false
+
+    @Option(help: ArgumentHelp("Serve wss:// with this PEM certificate (chain) instead (with --tls-key).", valueName: "file"))
+    var tlsCert: String?
+
+    @Option(help: ArgumentHelp("PEM private key of --tls-cert.", valueName: "file"))
+    var tlsKey: String?
+
+    /// The TLS files to use, creating the self-signed pair for `--tls` when missing; nil for plain ws://.
+    func tlsFiles() throws -> RelayTLSFiles? {
+        if let tlsCert, let tlsKey { return RelayTLSFiles(certificatePath: tlsCert, keyPath: tlsKey) }
+        guard tls else { return nil }
+        let files = RelayTLSFiles.inStateDirectory(RelayTokenStore.stateDirectory(explicit: stateDir))
+        do { try files.createSelfSignedIfMissing() } catch let e as RelayServerError { throw ValidationError(e.description) }
+        return files
+    }
+
     func check() throws {
+        if (tlsCert == nil) != (tlsKey == nil) { throw ValidationError("--tls-cert and --tls-key go together.") }
         guard let listen else {
             if noAuth { throw ValidationError("--no-auth needs --listen.") }
             return
@@ -65,6 +84,7 @@ final class RelayRuntime: Sendable {
         }
         var config = RelayServerConfiguration(host: host, port: port)
         config.allowAnonymous = options.noAuth
+        config.tls = try options.tlsFiles()
         let hub = RelayHub(controller: EngineRelayController(engine: engine))
         let observation = hub.attach(to: engine)
         let server = RelayServer(hub: hub, tokens: options.noAuth ? nil : tokens, configuration: config)
@@ -79,8 +99,12 @@ final class RelayRuntime: Sendable {
             throw ValidationError("Relay stopped before listening on \(host):\(port).")
         }
         let shown = host.contains(":") ? "[\(host)]" : host
-        let url = "ws://\(shown):\(bound)/v1/relay"
-        let line = Data("relay: listening on \(url)\n".utf8)
+        let url = "\(config.tls == nil ? "ws" : "wss")://\(shown):\(bound)/v1/relay"
+        var text = "relay: listening on \(url)\n"
+        if let tls = config.tls, let fingerprint = try? tls.fingerprint() {
+            text = "relay: TLS certificate SHA-256 \(fingerprint)\n" + text
+        }
+        let line = Data(text.utf8)
         if announceOnStderr {
             FileHandle.standardError.write(line)
         } else {

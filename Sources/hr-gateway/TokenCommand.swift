@@ -47,6 +47,10 @@ struct TokenCommand: ParsableCommand {
             let (token, record) = try Self.wrap { try store.create(name: name, scope: readOnly ? RelayScope.read : RelayScope.control, nowMs: SystemSessionClock().nowMs()) }
             print("created \(record.scope == RelayScope.read ? "read-only" : "control") token \(record.id) '\(record.name)' in \(store.path)")
             print("connect with: Authorization: Bearer <token>   (the token is not stored and is shown only now)")
+            let tls = RelayTLSFiles.inStateDirectory(store.directory)
+            if let fingerprint = try? tls.fingerprint() {
+                print("pin the relay's TLS certificate (SHA-256): \(fingerprint)")
+            }
             print(token)
         }
 

@@ -343,6 +343,34 @@ async def test_connect_mode_dials_out_and_takes_commands(state):
     assert reliable[:1] == ["session_started"] and "session_summary" in reliable, reliable
 
 
+async def test_tls_with_a_self_signed_certificate_pinned_by_fingerprint():
+    import hashlib
+    import ssl
+    state = tempfile.mkdtemp(prefix="relay-tls-")
+    g = Gateway(["serve", "--simulate", "--listen", "127.0.0.1:0", "--tls"], state)
+    try:
+        assert g.url.startswith("wss://"), g.url
+        created = cli("token", "create", "--name", "phone", state=state).stdout.splitlines()
+        token = created[-1]
+        pinned = [line.split()[-1] for line in created if "SHA-256" in line]
+        assert pinned, created
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE  # self-signed: trust comes from the pinned fingerprint below
+        c = await Consumer.open(g.url, token, ssl=context)
+        der = c.ws.transport.get_extra_info("ssl_object").getpeercert(binary_form=True)
+        assert ":".join(f"{b:02X}" for b in hashlib.sha256(der).digest()) == pinned[0]
+        assert (await c.next())["type"] == "welcome"
+        await c.close()
+        try:
+            await Consumer.open(g.url.replace("wss://", "ws://"), token)
+            assert False, "plain ws:// was accepted on the TLS port"
+        except (InvalidStatus, ConnectionClosed, OSError, websockets.exceptions.InvalidMessage, EOFError, asyncio.TimeoutError):
+            pass
+    finally:
+        assert g.stop() == 0
+
+
 # ---------------------------------------------------------------------------------------------------------------
 
 async def main():
@@ -381,6 +409,8 @@ async def main():
     await run("test_serve_exits_cleanly_on_sigterm", asyncio.sleep(0) if code == 0 else _fail(f"exit {code}"))
     await run("test_stream_listen_publishes_its_own_session", test_stream_listen_publishes_its_own_session(state, tokens))
     await run("test_connect_mode_dials_out_and_takes_commands", test_connect_mode_dials_out_and_takes_commands(state))
+    await run("test_tls_with_a_self_signed_certificate_pinned_by_fingerprint",
+              test_tls_with_a_self_signed_certificate_pinned_by_fingerprint())
     print(f"{passed} passed, {failed} failed")
     return failed == 0
 
