@@ -23,6 +23,9 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
         .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
         .package(url: "https://github.com/LebJe/TOMLKit", from: "0.6.0"),
+        .package(url: "https://github.com/hummingbird-project/hummingbird", exact: "2.28.1", traits: []),
+        .package(url: "https://github.com/hummingbird-project/hummingbird-websocket", exact: "2.8.1"),
+        .package(url: "https://github.com/apple/swift-crypto", exact: "3.12.3"),
     ],
     targets: [
         // MARK: Engine (portable: no Linux-only imports)
@@ -55,6 +58,19 @@ let package = Package(
 
         // MARK: Sinks
         .target(name: "StdoutSink", dependencies: ["GatewayEngine"], swiftSettings: strict),
+        .target(
+            name: "RelaySink",
+            dependencies: [
+                "GatewayEngine",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HummingbirdTLS", package: "hummingbird"),
+                .product(name: "HummingbirdWebSocket", package: "hummingbird-websocket"),
+                .product(name: "HummingbirdWSClient", package: "hummingbird-websocket"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: strict
+        ),
 
         // MARK: D-Bus and BlueZ (Linux, libdbus-1)
         .systemLibrary(name: "CDBus", pkgConfig: "dbus-1", providers: [.apt(["libdbus-1-dev"])]),
@@ -109,7 +125,7 @@ let package = Package(
             dependencies: [
                 "GatewayEngine", "HRVAnalysis", "SimulatedProvider", "ReplayProvider", "StdoutSink",
                 "BLEHeartRate", "BlueZ", "DBus", "V4L2Capture", "RPPG", "CameraProvider",
-                "SessionStore", "GatewayConfig", "GatewayDoctor", "GatewayLogging",
+                "SessionStore", "GatewayConfig", "GatewayDoctor", "GatewayLogging", "RelaySink",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ],
@@ -119,6 +135,7 @@ let package = Package(
             name: "hr-gateway-bench",
             dependencies: [
                 "GatewayEngine", "HRVAnalysis", "DBus", "DBusTestSupport", "RPPG", "RPPGSynthetic", "BLEHeartRate", "V4L2Capture",
+                "RelaySink",
                 .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: strict
@@ -169,6 +186,14 @@ let package = Package(
         .testTarget(
             name: "SessionStoreTests",
             dependencies: ["SessionStore", "GatewayEngine", "SimulatedProvider", "ReplayProvider"],
+            swiftSettings: strict
+        ),
+        .testTarget(
+            name: "RelaySinkTests",
+            dependencies: [
+                "RelaySink", "GatewayEngine", "SimulatedProvider",
+                .product(name: "HummingbirdWSClient", package: "hummingbird-websocket"),
+            ],
             swiftSettings: strict
         ),
         .testTarget(

@@ -5,6 +5,7 @@ let benchmarks: [(name: String, about: String, run: () async -> Void)] = [
     ("hrv", "HRVAnalyzer.analyze (Kubios correction, time domain, respiration) on 5-minute windows", runHRVBenchmark),
     ("dbus", "D-Bus round trips and signal delivery over a private dbus-daemon", runDBusBenchmark),
     ("strap", "BLE strap notification latency into the engine, CPU and RSS with two straps (fake bluetoothd)", runStrapBenchmark),
+    ("relay", "relay delivery latency (p50/p99) to 100 WebSocket consumers on loopback", runRelayBenchmark),
     ("rppg", "rPPG ROI + POS/CHROM frames/s at 640x480, accuracy on synthetic and real data [DATA_DIR]", {
         runRPPGBenchmark(arguments: Array(CommandLine.arguments.dropFirst(2)))
     }),

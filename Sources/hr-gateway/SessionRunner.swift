@@ -19,6 +19,8 @@ struct SessionRunner {
     var recorder: SessionRecorder? = nil
     /// End the session when every source reports it has finished (a replay at its end).
     let stopWhenSourcesEnd: Bool
+    /// Also relay the session over WebSocket (`stream --listen`), with tokens from this state directory.
+    var relay: (options: RelayOptions, stateDirectory: String)? = nil
 
     /// Returns the process exit status: 0 after a summary, 1 after a session error.
     func run() async throws -> Int32 {
@@ -40,6 +42,11 @@ struct SessionRunner {
         }
         let engine = SessionEngine(providers: tapped, correction: correction)
         recorder?.attach(to: engine)
+        var relayRuntime: RelayRuntime?
+        if let relay {
+            relayRuntime = try await RelayRuntime.start(
+                relay.options, stateDirectory: relay.stateDirectory, engine: engine, announceOnStderr: true)
+        }
         let jsonl = JSONLinesWriter()
         pretty?.begin()
 
@@ -53,6 +60,7 @@ struct SessionRunner {
             stream = try await engine.startSession(config)
         } catch {
             FileHandle.standardError.write(Data("error: \(error.message)\n".utf8))
+            await relayRuntime?.stop(graceMs: 0)
             return 2
         }
         var finishedSources = Set<String>()
@@ -73,6 +81,7 @@ struct SessionRunner {
                 break
             }
         }
+        await relayRuntime?.stop()
         return status
     }
 }

@@ -56,31 +56,8 @@ struct StreamCommand: AsyncParsableCommand {
             """
     )
 
-    @Option(name: .customLong("strap"), help: ArgumentHelp(
-        "A BLE heart-rate strap: its address, a name prefix, or auto. Repeat for several straps.", valueName: "strap"))
-    var straps: [String] = []
+    @OptionGroup var source: SourceOptions
 
-    @Option(help: ArgumentHelp("Bluetooth adapter for --strap (default: the first powered one).", valueName: "hciN"))
-    var adapter: String?
-
-    @Flag(help: "Use a simulated source (no hardware needed).")
-    var simulate = false
-
-    @Option(help: ArgumentHelp("Simulation model: realistic (RR with breathing and ectopic beats) or sdk-mock.", valueName: "model"))
-    var model: SimulatedBiosignalProvider.Model = .realistic
-
-    @Option(help: ArgumentHelp("Seed of the simulation, for repeatable runs.", valueName: "n"))
-    var seed: UInt64 = 1
-
-    @Option(help: ArgumentHelp(
-        "Replay a sample recording (JSON lines written by --record), or a session id from the session store.",
-        valueName: "file|id"))
-    var replay: String?
-
-    @Option(help: ArgumentHelp("Replay speed factor: 1 is real time, 10 is ten times faster.", valueName: "x"))
-    var replaySpeed: Double = 1
-
-    @OptionGroup(title: "Camera") var cameraSource: CameraOptions
 
     @OptionGroup var session: SessionOptions
 
@@ -101,56 +78,22 @@ struct StreamCommand: AsyncParsableCommand {
 
     @OptionGroup var store: StoreOptions
 
+    @OptionGroup(title: "Relay") var relay: RelayOptions
+
     enum OutputFormat: String, ExpressibleByArgument, CaseIterable {
         case jsonl, pretty
     }
 
     func validate() throws {
-        if !simulate && replay == nil && straps.isEmpty && cameraSource.camera == nil {
-            throw ValidationError("Choose a source: --strap auto, --camera DEVICE, --simulate or --replay FILE (see --help).")
-        }
-        if let adapter, !(adapter.hasPrefix("hci") && Int(adapter.dropFirst(3)) != nil) {
-            throw ValidationError("--adapter takes a controller name such as hci0 (see `hr-gateway scan`).")
-        }
-        if simulate && replay != nil {
-            throw ValidationError("--simulate and --replay cannot be combined.")
-        }
-        if !(replaySpeed > 0 && replaySpeed.isFinite) { throw ValidationError("--replay-speed must be a positive number.") }
-        try cameraSource.check()
+        try source.check()
         if let k = keepDays, k < 0 { throw ValidationError("--keep-days must be 0 or more.") }
         try session.check()
+        try relay.check()
     }
 
     func run() async throws {
         let clock = SystemSessionClock()
-        var providers: [any BiosignalProvider] = []
-        if !straps.isEmpty {
-            var logger = Logger(label: "hr-gateway.strap")
-            logger.logLevel = .warning
-            providers += try makeStrapProviders(specs: straps, adapter: adapter, logger: logger)
-        }
-        if simulate {
-            providers.append(SimulatedBiosignalProvider(model: model, seed: seed, clock: clock))
-        }
-        if let replay {
-            if FileManager.default.fileExists(atPath: replay) {
-                guard FileManager.default.isReadableFile(atPath: replay) else {
-                    throw ValidationError("Cannot read \(replay): check its permissions.")
-                }
-                providers.append(ReplayBiosignalProvider(path: replay, speed: replaySpeed, clock: clock))
-            } else {
-                let stored = try? store.open()
-                guard let stored, (try? stored.session(id: replay)) != nil else {
-                    throw ValidationError(
-                        "\(replay) is neither a file nor a session in \((try? store.directory()) ?? "the state directory")/sessions.sqlite: "
-                            + "check the path, or list sessions with `hr-gateway sessions list`.")
-                }
-                let samples = try stored.samples(sessionId: replay)
-                providers.append(ReplayBiosignalProvider(
-                    samples: samples, label: "session \(replay)", speed: replaySpeed, clock: clock))
-            }
-        }
-        if let camera = cameraSource.provider(clock: clock) { providers.append(camera) }
+        let providers = try source.providers(clock: clock, store: store)
         let settings = try store.settings()
         let config = session.config(defaults: settings)
         let recorder = noRecordDb || !settings.record ? nil : openRecorder(config, settings)
@@ -162,8 +105,8 @@ struct StreamCommand: AsyncParsableCommand {
             output: output == .pretty ? .pretty : .jsonl,
             recordPath: record,
             recorder: recorder,
-            stopWhenSourcesEnd: replay != nil && straps.isEmpty && !simulate && cameraSource.camera == nil
-                && session.duration == nil
+            stopWhenSourcesEnd: source.onlyReplay && session.duration == nil,
+            relay: relay.listen == nil ? nil : (relay, try store.directory())
         ).run()
         if exitCode != 0 { throw ExitCode(exitCode) }
     }

@@ -1,0 +1,455 @@
+import Foundation
+import GatewayEngine
+
+/// Limits and defaults of a relay hub.
+public struct RelayHubConfiguration: Sendable {
+    /// Live events kept for `hello` resume: at least this old (ms) ...
+    public var liveRetentionMs: Int64 = 15 * 60 * 1000
+    /// ... and at most this many.
+    public var liveRetentionCount = 200_000
+    /// Reliable events kept for consumers that have not acknowledged them; the oldest go first beyond this.
+    public var outboxLimit = 10_000
+    /// Largest command accepted, in UTF-8 bytes; larger ones get a `payload_too_large` result.
+    public var maxCommandBytes = 64 * 1024
+    /// Live frames one consumer may have queued before its oldest is dropped.
+    public var consumerLiveLimit = 256
+    /// Frames of any kind one consumer may have queued before it is disconnected.
+    public var consumerLimit = 4096
+    /// How long a command `id` is remembered for idempotency, and how many are.
+    public var idempotencyMs: Int64 = 10 * 60 * 1000
+    public var idempotencyLimit = 1024
+    /// A `start_session` without `include_raw_samples` gets `biosignal_frame` events (phones never send the key).
+    public var rawSamplesUnlessAsked = true
+
+    public init() {}
+}
+
+/// Delivery class of a relayed message.
+public enum RelayDelivery: String, Sendable {
+    /// Sent while connected; dropped for a slow consumer; kept in the resume buffer.
+    case live
+    /// Kept until the consumer's token acknowledges it; redelivered in order on every connection until then.
+    case reliable
+    /// Latest status: sent on connect and on change.
+    case state
+
+    public init(for event: SessionEvent) {
+        switch event {
+        case .started, .summary, .error: self = .reliable
+        case .frame, .biosignalFrame, .sensorStatus: self = .live
+        }
+    }
+}
+
+/// One open consumer connection.
+public final class RelayConnection: Sendable {
+    public let id: UInt64
+    public let principal: RelayPrincipal
+    public let queue: ConsumerQueue
+    /// Every event numbered above this is delivered live on this connection; `hello` replays up to it.
+    public let startSeq: Int64
+    fileprivate let resumed = Locked(false)
+
+    init(id: UInt64, principal: RelayPrincipal, queue: ConsumerQueue, startSeq: Int64) {
+        self.id = id
+        self.principal = principal
+        self.queue = queue
+        self.startSeq = startSeq
+    }
+}
+
+/// The relay's logic, free of I/O: numbers events, keeps the resume buffer and the reliable outbox, fans out to
+/// consumer queues, and answers commands. `RelayServer` carries its frames over WebSocket.
+public final class RelayHub: Sendable {
+    public let configuration: RelayHubConfiguration
+    /// Names this hub's `relay_seq` space; a gateway restart starts a new one.
+    public let epoch: String
+    public let controller: (any RelayController)?
+    private let nowMs: @Sendable () -> Int64
+
+    private struct Stored {
+        var seq: Int64
+        var atMs: Int64
+        var value: [String: JSONValue]
+        var text: String
+    }
+
+    private struct State {
+        var lastSeq: Int64 = 0
+        var ring: [Stored] = []
+        var ringHead = 0
+        /// The highest seq that left the resume buffer (resume from before it is incomplete).
+        var ringTrimmedThrough: Int64 = 0
+        var outbox: [Stored] = []
+        var acked: [String: Int64] = [:]
+        var connections: [UInt64: RelayConnection] = [:]
+        var nextConnection: UInt64 = 0
+        var session: [String: JSONValue]?
+        var sensors: [String: JSONValue] = [:]
+        var endedSessions: [String] = []
+    }
+
+    private let state = Locked(State())
+    private let commands: CommandMemo
+
+    public init(
+        controller: (any RelayController)?,
+        configuration: RelayHubConfiguration = RelayHubConfiguration(),
+        epoch: String = UUID().uuidString.lowercased(),
+        nowMs: @escaping @Sendable () -> Int64 = { SystemSessionClock().nowMs() }
+    ) {
+        self.controller = controller
+        self.configuration = configuration
+        self.epoch = epoch
+        self.nowMs = nowMs
+        self.commands = CommandMemo(ttlMs: configuration.idempotencyMs, limit: configuration.idempotencyLimit)
+    }
+
+    /// Relays every event of `engine` until the token is cancelled.
+    public func attach(to engine: SessionEngine) -> ObservationToken {
+        engine.observe { [weak self] event in self?.publish(event) }
+    }
+
+    public var connectionCount: Int { state.withLock { $0.connections.count } }
+    public var lastSeq: Int64 { state.withLock { $0.lastSeq } }
+    /// True when no connected consumer has anything left to send.
+    public var allQueuesEmpty: Bool { state.withLock { $0.connections.values.allSatisfy { $0.queue.isEmpty } } }
+
+    // MARK: Events
+
+    /// Numbers the event, stores it for resume or redelivery, and queues it for every consumer. Never blocks.
+    public func publish(_ event: SessionEvent) {
+        let delivery = RelayDelivery(for: event)
+        let now = nowMs()
+        state.withLock { s in
+            s.lastSeq += 1
+            guard case .object(var o) = event.jsonValue else { return }
+            o["relay_seq"] = .int(s.lastSeq)
+            o["delivery"] = .string(delivery.rawValue)
+            let stored = Stored(seq: s.lastSeq, atMs: now, value: o, text: JSONValue.object(o).jsonString)
+            switch delivery {
+            case .reliable:
+                s.outbox.append(stored)
+                if s.outbox.count > configuration.outboxLimit { s.outbox.removeFirst(s.outbox.count - configuration.outboxLimit) }
+            case .live, .state:
+                s.ring.append(stored)
+                trimRing(&s, now: now)
+            }
+            var stateChanged = true
+            switch event {
+            case .started(let id, _):
+                s.session = ["session_id": .string(id), "active": .bool(true)]
+                s.sensors = [:]
+            case .summary(let id, _, _, _), .error(let id, _, _):
+                s.session = nil
+                s.endedSessions.append(id)
+                if s.endedSessions.count > 256 { s.endedSessions.removeFirst() }
+            case .sensorStatus(_, _, let status):
+                var v = event.jsonValue.objectValue ?? [:]
+                v["type"] = nil
+                v["session_id"] = nil
+                s.sensors[status.deviceId.map { "\(status.source)/\($0)" } ?? status.source] = .object(v)
+            default:
+                stateChanged = false
+            }
+            let snapshot = stateChanged ? stateText(s) : nil
+            for c in s.connections.values {
+                c.queue.push(stored.text, droppable: delivery == .live)
+                if let snapshot { c.queue.push(snapshot, droppable: false) }
+            }
+        }
+    }
+
+    private func trimRing(_ s: inout State, now: Int64) {
+        while s.ringHead < s.ring.count,
+            s.ring.count - s.ringHead > configuration.liveRetentionCount
+                || now - s.ring[s.ringHead].atMs > configuration.liveRetentionMs
+        {
+            s.ringTrimmedThrough = s.ring[s.ringHead].seq
+            s.ringHead += 1
+        }
+        if s.ringHead > 1024 && s.ringHead * 2 > s.ring.count {
+            s.ring.removeFirst(s.ringHead)
+            s.ringHead = 0
+        }
+    }
+
+    private func stateText(_ s: State) -> String {
+        var o: [String: JSONValue] = [
+            "type": .string("gateway_status"),
+            "delivery": .string(RelayDelivery.state.rawValue),
+            "sensors": .array(s.sensors.keys.sorted().compactMap { s.sensors[$0] }),
+            "relay_seq_last": .int(s.lastSeq),
+        ]
+        if let session = s.session { o["session"] = .object(session) }
+        return JSONValue.object(o).jsonString
+    }
+
+    // MARK: Connections
+
+    /// Registers a consumer. Its queue receives `welcome`, the current `gateway_status`, every reliable event its
+    /// token has not acknowledged (in order), then live events as they come.
+    public func connect(_ principal: RelayPrincipal, queue: ConsumerQueue? = nil) -> RelayConnection {
+        let queue = queue ?? ConsumerQueue(liveLimit: configuration.consumerLiveLimit, limit: configuration.consumerLimit)
+        return state.withLock { s in
+            s.nextConnection += 1
+            let cursor = s.acked[principal.consumerId] ?? s.lastSeq
+            s.acked[principal.consumerId] = cursor
+            let c = RelayConnection(id: s.nextConnection, principal: principal, queue: queue, startSeq: s.lastSeq)
+            let welcome: [String: JSONValue] = [
+                "type": .string("welcome"),
+                "protocol": .string("hrrelay.v1"),
+                "epoch": .string(epoch),
+                "relay_seq_last": .int(s.lastSeq),
+                "consumer_id": .string(principal.consumerId),
+                "scope": .string(principal.scope.rawValue),
+                "live_retention_sec": .int(configuration.liveRetentionMs / 1000),
+                "max_command_bytes": .int(Int64(configuration.maxCommandBytes)),
+            ]
+            queue.push(JSONValue.object(welcome).jsonString, droppable: false)
+            queue.push(stateText(s), droppable: false)
+            for e in s.outbox where e.seq > cursor { queue.push(e.text, droppable: false) }
+            s.connections[c.id] = c
+            return c
+        }
+    }
+
+    /// Closes every consumer's queue (their connections end); used at shutdown.
+    public func closeAll() {
+        for c in state.withLock({ Array($0.connections.values) }) { c.queue.close() }
+    }
+
+    public func disconnect(_ connection: RelayConnection) {
+        state.withLock { _ = $0.connections.removeValue(forKey: connection.id) }
+        connection.queue.close()
+    }
+
+    /// The heartbeat frame (live, unnumbered).
+    public func heartbeatText() -> String {
+        let last = state.withLock { $0.lastSeq }
+        return JSONValue.object([
+            "type": .string("heartbeat"), "delivery": .string("live"),
+            "relay_seq_last": .int(last), "server_time_ms": .int(nowMs()),
+        ]).jsonString
+    }
+
+    // MARK: Commands
+
+    /// Handles one text frame from a consumer; any reply goes to its queue.
+    public func handle(text: String, from connection: RelayConnection) async {
+        let reply = await response(to: text, from: connection)
+        if let reply { connection.queue.push(reply.jsonString, droppable: false) }
+    }
+
+    /// The `command_result` for a frame, or nil when none is due (a success without `id`, an `ack`).
+    func response(to text: String, from connection: RelayConnection) async -> JSONValue? {
+        if text.utf8.count > configuration.maxCommandBytes {
+            return RelayCommandError(
+                "payload_too_large",
+                "Command of \(text.utf8.count) bytes is over the limit of \(configuration.maxCommandBytes) bytes."
+            ).result(id: nil, command: nil)
+        }
+        let message: JSONValue
+        do {
+            message = try JSONValue(parsing: text, maxDepth: 16)
+        } catch {
+            return RelayCommandError("bad_json", "Not a JSON command: \(error.description).").result(id: nil, command: nil)
+        }
+        guard case .object = message else {
+            return RelayCommandError("bad_request", "A command is a JSON object with a \"command\" key.")
+                .result(id: nil, command: nil)
+        }
+        let id = message["id"]
+        switch id {
+        case nil, .string?, .int?: break
+        default:
+            return RelayCommandError("bad_request", "\"id\" must be a string or an integer.").result(id: nil, command: nil)
+        }
+        guard let command = message["command"]?.stringValue else {
+            let what = message["command"] == nil ? "Missing \"command\"" : "\"command\" must be a string"
+            return RelayCommandError("bad_request", "\(what); see docs/relay-protocol.md.").result(id: id, command: nil)
+        }
+        let outcome: Result<[String: JSONValue], RelayCommandError>
+        switch command {
+        case "hello":
+            outcome = hello(message, connection)
+        case "ack":
+            outcome = ack(message, connection)
+            if id == nil, case .success = outcome { return nil }
+        case "get_status", "start_session", "stop_session", "ingest_hsi_metrics":
+            if let id {
+                let key = connection.principal.consumerId + "\u{0}" + id.jsonString
+                outcome = await commands.run(key: key, message: message, nowMs: nowMs()) {
+                    await self.execute(command, message, connection)
+                }
+            } else {
+                outcome = await execute(command, message, connection)
+            }
+        default:
+            outcome = .failure(RelayCommandError(
+                "unknown_command",
+                "Unknown command \"\(command.prefix(64))\"; known: start_session, stop_session, get_status, "
+                    + "ingest_hsi_metrics, hello, ack."))
+        }
+        switch outcome {
+        case .success(let fields):
+            guard id != nil || command == "hello" else { return nil }
+            var o = fields
+            o["type"] = .string("command_result")
+            o["command"] = .string(command)
+            o["ok"] = .bool(true)
+            if let id { o["id"] = id }
+            return .object(o)
+        case .failure(let e):
+            return e.result(id: id, command: command)
+        }
+    }
+
+    private func execute(_ command: String, _ m: JSONValue, _ c: RelayConnection) async
+        -> Result<[String: JSONValue], RelayCommandError>
+    {
+        guard let controller else {
+            return .failure(RelayCommandError("unsupported", "This gateway relays a session but takes no commands."))
+        }
+        if command != "get_status" && c.principal.scope != .control {
+            return .failure(RelayCommandError(
+                "forbidden", "Token '\(c.principal.name)' is read-only: it cannot \(command). Create one without --read-only."))
+        }
+        switch command {
+        case "get_status":
+            guard let st = controller.status() else { return .success(["active": .bool(false)]) }
+            return .success(st.jsonValue.objectValue ?? [:])
+        case "start_session":
+            do {
+                var config = try SessionConfig(json: m)
+                if m["include_raw_samples"] == nil && configuration.rawSamplesUnlessAsked { config.includeRawSamples = true }
+                try await controller.startSession(config)
+                return .success(["session_id": .string(config.sessionId)])
+            } catch {
+                return .failure(RelayCommandError(error.code.rawValue, error.message))
+            }
+        case "stop_session":
+            guard let id = m["session_id"]?.stringValue else {
+                return .failure(RelayCommandError("bad_request", "stop_session needs \"session_id\" (a string)."))
+            }
+            do {
+                try await controller.stopSession(sessionId: id)
+                return .success(["session_id": .string(id)])
+            } catch {
+                if state.withLock({ $0.endedSessions.contains(id) }) {
+                    return .success(["session_id": .string(id), "already_ended": .bool(true)])
+                }
+                return .failure(RelayCommandError(error.code.rawValue, error.message))
+            }
+        default:  // ingest_hsi_metrics
+            guard let metrics = m["metrics"]?.objectValue else {
+                return .failure(RelayCommandError("bad_request", "ingest_hsi_metrics needs \"metrics\" (an object)."))
+            }
+            let sid = m["session_id"]
+            if let sid, sid.stringValue == nil {
+                return .failure(RelayCommandError("bad_request", "\"session_id\" must be a string."))
+            }
+            let accepted = controller.ingestHsiMetrics(metrics, sessionId: sid?.stringValue)
+            return .success(["accepted": .bool(accepted)])
+        }
+    }
+
+    private func hello(_ m: JSONValue, _ c: RelayConnection) -> Result<[String: JSONValue], RelayCommandError> {
+        guard let resume = m["resume"] else { return .success(["epoch": .string(epoch), "replayed": .int(0)]) }
+        guard let e = resume["epoch"]?.stringValue, let last = resume["last_seq"]?.intValue, last >= 0 else {
+            return .failure(RelayCommandError(
+                "bad_request", "\"resume\" needs \"epoch\" (string) and \"last_seq\" (a non-negative integer)."))
+        }
+        guard e == epoch else {
+            return .failure(RelayCommandError(
+                "resync_required", "Epoch \(e.prefix(64)) is not this gateway's (\(epoch)): it restarted; start afresh."))
+        }
+        let already = c.resumed.withLock { r -> Bool in
+            defer { r = true }
+            return r
+        }
+        if already { return .failure(RelayCommandError("bad_request", "This connection has already resumed.")) }
+        return state.withLock { s in
+            var count: Int64 = 0
+            for e in s.ring[s.ringHead...] where e.seq > last && e.seq <= c.startSeq {
+                var v = e.value
+                v["replayed"] = .bool(true)
+                c.queue.push(JSONValue.object(v).jsonString, droppable: false)
+                count += 1
+            }
+            return .success([
+                "epoch": .string(epoch), "replayed": .int(count),
+                "complete": .bool(last >= s.ringTrimmedThrough), "replayed_through": .int(c.startSeq),
+            ])
+        }
+    }
+
+    private func ack(_ m: JSONValue, _ c: RelayConnection) -> Result<[String: JSONValue], RelayCommandError> {
+        guard let seq = m["relay_seq"]?.intValue else {
+            return .failure(RelayCommandError("bad_request", "ack needs \"relay_seq\" (an integer)."))
+        }
+        let acked = state.withLock { s -> Int64 in
+            let value = max(s.acked[c.principal.consumerId] ?? 0, min(seq, s.lastSeq))
+            s.acked[c.principal.consumerId] = value
+            let floor = s.acked.values.min() ?? value
+            s.outbox.removeAll { $0.seq <= floor }
+            return value
+        }
+        return .success(["acked_through": .int(acked)])
+    }
+}
+
+/// A command that failed: `error_code` and a `message` saying what to do.
+public struct RelayCommandError: Error, Sendable, Equatable {
+    public var code: String
+    public var message: String
+
+    public init(_ code: String, _ message: String) {
+        self.code = code
+        self.message = message
+    }
+
+    func result(id: JSONValue?, command: String?) -> JSONValue {
+        var o: [String: JSONValue] = [
+            "type": .string("command_result"), "ok": .bool(false),
+            "error_code": .string(code), "message": .string(message),
+        ]
+        if let id { o["id"] = id }
+        if let command { o["command"] = .string(String(command.prefix(64))) }
+        return .object(o)
+    }
+}
+
+/// Remembers command results by key so that a retried command is not run twice.
+actor CommandMemo {
+    private let ttlMs: Int64
+    private let limit: Int
+    private var done: [String: (atMs: Int64, message: JSONValue, result: Result<[String: JSONValue], RelayCommandError>)] = [:]
+    private var order: [String] = []
+    private var running: [String: (message: JSONValue, task: Task<Result<[String: JSONValue], RelayCommandError>, Never>)] = [:]
+
+    init(ttlMs: Int64, limit: Int) {
+        self.ttlMs = ttlMs
+        self.limit = limit
+    }
+
+    /// Runs `body` once per key; a repeat of the same message gets the first result, a different message with the
+    /// same key an `id_reused` error.
+    func run(
+        key: String, message: JSONValue, nowMs: Int64,
+        _ body: @escaping @Sendable () async -> Result<[String: JSONValue], RelayCommandError>
+    ) async -> Result<[String: JSONValue], RelayCommandError> {
+        let reused = RelayCommandError(
+            "id_reused", "This id was used in the last 10 minutes for a different command; give each command a new id.")
+        if let d = done[key], nowMs - d.atMs <= ttlMs { return d.message == message ? d.result : .failure(reused) }
+        if let r = running[key] { return r.message == message ? await r.task.value : .failure(reused) }
+        let task = Task { await body() }
+        running[key] = (message, task)
+        let result = await task.value
+        running[key] = nil
+        done[key] = (nowMs, message, result)
+        order.append(key)
+        while order.count > limit { done[order.removeFirst()] = nil }
+        return result
+    }
+}

@@ -1,0 +1,229 @@
+import Foundation
+import GatewayEngine
+import HTTPTypes
+import Hummingbird
+import HummingbirdCore
+import HummingbirdTLS
+import NIOSSL
+import HummingbirdWebSocket
+import Logging
+import NIOCore
+import NIOHTTP1
+
+/// How the relay listens.
+public struct RelayServerConfiguration: Sendable {
+    public var host: String
+    /// 0 picks a free port (see `RelayServer.run(onListening:)`).
+    public var port: Int
+    /// Accept connections without a token. Only allowed when `host` is a loopback address.
+    public var allowAnonymous = false
+    /// Largest WebSocket frame accepted; a bigger one closes the connection (1009). Commands over the hub's
+    /// `maxCommandBytes` but under this get a `payload_too_large` result instead.
+    public var maxFrameBytes = 1 << 20
+    public var heartbeat: Duration = .seconds(5)
+    /// Serve `wss://` with this PEM certificate chain and private key.
+    public var tls: RelayTLSFiles?
+    public var ping: Duration = .seconds(10)
+
+    public init(host: String, port: Int) {
+        self.host = host
+        self.port = port
+    }
+
+    public var isLoopback: Bool {
+        host == "localhost" || host == "::1" || host.hasPrefix("127.")
+    }
+}
+
+/// A relay configuration that cannot run.
+public struct RelayServerError: Error, Sendable, CustomStringConvertible {
+    public let description: String
+    public init(_ description: String) { self.description = description }
+}
+
+/// Serves a `RelayHub` at `ws://HOST:PORT/v1/relay` (Hummingbird + WebSocket).
+///
+/// The upgrade is refused with 401 without a valid token, taken from `Authorization: Bearer T`, the `token` query
+/// parameter, or a `bearer.T` entry of `Sec-WebSocket-Protocol` (browsers).
+public struct RelayServer: Sendable {
+    public let hub: RelayHub
+    public let tokens: RelayTokenStore?
+    public let configuration: RelayServerConfiguration
+    public var logger: Logger
+
+    public init(hub: RelayHub, tokens: RelayTokenStore?, configuration: RelayServerConfiguration, logger: Logger? = nil) {
+        self.hub = hub
+        self.tokens = tokens
+        self.configuration = configuration
+        var l = logger ?? Logger(label: "hr-gateway.relay")
+        // The server logs a cancelled connection at error level on every shutdown; only failures are worth a line.
+        if logger == nil { l.logLevel = .critical }
+        self.logger = l
+    }
+
+    /// Runs until the task is cancelled. `onListening` gets the bound port once the server accepts connections.
+    public func run(onListening: @escaping @Sendable (Int) async -> Void = { _ in }) async throws {
+        if configuration.allowAnonymous && !configuration.isLoopback {
+            throw RelayServerError(
+                "No-auth mode only listens on a loopback address (127.0.0.1, ::1); got \(configuration.host). "
+                    + "Create a token with `hr-gateway token create` instead.")
+        }
+        if !configuration.allowAnonymous && tokens == nil {
+            throw RelayServerError("The relay needs a token store, or no-auth mode on loopback.")
+        }
+        let server = self
+        // Plain HTTP: what a refused upgrade falls through to, and the index page.
+        let router = Router()
+        router.get("/") { _, _ -> Response in
+            Response(
+                status: .ok,
+                headers: [.contentType: "text/html; charset=utf-8", .cacheControl: "no-store"],
+                body: .init(byteBuffer: ByteBuffer(string: DashboardPage.html)))
+        }
+        router.get("/v1/relay") { request, _ -> Response in
+            guard server.authenticate(request) != nil else {
+                throw HTTPError(.unauthorized, message: "A valid relay token is required (Authorization: Bearer TOKEN).\n")
+            }
+            return Response(status: .upgradeRequired)
+        }
+        let wsRouter = Router(context: BasicWebSocketRequestContext.self)
+        wsRouter.ws("/v1/relay") { request, _ in
+            guard server.authenticate(request) != nil else { return .dontUpgrade }
+            return .upgrade(server.selectedProtocol(request))
+        } onUpgrade: { inbound, outbound, context in
+            guard let principal = server.authenticate(context.request) else { return }
+            try await server.serve(principal: principal, inbound: inbound, outbound: outbound)
+        }
+        let wsResponder = wsRouter.buildResponder()
+        let plain = HTTPServerBuilder { responder in
+            UpgradeGateChannel(
+                inner: HTTP1WebSocketUpgradeChannel(
+                    responder: responder,
+                    webSocketResponder: wsResponder,
+                    configuration: .init(ws: .init(
+                        maxFrameSize: configuration.maxFrameBytes,
+                        autoPing: .enabled(timePeriod: configuration.ping)))
+                ),
+                isAuthorized: { head in server.authorizes(head) }
+            )
+        }
+        let builder = try configuration.tls.map { try HTTPServerBuilder.tls(plain, tlsConfiguration: $0.serverConfiguration()) }
+            ?? plain
+        let app = Application(
+            router: router,
+            server: builder,
+            configuration: .init(address: .hostname(configuration.host, port: configuration.port), serverName: nil),
+            onServerRunning: { channel in await onListening(channel.localAddress?.port ?? 0) },
+            logger: logger
+        )
+        let hub = self.hub
+        try await withTaskCancellationHandler {
+            try await app.run()
+        } onCancel: {
+            // Open WebSockets would hold up the graceful shutdown: end them (consumers reconnect and resume).
+            hub.closeAll()
+        }
+    }
+
+    func authenticate(_ request: Request) -> RelayPrincipal? {
+        if let token = Self.token(in: request), let tokens {
+            return tokens.authenticate(token)
+        }
+        return configuration.allowAnonymous ? .anonymous : nil
+    }
+
+    /// The same decision as `authenticate`, on the raw request head the upgrade gate sees.
+    func authorizes(_ head: HTTPRequestHead) -> Bool {
+        var token: String?
+        if let auth = head.headers["authorization"].first {
+            let parts = auth.split(separator: " ", maxSplits: 1)
+            if parts.count == 2, parts[0].lowercased() == "bearer" { token = parts[1].trimmingCharacters(in: .whitespaces) }
+        }
+        if token == nil, let query = head.uri.split(separator: "?", maxSplits: 1).dropFirst().first {
+            for pair in query.split(separator: "&") where pair.hasPrefix("token=") {
+                token = String(pair.dropFirst("token=".count)).removingPercentEncoding
+            }
+        }
+        if token == nil {
+            let offered = head.headers["sec-websocket-protocol"].flatMap { $0.split(separator: ",") }
+                .map { $0.trimmingCharacters(in: .whitespaces) }
+            token = offered.first { $0.hasPrefix("bearer.") }.map { String($0.dropFirst("bearer.".count)) }
+        }
+        if let token, let tokens { return tokens.authenticate(token) != nil }
+        return configuration.allowAnonymous
+    }
+
+    static let protocolHeader = HTTPField.Name("Sec-WebSocket-Protocol")!
+
+    static func offeredProtocols(_ request: Request) -> [String] {
+        request.headers[values: protocolHeader].flatMap { $0.split(separator: ",") }
+            .map { $0.trimmingCharacters(in: .whitespaces) }
+    }
+
+    func selectedProtocol(_ request: Request) -> HTTPFields {
+        let offered = Self.offeredProtocols(request)
+        guard !offered.isEmpty else { return [:] }
+        var fields = HTTPFields()
+        fields[Self.protocolHeader] = offered.contains("hrrelay.v1") ? "hrrelay.v1" : offered[0]
+        return fields
+    }
+
+    static func token(in request: Request) -> String? {
+        if let auth = request.headers[.authorization] {
+            let parts = auth.split(separator: " ", maxSplits: 1)
+            if parts.count == 2, parts[0].lowercased() == "bearer" { return String(parts[1]).trimmingCharacters(in: .whitespaces) }
+        }
+        if let t = request.uri.queryParameters.get("token"), !t.isEmpty { return t }
+        for p in offeredProtocols(request) where p.hasPrefix("bearer.") { return String(p.dropFirst("bearer.".count)) }
+        return nil
+    }
+
+    private func serve(principal: RelayPrincipal, inbound: WebSocketInboundStream, outbound: WebSocketOutboundWriter)
+        async throws
+    {
+        try await Self.pump(
+            hub: hub, principal: principal, inbound: inbound, outbound: outbound,
+            heartbeat: configuration.heartbeat, maxFrame: configuration.maxFrameBytes)
+    }
+
+    /// Carries one consumer's frames both ways until either side ends: its queue out, its commands in, heartbeats.
+    static func pump(
+        hub: RelayHub, principal: RelayPrincipal, inbound: WebSocketInboundStream, outbound: WebSocketOutboundWriter,
+        heartbeat: Duration, maxFrame: Int
+    ) async throws {
+        let connection = hub.connect(principal)
+        defer { hub.disconnect(connection) }
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask {
+                while let text = await connection.queue.next() {
+                    try await outbound.write(.text(text))
+                }
+                // Closed by overflow (too slow), by shutdown, or after the peer left.
+                try? await outbound.close(.goingAway, reason: "closed by the gateway; reconnect to resume")
+            }
+            group.addTask {
+                while !Task.isCancelled {
+                    try await Task.sleep(for: heartbeat)
+                    connection.queue.push(hub.heartbeatText(), droppable: true)
+                }
+            }
+            group.addTask {
+                for try await message in inbound.messages(maxSize: maxFrame) {
+                    switch message {
+                    case .text(let text):
+                        await hub.handle(text: text, from: connection)
+                    case .binary:
+                        connection.queue.push(
+                            RelayCommandError("bad_request", "Commands are JSON text frames, not binary.")
+                                .result(id: nil, command: nil).jsonString,
+                            droppable: false)
+                    }
+                }
+            }
+            // The first child to end (the peer closed, or the queue overflowed) ends the connection.
+            _ = try await group.next()
+            connection.queue.close()
+            group.cancelAll()
+        }
+    }
+}

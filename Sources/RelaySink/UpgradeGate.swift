@@ -1,0 +1,58 @@
+import HummingbirdCore
+import HummingbirdWebSocket
+import Logging
+import NIOCore
+import NIOHTTP1
+
+/// Wraps the WebSocket upgrade channel so that an upgrade without a valid token gets **401**, not the 400 that a
+/// refused upgrade produces: the gate strips the `Upgrade` header of such a request before the upgrader sees it, so
+/// it is answered as a plain `GET` by the HTTP router (which returns 401).
+struct UpgradeGateChannel: ServerChildChannel {
+    typealias Value = HTTP1WebSocketUpgradeChannel.Value
+
+    let inner: HTTP1WebSocketUpgradeChannel
+    let isAuthorized: @Sendable (HTTPRequestHead) -> Bool
+
+    func setup(channel: any Channel, logger: Logger) -> EventLoopFuture<Value> {
+        let negotiated = inner.setup(channel: channel, logger: logger)
+        do {
+            let decoder = try channel.pipeline.syncOperations.handler(type: ByteToMessageHandler<HTTPRequestDecoder>.self)
+            try channel.pipeline.syncOperations.addHandler(UpgradeGate(isAuthorized: isAuthorized), position: .after(decoder))
+        } catch {
+            channel.close(promise: nil)
+        }
+        return negotiated
+    }
+
+    func handle(value: Value, logger: Logger) async {
+        await inner.handle(value: value, logger: logger)
+    }
+}
+
+/// Sees the first request head only (an upgrade can only happen there), then leaves the pipeline.
+final class UpgradeGate: ChannelInboundHandler, RemovableChannelHandler {
+    typealias InboundIn = HTTPServerRequestPart
+    typealias InboundOut = HTTPServerRequestPart
+
+    private let isAuthorized: @Sendable (HTTPRequestHead) -> Bool
+
+    init(isAuthorized: @escaping @Sendable (HTTPRequestHead) -> Bool) { self.isAuthorized = isAuthorized }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        let part = unwrapInboundIn(data)
+        guard case .head(var head) = part else {
+            context.fireChannelRead(data)
+            return
+        }
+        let upgrading = head.headers[canonicalForm: "upgrade"].contains { $0.lowercased() == "websocket" }
+        if upgrading && !isAuthorized(head) {
+            head.headers.remove(name: "upgrade")
+            head.headers.replaceOrAdd(name: "connection", value: "close")
+        }
+        context.fireChannelRead(wrapInboundOut(.head(head)))
+        context.pipeline.syncOperations.removeHandler(context: context, promise: nil)
+    }
+}
+
+// The gate's state is immutable and it runs on its channel's event loop only.
+extension UpgradeGate: @unchecked Sendable {}

@@ -1,0 +1,109 @@
+import ArgumentParser
+import Foundation
+import GatewayEngine
+import RelaySink
+
+struct AttachCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "attach",
+        abstract: "Connect to a relay as a consumer and print what it sends, one JSON object per line.",
+        discussion: """
+            Plays the phone: connects to ws://HOST:PORT/v1/relay with a token, prints every message (welcome, \
+            gateway_status, command_result, heartbeat and the session events) as JSON lines on stdout, and \
+            acknowledges reliable events (session_started, session_summary, session_error) as it prints them.
+
+            With --start it first sends a start_session exactly as a phone relay does and exits after that \
+            session's session_summary (status 0) or session_error (status 1). Without it, it runs until the \
+            relay closes or --until-summary sees a session end. The token can also come from $HR_GATEWAY_TOKEN.
+
+            Examples:
+              hr-gateway attach ws://127.0.0.1:8765/v1/relay --token "$TOKEN"
+              hr-gateway attach ws://pi.local:8765/v1/relay --start focus --duration 60 --emit-interval 5
+              hr-gateway attach ws://127.0.0.1:8765/v1/relay --until-summary --no-heartbeats | jq .type
+            """
+    )
+
+    @Argument(help: ArgumentHelp("Relay address, such as ws://127.0.0.1:8765/v1/relay.", valueName: "url"))
+    var url: String
+
+    @Option(help: ArgumentHelp("Bearer token (`hr-gateway token create`). Default: $HR_GATEWAY_TOKEN.", valueName: "token"))
+    var token: String?
+
+    @Option(help: ArgumentHelp("Start a session in this mode (focus, breathing, typing) and exit after its summary.", valueName: "mode"))
+    var start: SessionMode?
+
+    @Option(help: ArgumentHelp("With --start: session length in seconds.", valueName: "sec"))
+    var duration: Int = 60
+
+    @Option(help: ArgumentHelp("With --start: seconds between session_frame events.", valueName: "sec"))
+    var emitInterval: Int = 5
+
+    @Option(help: ArgumentHelp("With --start: sliding window for the metrics, in seconds.", valueName: "sec"))
+    var window: Int = 60
+
+    @Option(help: ArgumentHelp("With --start: session id (default: a new UUID).", valueName: "id"))
+    var sessionId: String?
+
+    @Flag(help: "Exit after the first session_summary or session_error.")
+    var untilSummary = false
+
+    @Flag(help: "Do not print heartbeat messages.")
+    var noHeartbeats = false
+
+    func validate() throws {
+        guard url.hasPrefix("ws://") || url.hasPrefix("wss://") else {
+            throw ValidationError("The relay address starts with ws:// (such as ws://127.0.0.1:8765/v1/relay); got '\(url)'.")
+        }
+        if duration <= 0 { throw ValidationError("--duration must be a positive number of seconds.") }
+        if emitInterval <= 0 { throw ValidationError("--emit-interval must be a positive number of seconds.") }
+        if window <= 0 { throw ValidationError("--window must be a positive number of seconds.") }
+    }
+
+    func run() async throws {
+        let token = self.token ?? ProcessInfo.processInfo.environment["HR_GATEWAY_TOKEN"]
+        let id = sessionId ?? UUID().uuidString.lowercased()
+        var initial: [JSONValue] = []
+        if let start {
+            initial.append(.object([
+                "command": .string("start_session"), "id": .string("attach-start-\(id)"),
+                "session_id": .string(id), "mode": .string(start.rawValue), "duration_sec": .int(Int64(duration)),
+                "profile": .object(["window_sec": .int(Int64(window)), "emit_interval_sec": .int(Int64(emitInterval))]),
+            ]))
+        }
+        let status = Locked<Int32?>(nil)
+        let watching = start == nil ? nil : id
+        let stopAtEnd = untilSummary || start != nil
+        let hideHeartbeats = noHeartbeats
+        do {
+            try await RelayClient(url: url, token: token).run(initial: initial) { m in
+                let type = m["type"]?.stringValue
+                if !(hideHeartbeats && type == "heartbeat") {
+                    FileHandle.standardOutput.write(Data((m.jsonString + "\n").utf8))
+                }
+                if type == "command_result", m["ok"] == .bool(false), m["id"] == .string("attach-start-\(id)") {
+                    status.withLock { $0 = 1 }
+                    return .close
+                }
+                var reply: [JSONValue] = []
+                if m["delivery"] == .string("reliable"), let seq = m["relay_seq"] {
+                    reply.append(.object(["command": .string("ack"), "relay_seq": seq]))
+                }
+                if stopAtEnd, type == "session_summary" || type == "session_error",
+                    watching == nil || m["session_id"]?.stringValue == watching
+                {
+                    status.withLock { $0 = type == "session_summary" ? 0 : 1 }
+                    // Send the acknowledgement before closing.
+                    return reply.isEmpty ? .close : .sendThenClose(reply)
+                }
+                return reply.isEmpty ? .continue : .send(reply)
+            }
+        } catch {
+            throw ValidationError("Cannot attach to \(url): \(error). Check the address and the token (401 means refused).")
+        }
+        if let code = status.withLock({ $0 }), code != 0 { throw ExitCode(code) }
+        if stopAtEnd && status.withLock({ $0 }) == nil {
+            FileHandle.standardError.write(Data("error: the relay closed before the session ended\n".utf8))
+            throw ExitCode(1)
+        }
+    }
+}

@@ -1,0 +1,129 @@
+import ArgumentParser
+import Foundation
+import GatewayEngine
+import RelaySink
+
+/// Where the relay listens and whom it lets in (`serve`, `stream --listen`).
+struct RelayOptions: ParsableArguments {
+    @Option(help: ArgumentHelp(
+        "Relay the session over WebSocket at ws://HOST:PORT/v1/relay. Port 0 picks a free port; the address is printed once listening (serve: stdout, stream: stderr).",
+        valueName: "host:port"))
+    var listen: String?
+
+    @Flag(help: "Development only: accept consumers without a token. Refused unless --listen is a loopback address.")
+    var noAuth = false
+
+    @Flag(help: "Serve wss:// with the certificate in the state directory (tls/cert.pem, tls/key.pem), made self-signed with openssl on first use. Clients pin its SHA-256 fingerprint, printed at start and by `token create`.")
+    var tls = false
+
+    @Option(help: ArgumentHelp("Serve wss:// with this PEM certificate (chain) instead (with --tls-key).", valueName: "file"))
+    var tlsCert: String?
+
+    @Option(help: ArgumentHelp("PEM private key of --tls-cert.", valueName: "file"))
+    var tlsKey: String?
+
+    /// The TLS files to use, creating the self-signed pair for `--tls` when missing; nil for plain ws://.
+    func tlsFiles(stateDirectory: String) throws -> RelayTLSFiles? {
+        if let tlsCert, let tlsKey { return RelayTLSFiles(certificatePath: tlsCert, keyPath: tlsKey) }
+        guard tls else { return nil }
+        let files = RelayTLSFiles.inStateDirectory(stateDirectory)
+        do { try files.createSelfSignedIfMissing() } catch let e as RelayServerError { throw ValidationError(e.description) }
+        return files
+    }
+
+    func check() throws {
+        if (tlsCert == nil) != (tlsKey == nil) { throw ValidationError("--tls-cert and --tls-key go together.") }
+        guard let listen else {
+            if noAuth { throw ValidationError("--no-auth needs --listen.") }
+            return
+        }
+        let (host, _) = try Self.split(listen)
+        if noAuth && !RelayServerConfiguration(host: host, port: 0).isLoopback {
+            throw ValidationError("--no-auth is only allowed on a loopback address (127.0.0.1, ::1); got \(host).")
+        }
+    }
+
+    static func split(_ listen: String) throws -> (String, Int) {
+        guard let colon = listen.lastIndex(of: ":"), let port = Int(listen[listen.index(after: colon)...]),
+            (0...65535).contains(port)
+        else {
+            throw ValidationError("--listen takes HOST:PORT, such as 127.0.0.1:8765 or 0.0.0.0:8765; got '\(listen)'.")
+        }
+        var host = String(listen[..<colon])
+        if host.hasPrefix("[") && host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
+        return (host.isEmpty ? "0.0.0.0" : host, port)
+    }
+}
+
+/// A running relay for one engine: hub, server task, and the printed address.
+final class RelayRuntime: Sendable {
+    let hub: RelayHub
+    let observation: ObservationToken
+    let task: Task<Void, any Error>
+    let url: String
+
+    /// Starts listening and prints `relay: listening on ws://HOST:PORT/v1/relay` once it accepts connections, on
+    /// stdout, or on stderr when stdout carries events. Tokens and the TLS pair live in `stateDirectory`.
+    static func start(
+        _ options: RelayOptions, stateDirectory: String, engine: SessionEngine, announceOnStderr: Bool = false
+    ) async throws -> RelayRuntime {
+        let (host, port) = try RelayOptions.split(options.listen ?? "127.0.0.1:0")
+        let tokens = RelayTokenStore(directory: stateDirectory)
+        if !options.noAuth {
+            let count = (try? tokens.list().count) ?? 0
+            if count == 0 {
+                let warning = "warning: no relay tokens in \(tokens.directory): every consumer will be refused (401). "
+                    + "Create one with `hr-gateway token create --name phone`.\n"
+                FileHandle.standardError.write(Data(warning.utf8))
+            }
+        }
+        var config = RelayServerConfiguration(host: host, port: port)
+        config.allowAnonymous = options.noAuth
+        config.tls = try options.tlsFiles(stateDirectory: stateDirectory)
+        let hub = RelayHub(controller: EngineRelayController(engine: engine))
+        let observation = hub.attach(to: engine)
+        let server = RelayServer(hub: hub, tokens: options.noAuth ? nil : tokens, configuration: config)
+        let (ports, continuation) = AsyncStream<Int>.makeStream()
+        let task = Task {
+            defer { continuation.finish() }
+            try await server.run { continuation.yield($0) }
+        }
+        var iterator = ports.makeAsyncIterator()
+        guard let bound = await iterator.next() else {
+            do { try await task.value } catch { throw ValidationError("Relay cannot listen on \(host):\(port): \(error)") }
+            throw ValidationError("Relay stopped before listening on \(host):\(port).")
+        }
+        let shown = host.contains(":") ? "[\(host)]" : host
+        let url = "\(config.tls == nil ? "ws" : "wss")://\(shown):\(bound)/v1/relay"
+        var text = "relay: listening on \(url)\n"
+        if let tls = config.tls, let fingerprint = try? tls.fingerprint() {
+            text = "relay: TLS certificate SHA-256 \(fingerprint)\n" + text
+        }
+        let line = Data(text.utf8)
+        if announceOnStderr {
+            FileHandle.standardError.write(line)
+        } else {
+            FileHandle.standardOutput.write(line)
+        }
+        return RelayRuntime(hub: hub, observation: observation, task: task, url: url)
+    }
+
+    private init(hub: RelayHub, observation: ObservationToken, task: Task<Void, any Error>, url: String) {
+        self.hub = hub
+        self.observation = observation
+        self.task = task
+        self.url = url
+    }
+
+    /// Gives connected consumers up to `graceMs` to receive what is queued, then closes the server.
+    func stop(graceMs: Int = 2000) async {
+        var waited = 0
+        while !hub.allQueuesEmpty && waited < graceMs {
+            try? await Task.sleep(for: .milliseconds(20))
+            waited += 20
+        }
+        hub.closeAll()
+        task.cancel()
+        _ = try? await task.value
+    }
+}

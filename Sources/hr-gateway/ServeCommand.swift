@@ -1,0 +1,107 @@
+import ArgumentParser
+import Foundation
+import GatewayEngine
+import RelaySink
+
+struct ServeCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "serve",
+        abstract: "Wait for a phone (or any relay consumer) to start sessions, and relay their events.",
+        discussion: """
+            Listens at ws://HOST:PORT/v1/relay and behaves like a watch: a consumer sends the Synheart relay's \
+            start_session / stop_session dictionaries, and every connected consumer receives the session's events \
+            (session_started, session_frame, biosignal_frame, sensor_status, session_summary) as JSON text frames. \
+            The protocol is in docs/relay-protocol.md.
+
+            Consumers authenticate with a token (Authorization: Bearer TOKEN at the upgrade; otherwise HTTP 401). \
+            Create one first with `hr-gateway token create --name phone`; --read-only tokens receive events but \
+            cannot start or stop sessions. Tokens are read from the state directory on every connection, so \
+            tokens created or revoked while serve runs take effect at once.
+
+            The line `relay: listening on ws://HOST:PORT/v1/relay` is printed on stdout once connections are \
+            accepted (with port 0, it shows the port chosen). Ctrl-C or SIGTERM stops a running session (its \
+            summary is relayed) and exits.
+
+            Examples:
+              hr-gateway token create --name phone
+              hr-gateway serve --simulate --listen 0.0.0.0:8765
+              hr-gateway serve --replay beats.jsonl --listen 127.0.0.1:8765 --no-auth
+              hr-gateway attach ws://127.0.0.1:8765/v1/relay --token TOKEN --start focus --duration 60
+              hr-gateway serve --simulate --connect wss://phone-relay.example/gw --connect-token SECRET
+            """
+    )
+
+    @OptionGroup var source: SourceOptions
+    @OptionGroup(title: "Relay") var relay: RelayOptions
+    @OptionGroup var store: StoreOptions
+
+    @Option(help: ArgumentHelp(
+        "Reverse mode: also dial out to this relay endpoint (ws://…) and speak the same protocol as a control "
+            + "consumer, reconnecting with backoff. For a phone app or rendezvous that cannot reach the gateway.",
+        valueName: "url"))
+    var connect: String?
+
+    @Option(help: ArgumentHelp(
+        "With --connect: bearer token sent to the remote endpoint. Default: $HR_GATEWAY_UPLINK_TOKEN.", valueName: "token"))
+    var connectToken: String?
+
+    func validate() throws {
+        try source.check()
+        if relay.listen == nil && connect == nil {
+            throw ValidationError("serve needs --listen HOST:PORT (such as 0.0.0.0:8765), --connect URL, or both.")
+        }
+        if let connect, !(connect.hasPrefix("ws://") || connect.hasPrefix("wss://")) {
+            throw ValidationError("--connect takes a ws:// address; got '\(connect)'.")
+        }
+        try relay.check()
+    }
+
+    func run() async throws {
+        let clock = SystemSessionClock()
+        let engine = SessionEngine(providers: try source.providers(clock: clock, store: store))
+        let runtime: RelayRuntime? = relay.listen == nil
+            ? nil : try await RelayRuntime.start(relay, stateDirectory: try store.directory(), engine: engine)
+        let hub = runtime?.hub ?? RelayHub(controller: EngineRelayController(engine: engine))
+        let ownObservation = runtime == nil ? hub.attach(to: engine) : nil
+        let uplink = connect.map { url in
+            let token = connectToken ?? ProcessInfo.processInfo.environment["HR_GATEWAY_UPLINK_TOKEN"]
+            return Task {
+                await RelayUplink(url: url, token: token, hub: hub).run { line in
+                    FileHandle.standardError.write(Data("relay: \(line)\n".utf8))
+                }
+            }
+        }
+        let (stopped, stop) = AsyncStream<Void>.makeStream()
+        let signalled = Locked(false)
+        TerminationSignals.onSignal { _ in
+            signalled.withLock { $0 = true }
+            stop.yield()
+        }
+        defer { TerminationSignals.reset() }
+        // Ends on a signal, or if the server fails.
+        let failure = Task { () -> String? in
+            guard let runtime else { return nil }
+            do { try await runtime.task.value } catch { return "\(error)" }
+            return nil
+        }
+        let watcher = Task {
+            guard runtime != nil else { return }
+            _ = await failure.value
+            stop.yield()
+        }
+        var it = stopped.makeAsyncIterator()
+        await it.next()
+        watcher.cancel()
+        if let s = engine.getStatus() { try? await engine.stopSession(sessionId: s.sessionId) }
+        await runtime?.stop()
+        hub.closeAll()
+        uplink?.cancel()
+        _ = await uplink?.value
+        ownObservation?.cancel()
+        await engine.dispose()
+        if let message = await failure.value, !signalled.withLock({ $0 }) {
+            FileHandle.standardError.write(Data("error: relay stopped: \(message)\n".utf8))
+            throw ExitCode(1)
+        }
+    }
+}

@@ -1,0 +1,86 @@
+import ArgumentParser
+import Foundation
+import GatewayEngine
+import Logging
+import ReplayProvider
+import SimulatedProvider
+
+/// The sources a session reads, shared by every command that runs the engine (`stream`, `serve`).
+/// A new source is an option here plus a case in `providers(clock:store:)`.
+struct SourceOptions: ParsableArguments {
+    @Option(name: .customLong("strap"), help: ArgumentHelp(
+        "A BLE heart-rate strap: its address, a name prefix, or auto. Repeat for several straps.", valueName: "strap"))
+    var straps: [String] = []
+
+    @Option(help: ArgumentHelp("Bluetooth adapter for --strap (default: the first powered one).", valueName: "hciN"))
+    var adapter: String?
+
+    @Flag(help: "Use a simulated source (no hardware needed).")
+    var simulate = false
+
+    @Option(help: ArgumentHelp("Simulation model: realistic (RR with breathing and ectopic beats) or sdk-mock.", valueName: "model"))
+    var model: SimulatedBiosignalProvider.Model = .realistic
+
+    @Option(help: ArgumentHelp("Seed of the simulation, for repeatable runs.", valueName: "n"))
+    var seed: UInt64 = 1
+
+    @Option(help: ArgumentHelp(
+        "Replay a sample recording (JSON lines written by --record), or a session id from the session store.",
+        valueName: "file|id"))
+    var replay: String?
+
+    @Option(help: ArgumentHelp("Replay speed factor: 1 is real time, 10 is ten times faster.", valueName: "x"))
+    var replaySpeed: Double = 1
+
+    @OptionGroup(title: "Camera") var camera: CameraOptions
+
+    /// True when a replay is the only source, so the session can end with the file.
+    var onlyReplay: Bool { replay != nil && straps.isEmpty && !simulate && camera.camera == nil }
+
+    func check() throws {
+        if !simulate && replay == nil && straps.isEmpty && camera.camera == nil {
+            throw ValidationError("Choose a source: --strap auto, --camera DEVICE, --simulate or --replay FILE (see --help).")
+        }
+        if let adapter, !(adapter.hasPrefix("hci") && Int(adapter.dropFirst(3)) != nil) {
+            throw ValidationError("--adapter takes a controller name such as hci0 (see `hr-gateway scan`).")
+        }
+        if simulate && replay != nil {
+            throw ValidationError("--simulate and --replay cannot be combined.")
+        }
+        if !(replaySpeed > 0 && replaySpeed.isFinite) { throw ValidationError("--replay-speed must be a positive number.") }
+        try camera.check()
+    }
+
+    /// The chosen sources, ready for a `SessionEngine`. A `--replay` that is not a file is looked up in `store`.
+    func providers(clock: any SessionClock, store: StoreOptions) throws -> [any BiosignalProvider] {
+        var providers: [any BiosignalProvider] = []
+        if !straps.isEmpty {
+            var logger = Logger(label: "hr-gateway.strap")
+            logger.logLevel = .warning
+            providers += try makeStrapProviders(specs: straps, adapter: adapter, logger: logger)
+        }
+        if simulate {
+            providers.append(SimulatedBiosignalProvider(model: model, seed: seed, clock: clock))
+        }
+        if let replay {
+            if FileManager.default.fileExists(atPath: replay) {
+                guard FileManager.default.isReadableFile(atPath: replay) else {
+                    throw ValidationError("Cannot read \(replay): check its permissions.")
+                }
+                providers.append(ReplayBiosignalProvider(path: replay, speed: replaySpeed, clock: clock))
+            } else {
+                let stored = try? store.open()
+                guard let stored, (try? stored.session(id: replay)) != nil else {
+                    throw ValidationError(
+                        "\(replay) is neither a file nor a session in \((try? store.directory()) ?? "the state directory")/sessions.sqlite: "
+                            + "check the path, or list sessions with `hr-gateway sessions list`.")
+                }
+                let samples = try stored.samples(sessionId: replay)
+                providers.append(ReplayBiosignalProvider(
+                    samples: samples, label: "session \(replay)", speed: replaySpeed, clock: clock))
+            }
+        }
+        if let provider = camera.provider(clock: clock) { providers.append(provider) }
+        return providers
+    }
+}

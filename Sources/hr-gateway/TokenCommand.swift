@@ -1,0 +1,99 @@
+import ArgumentParser
+import Foundation
+import GatewayEngine
+import RelaySink
+
+struct TokenCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "token",
+        abstract: "Create, list and revoke the tokens relay consumers connect with.",
+        discussion: """
+            A consumer of `hr-gateway serve` or `stream --listen` presents a token at the WebSocket upgrade \
+            (Authorization: Bearer TOKEN). Only the token's SHA-256 is stored, in tokens.json (mode 0600) in the \
+            state directory: --state-dir, else $HR_GATEWAY_STATE_DIR, else $XDG_STATE_HOME/hr-gateway, else \
+            ~/.local/state/hr-gateway. A lost token cannot be shown again: revoke it and create another.
+
+            Examples:
+              hr-gateway token create --name phone
+              hr-gateway token create --read-only --name obs-overlay
+              TOKEN=$(hr-gateway token create --name ci | tail -n 1)
+              hr-gateway token list
+              hr-gateway token revoke 3a9f0c
+            """,
+        subcommands: [Create.self, List.self, Revoke.self]
+    )
+
+    struct StateDirectory: ParsableArguments {
+        @Option(help: ArgumentHelp("Directory holding tokens.json (see `hr-gateway token --help` for the default).", valueName: "dir"))
+        var stateDir: String?
+
+        var store: RelayTokenStore { RelayTokenStore(directory: RelayTokenStore.stateDirectory(explicit: stateDir)) }
+    }
+
+    struct Create: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Create a token and print it (last line of the output; shown only once).")
+
+        @Flag(help: "The token receives events but cannot start_session, stop_session or ingest_hsi_metrics.")
+        var readOnly = false
+
+        @Option(help: ArgumentHelp("A label to recognise the token by in `token list` (default: consumer).", valueName: "label"))
+        var name = "consumer"
+
+        @OptionGroup var state: StateDirectory
+
+        func run() throws {
+            let store = state.store
+            let (token, record) = try Self.wrap { try store.create(name: name, scope: readOnly ? RelayScope.read : RelayScope.control, nowMs: SystemSessionClock().nowMs()) }
+            print("created \(record.scope == RelayScope.read ? "read-only" : "control") token \(record.id) '\(record.name)' in \(store.path)")
+            print("connect with: Authorization: Bearer <token>   (the token is not stored and is shown only now)")
+            let tls = RelayTLSFiles.inStateDirectory(store.directory)
+            if let fingerprint = try? tls.fingerprint() {
+                print("pin the relay's TLS certificate (SHA-256): \(fingerprint)")
+            }
+            print(token)
+        }
+
+        /// A token store error as a usage error: printed as one line, exit status 64.
+        static func wrap<T>(_ body: () throws -> T) throws -> T {
+            do { return try body() } catch let e as RelayTokenStoreError { throw ValidationError(e.description) }
+        }
+    }
+
+    struct List: ParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "List tokens: id, scope, creation time (UTC), name.")
+
+        @OptionGroup var state: StateDirectory
+
+        func run() throws {
+            let store = state.store
+            let records = try Create.wrap { try store.list() }
+            if records.isEmpty {
+                print("no tokens in \(store.path); create one with `hr-gateway token create --name phone`")
+                return
+            }
+            let formatter = ISO8601DateFormatter()
+            for r in records {
+                let created = formatter.string(from: Date(timeIntervalSince1970: Double(r.createdAtMs) / 1000))
+                let scope = r.scope == RelayScope.read ? "read-only" : "control"
+                print("\(r.id)  \(scope.padding(toLength: 9, withPad: " ", startingAt: 0))  \(created)  \(r.name)")
+            }
+        }
+    }
+
+    struct Revoke: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Revoke a token by id (or a unique prefix of it) or by name; new connections with it get 401.")
+
+        @Argument(help: ArgumentHelp("Token id as shown by `token list` (a unique prefix is enough), or its name.", valueName: "id"))
+        var id: String
+
+        @OptionGroup var state: StateDirectory
+
+        func run() throws {
+            let store = state.store
+            let removed = try Create.wrap { try store.revoke(id) }
+            print("revoked \(removed.id) '\(removed.name)'")
+        }
+    }
+}

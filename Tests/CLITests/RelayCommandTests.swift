@@ -1,0 +1,51 @@
+import Foundation
+import Testing
+
+@Suite struct RelayCommandTests {
+    func stateDir() -> String {
+        FileManager.default.temporaryDirectory.appendingPathComponent("hrg-relay-\(UUID().uuidString)").path
+    }
+
+    @Test func tokenCreatePrintsTheTokenLastAndListAndRevokeNeverShowIt() throws {
+        let dir = stateDir()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let created = try CLI.run(["token", "create", "--name", "phone", "--state-dir", dir])
+        #expect(created.status == 0, "\(created.stderr)")
+        let token = try #require(created.lines.last)
+        #expect(token.hasPrefix("hrg_"))
+        let readOnly = try CLI.run(["token", "create", "--read-only", "--name", "obs"], environment: ["HR_GATEWAY_STATE_DIR": dir])
+        #expect(readOnly.stdout.contains("read-only"))
+        let list = try CLI.run(["token", "list", "--state-dir", dir])
+        #expect(list.lines.count == 2)
+        #expect(list.lines.contains { $0.contains("control") && $0.hasSuffix("phone") })
+        #expect(list.lines.contains { $0.contains("read-only") && $0.hasSuffix("obs") })
+        #expect(!list.stdout.contains(token))
+        let stored = try String(contentsOfFile: dir + "/tokens.json", encoding: .utf8)
+        #expect(!stored.contains(token))
+        let revoked = try CLI.run(["token", "revoke", "phone", "--state-dir", dir])
+        #expect(revoked.status == 0)
+        #expect(try CLI.run(["token", "list", "--state-dir", dir]).lines.count == 1)
+        let missing = try CLI.run(["token", "revoke", "phone", "--state-dir", dir])
+        #expect(missing.status != 0)
+        #expect(missing.stderr.contains("token list"))
+    }
+
+    @Test func serveRefusesNoAuthOffLoopbackAndNeedsListenAndASource() throws {
+        let offLoopback = try CLI.run(["serve", "--simulate", "--listen", "0.0.0.0:0", "--no-auth"])
+        #expect(offLoopback.status != 0)
+        #expect(offLoopback.stderr.contains("loopback"))
+        let noListen = try CLI.run(["serve", "--simulate"])
+        #expect(noListen.status != 0)
+        #expect(noListen.stderr.contains("--listen"))
+        let badListen = try CLI.run(["serve", "--simulate", "--listen", "8765"])
+        #expect(badListen.stderr.contains("HOST:PORT"))
+        let noSource = try CLI.run(["serve", "--listen", "127.0.0.1:0"])
+        #expect(noSource.stderr.contains("--simulate or --replay"))
+    }
+
+    @Test func attachExplainsARefusedConnection() throws {
+        let r = try CLI.run(["attach", "http://127.0.0.1:1/v1/relay"])
+        #expect(r.status != 0)
+        #expect(r.stderr.contains("ws://"))
+    }
+}

@@ -1,0 +1,245 @@
+import Foundation
+import GatewayEngine
+import SimulatedProvider
+import Testing
+
+@testable import RelaySink
+
+/// A hub driving a real engine on a manual clock, with a simulated strap.
+struct Rig {
+    let clock = ManualSessionClock(startMs: 1_000_000)
+    let engine: SessionEngine
+    let hub: RelayHub
+    let token: ObservationToken
+
+    init(configuration: RelayHubConfiguration = RelayHubConfiguration()) {
+        let clock = self.clock
+        engine = SessionEngine(providers: [SimulatedBiosignalProvider(seed: 3, clock: clock)], clock: clock)
+        hub = RelayHub(controller: EngineRelayController(engine: engine), configuration: configuration, nowMs: { clock.nowMs() })
+        token = hub.attach(to: engine)
+    }
+
+    static let phone = RelayPrincipal(consumerId: "phone", name: "phone", scope: .control)
+    static let viewer = RelayPrincipal(consumerId: "viewer", name: "viewer", scope: .read)
+
+    func send(_ json: String, _ c: RelayConnection) async -> [String: JSONValue]? {
+        await hub.response(to: json, from: c)?.objectValue
+    }
+}
+
+func messages(_ q: ConsumerQueue) throws -> [[String: JSONValue]] {
+    try q.drain().map { try #require(JSONValue(parsing: $0).objectValue) }
+}
+
+func types(_ m: [[String: JSONValue]]) -> [String] { m.compactMap { $0["type"]?.stringValue } }
+
+@Suite struct RelayHubTests {
+    let start = #"{"command":"start_session","session_id":"s1","mode":"focus","duration_sec":600,"profile":{"window_sec":30,"emit_interval_sec":5},"window_label":"desk","id":"c1"}"#
+
+    @Test func startSessionAsAPhoneSendsItThenFramesArriveWithEnvelope() async throws {
+        let rig = Rig()
+        let c = rig.hub.connect(Rig.phone)
+        let r = try #require(await rig.send(start, c))
+        #expect(r["ok"] == .bool(true))
+        #expect(r["session_id"] == .string("s1"))
+        #expect(r["id"] == .string("c1"))
+        rig.clock.advance(byMs: 20_000)
+        let got = try messages(c.queue)
+        #expect(Array(types(got).prefix(3)) == ["welcome", "gateway_status", "session_started"])
+        let frames = got.filter { $0["type"] == .string("session_frame") }
+        #expect(frames.count == 4)
+        #expect(got.contains { $0["type"] == .string("biosignal_frame") }, "raw samples on by default for phones")
+        // The engine's own keys are untouched (its `seq` counts frames), the envelope adds relay_seq and delivery.
+        #expect(frames.map { $0["seq"] } == [.int(1), .int(2), .int(3), .int(4)])
+        #expect(frames.allSatisfy { $0["delivery"] == .string("live") })
+        let seqs = got.compactMap { $0["relay_seq"]?.intValue }
+        #expect(seqs == Array(1...Int64(seqs.count)), "every numbered event, in order, none missing")
+        #expect(got.first { $0["type"] == .string("session_started") }?["delivery"] == .string("reliable"))
+        let status = got.filter { $0["type"] == .string("gateway_status") }.last
+        #expect(status?["session"]?["session_id"] == .string("s1"))
+        #expect(status?["sensors"]?.arrayValue?.first?["state"] == .string("streaming"))
+    }
+
+    @Test func aRetriedCommandIdIsAnsweredWithoutRunningTwice() async throws {
+        let rig = Rig()
+        let c = rig.hub.connect(Rig.phone)
+        let first = try #require(await rig.send(start, c))
+        let second = try #require(await rig.send(start, c))
+        #expect(first == second)
+        #expect(first["ok"] == .bool(true))
+        // A new id for the same session is a second start: the engine refuses it.
+        let other = try #require(await rig.send(start.replacingOccurrences(of: "\"c1\"", with: "\"c2\""), c))
+        #expect(other["ok"] == .bool(false))
+        #expect(other["error_code"] == .string("invalid_state"))
+        let reused = try #require(await rig.send(#"{"command":"get_status","id":"c1"}"#, c))
+        #expect(reused["error_code"] == .string("id_reused"), "not the start's answer to a different command")
+        let stop = #"{"command":"stop_session","session_id":"s1","id":"c3"}"#
+        #expect(try #require(await rig.send(stop, c))["ok"] == .bool(true))
+        let again = try #require(await rig.send(stop.replacingOccurrences(of: "c3", with: "c4"), c))
+        #expect(again["ok"] == .bool(true))
+        #expect(again["already_ended"] == .bool(true))
+        let summaries = try messages(c.queue).filter { $0["type"] == .string("session_summary") }
+        #expect(summaries.count == 1)
+    }
+
+    @Test func readOnlyTokensCannotControlButCanAskStatus() async throws {
+        let rig = Rig()
+        let c = rig.hub.connect(Rig.viewer)
+        let r = try #require(await rig.send(start, c))
+        #expect(r["ok"] == .bool(false))
+        #expect(r["error_code"] == .string("forbidden"))
+        #expect(rig.engine.getStatus() == nil)
+        let s = try #require(await rig.send(#"{"command":"get_status","id":7}"#, c))
+        #expect(s["ok"] == .bool(true))
+        #expect(s["active"] == .bool(false))
+        #expect(s["id"] == .int(7))
+        let i = try #require(await rig.send(#"{"command":"ingest_hsi_metrics","metrics":{"a":1},"id":8}"#, c))
+        #expect(i["error_code"] == .string("forbidden"))
+    }
+
+    @Test func reliableEventsMissedWhileAwayAreRedeliveredInOrderUntilAcknowledged() async throws {
+        let rig = Rig()
+        let phone = rig.hub.connect(Rig.phone)
+        _ = await rig.send(start, phone)
+        rig.clock.advance(byMs: 6_000)
+        rig.hub.disconnect(phone)
+        let laptop = RelayPrincipal(consumerId: "laptop", name: "laptop", scope: .control)
+        _ = await rig.send(#"{"command":"stop_session","session_id":"s1"}"#, rig.hub.connect(laptop))
+        // Back without a hello: started (never acknowledged) and the summary it missed, in order.
+        let back = rig.hub.connect(Rig.phone)
+        let got = try messages(back.queue)
+        let reliable = got.filter { $0["delivery"] == .string("reliable") }
+        #expect(types(reliable) == ["session_started", "session_summary"])
+        #expect(got.allSatisfy { $0["type"] != .string("session_frame") }, "live frames are not redelivered without hello")
+        let lastReliable = try #require(reliable.last?["relay_seq"]?.intValue)
+        #expect(await rig.send(#"{"command":"ack","relay_seq":\#(lastReliable)}"#, back) == nil)
+        rig.hub.disconnect(back)
+        let third = try messages(rig.hub.connect(Rig.phone).queue)
+        #expect(types(third) == ["welcome", "gateway_status"], "acknowledged events are not sent again")
+    }
+
+    @Test func helloResumesLiveEventsWithNoneLostOrRepeated() async throws {
+        let rig = Rig()
+        let first = rig.hub.connect(Rig.phone)
+        _ = await rig.send(start, first)
+        rig.clock.advance(byMs: 30_000)
+        var seen = try messages(first.queue).filter { $0["relay_seq"] != nil }
+        _ = await rig.send(#"{"command":"ack","relay_seq":\#(try #require(seen.last?["relay_seq"]?.intValue))}"#, first)
+        // The link drops; a few received frames are lost in flight (the client only saw up to some seq).
+        seen.removeLast(2)
+        let lastSeen = try #require(seen.last?["relay_seq"]?.intValue)
+        rig.hub.disconnect(first)
+        rig.clock.advance(byMs: 300_000)  // five minutes away
+        let second = rig.hub.connect(Rig.phone)
+        rig.clock.advance(byMs: 10_000)  // live again before the hello arrives
+        let hello = try #require(await rig.send(
+            #"{"command":"hello","resume":{"epoch":"\#(rig.hub.epoch)","last_seq":\#(lastSeen)}}"#, second))
+        #expect(hello["ok"] == .bool(true))
+        #expect(hello["complete"] == .bool(true))
+        rig.clock.advance(byMs: 10_000)
+        seen += try messages(second.queue).filter { $0["relay_seq"] != nil }
+        let seqs = seen.compactMap { $0["relay_seq"]?.intValue }
+        #expect(Set(seqs).count == seqs.count, "nothing repeated")
+        let live = Set(seen.filter { $0["delivery"] == .string("live") }.compactMap { $0["relay_seq"]?.intValue })
+        #expect(live.count > 70)
+        let all = Set(seqs)
+        #expect(all == Set(1...rig.hub.lastSeq), "nothing lost, reliable and live together")
+        let samples = seen.filter { $0["type"] == .string("biosignal_frame") }
+        #expect(samples.count == 70, "one biosignal_frame every 5 s over 350 s")
+    }
+
+    @Test func helloFromAnotherEpochAsksForResync() async throws {
+        let rig = Rig()
+        let c = rig.hub.connect(Rig.phone)
+        let r = try #require(await rig.send(#"{"command":"hello","resume":{"epoch":"old","last_seq":3}}"#, c))
+        #expect(r["error_code"] == .string("resync_required"))
+    }
+
+    @Test func theResumeBufferKeepsAtLeastTenMinutes() async throws {
+        let rig = Rig()
+        let first = rig.hub.connect(Rig.phone)
+        _ = await rig.send(start.replacingOccurrences(of: "600", with: "3600"), first)
+        rig.clock.advance(byMs: 1000)
+        let lastSeen = try #require(try messages(first.queue).compactMap { $0["relay_seq"]?.intValue }.max())
+        rig.hub.disconnect(first)
+        rig.clock.advance(byMs: 600_000)
+        let second = rig.hub.connect(Rig.phone)
+        let hello = try #require(await rig.send(
+            #"{"command":"hello","resume":{"epoch":"\#(rig.hub.epoch)","last_seq":\#(lastSeen)},"id":"h"}"#, second))
+        #expect(hello["complete"] == .bool(true))
+        // A session_frame and a biosignal_frame every 5 s over the 600 s away.
+        #expect(hello["replayed"]?.intValue == 240)
+        let replayed = try messages(second.queue).filter { $0["replayed"] == .bool(true) }
+        #expect(replayed.first?["relay_seq"]?.intValue == lastSeen + 1)
+    }
+
+    @Test(arguments: [
+        ("{", "bad_json"),
+        ("[1,2]", "bad_request"),
+        ("null", "bad_request"),
+        ("\"start_session\"", "bad_request"),
+        (#"{"id":"x"}"#, "bad_request"),
+        (#"{"command":42}"#, "bad_request"),
+        (#"{"command":"launch_rocket","id":"r"}"#, "unknown_command"),
+        (#"{"command":"start_session","id":true}"#, "bad_request"),
+        (#"{"command":"start_session","session_id":5,"mode":"focus","duration_sec":60,"id":"a"}"#, "invalid_state"),
+        (#"{"command":"start_session","session_id":"x","mode":"sleep","duration_sec":60,"id":"b"}"#, "invalid_state"),
+        (#"{"command":"start_session","session_id":"x","mode":"focus","duration_sec":"60","id":"c"}"#, "invalid_state"),
+        (#"{"command":"start_session","session_id":"x","mode":"focus","duration_sec":-1,"id":"d"}"#, "invalid_state"),
+        (#"{"command":"stop_session","id":"e"}"#, "bad_request"),
+        (#"{"command":"stop_session","session_id":"other","id":"f"}"#, "invalid_state"),
+        (#"{"command":"ingest_hsi_metrics","metrics":[1],"id":"g"}"#, "bad_request"),
+        (#"{"command":"ack"}"#, "bad_request"),
+        (#"{"command":"hello","resume":{"last_seq":"x"}}"#, "bad_request"),
+        (String(repeating: "[", count: 5000), "bad_json"),
+        (#"{"command":"start_session","x":"\#(String(repeating: "a", count: 70_000))"}"#, "payload_too_large"),
+        ("{\"command\":\"get_status\"}\u{0}", "bad_json"),
+    ])
+    func badCommandsGetAClearErrorAndTheSessionKeepsRunning(input: String, expected: String) async throws {
+        let rig = Rig()
+        let c = rig.hub.connect(Rig.phone)
+        _ = await rig.send(start, c)
+        let r = try #require(await rig.send(input, c))
+        #expect(r["type"] == .string("command_result"))
+        #expect(r["ok"] == .bool(false))
+        let errorCode = r["error_code"]?.stringValue
+        #expect(errorCode == expected)
+        let message = r["message"]?.stringValue ?? ""
+        #expect(!message.isEmpty)
+        #expect(rig.engine.getStatus()?.sessionId == "s1")
+        rig.clock.advance(byMs: 5_000)
+        #expect(try messages(c.queue).contains { $0["type"] == .string("session_frame") })
+    }
+
+    @Test func randomBytesNeverCrashTheParser() async throws {
+        let rig = Rig()
+        let c = rig.hub.connect(Rig.phone)
+        _ = await rig.send(start, c)
+        var rng = SplitMix64(seed: 99)
+        let alphabet = Array(#"{}[]",:0123456789.-eE truefalsnull\"command_sesionid"#.utf8)
+        for _ in 0..<2000 {
+            let n = Int(rng.next() % 80)
+            let bytes = (0..<n).map { _ in alphabet[Int(rng.next() % UInt64(alphabet.count))] }
+            _ = await rig.send(String(decoding: bytes, as: UTF8.self), c)
+        }
+        #expect(rig.engine.getStatus()?.sessionId == "s1")
+    }
+
+    @Test func aSlowConsumerLosesOldLiveFramesButNeverReliableOnesAndNeverBlocks() async throws {
+        var config = RelayHubConfiguration()
+        config.consumerLiveLimit = 4
+        let rig = Rig(configuration: config)
+        let slow = rig.hub.connect(Rig.phone)
+        let fast = rig.hub.connect(Rig.viewer)
+        _ = await rig.send(start.replacingOccurrences(of: "600", with: "100"), slow)
+        for _ in 0..<100 {
+            rig.clock.advance(byMs: 1_000)
+            _ = fast.queue.drain()
+        }
+        #expect(rig.engine.getStatus() == nil, "the session ran to its end")
+        let got = try messages(slow.queue)
+        #expect(types(got.filter { $0["delivery"] == .string("reliable") }) == ["session_started", "session_summary"])
+        #expect(got.filter { $0["delivery"] == .string("live") }.count == 4)
+        #expect(slow.queue.droppedCount > 30)
+    }
+}

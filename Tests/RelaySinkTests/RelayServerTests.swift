@@ -1,0 +1,198 @@
+import Foundation
+import GatewayEngine
+import HummingbirdWSClient
+import SimulatedProvider
+import Testing
+
+@testable import RelaySink
+
+/// A relay server on 127.0.0.1 with a free port, over a real engine on the system clock.
+final class LiveRelay: Sendable {
+    let engine: SessionEngine
+    let hub: RelayHub
+    let tokens: RelayTokenStore
+    let port: Int
+    let task: Task<Void, any Error>
+    let observation: ObservationToken
+    let directory: String
+
+    init(allowAnonymous: Bool = false) async throws {
+        directory = NSTemporaryDirectory() + "relay-test-" + UUID().uuidString
+        tokens = RelayTokenStore(directory: directory)
+        engine = SessionEngine(providers: [SimulatedBiosignalProvider(seed: 5)])
+        hub = RelayHub(controller: EngineRelayController(engine: engine))
+        observation = hub.attach(to: engine)
+        var config = RelayServerConfiguration(host: "127.0.0.1", port: 0)
+        config.allowAnonymous = allowAnonymous
+        let server = RelayServer(hub: hub, tokens: tokens, configuration: config)
+        let (ports, continuation) = AsyncStream<Int>.makeStream()
+        task = Task { try await server.run { port in continuation.yield(port) } }
+        var iterator = ports.makeAsyncIterator()
+        port = await iterator.next() ?? 0
+    }
+
+    var url: String { "ws://127.0.0.1:\(port)/v1/relay" }
+
+    func stop() async {
+        task.cancel()
+        _ = try? await task.value
+        await engine.dispose()
+        try? FileManager.default.removeItem(atPath: directory)
+    }
+}
+
+/// The status line of a raw HTTP/1.1 WebSocket upgrade request.
+func upgradeStatus(port: Int, headers: [String] = [], path: String = "/v1/relay") throws -> String {
+    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    #expect(fd >= 0)
+    defer { close(fd) }
+    var addr = sockaddr_in()
+    addr.sin_family = sa_family_t(AF_INET)
+    addr.sin_port = in_port_t(UInt16(port).bigEndian)
+    addr.sin_addr.s_addr = inet_addr("127.0.0.1")
+    let rc = withUnsafePointer(to: &addr) {
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+    }
+    try #require(rc == 0)
+    let request = (["GET \(path) HTTP/1.1", "Host: 127.0.0.1:\(port)", "Upgrade: websocket", "Connection: Upgrade",
+                    "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==", "Sec-WebSocket-Version: 13"] + headers + ["", ""])
+        .joined(separator: "\r\n")
+    _ = request.withCString { send(fd, $0, strlen($0), 0) }
+    var buffer = [UInt8](repeating: 0, count: 4096)
+    var got: [UInt8] = []
+    while !got.contains(UInt8(ascii: "\n")) {
+        let n = recv(fd, &buffer, buffer.count, 0)
+        if n <= 0 { break }
+        got += buffer[0..<n]
+    }
+    return String(decoding: got, as: UTF8.self).split(separator: "\r\n").first.map(String.init) ?? ""
+}
+
+/// A plain GET over a raw socket: (body, head).
+func httpGet(port: Int, path: String) async throws -> (String, String) {
+    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    defer { close(fd) }
+    var addr = sockaddr_in()
+    addr.sin_family = sa_family_t(AF_INET)
+    addr.sin_port = in_port_t(UInt16(port).bigEndian)
+    addr.sin_addr.s_addr = inet_addr("127.0.0.1")
+    let rc = withUnsafePointer(to: &addr) {
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+    }
+    try #require(rc == 0)
+    let request = "GET \(path) HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"
+    _ = request.withCString { send(fd, $0, strlen($0), 0) }
+    var buffer = [UInt8](repeating: 0, count: 65536)
+    var got: [UInt8] = []
+    while true {
+        let n = recv(fd, &buffer, buffer.count, 0)
+        if n <= 0 { break }
+        got += buffer[0..<n]
+    }
+    let text = String(decoding: got, as: UTF8.self)
+    let parts = text.components(separatedBy: "\r\n\r\n")
+    return (parts.dropFirst().joined(separator: "\r\n\r\n"), parts.first ?? "")
+}
+
+@Suite(.serialized) struct RelayServerTests {
+    @Test func theUpgradeIsRefusedWith401WithoutAValidToken() async throws {
+        let relay = try await LiveRelay()
+        let (token, _) = try relay.tokens.create(name: "phone", scope: .control, nowMs: 0)
+        let bare = try upgradeStatus(port: relay.port)
+        #expect(bare.contains(" 401 "), "\(bare)")
+        #expect(try upgradeStatus(port: relay.port, headers: ["Authorization: Bearer hrg_wrong"]).contains(" 401 "))
+        #expect(try upgradeStatus(port: relay.port, headers: ["Authorization: Bearer \(token)"]).contains(" 101 "))
+        #expect(try upgradeStatus(port: relay.port, path: "/v1/relay?token=\(token)").contains(" 101 "))
+        let viaProtocol = ["Sec-WebSocket-Protocol: hrrelay.v1, bearer.\(token)"]
+        #expect(try upgradeStatus(port: relay.port, headers: viaProtocol).contains(" 101 "))
+        _ = try relay.tokens.revoke("phone")
+        #expect(try upgradeStatus(port: relay.port, headers: ["Authorization: Bearer \(token)"]).contains(" 401 "))
+        await relay.stop()
+    }
+
+    @Test func theDashboardPageIsServedWithoutExternalResources() async throws {
+        let relay = try await LiveRelay()
+        let (data, response) = try await httpGet(port: relay.port, path: "/")
+        #expect(response.contains(" 200 "))
+        #expect(response.lowercased().contains("content-type: text/html"))
+        #expect(data.contains("/v1/relay"))
+        #expect(data.contains("bearer."))
+        #expect(!data.contains("http://") && !data.contains("https://") && !data.contains("src="), "no CDN or remote script")
+        await relay.stop()
+    }
+
+    @Test func noAuthModeIsRefusedOffLoopback() async throws {
+        var config = RelayServerConfiguration(host: "0.0.0.0", port: 0)
+        config.allowAnonymous = true
+        let server = RelayServer(hub: RelayHub(controller: nil), tokens: nil, configuration: config)
+        await #expect(throws: RelayServerError.self) { try await server.run() }
+    }
+
+    @Test func aPhoneStartsAndStopsASessionAndASecondConsumerSeesIt() async throws {
+        let relay = try await LiveRelay()
+        let (phoneToken, _) = try relay.tokens.create(name: "phone", scope: .control, nowMs: 0)
+        let (viewToken, _) = try relay.tokens.create(name: "dash", scope: .read, nowMs: 0)
+        let viewerReady = AsyncStream<Void>.makeStream()
+        let viewerTypes = Locked<[String]>([])
+        let viewer = Task {
+            try await RelayClient(url: relay.url, token: viewToken).run { m in
+                let type = m["type"]?.stringValue ?? ""
+                viewerTypes.withLock { $0.append(type) }
+                if type == "gateway_status" { viewerReady.continuation.yield() }
+                return type == "session_summary" ? .close : .continue
+            }
+        }
+        var ready = viewerReady.stream.makeAsyncIterator()
+        await ready.next()
+
+        let start: JSONValue = .object([
+            "command": .string("start_session"), "session_id": .string("w1"), "mode": .string("focus"),
+            "duration_sec": .int(600), "profile": .object(["window_sec": .int(10), "emit_interval_sec": .int(1)]),
+            "id": .string("go"),
+        ])
+        let phoneLog = Locked<[JSONValue]>([])
+        try await RelayClient(url: relay.url, token: phoneToken).run(initial: [start]) { m in
+            let log = phoneLog.withLock { log in
+                log.append(m)
+                return log
+            }
+            let stopped = log.contains { $0["type"] == .string("session_summary") }
+                && log.contains { $0["id"] == .string("halt") }
+            if stopped { return .close }
+            if m["type"] == .string("session_frame") && !log.dropLast().contains(where: { $0["type"] == .string("session_frame") }) {
+                return .send([.object(["command": .string("stop_session"), "session_id": .string("w1"), "id": .string("halt")])])
+            }
+            return .continue
+        }
+        try await viewer.value
+        let log = phoneLog.withLock { $0 }
+        let results = log.filter { $0["type"] == .string("command_result") }
+        #expect(results.map { $0["id"] } == [.string("go"), .string("halt")])
+        #expect(results.allSatisfy { $0["ok"] == .bool(true) })
+        #expect(log.first?["type"] == .string("welcome"))
+        let seen = viewerTypes.withLock { $0 }
+        #expect(seen.contains("session_started"))
+        #expect(seen.contains("session_frame"))
+        #expect(seen.last == "session_summary")
+        #expect(relay.engine.getStatus() == nil)
+        await relay.stop()
+    }
+
+    @Test func aReadOnlyTokenIsRefusedControlOverTheWire() async throws {
+        let relay = try await LiveRelay()
+        let (token, _) = try relay.tokens.create(name: "dash", scope: .read, nowMs: 0)
+        let start: JSONValue = .object([
+            "command": .string("start_session"), "session_id": .string("r1"), "mode": .string("focus"),
+            "duration_sec": .int(60), "id": .int(1),
+        ])
+        let reply = Locked<JSONValue?>(nil)
+        try await RelayClient(url: relay.url, token: token).run(initial: [start]) { m in
+            guard m["type"] == .string("command_result") else { return .continue }
+            reply.withLock { $0 = m }
+            return .close
+        }
+        #expect(reply.withLock { $0 }?["error_code"] == .string("forbidden"))
+        #expect(relay.engine.getStatus() == nil)
+        await relay.stop()
+    }
+}
