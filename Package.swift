@@ -48,6 +48,9 @@ let package = Package(
         .target(name: "V4L2Capture", dependencies: ["CV4L2"], swiftSettings: strict),
         .target(name: "V4L2TestSupport", dependencies: ["V4L2Capture", "CV4L2"], swiftSettings: strict),
 
+        // MARK: Camera provider (V4L2 capture into the rPPG estimator, as a session source)
+        .target(name: "CameraProvider", dependencies: ["GatewayEngine", "V4L2Capture", "RPPG"], swiftSettings: strict),
+
         // MARK: Sinks
         .target(name: "StdoutSink", dependencies: ["GatewayEngine"], swiftSettings: strict),
 
@@ -76,7 +79,7 @@ let package = Package(
             name: "hr-gateway",
             dependencies: [
                 "GatewayEngine", "HRVAnalysis", "SimulatedProvider", "ReplayProvider", "StdoutSink",
-                "V4L2Capture", "RPPG",
+                "V4L2Capture", "RPPG", "CameraProvider",
                 "BLEHeartRate", "BlueZ", "DBus",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
@@ -113,6 +116,11 @@ let package = Package(
             swiftSettings: strict
         ),
         .testTarget(name: "CLITests", dependencies: ["hr-gateway"], swiftSettings: strict),
+        .testTarget(
+            name: "CameraProviderTests",
+            dependencies: ["CameraProvider", "GatewayEngine", "V4L2Capture", "V4L2TestSupport", "RPPG", "RPPGSynthetic"],
+            swiftSettings: strict
+        ),
         .testTarget(
             name: "DBusTests", dependencies: ["DBus", "DBusTestSupport"], resources: [.copy("Data")], swiftSettings: strict
         ),

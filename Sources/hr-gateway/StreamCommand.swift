@@ -24,6 +24,8 @@ struct StreamCommand: AsyncParsableCommand {
               --simulate                   a simulated strap: realistic RR with breathing and ectopic beats
               --simulate --model sdk-mock  the Synheart SDK's mock (72 + 5 sin(2πt/4) ± 2 bpm, 1 sample/s)
               --replay FILE                a recording made with --record
+              --camera /dev/video0         a webcam: pulse and breathing from the face (rPPG); may run together \
+            with the other sources
 
             Output: --format pretty (the default on a terminal) is a live one-screen view; --format jsonl (the \
             default in a pipe) writes one JSON event per line.
@@ -35,6 +37,8 @@ struct StreamCommand: AsyncParsableCommand {
               hr-gateway stream --simulate --duration 300 --format jsonl > session.jsonl
               hr-gateway stream --simulate --mode breathing --window 120 --record beats.jsonl
               hr-gateway stream --replay beats.jsonl --replay-speed 10 --format jsonl
+              hr-gateway stream --camera /dev/video0 --mains 60
+              hr-gateway stream --simulate --camera /dev/video0 --camera-width 320 --camera-height 240
             """
     )
 
@@ -60,6 +64,8 @@ struct StreamCommand: AsyncParsableCommand {
     @Option(help: ArgumentHelp("Replay speed factor: 1 is real time, 10 is ten times faster.", valueName: "x"))
     var replaySpeed: Double = 1
 
+    @OptionGroup(title: "Camera") var cameraSource: CameraOptions
+
     @OptionGroup var session: SessionOptions
 
     @Option(help: ArgumentHelp("Output: pretty (live view) or jsonl (one event per line). Default: pretty on a terminal, jsonl otherwise."))
@@ -73,8 +79,8 @@ struct StreamCommand: AsyncParsableCommand {
     }
 
     func validate() throws {
-        if !simulate && replay == nil && straps.isEmpty {
-            throw ValidationError("Choose a source: --strap auto, --simulate or --replay FILE (see --help).")
+        if !simulate && replay == nil && straps.isEmpty && cameraSource.camera == nil {
+            throw ValidationError("Choose a source: --strap auto, --simulate or --replay FILE, and/or --camera DEVICE (see --help).")
         }
         if let adapter, !(adapter.hasPrefix("hci") && Int(adapter.dropFirst(3)) != nil) {
             throw ValidationError("--adapter takes a controller name such as hci0 (see `hr-gateway scan`).")
@@ -83,6 +89,7 @@ struct StreamCommand: AsyncParsableCommand {
             throw ValidationError("--simulate and --replay cannot be combined.")
         }
         if !(replaySpeed > 0 && replaySpeed.isFinite) { throw ValidationError("--replay-speed must be a positive number.") }
+        try cameraSource.check()
         try session.check()
     }
 
@@ -103,6 +110,7 @@ struct StreamCommand: AsyncParsableCommand {
             }
             providers.append(ReplayBiosignalProvider(path: replay, speed: replaySpeed, clock: clock))
         }
+        if let camera = cameraSource.provider(clock: clock) { providers.append(camera) }
         let config = session.config()
         let output = format ?? (isatty(STDOUT_FILENO) == 1 ? .pretty : .jsonl)
         let exitCode = try await SessionRunner(

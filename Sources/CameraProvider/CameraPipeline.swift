@@ -1,0 +1,189 @@
+import GatewayEngine
+import RPPG
+import V4L2Capture
+
+/// The per-frame logic of ``CameraRPPGProvider`` without any I/O: captured frames in, samples and status changes
+/// out. Runs on one task; not shared.
+struct CameraPipeline {
+    enum Output: Sendable, Equatable {
+        case sample(BiosignalSample)
+        case status(SensorStatus)
+    }
+
+    let devicePath: String
+    private(set) var estimator: RPPGEstimator
+    private var clock = MonotonicToEpoch()
+    private var tally = ROITally()
+    private(set) var quality = SignalQuality.warmingUp
+    private var malformedFrameReported = false
+
+    init(devicePath: String, estimator: RPPGEstimator) {
+        self.devicePath = devicePath
+        self.estimator = estimator
+    }
+
+    /// Feeds one frame. `receivedAtMs` (epoch ms) is read once, on the first frame, to anchor the driver's monotonic
+    /// timestamps to wall-clock time.
+    mutating func process(_ frame: CapturedFrame, receivedAtMs: () -> Int64) -> [Output] {
+        clock.anchorIfNeeded(monotonicSeconds: frame.timestamp, epochMs: receivedAtMs)
+        guard let format = Self.pixelFormat(of: frame.fourcc) else { return [] }
+        let layout = FrameLayout(
+            width: frame.width, height: frame.height, format: format,
+            bytesPerRow: frame.bytesPerLine > 0 ? frame.bytesPerLine : nil
+        )
+        let result = frame.bytes.withUnsafeBytes { raw in
+            Result { () throws(VideoFrameError) in
+                try estimator.process(bytes: raw, layout: layout, timestampSeconds: frame.timestamp)
+            }
+        }
+        let estimate: RPPGEstimate?
+        switch result {
+        case .success(let value):
+            estimate = value
+        case .failure(let error):
+            guard !malformedFrameReported else { return [] }
+            malformedFrameReported = true
+            return [.status(status(.streaming, "Skipping malformed frames from \(devicePath): \(error)"))]
+        }
+        if let roi = estimator.lastMeasurement?.status { tally.count(roi) }
+        guard let estimate else { return [] }
+
+        var out: [Output] = []
+        let assessed = SignalQuality.assess(
+            estimate, tally: tally, minimumWindowSeconds: estimator.configuration.minimumWindowSeconds
+        )
+        tally = ROITally()
+        if assessed != quality {
+            quality = assessed
+            out.append(.status(status(.streaming, assessed.message)))
+        }
+        if let bpm = estimate.hrBpm {
+            out.append(.sample(BiosignalSample(
+                timestampMs: clock.epochMs(monotonicSeconds: estimate.tSeconds),
+                bpm: bpm,
+                deviceId: devicePath,
+                source: CameraRPPGProvider.source,
+                confidence: estimate.confidence,
+                breathingRateBpm: estimate.breathingRateBpm
+            )))
+        }
+        return out
+    }
+
+    func status(_ state: SensorStatus.State, _ message: String?, errorCode: SessionErrorCode? = nil) -> SensorStatus {
+        SensorStatus(
+            source: CameraRPPGProvider.source, deviceId: devicePath, state: state, message: message,
+            errorCode: errorCode
+        )
+    }
+
+    /// The estimator's layout for a V4L2 pixel format; `nil` for formats it cannot read (compressed ones).
+    static func pixelFormat(of fourcc: FourCC) -> PixelFormat? {
+        switch fourcc {
+        case .yuyv: .yuyv
+        case .rgb24: .rgb24
+        case .yuv420: .i420
+        case .nv12: .nv12
+        default: nil
+        }
+    }
+}
+
+/// Maps the driver's CLOCK_MONOTONIC frame times to Unix epoch milliseconds, anchored at the first frame.
+struct MonotonicToEpoch: Equatable {
+    private(set) var anchor: (monotonicSeconds: Double, epochMs: Int64)?
+
+    mutating func anchorIfNeeded(monotonicSeconds: Double, epochMs: () -> Int64) {
+        if anchor == nil { anchor = (monotonicSeconds, epochMs()) }
+    }
+
+    func epochMs(monotonicSeconds t: Double) -> Int64 {
+        guard let anchor else { return 0 }
+        return anchor.epochMs + Int64(((t - anchor.monotonicSeconds) * 1000).rounded())
+    }
+
+    static func == (a: Self, b: Self) -> Bool {
+        a.anchor?.monotonicSeconds == b.anchor?.monotonicSeconds && a.anchor?.epochMs == b.anchor?.epochMs
+    }
+}
+
+/// ROI statuses of the frames since the last estimate.
+struct ROITally: Equatable {
+    private(set) var frames = 0
+    private(set) var counts: [ROIStatus: Int] = [:]
+
+    mutating func count(_ status: ROIStatus) {
+        frames += 1
+        counts[status, default: 0] += 1
+    }
+
+    /// The most frequent failure when fewer than half of the frames had a usable face.
+    var dominantFailure: ROIStatus? {
+        guard frames > 0, 2 * (counts[.ok] ?? 0) < frames else { return nil }
+        return counts.filter { $0.key != .ok }.max { ($0.value, $0.key.rawValue) < ($1.value, $1.key.rawValue) }?.key
+    }
+}
+
+/// What the camera's picture allows, reported to the user when it changes (never with a number while unsure).
+enum SignalQuality: String, Sendable, Equatable {
+    /// Too little signal history for a reading yet.
+    case warmingUp
+    /// Confident readings.
+    case measuring
+    case noFace
+    case tooDark
+    case tooBright
+    /// A face, but no confident pulse.
+    case lowConfidence
+
+    static func assess(_ estimate: RPPGEstimate, tally: ROITally, minimumWindowSeconds: Double) -> SignalQuality {
+        switch tally.dominantFailure {
+        case .noFace?, .tooFewSkinPixels?: return .noFace
+        case .tooDark?: return .tooDark
+        case .tooBright?: return .tooBright
+        case .ok?, nil: break
+        }
+        if estimate.hrBpm != nil { return .measuring }
+        if estimate.windowSeconds + 1e-6 < minimumWindowSeconds { return .warmingUp }
+        return .lowConfidence
+    }
+
+    var message: String {
+        switch self {
+        case .warmingUp: "Face found; first pulse reading in about 5 s."
+        case .measuring: "Measuring pulse."
+        case .noFace: "No face in view: face the camera from about 50 cm with your face filling a third of the picture."
+        case .tooDark: "Face too dark: add steady light in front of you."
+        case .tooBright: "Face overexposed: move out of direct sunlight or dim the light behind the camera."
+        case .lowConfidence: "No confident pulse: keep still and keep the light steady (daylight or non-flickering lamps)."
+        }
+    }
+}
+
+extension ControlLockReport {
+    /// One line for a status message: what was locked, what the driver does not offer, and above all what could not
+    /// be locked.
+    var statusMessage: String {
+        var locked: [String] = []
+        var absent: [String] = []
+        var failed: [String] = []
+        for e in entries {
+            switch e.outcome {
+            case .locked(let detail): locked.append("\(e.control) (\(detail))")
+            case .unsupported: absent.append(e.control)
+            case .notAllowed(let reason): failed.append("\(e.control) (\(reason))")
+            case .failed(let error):
+                failed.append("\(e.control) (\(error.errnoDescription.isEmpty ? "\(error.code)" : error.errnoDescription))")
+            }
+        }
+        var parts = [locked.isEmpty ? "nothing locked" : "locked \(locked.joined(separator: ", "))"]
+        if !absent.isEmpty { parts.append("not offered by the driver: \(absent.joined(separator: ", "))") }
+        if !failed.isEmpty { parts.append("could not lock \(failed.joined(separator: ", "))") }
+        var text = "Camera controls after \(afterFrames) frames: \(parts.joined(separator: "; "))."
+        if !failed.isEmpty {
+            text += " Automatic exposure, gain or white balance left on may add slow drifts that lower the pulse "
+                + "confidence."
+        }
+        return text
+    }
+}

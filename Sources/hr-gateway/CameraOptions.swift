@@ -1,0 +1,61 @@
+import ArgumentParser
+import CameraProvider
+import GatewayEngine
+import V4L2Capture
+
+/// The webcam source of `stream`: `--camera /dev/videoN` and how to capture from it.
+struct CameraOptions: ParsableArguments {
+    @Option(help: ArgumentHelp(
+        """
+        Webcam for camera pulse and breathing (rPPG): a V4L2 node such as /dev/video0 (`hr-gateway cameras` lists \
+        them). Readings appear once a second when confident, under camera_hr_bpm, camera_confidence and \
+        breathing_rate_bpm; hr_mean_bpm stays the strap's when a strap-like source runs too.
+        """,
+        valueName: "device"))
+    var camera: String?
+
+    @Option(help: ArgumentHelp("Camera frame width in pixels (the closest size the camera offers is used).", valueName: "px"))
+    var cameraWidth: UInt32 = 640
+
+    @Option(help: ArgumentHelp("Camera frame height in pixels.", valueName: "px"))
+    var cameraHeight: UInt32 = 480
+
+    @Option(help: ArgumentHelp(
+        "Camera frame rate in frames per second (25-30 recommended: below 25 the pulse is less reliable).",
+        valueName: "fps"))
+    var cameraFps: Double = 30
+
+    @Option(help: ArgumentHelp(
+        "Mains frequency in Hz for the camera's anti-flicker control: 50 (most of Europe, Asia, Africa, Oceania) or 60 (the Americas, Taiwan, parts of Japan).",
+        valueName: "hz"))
+    var mains: Mains = .fifty
+
+    enum Mains: String, ExpressibleByArgument, CaseIterable {
+        case fifty = "50"
+        case sixty = "60"
+    }
+
+    func check() throws {
+        if let camera, camera.isEmpty { throw ValidationError("--camera needs a device path such as /dev/video0.") }
+        if cameraWidth == 0 || cameraHeight == 0 {
+            throw ValidationError("--camera-width and --camera-height must be positive numbers of pixels.")
+        }
+        if !(cameraFps > 0 && cameraFps <= 240) {
+            throw ValidationError("--camera-fps must be a frame rate between 0 and 240.")
+        }
+    }
+
+    /// The camera provider, or `nil` without `--camera`.
+    func provider(clock: any SessionClock) -> (any BiosignalProvider)? {
+        guard let camera else { return nil }
+        var capture = CaptureConfiguration()
+        capture.width = cameraWidth
+        capture.height = cameraHeight
+        capture.framesPerSecond = cameraFps
+        capture.minimumFramesPerSecond = min(capture.minimumFramesPerSecond, cameraFps)
+        var controls = ControlPolicy()
+        controls.powerLineFrequency = mains == .fifty ? .fiftyHertz : .sixtyHertz
+        capture.controls = controls
+        return CameraRPPGProvider(devicePath: camera, capture: capture, clock: clock)
+    }
+}

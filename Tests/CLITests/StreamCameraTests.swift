@@ -1,0 +1,45 @@
+import Foundation
+import GatewayEngine
+import Testing
+
+@Suite struct StreamCameraTests {
+    @Test func aMissingCameraFailsNamingTheDevice() throws {
+        let r = try CLI.run(["stream", "--camera", "/dev/nonexistent", "--format", "jsonl", "--session-id", "cam-cli"])
+        #expect(r.status != 0)
+        #expect(r.stderr.contains("/dev/nonexistent"), "\(r.stderr)")
+        #expect(r.stderr.contains("hr-gateway cameras"), "the message says what to do next")
+        let events = try r.lines.map { try JSONValue(parsing: $0) }
+        #expect(events.map { $0["type"]?.stringValue } == ["session_started", "session_error"])
+        #expect(events.last?["error_code"] == .string("sensor_unavailable"))
+        #expect(events.last?["message"]?.stringValue?.contains("/dev/nonexistent") == true)
+    }
+
+    @Test func aMissingCameraNextToASimulatedStrapStillEndsTheSession() throws {
+        let r = try CLI.run(["stream", "--simulate", "--camera", "/dev/nonexistent", "--format", "jsonl"])
+        #expect(r.status != 0)
+        #expect(r.stderr.contains("/dev/nonexistent"))
+        #expect(r.lines.last.map { $0.contains("\"session_error\"") } == true)
+    }
+
+    @Test(arguments: [
+        (["--camera", "/dev/video0", "--camera-fps", "0"], "--camera-fps"),
+        (["--camera", "/dev/video0", "--camera-width", "0"], "--camera-width"),
+        (["--camera", "/dev/video0", "--mains", "55"], "--mains"),
+        (["--camera", ""], "--camera needs a device path"),
+    ])
+    func badCameraSettingsAreRefusedBeforeOpening(arguments: [String], phrase: String) throws {
+        let r = try CLI.run(["stream"] + arguments)
+        #expect(r.status != 0)
+        #expect(r.stderr.contains(phrase), "\(r.stderr)")
+        #expect(r.stdout.isEmpty, "no session was started")
+    }
+
+    @Test func helpTeachesTheCameraSource() throws {
+        let r = try CLI.run(["stream", "--help"])
+        #expect(r.status == 0)
+        for phrase in ["--camera <device>", "--camera-width", "--camera-height", "--camera-fps", "--mains",
+                       "hr-gateway stream --camera /dev/video0", "camera_hr_bpm"] {
+            #expect(r.stdout.contains(phrase), "\(phrase)")
+        }
+    }
+}
