@@ -5,7 +5,7 @@ addr=$(adapter_address hci0)
 ev=$OUT/stream.jsonl rec=$OUT/stream-record.jsonl
 start_stream "$ev" "$rec" --strap "$addr" --adapter "$central" --window 600 --emit-interval 5 --correct kubios
 if wait_line 90 "$ev" '"state":"streaming"'; then pass streaming-status; else fail streaming-status "$(tail -c 400 "$ev.err")"; fi
-wait_count 90 "$rec" '"rr_1024"' 20 && wait_count 30 "$ev" '"type":"session_frame".*"rr_count"' 3
+wait_count 90 "$rec" '"rr_1024"' 20 && wait_count 30 "$ev" '"rr_count".*"type":"session_frame"' 3
 stop_pid "$STREAM_PID"
 check summary-printed grep -q '"type":"session_summary"' "$ev"
 check rr-exactly-once-in-order $CHECK rr "$rec" "$LANE_RR"

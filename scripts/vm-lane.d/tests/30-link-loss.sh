@@ -10,7 +10,10 @@ set_powered hci0 false
 if wait_line 60 "$ev" '"state":"reconnecting"'; then pass link-loss-reported; else fail link-loss-reported "no reconnecting status"; fi
 set_powered hci0 true
 wait_until 30 advertising hci0
-if wait_count 120 "$ev" '"state":"streaming"' 2; then pass reconnected-by-itself; else fail reconnected-by-itself "$(tail -c 400 "$ev.err")"; fi
+# Tells a fixture problem from a gateway one: a fresh scan must see the strap again.
+"$HR_BIN" scan --adapter "$central" --timeout 6 --json >"$OUT/linkloss-scan.jsonl" 2>&1
+check strap-visible-again $CHECK scan "$OUT/linkloss-scan.jsonl" "$addr" "$LANE_STRAP_A"
+if wait_count 90 "$ev" '"state":"streaming"' 2; then pass reconnected-by-itself; else fail reconnected-by-itself "$(tail -c 400 "$ev.err")"; fi
 wait_count 60 "$rec" '"rr_1024"' $((before + 6))
 stop_pid "$STREAM_PID"
 check status-sequence $CHECK status "$ev" ble_hrm streaming reconnecting streaming
