@@ -1,4 +1,7 @@
-# The strap's controller powered off and on: the stream reconnects by itself, flags the gap, duplicates nothing.
+# The strap's controller powered off and on: the stream reports the loss, reconnects by itself, flags the gap and
+# duplicates nothing. btvirt (kernel 6.1, bluez 5.66) does not resume the emulator's registered advertisement after
+# the controller is powered on again (ActiveInstances says 1, but no central finds it: docs/vm-lane.md pitfall 18),
+# so the strap is restarted after power-on, like a strap that rebooted: its series starts again (`--restart 1`).
 . "$(dirname "$0")/lib.sh"
 central=$VM_LANE_CENTRAL_ADAPTER
 addr=$(adapter_address hci0)
@@ -9,14 +12,14 @@ before=$(grep -c . "$rec")
 set_powered hci0 false
 if wait_line 60 "$ev" '"state":"reconnecting"'; then pass link-loss-reported; else fail link-loss-reported "no reconnecting status"; fi
 set_powered hci0 true
-wait_until 30 advertising hci0
-# Tells a fixture problem from a gateway one: a fresh scan must see the strap again.
-"$HR_BIN" scan --adapter "$central" --timeout 6 --json >"$OUT/linkloss-scan.jsonl" 2>&1
-check strap-visible-again $CHECK scan "$OUT/linkloss-scan.jsonl" "$addr" "$LANE_STRAP_A"
-if wait_count 90 "$ev" '"state":"streaming"' 2; then pass reconnected-by-itself; else fail reconnected-by-itself "$(tail -c 400 "$ev.err")"; fi
+emu=$(emulator_pid hci0)
+[ -n "$emu" ] && stop_pid "$emu" 15
+if start_emulator hci0 "$LANE_STRAP_A" "$VM_LANE_OUT/peripheral-hci0-after-power.log"; then pass strap-back
+else fail strap-back "$(tail -c 300 "$VM_LANE_OUT/peripheral-hci0-after-power.log")"; fi
+if wait_count 90 "$ev" '"state":"streaming"' 2; then pass reconnected-by-itself; else fail reconnected-by-itself "$(grep sensor_status "$ev" | tail -n2 | tr '\n' ' ')"; fi
 wait_count 60 "$rec" '"rr_1024"' $((before + 6))
 stop_pid "$STREAM_PID"
 check status-sequence $CHECK status "$ev" ble_hrm streaming reconnecting streaming
 check gap-flagged grep -q '"gap_before":true' "$rec"
-check rr-exactly-once-in-order-with-one-gap $CHECK rr "$rec" "$LANE_RR" --gaps 1 --min-rr 3
+check rr-runs-exact-one-gap $CHECK rr "$rec" "$LANE_RR" --gaps 1 --min-rr 3 --restart 1
 finish_scenario
