@@ -3,7 +3,7 @@
 "$HR_BIN" cameras --json >"$OUT/cameras.jsonl" 2>"$OUT/cameras.err"
 check cameras-exit test $? -eq 0
 check lists-vivid $CHECK cameras "$OUT/cameras.jsonl" "$VM_LANE_VIVID_DEVICE" vivid YUYV
-check lists-loopback $CHECK cameras "$OUT/cameras.jsonl" "$VM_LANE_LOOPBACK_DEVICE" v4l2loopback YUYV
+check lists-loopback $CHECK cameras "$OUT/cameras.jsonl" "$VM_LANE_LOOPBACK_DEVICE" "v4l2 loopback" YUYV
 "$HR_BIN" cameras --capture "$VM_LANE_VIVID_DEVICE" --format YUYV --frames 10 --settle-frames 2 --json \
     >"$OUT/capture-vivid.jsonl" 2>"$OUT/capture-vivid.err"
 check capture-vivid-yuyv $CHECK capture "$OUT/capture-vivid.jsonl" 10 YUYV

@@ -196,7 +196,8 @@ def cameras(args):
     if not fmts or not fmts[0].get("sizes"):
         die(f"{path}: no {fourcc} with sizes in {[f.get('fourcc') for f in d.get('formats', [])]}")
     sizes = [f"{z['width']}x{z['height']}" for z in fmts[0]["sizes"]]
-    print(f"{path} {driver} {d.get('card')!r}: {[f['fourcc'] for f in d['formats']]}; {fourcc} {sizes[:4]}")
+    names = [f["fourcc"] for f in d["formats"]]
+    print(f"{path} {driver} {d.get('card')!r}: {len(names)} formats {names[:6]}; {fourcc} {sizes[:4]}")
 
 
 def capture(args):
