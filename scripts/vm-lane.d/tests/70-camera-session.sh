@@ -14,6 +14,7 @@ if wait_line 150 "$ev" '"camera_hr_bpm"'; then pass camera-hr-in-session
 else fail camera-hr-in-session "$(grep sensor_status "$ev" | tail -n3 | tr '\n' ' ') $(tail -c 300 "$ev.err")"; fi
 # a few more estimates, then stop
 n=$(grep -c '"camera_hr_bpm"' "$ev"); wait_count 30 "$ev" '"camera_hr_bpm"' $((n + 2))
+wait_count 90 "$rec" '"rr_1024"' 5
 stop_pid "$STREAM_PID"
 check camera-hr-matches-clip $CHECK camera-hr "$ev" "$LANE_CLIP_BPM" 5
 check strap-alongside-camera $CHECK count "$rec" 5 "$addr"
