@@ -130,14 +130,20 @@ extension SessionMetrics {
     }
 
     /// Splits the RR intervals of one device into uninterrupted runs. A run ends at a flagged gap, a sample without
-    /// RR, or when the time between two samples exceeds the RR the later one carries by more than the tolerance.
+    /// skin contact, or when the time since the previous sample with RR exceeds the RR the later one carries by more
+    /// than the tolerance. A notification without RR but with contact does not end a run: a strap sends one every
+    /// second and no beat ended in that second whenever an interval spans it (normal below about 60 bpm); lost beats
+    /// show up in the time check.
     static func rrSegments(_ samples: [BiosignalSample]) -> [[Double]] {
         var segments: [[Double]] = []
         var current: [Double] = []
         var previous: BiosignalSample?
+        var pendingBreak = false
         for s in samples {
             let rr = (s.rrIntervalsMs ?? []).filter { $0.isFinite && $0 > 0 }
-            var breaks = s.gapBefore || rr.isEmpty
+            pendingBreak = pendingBreak || s.gapBefore || s.contact == .noContact
+            guard !rr.isEmpty else { continue }
+            var breaks = pendingBreak
             if let p = previous, !breaks {
                 let elapsed = Double(s.timestampMs - p.timestampMs)
                 if elapsed - rr.reduce(0, +) > segmentGapToleranceMs { breaks = true }
@@ -148,6 +154,7 @@ extension SessionMetrics {
             }
             current.append(contentsOf: rr)
             previous = s
+            pendingBreak = false
         }
         if !current.isEmpty { segments.append(current) }
         return segments

@@ -407,16 +407,13 @@ struct BlueZProviderTests {
         for await e in events { if case let .frame(_, _, _, metrics, _) = e { frames.append(metrics) } }
         let last = try #require(frames.last)
 
-        // What the fake sent, straight from its RR list (1/1024 s → ms), split where a packet carried no RR.
+        // What the fake sent, straight from its RR list (1/1024 s → ms): one uninterrupted run of beats, packets
+        // without RR included (no beat ended in that second; they do not split the run).
         let sent = Array(HeartRatePacer(rr1024: rr).prefix(packets)).map(\.measurement.rrIntervals1024)
         #expect(delivered.map { $0.rrRaw1024 ?? [] } == sent)
+        #expect(sent.contains { $0.isEmpty }, "the series has seconds without a beat ending")
         let allMs = sent.flatMap { $0 }.map { Double($0) * 1000 / 1024 }
-        var segments: [[Double]] = [[]]
-        for p in sent {
-            if p.isEmpty { segments.append([]) } else { segments[segments.count - 1] += p.map { Double($0) * 1000 / 1024 } }
-        }
-        var diffs: [Double] = []
-        for s in segments where s.count > 1 { for i in 1..<s.count { diffs.append(s[i] - s[i - 1]) } }
+        let diffs = (1..<allMs.count).map { allMs[$0] - allMs[$0 - 1] }
         let rmssd = (diffs.map { $0 * $0 }.reduce(0, +) / Double(diffs.count)).squareRoot()
         let hr = 60000 / (allMs.reduce(0, +) / Double(allMs.count))
 

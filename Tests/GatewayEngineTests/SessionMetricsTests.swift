@@ -30,11 +30,29 @@ import Testing
         let flagged = [sample(1_000, rr: [800, 800]),
                        BiosignalSample(timestampMs: 2_600, bpm: 60, rrIntervalsMs: [1000, 1000], source: "t", gapBefore: true)]
         let late = [sample(1_000, rr: [800, 800]), sample(30_000, rr: [1000, 1000])]
-        let interrupted = [sample(1_000, rr: [800, 800]), sample(2_000), sample(3_000, rr: [1000, 1000])]
+        let noContact = [sample(1_000, rr: [800, 800]),
+                         BiosignalSample(timestampMs: 2_000, bpm: 0, source: "test", contact: .noContact),
+                         sample(3_000, rr: [1000, 1000])]
+        let flaggedWithoutRR = [sample(1_000, rr: [800, 800]),
+                                BiosignalSample(timestampMs: 2_000, bpm: 60, source: "test", gapBefore: true),
+                                sample(3_000, rr: [1000, 1000])]
         #expect(abs(SessionMetrics.compute(window: contiguous, hsi: [:], options: none).rmssdMs - (200.0 * 200 / 3).squareRoot()) < 1e-9)
-        for w in [flagged, late, interrupted] {
+        for w in [flagged, late, noContact, flaggedWithoutRR] {
             #expect(SessionMetrics.compute(window: w, hsi: [:], options: none).rmssdMs == 0)
         }
+    }
+
+    /// A strap's notification in a second in which no beat ended carries no RR (every few seconds near 60 bpm,
+    /// every other one at 40 bpm); the run of beats goes on through it, as `hr-gateway hrv` sees the same series.
+    @Test func aNotificationWithoutRRDoesNotSplitTheRun() {
+        // beats end at 0.8, 1.85, 3.05 (none in (2, 3]) and 3.95 s; notifications every second
+        let withEmpty = [sample(1_000, rr: [800]), sample(2_000, rr: [1050]), sample(3_000, rr: []),
+                         sample(4_000, rr: [1200, 900])]
+        let m = SessionMetrics.compute(window: withEmpty, hsi: [:], options: none)
+        let diffs = [250.0, 150, -300]
+        #expect(m.rrCount == 4)
+        #expect(abs(m.rmssdMs - (diffs.map { $0 * $0 }.reduce(0, +) / 3).squareRoot()) < 1e-9)
+        #expect(abs(m.pnn50 - 100.0 * 3 / 3) < 1e-9)
     }
 
     @Test func withoutRRTheSDKKeysStandAlone() {
