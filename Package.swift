@@ -87,6 +87,13 @@ let package = Package(
             swiftSettings: strict
         ),
 
+        // MARK: Webhook store-and-forward (durable outbox in the state directory, POST with retries)
+        .target(
+            name: "WebhookSink",
+            dependencies: ["GatewayEngine", .product(name: "GRDB", package: "GRDB.swift")],
+            swiftSettings: strict
+        ),
+
         // MARK: Configuration file (TOML)
         .target(
             name: "GatewayConfig",
@@ -109,7 +116,7 @@ let package = Package(
             dependencies: [
                 "GatewayEngine", "HRVAnalysis", "SimulatedProvider", "ReplayProvider", "StdoutSink",
                 "BLEHeartRate", "BlueZ", "DBus", "V4L2Capture", "RPPG", "CameraProvider",
-                "SessionStore", "GatewayConfig", "GatewayDoctor", "GatewayLogging",
+                "SessionStore", "GatewayConfig", "GatewayDoctor", "GatewayLogging", "WebhookSink",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ],
@@ -171,6 +178,7 @@ let package = Package(
             dependencies: ["SessionStore", "GatewayEngine", "SimulatedProvider", "ReplayProvider"],
             swiftSettings: strict
         ),
+        .testTarget(name: "WebhookSinkTests", dependencies: ["WebhookSink", "GatewayEngine"], swiftSettings: strict),
         .testTarget(
             name: "DBusTests", dependencies: ["DBus", "DBusTestSupport"], resources: [.copy("Data")], swiftSettings: strict
         ),

@@ -13,6 +13,7 @@ struct HRGateway: AsyncParsableCommand {
         subcommands: [
             StreamCommand.self, ScanCommand.self, EmulateStrapCommand.self, CamerasCommand.self,
             SessionsCommand.self, HRVCommand.self, AnalyzeCommand.self, ConfigCommand.self, DoctorCommand.self,
+            WebhookCommand.self,
         ]
     )
 }

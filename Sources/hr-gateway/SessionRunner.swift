@@ -19,6 +19,8 @@ struct SessionRunner {
     var recorder: SessionRecorder? = nil
     /// End the session when every source reports it has finished (a replay at its end).
     let stopWhenSourcesEnd: Bool
+    /// Posts the summary (and sample batches) to a webhook through the durable outbox; nil without `--webhook`.
+    var webhook: WebhookDelivery? = nil
 
     /// Returns the process exit status: 0 after a summary, 1 after a session error.
     func run() async throws -> Int32 {
@@ -31,15 +33,21 @@ struct SessionRunner {
                 sessionId: config.sessionId, mode: config.mode.rawValue,
                 durationSec: config.durationSec == Int(Int32.max) ? nil : config.durationSec))
             : nil
+        let webhookSession = webhook.map { WebhookDelivery.Session($0, sessionId: config.sessionId) }
         let tapped: [any BiosignalProvider] = providers.map { p in
             TappedProvider(p, onSample: { sample in
                 recorder?.record(sample)
+                webhookSession?.handle(sample)
                 writer?.append(sample)
                 pretty?.handle(sample)
             })
         }
         let engine = SessionEngine(providers: tapped, correction: correction)
         recorder?.attach(to: engine)
+        let sessionId = config.sessionId
+        let webhookToken = webhookSession.map { w in
+            engine.observe { event in if event.sessionId == sessionId { w.handle(event) } }
+        }
         let jsonl = JSONLinesWriter()
         pretty?.begin()
 
@@ -73,6 +81,8 @@ struct SessionRunner {
                 break
             }
         }
+        webhookToken?.cancel()
+        await webhookSession?.finish()
         return status
     }
 }
