@@ -94,6 +94,8 @@ let package = Package(
             swiftSettings: strict
         ),
 
+        .target(name: "WebhookTestSupport", swiftSettings: strict),
+
         // MARK: Configuration file (TOML)
         .target(
             name: "GatewayConfig",
@@ -155,7 +157,8 @@ let package = Package(
             swiftSettings: strict
         ),
         .testTarget(
-            name: "CLITests", dependencies: ["hr-gateway", "BLEHeartRate", "DBus", "DBusTestSupport"], swiftSettings: strict
+            name: "CLITests", dependencies: ["hr-gateway", "BLEHeartRate", "DBus", "DBusTestSupport", "WebhookTestSupport"],
+            swiftSettings: strict
         ),
         .testTarget(
             name: "CameraProviderTests",
@@ -178,7 +181,10 @@ let package = Package(
             dependencies: ["SessionStore", "GatewayEngine", "SimulatedProvider", "ReplayProvider"],
             swiftSettings: strict
         ),
-        .testTarget(name: "WebhookSinkTests", dependencies: ["WebhookSink", "GatewayEngine"], swiftSettings: strict),
+        .testTarget(
+            name: "WebhookSinkTests", dependencies: ["WebhookSink", "WebhookTestSupport", "GatewayEngine"],
+            swiftSettings: strict
+        ),
         .testTarget(
             name: "DBusTests", dependencies: ["DBus", "DBusTestSupport"], resources: [.copy("Data")], swiftSettings: strict
         ),

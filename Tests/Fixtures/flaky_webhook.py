@@ -8,11 +8,13 @@ requests are refused: answered with HTTP 500 (--mode status) or the connection c
 (--mode drop). Later ones are answered 204 after their body has been appended, as one line of JSON
 {"path": ..., "content_type": ..., "body": <the body text>}, to the --accepted file (written and flushed before the
 answer is sent, so a client that saw the 2xx can read it). Every request (accepted or not) is also appended to
---accepted + ".all" as {"path": ..., "status": ...}. Runs until killed.
+--accepted + ".all" as {"path": ..., "status": ...}. With --fail-while FILE, requests are also refused while FILE
+exists. Runs until killed.
 """
 import argparse
 import http.server
 import json
+import os
 import sys
 import threading
 
@@ -20,6 +22,7 @@ parser = argparse.ArgumentParser()
 parser.add_argument("--fail", type=int, default=0)
 parser.add_argument("--mode", choices=["status", "drop"], default="status")
 parser.add_argument("--accepted", required=True)
+parser.add_argument("--fail-while", help="also refuse every request while this file exists")
 args = parser.parse_args()
 
 lock = threading.Lock()
@@ -40,7 +43,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
         body = self.rfile.read(length).decode("utf-8")
         with lock:
             state["seen"] += 1
-            failing = state["seen"] <= args.fail
+            failing = state["seen"] <= args.fail or bool(args.fail_while and os.path.exists(args.fail_while))
             if failing:
                 log(args.accepted + ".all", {"path": self.path, "status": 500 if args.mode == "status" else 0})
             else:

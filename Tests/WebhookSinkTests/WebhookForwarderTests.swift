@@ -2,6 +2,7 @@ import Foundation
 import GatewayEngine
 import Testing
 import WebhookSink
+import WebhookTestSupport
 
 /// A clock the test moves by hand.
 final class ManualNow: Sendable {

@@ -1,29 +1,30 @@
 import Foundation
 
-/// `Tests/Fixtures/flaky_webhook.py` running on 127.0.0.1: refuses the first `failing` requests, then accepts and
-/// records the bodies it accepted.
-final class FlakyServer {
-    enum Mode: String { case status, drop }
+/// `Tests/Fixtures/flaky_webhook.py` running on 127.0.0.1: refuses the first `failing` requests (and every request
+/// while `failWhile` exists), then accepts and records the bodies it accepted. Killed when released.
+public final class FlakyServer {
+    public enum Mode: String { case status, drop }
 
     let process = Process()
-    let port: Int
+    public let port: Int
     let acceptedPath: String
 
     static var script: String {
         URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-            .appendingPathComponent("Fixtures/flaky_webhook.py").path
+            .deletingLastPathComponent().appendingPathComponent("Tests/Fixtures/flaky_webhook.py").path
     }
 
     static var python: String {
         FileManager.default.isExecutableFile(atPath: "/usr/bin/python3") ? "/usr/bin/python3" : "/usr/bin/env"
     }
 
-    init(failing: Int, mode: Mode = .status) throws {
+    public init(failing: Int, mode: Mode = .status, failWhile: String? = nil) throws {
         let dir = FileManager.default.temporaryDirectory.appendingPathComponent("flaky-\(UUID().uuidString)").path
         try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
         acceptedPath = dir + "/accepted.jsonl"
         process.executableURL = URL(fileURLWithPath: Self.python)
         let args = [Self.script, "--fail", String(failing), "--mode", mode.rawValue, "--accepted", acceptedPath]
+            + (failWhile.map { ["--fail-while", $0] } ?? [])
         process.arguments = Self.python == "/usr/bin/env" ? ["python3"] + args : args
         let out = Pipe()
         process.standardOutput = out
@@ -44,10 +45,10 @@ final class FlakyServer {
         self.port = port
     }
 
-    var url: URL { URL(string: "http://127.0.0.1:\(port)/hook")! }
+    public var url: URL { URL(string: "http://127.0.0.1:\(port)/hook")! }
 
     /// Bodies accepted with a 2xx, in order.
-    func accepted() -> [(contentType: String?, body: String)] {
+    public func accepted() -> [(contentType: String?, body: String)] {
         lines(acceptedPath).compactMap { obj in
             guard let body = obj["body"] as? String else { return nil }
             return (obj["content_type"] as? String, body)
@@ -55,7 +56,7 @@ final class FlakyServer {
     }
 
     /// Every request seen (accepted or refused).
-    func requestCount() -> Int { lines(acceptedPath + ".all").count }
+    public func requestCount() -> Int { lines(acceptedPath + ".all").count }
 
     private func lines(_ path: String) -> [[String: Any]] {
         guard let text = try? String(contentsOfFile: path, encoding: .utf8) else { return [] }
@@ -70,10 +71,10 @@ final class FlakyServer {
     }
 }
 
-struct ServerFailure: Error { let message: String }
+public struct ServerFailure: Error { public let message: String }
 
 /// A free port with nothing listening (bound then closed), for connection-refused tests.
-func closedPort() -> Int {
+public func closedPort() -> Int {
     let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
     defer { close(fd) }
     var addr = sockaddr_in()
