@@ -134,8 +134,10 @@ public final class WebhookForwarder: Sendable {
         try enqueue(json: batch.jsonString, to: url)
     }
 
-    /// Attempts every item due now, oldest first (every item with `ignoringSchedule`): a 2xx removes it, anything
-    /// else schedules its next attempt after the backoff.
+    /// Attempts the items due now (every item with `ignoringSchedule`), oldest first: a 2xx removes an item, anything
+    /// else schedules its next attempt after the backoff. After a failure, the later items for the same URL wait with
+    /// it (not attempted, not counted), so a URL receives its items in order and a server that is down gets one request
+    /// per pass.
     @discardableResult
     public func deliverDue(ignoringSchedule: Bool = false) async throws(WebhookError) -> WebhookDeliveryReport {
         var report = WebhookDeliveryReport()
@@ -143,7 +145,12 @@ public final class WebhookForwarder: Sendable {
         // Hold the claimed items a little past the request timeout so a crash mid-request only delays them.
         let items = try outbox.claimDue(
             nowMs: start, leaseUntilMs: start + Int64(timeoutSec * 1000) + 5_000, ignoringSchedule: ignoringSchedule)
+        var blocked: [String: Int64] = [:]
         for item in items {
+            if let retryAt = blocked[item.url] {
+                try outbox.reschedule(id: item.id, nextAttemptMs: retryAt, failedAttempt: nil)
+                continue
+            }
             let answer: WebhookAnswer
             if let url = URL(string: item.url) {
                 answer = await transport.post(url: url, json: item.body, timeoutSec: timeoutSec)
@@ -155,14 +162,16 @@ public final class WebhookForwarder: Sendable {
                 report.delivered += 1
             } else if Task.isCancelled {
                 // Stopped mid-request: due again at once, for whoever delivers next.
-                try outbox.reschedule(id: item.id, nextAttemptMs: now(), error: "interrupted")
+                try outbox.reschedule(id: item.id, nextAttemptMs: now(), failedAttempt: nil)
+                blocked[item.url] = now()
             } else {
                 let reason = switch answer {
                 case .status(let s): "HTTP \(s)"
                 case .failed(let m): m
                 }
-                let delay = backoff.delayMs(afterAttempts: item.attempts, random: random())
-                try outbox.reschedule(id: item.id, nextAttemptMs: now() + delay, error: reason)
+                let retryAt = now() + backoff.delayMs(afterAttempts: item.attempts + 1, random: random())
+                try outbox.reschedule(id: item.id, nextAttemptMs: retryAt, failedAttempt: reason)
+                blocked[item.url] = retryAt
                 report.failed += 1
             }
         }

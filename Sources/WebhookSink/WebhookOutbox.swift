@@ -118,8 +118,8 @@ public final class WebhookOutbox: Sendable {
         try read { db in try Int64.fetchOne(db, sql: "SELECT MIN(next_attempt_ms) FROM outbox") }
     }
 
-    /// Claims up to `limit` items due at `nowMs` (all items with `ignoringSchedule`), oldest first: counts the attempt
-    /// and holds them until `leaseUntilMs`, so that another process does not post them meanwhile.
+    /// Claims up to `limit` items due at `nowMs` (all items with `ignoringSchedule`), oldest first, holding them until
+    /// `leaseUntilMs` so that another process does not post them meanwhile.
     public func claimDue(nowMs: Int64, leaseUntilMs: Int64, limit: Int = 100, ignoringSchedule: Bool = false)
         throws(WebhookError) -> [OutboxItem]
     {
@@ -132,10 +132,9 @@ public final class WebhookOutbox: Sendable {
             let items = rows.map(Self.item)
             for item in items {
                 try db.execute(
-                    sql: "UPDATE outbox SET attempts = attempts + 1, next_attempt_ms = ? WHERE id = ?",
-                    arguments: [leaseUntilMs, item.id])
+                    sql: "UPDATE outbox SET next_attempt_ms = ? WHERE id = ?", arguments: [leaseUntilMs, item.id])
             }
-            return items.map { var i = $0; i.attempts += 1; return i }
+            return items
         }
     }
 
@@ -144,12 +143,16 @@ public final class WebhookOutbox: Sendable {
         try write { db in try db.execute(sql: "DELETE FROM outbox WHERE id = ?", arguments: [id]) }
     }
 
-    /// Records a failed attempt and when to try again.
-    public func reschedule(id: Int64, nextAttemptMs: Int64, error: String) throws(WebhookError) {
+    /// Sets when to try an item again; with `failedAttempt`, counts a failed attempt and records why.
+    public func reschedule(id: Int64, nextAttemptMs: Int64, failedAttempt error: String?) throws(WebhookError) {
         try write { db in
-            try db.execute(
-                sql: "UPDATE outbox SET next_attempt_ms = ?, last_error = ? WHERE id = ?",
-                arguments: [nextAttemptMs, error, id])
+            if let error {
+                try db.execute(
+                    sql: "UPDATE outbox SET next_attempt_ms = ?, last_error = ?, attempts = attempts + 1 WHERE id = ?",
+                    arguments: [nextAttemptMs, error, id])
+            } else {
+                try db.execute(sql: "UPDATE outbox SET next_attempt_ms = ? WHERE id = ?", arguments: [nextAttemptMs, id])
+            }
         }
     }
 

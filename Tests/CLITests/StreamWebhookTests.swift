@@ -80,6 +80,50 @@ import WebhookTestSupport
         #expect(after.stdout.contains("is empty"))
     }
 
+    @Test func theNextStreamDeliversWhatAnEarlierOneLeft() throws {
+        let gate = temp("refuse")
+        #expect(FileManager.default.createFile(atPath: gate, contents: nil))
+        let server = try FlakyServer(failing: 0, failWhile: gate)
+        let (replay, config, stateDir) = try fixtures()
+        func stream(_ id: String, grace: String) throws -> CLI.Result {
+            try CLI.run([
+                "stream", "--replay", replay, "--replay-speed", "1000", "--format", "jsonl", "--session-id", id,
+                "--webhook", server.url.absoluteString, "--webhook-grace", grace, "--state-dir", stateDir,
+                "--config", config,
+            ])
+        }
+        let first = try stream("wh-3a", grace: "0")
+        #expect(first.status == 0, "\(first.stderr)")
+        #expect(server.accepted().isEmpty)
+
+        try FileManager.default.removeItem(atPath: gate)
+        let second = try stream("wh-3b", grace: "10")
+        #expect(second.status == 0, "\(second.stderr)")
+        let bodies = Set(server.accepted().map(\.body))
+        #expect(server.accepted().count == 2)
+        #expect(bodies == [try #require(first.lines.last), try #require(second.lines.last)])
+    }
+
+    @Test func samplesGoInBatchesBeforeTheSummary() throws {
+        let server = try FlakyServer(failing: 1)
+        let (replay, config, stateDir) = try fixtures()
+        let r = try CLI.run([
+            "stream", "--replay", replay, "--replay-speed", "1000", "--format", "jsonl", "--session-id", "wh-4",
+            "--webhook", server.url.absoluteString, "--webhook-samples", "--state-dir", stateDir, "--config", config,
+        ])
+        #expect(r.status == 0, "\(r.stderr)")
+        let bodies = try server.accepted().map { try JSONValue(parsing: $0.body) }
+        let batches = bodies.filter { $0["type"] == .string("biosignal_batch") }
+        #expect(batches.allSatisfy { $0["session_id"] == .string("wh-4") })
+        let samples = batches.flatMap { $0["samples"]?.arrayValue ?? [] }
+        #expect(samples.count == 60)
+        // In order: the replay keeps the recording's spacing of one second.
+        let times = samples.compactMap { $0["timestamp_ms"]?.intValue }
+        #expect(times.count == 60 && zip(times, times.dropFirst()).allSatisfy { $1 - $0 == 1000 })
+        #expect(bodies.last?["type"] == .string("session_summary"))
+        #expect(bodies.filter { $0["type"] == .string("session_summary") }.count == 1)
+    }
+
     @Test func aMalformedWebhookURLIsRefusedBeforeTheSession() throws {
         let (replay, _, stateDir) = try fixtures()
         let r = try CLI.run(["stream", "--replay", replay, "--webhook", "127.0.0.1:8080/hook", "--state-dir", stateDir])

@@ -186,6 +186,21 @@ private func forwarder(_ dir: String, _ now: ManualNow, backoff: WebhookBackoff 
         #expect(server.accepted().map(\.body) == [#"{"n":2}"#])
     }
 
+    @Test func aFailureHoldsBackLaterItemsForTheSameURLInOrder() async throws {
+        let server = try FlakyServer(failing: 1)
+        let now = ManualNow()
+        let f = try forwarder(tempDir(), now)
+        for i in 1...3 { try f.enqueue(json: "{\"n\":\(i)}", to: server.url) }
+        let first = try await f.deliverDue()
+        #expect(first.failed == 1 && first.delivered == 0)
+        #expect(server.requestCount() == 1)
+        #expect(try f.outbox.pending().map(\.attempts) == [1, 0, 0])
+        now.advance(3_600_000)
+        let second = try await f.deliverDue()
+        #expect(second.delivered == 3 && second.remaining == 0)
+        #expect(server.accepted().map(\.body) == ["{\"n\":1}", "{\"n\":2}", "{\"n\":3}"])
+    }
+
     @Test func sampleBatchesHaveTheirOwnType() async throws {
         let server = try FlakyServer(failing: 0)
         let now = ManualNow()
