@@ -188,6 +188,7 @@ public final class WebhookForwarder: Sendable {
             let report = try await deliverDue(ignoringSchedule: first && immediately)
             first = false
             if report.remaining == 0 { return 0 }
+            if Task.isCancelled { return report.remaining }
             guard let due = try outbox.nextDueMs() else { return 0 }
             let t = now()
             if due > deadlineMs || t >= deadlineMs { return report.remaining }

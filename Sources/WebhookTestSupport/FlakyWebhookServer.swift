@@ -39,7 +39,8 @@ public final class FlakyServer {
             line.append(byte)
         }
         guard let port = Int(String(decoding: line, as: UTF8.self)) else {
-            process.terminate()
+            kill(process.processIdentifier, SIGKILL)
+            process.waitUntilExit()
             throw ServerFailure(message: "flaky_webhook.py did not print its port")
         }
         self.port = port
