@@ -201,6 +201,46 @@ private func forwarder(_ dir: String, _ now: ManualNow, backoff: WebhookBackoff 
         #expect(server.accepted().map(\.body) == ["{\"n\":1}", "{\"n\":2}", "{\"n\":3}"])
     }
 
+    @Test func drainWaitsForEachRetryThroughTheInjectedSleep() async throws {
+        let server = try FlakyServer(failing: 2)
+        let now = ManualNow()
+        let waits = Locked<[Int64]>([])
+        let f = WebhookForwarder(
+            outbox: try WebhookOutbox(directory: tempDir()), backoff: WebhookBackoff(baseMs: 1_000, jitter: 0),
+            timeoutSec: 5, now: { now.value },
+            sleep: { ms in
+                waits.withLock { $0.append(ms) }
+                now.advance(ms)
+            })
+        try f.enqueue(summary(), to: server.url)
+        let left = try await f.drain(untilMs: now.value + 60_000)
+        #expect(left == 0)
+        #expect(waits.withLock { $0 } == [1_000, 2_000])
+        #expect(server.accepted().count == 1)
+    }
+
+    @Test func drainGivesUpAtItsDeadlineAndKeepsTheItem() async throws {
+        let now = ManualNow()
+        let f = WebhookForwarder(
+            outbox: try WebhookOutbox(directory: tempDir()), backoff: WebhookBackoff(baseMs: 1_000, jitter: 0),
+            timeoutSec: 5, now: { now.value }, sleep: { ms in now.advance(ms) })
+        try f.enqueue(summary(), to: URL(string: "http://127.0.0.1:\(closedPort())/hook")!)
+        let left = try await f.drain(untilMs: now.value + 10_000)
+        #expect(left == 1)
+        // Attempts at 0, 1, 3 and 7 s; the next (15 s) is past the deadline.
+        #expect(try f.outbox.pending().first?.attempts == 4)
+    }
+
+    @Test func aClaimedItemIsNotClaimedAgainByAnotherProcessUntilItsLeaseEnds() throws {
+        let dir = tempDir()
+        let a = try WebhookOutbox(directory: dir)
+        let b = try WebhookOutbox(directory: dir)
+        try a.enqueue(url: "http://127.0.0.1:9/hook", body: "{}", nowMs: 1_000)
+        #expect(try a.claimDue(nowMs: 1_000, leaseUntilMs: 20_000).count == 1)
+        #expect(try b.claimDue(nowMs: 19_999, leaseUntilMs: 40_000).isEmpty)
+        #expect(try b.claimDue(nowMs: 20_000, leaseUntilMs: 40_000).count == 1)
+    }
+
     @Test func sampleBatchesHaveTheirOwnType() async throws {
         let server = try FlakyServer(failing: 0)
         let now = ManualNow()
