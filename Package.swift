@@ -103,6 +103,15 @@ let package = Package(
             swiftSettings: strict
         ),
 
+        // MARK: Webhook store-and-forward (durable outbox in the state directory, POST with retries)
+        .target(
+            name: "WebhookSink",
+            dependencies: ["GatewayEngine", .product(name: "GRDB", package: "GRDB.swift")],
+            swiftSettings: strict
+        ),
+
+        .target(name: "WebhookTestSupport", swiftSettings: strict),
+
         // MARK: Configuration file (TOML)
         .target(
             name: "GatewayConfig",
@@ -125,7 +134,7 @@ let package = Package(
             dependencies: [
                 "GatewayEngine", "HRVAnalysis", "SimulatedProvider", "ReplayProvider", "StdoutSink",
                 "BLEHeartRate", "BlueZ", "DBus", "V4L2Capture", "RPPG", "CameraProvider",
-                "SessionStore", "GatewayConfig", "GatewayDoctor", "GatewayLogging", "RelaySink",
+                "SessionStore", "GatewayConfig", "GatewayDoctor", "GatewayLogging", "RelaySink", "WebhookSink",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ],
@@ -165,7 +174,8 @@ let package = Package(
             swiftSettings: strict
         ),
         .testTarget(
-            name: "CLITests", dependencies: ["hr-gateway", "BLEHeartRate", "DBus", "DBusTestSupport"], swiftSettings: strict
+            name: "CLITests", dependencies: ["hr-gateway", "BLEHeartRate", "DBus", "DBusTestSupport", "WebhookTestSupport"],
+            swiftSettings: strict
         ),
         .testTarget(
             name: "CameraProviderTests",
@@ -194,6 +204,10 @@ let package = Package(
                 "RelaySink", "GatewayEngine", "SimulatedProvider",
                 .product(name: "HummingbirdWSClient", package: "hummingbird-websocket"),
             ],
+            swiftSettings: strict
+        ),
+        .testTarget(
+            name: "WebhookSinkTests", dependencies: ["WebhookSink", "WebhookTestSupport", "GatewayEngine"],
             swiftSettings: strict
         ),
         .testTarget(

@@ -19,6 +19,20 @@ public struct GatewayConfiguration: Sendable, Equatable {
     public var mode: SessionMode = .focus
     public var windowSec = 60
     public var emitIntervalSec = 5
+    /// Webhook receiving each session_summary (store-and-forward); nil: none.
+    public var webhookURL: String?
+    /// Also post the samples, in batches of `webhookBatchSize`.
+    public var webhookSamples = false
+    public var webhookBatchSize = 60
+    /// Seconds one POST may take.
+    public var webhookTimeoutSec = 10
+    /// Seconds `stream` keeps retrying after the session before leaving the rest in the outbox.
+    public var webhookGraceSec = 10
+    /// First retry delay in milliseconds; each retry doubles it, up to `webhookBackoffMaxSec`.
+    public var webhookBackoffBaseMs = 1_000
+    public var webhookBackoffMaxSec = 300
+    /// Undelivered items kept; beyond, the oldest are dropped with a warning.
+    public var webhookMaxItems = 10_000
     /// The file these values came from, if any.
     public var sourcePath: String?
 
@@ -93,7 +107,7 @@ public struct GatewayConfiguration: Sendable, Equatable {
                     throw fail(nil, key, "log_level must be one of \(LogLevelSetting.allCases.map(\.rawValue).joined(separator: ", ")), got \"\(s)\"")
                 }
                 c.logLevel = level
-            case "store", "session", "relay", "strap", "camera":
+            case "store", "session", "webhook", "relay", "strap", "camera":
                 guard let section = value.table else {
                     throw fail(nil, key, "\(key) must be a table ([\(key)]), got a \(value.type)")
                 }
@@ -119,6 +133,28 @@ public struct GatewayConfiguration: Sendable, Equatable {
                         c.windowSec = try positive(v, key, k)
                     case ("session", "emit_interval_sec"):
                         c.emitIntervalSec = try positive(v, key, k)
+                    case ("webhook", "url"):
+                        let u = try string(v, key, k)
+                        guard u.isEmpty || Self.isWebhookURL(u) else {
+                            throw fail(key, k, "webhook.url must be an http:// or https:// URL with a host, such as "
+                                + "\"http://127.0.0.1:8080/hook\", got \"\(u)\"")
+                        }
+                        c.webhookURL = u.isEmpty ? nil : u
+                    case ("webhook", "samples"):
+                        guard let b = v.bool, v.type == .bool else { throw fail(key, k, "webhook.samples must be true or false, got a \(v.type)") }
+                        c.webhookSamples = b
+                    case ("webhook", "batch_size"):
+                        c.webhookBatchSize = try positive(v, key, k)
+                    case ("webhook", "timeout_sec"):
+                        c.webhookTimeoutSec = try positive(v, key, k)
+                    case ("webhook", "grace_sec"):
+                        c.webhookGraceSec = try positive(v, key, k, allowZero: true)
+                    case ("webhook", "backoff_base_ms"):
+                        c.webhookBackoffBaseMs = try positive(v, key, k)
+                    case ("webhook", "backoff_max_sec"):
+                        c.webhookBackoffMaxSec = try positive(v, key, k)
+                    case ("webhook", "max_items"):
+                        c.webhookMaxItems = try positive(v, key, k)
                     case ("relay", _), ("strap", _), ("camera", _):
                         warnings.append("\(path) line \(lines.locate(section: key, key: k).map(String.init) ?? "?"): "
                             + "\(key).\(k) is not used by this version (the [\(key)] options are still being added)")
@@ -163,7 +199,21 @@ public struct GatewayConfiguration: Sendable, Equatable {
             mode = m
         }
         if let w = try positive("HR_GATEWAY_WINDOW_SEC") { windowSec = w }
+        if let u = env["HR_GATEWAY_WEBHOOK"], !u.isEmpty {
+            guard Self.isWebhookURL(u) else {
+                throw bad("HR_GATEWAY_WEBHOOK", "must be an http:// or https:// URL with a host, got \"\(u)\"")
+            }
+            webhookURL = u
+        }
         if let e = try positive("HR_GATEWAY_EMIT_INTERVAL_SEC") { emitIntervalSec = e }
+    }
+}
+
+extension GatewayConfiguration {
+    /// An absolute http or https URL with a host.
+    public static func isWebhookURL(_ text: String) -> Bool {
+        guard let c = URLComponents(string: text), let scheme = c.scheme?.lowercased(), let host = c.host else { return false }
+        return (scheme == "http" || scheme == "https") && !host.isEmpty
     }
 }
 

@@ -61,5 +61,11 @@ struct ConfigCheckCommand: ParsableCommand {
         print("  session.mode       \(c.mode.rawValue)")
         print("  session.window_sec \(c.windowSec)")
         print("  session.emit_interval_sec \(c.emitIntervalSec)")
+        print("  webhook.url        \(c.webhookURL ?? "(none)")")
+        if c.webhookURL != nil {
+            print("  webhook.samples    \(c.webhookSamples) (batches of \(c.webhookBatchSize))")
+            print("  webhook retries    timeout \(c.webhookTimeoutSec) s, backoff \(c.webhookBackoffBaseMs) ms doubling to "
+                + "\(c.webhookBackoffMaxSec) s, grace \(c.webhookGraceSec) s, at most \(c.webhookMaxItems) items")
+        }
     }
 }

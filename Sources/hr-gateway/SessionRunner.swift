@@ -21,6 +21,8 @@ struct SessionRunner {
     let stopWhenSourcesEnd: Bool
     /// Also relay the session over WebSocket (`stream --listen`), with tokens from this state directory.
     var relay: (options: RelayOptions, stateDirectory: String)? = nil
+    /// Posts the summary (and sample batches) to a webhook through the durable outbox; nil without `--webhook`.
+    var webhook: WebhookDelivery? = nil
 
     /// Returns the process exit status: 0 after a summary, 1 after a session error.
     func run() async throws -> Int32 {
@@ -33,9 +35,11 @@ struct SessionRunner {
                 sessionId: config.sessionId, mode: config.mode.rawValue,
                 durationSec: config.durationSec == Int(Int32.max) ? nil : config.durationSec))
             : nil
+        let webhookSession = webhook.map { WebhookDelivery.Session($0, sessionId: config.sessionId) }
         let tapped: [any BiosignalProvider] = providers.map { p in
             TappedProvider(p, onSample: { sample in
                 recorder?.record(sample)
+                webhookSession?.handle(sample)
                 writer?.append(sample)
                 pretty?.handle(sample)
             })
@@ -46,6 +50,10 @@ struct SessionRunner {
         if let relay {
             relayRuntime = try await RelayRuntime.start(
                 relay.options, stateDirectory: relay.stateDirectory, engine: engine, announceOnStderr: true)
+        }
+        let sessionId = config.sessionId
+        let webhookToken = webhookSession.map { w in
+            engine.observe { event in if event.sessionId == sessionId { w.handle(event) } }
         }
         let jsonl = JSONLinesWriter()
         pretty?.begin()
@@ -81,6 +89,8 @@ struct SessionRunner {
                 break
             }
         }
+        webhookToken?.cancel()
+        await webhookSession?.finish()
         await relayRuntime?.stop()
         return status
     }

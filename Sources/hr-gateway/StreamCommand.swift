@@ -8,6 +8,7 @@ import ReplayProvider
 import SessionStore
 import SimulatedProvider
 import StdoutSink
+import WebhookSink
 
 struct StreamCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
@@ -40,6 +41,14 @@ struct StreamCommand: AsyncParsableCommand {
             configuration file (see --config and `hr-gateway config check`), then HR_GATEWAY_* variables override \
             the file and options override both.
 
+            Webhook: --webhook URL posts the session_summary (its exact JSON, Content-Type: application/json) to \
+            URL; --webhook-samples also posts the samples in batches ({"type":"biosignal_batch",…}). Each item is \
+            written to outbox.sqlite in the state directory before it is sent, and retried with exponential \
+            backoff (1 s, 2 s, 4 s … up to 5 min, plus jitter) until the server answers 2xx. After the session, \
+            stream keeps trying for --webhook-grace seconds; what is left stays in the outbox and is delivered by \
+            the next stream (which also delivers items left by earlier runs) or by `hr-gateway webhook flush`. \
+            See `hr-gateway webhook status`.
+
             Output: --format pretty (the default on a terminal) is a live one-screen view; --format jsonl (the \
             default in a pipe) writes one JSON event per line.
 
@@ -53,6 +62,7 @@ struct StreamCommand: AsyncParsableCommand {
               hr-gateway stream --camera /dev/video0 --mains 60
               hr-gateway stream --strap auto --camera /dev/video0
               hr-gateway stream --replay 3f2a9c1e-… --replay-speed 100    (a stored session id)
+              hr-gateway stream --strap auto --duration 600 --webhook https://example.org/hr/summary
             """
     )
 
@@ -76,6 +86,21 @@ struct StreamCommand: AsyncParsableCommand {
         valueName: "n"))
     var keepDays: Int?
 
+    @Option(help: ArgumentHelp(
+        "POST the session_summary to this http:// or https:// URL, through a durable outbox retried until it "
+            + "answers 2xx (default: the configuration's webhook.url, or $HR_GATEWAY_WEBHOOK).",
+        valueName: "url"))
+    var webhook: String?
+
+    @Flag(help: "With a webhook, also POST the samples in batches of webhook.batch_size (default 60).")
+    var webhookSamples = false
+
+    @Option(help: ArgumentHelp(
+        "Seconds to keep retrying the webhook after the session before leaving the rest in the outbox "
+            + "(default: the configuration's webhook.grace_sec, else 10).",
+        valueName: "sec"))
+    var webhookGrace: Int?
+
     @OptionGroup var store: StoreOptions
 
     @OptionGroup(title: "Relay") var relay: RelayOptions
@@ -87,6 +112,10 @@ struct StreamCommand: AsyncParsableCommand {
     func validate() throws {
         try source.check()
         if let k = keepDays, k < 0 { throw ValidationError("--keep-days must be 0 or more.") }
+        if let webhook {
+            do { _ = try parseWebhookURL(webhook) } catch { throw ValidationError("--webhook: \(error)") }
+        }
+        if let g = webhookGrace, g < 0 { throw ValidationError("--webhook-grace must be 0 or more seconds.") }
         try session.check()
         try relay.check()
     }
@@ -98,6 +127,17 @@ struct StreamCommand: AsyncParsableCommand {
         let config = session.config(defaults: settings)
         let recorder = noRecordDb || !settings.record ? nil : openRecorder(config, settings)
         let output = format ?? (isatty(STDOUT_FILENO) == 1 ? .pretty : .jsonl)
+        var delivery: WebhookDelivery?
+        if let text = webhook ?? settings.webhookURL {
+            let url: URL
+            do { url = try parseWebhookURL(text) } catch { throw CommandFailure("\(error)") }
+            let dir = StateDirectory.resolve(option: store.stateDir, configured: settings.stateDir)
+            delivery = WebhookDelivery(
+                forwarder: try WebhookDelivery.forwarder(
+                    stateDir: dir, settings: settings, logger: Logger(label: "hr-gateway.webhook")),
+                url: url, samples: webhookSamples || settings.webhookSamples, batchSize: settings.webhookBatchSize,
+                graceSec: webhookGrace ?? settings.webhookGraceSec)
+        }
         let exitCode = try await SessionRunner(
             config: config,
             providers: providers,
@@ -106,7 +146,8 @@ struct StreamCommand: AsyncParsableCommand {
             recordPath: record,
             recorder: recorder,
             stopWhenSourcesEnd: source.onlyReplay && session.duration == nil,
-            relay: relay.listen == nil ? nil : (relay, try store.directory())
+            relay: relay.listen == nil ? nil : (relay, try store.directory()),
+            webhook: delivery
         ).run()
         if exitCode != 0 { throw ExitCode(exitCode) }
     }

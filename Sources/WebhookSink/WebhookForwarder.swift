@@ -1,0 +1,259 @@
+import Foundation
+import GatewayEngine
+
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+/// Exponential backoff with jitter: the n-th failed attempt waits `base · 2^(n-1)` capped at `max`, lengthened by a
+/// random fraction up to `jitter` (0.25: up to 25 % more), so that many gateways do not retry in step.
+public struct WebhookBackoff: Sendable, Equatable {
+    public var baseMs: Int64
+    public var maxMs: Int64
+    public var jitter: Double
+
+    public init(baseMs: Int64 = 1_000, maxMs: Int64 = 300_000, jitter: Double = 0.25) {
+        self.baseMs = max(1, baseMs)
+        self.maxMs = max(self.baseMs, maxMs)
+        self.jitter = max(0, jitter)
+    }
+
+    /// The wait after the `attempts`-th failed attempt; `random` is in [0, 1).
+    public func delayMs(afterAttempts attempts: Int, random: Double) -> Int64 {
+        let doublings = min(max(attempts - 1, 0), 40)
+        let plain = min(Double(baseMs) * pow(2, Double(doublings)), Double(maxMs))
+        return Int64(plain * (1 + jitter * min(max(random, 0), 1)))
+    }
+}
+
+/// How one POST ended.
+public enum WebhookAnswer: Sendable, Equatable {
+    /// The server answered with this HTTP status.
+    case status(Int)
+    /// No answer: connection refused or dropped, timeout, name resolution.
+    case failed(String)
+
+    public var isSuccess: Bool { if case .status(let s) = self { (200..<300).contains(s) } else { false } }
+}
+
+/// Posts one JSON body. `URLSessionWebhookTransport` in production.
+public protocol WebhookTransport: Sendable {
+    func post(url: URL, json: String, timeoutSec: Double) async -> WebhookAnswer
+}
+
+/// POSTs with Foundation's URLSession (`Content-Type: application/json`).
+public struct URLSessionWebhookTransport: WebhookTransport {
+    public init() {}
+
+    public func post(url: URL, json: String, timeoutSec: Double) async -> WebhookAnswer {
+        var request = URLRequest(url: url, cachePolicy: .reloadIgnoringLocalCacheData, timeoutInterval: timeoutSec)
+        request.httpMethod = "POST"
+        request.setValue("application/json", forHTTPHeaderField: "Content-Type")
+        request.setValue("hr-gateway", forHTTPHeaderField: "User-Agent")
+        request.httpBody = Data(json.utf8)
+        let config = URLSessionConfiguration.ephemeral
+        config.timeoutIntervalForRequest = timeoutSec
+        config.timeoutIntervalForResource = timeoutSec
+        let session = URLSession(configuration: config)
+        defer { session.finishTasksAndInvalidate() }
+        do {
+            let (_, response) = try await session.data(for: request)
+            guard let http = response as? HTTPURLResponse else { return .failed("not an HTTP answer") }
+            return .status(http.statusCode)
+        } catch {
+            return .failed((error as NSError).localizedDescription)
+        }
+    }
+}
+
+/// What one delivery pass did.
+public struct WebhookDeliveryReport: Sendable, Equatable {
+    public var delivered = 0
+    public var failed = 0
+    /// Items still in the outbox after the pass.
+    public var remaining = 0
+    public init() {}
+}
+
+/// Store-and-forward delivery of session events to a webhook: items go into the durable `WebhookOutbox` first,
+/// then are POSTed as JSON until the server answers 2xx, with exponential backoff and jitter between attempts.
+///
+/// Time is injected (`now`, `sleep`) so that tests drive retries without waiting: call `deliverDue()` after
+/// moving the clock.
+public final class WebhookForwarder: Sendable {
+    public let outbox: WebhookOutbox
+    public let backoff: WebhookBackoff
+    /// Seconds one request may take before it counts as failed.
+    public let timeoutSec: Double
+    private let transport: any WebhookTransport
+    private let now: @Sendable () -> Int64
+    private let random: @Sendable () -> Double
+    private let sleep: @Sendable (Int64) async throws -> Void
+    private let onWarning: @Sendable (String) -> Void
+
+    public init(
+        outbox: WebhookOutbox,
+        transport: any WebhookTransport = URLSessionWebhookTransport(),
+        backoff: WebhookBackoff = WebhookBackoff(),
+        timeoutSec: Double = 10,
+        now: @escaping @Sendable () -> Int64 = { Int64((Date().timeIntervalSince1970 * 1000).rounded()) },
+        random: @escaping @Sendable () -> Double = { Double.random(in: 0..<1) },
+        sleep: @escaping @Sendable (Int64) async throws -> Void = { try await Task.sleep(for: .milliseconds($0)) },
+        onWarning: @escaping @Sendable (String) -> Void = { _ in }
+    ) {
+        self.outbox = outbox
+        self.transport = transport
+        self.backoff = backoff
+        self.timeoutSec = timeoutSec
+        self.now = now
+        self.random = random
+        self.sleep = sleep
+        self.onWarning = onWarning
+    }
+
+    /// Commits `json` to the outbox for `url`; it is posted by the next `deliverDue()`.
+    public func enqueue(json: String, to url: URL) throws(WebhookError) {
+        let (_, dropped) = try outbox.enqueue(url: url.absoluteString, body: json, nowMs: now())
+        if dropped > 0 {
+            onWarning("webhook outbox full (\(outbox.maxItems) items): dropped the \(dropped) oldest undelivered item(s)")
+        }
+    }
+
+    /// Commits a session event (its exact wire JSON) to the outbox.
+    public func enqueue(_ event: SessionEvent, to url: URL) throws(WebhookError) {
+        try enqueue(json: event.jsonValue.jsonString, to: url)
+    }
+
+    /// Commits a batch of samples: `{"type":"biosignal_batch","session_id":…,"samples":[…]}`.
+    public func enqueue(samples: [BiosignalSample], sessionId: String, to url: URL) throws(WebhookError) {
+        guard !samples.isEmpty else { return }
+        let batch: JSONValue = .object([
+            "type": .string("biosignal_batch"), "session_id": .string(sessionId),
+            "samples": .array(samples.map(\.jsonValue)),
+        ])
+        try enqueue(json: batch.jsonString, to: url)
+    }
+
+    /// Attempts the items due now (every item with `ignoringSchedule`), oldest first: a 2xx removes an item, anything
+    /// else schedules its next attempt after the backoff. After a failure, the later items for the same URL wait with
+    /// it (not attempted, not counted), so a URL receives its items in order and a server that is down gets one request
+    /// per pass.
+    @discardableResult
+    public func deliverDue(ignoringSchedule: Bool = false) async throws(WebhookError) -> WebhookDeliveryReport {
+        var report = WebhookDeliveryReport()
+        let start = now()
+        // Hold the claimed items a little past the request timeout so a crash mid-request only delays them.
+        let items = try outbox.claimDue(
+            nowMs: start, leaseUntilMs: start + Int64(timeoutSec * 1000) + 5_000, ignoringSchedule: ignoringSchedule)
+        var blocked: [String: Int64] = [:]
+        for item in items {
+            if let retryAt = blocked[item.url] {
+                try outbox.reschedule(id: item.id, nextAttemptMs: retryAt, failedAttempt: nil)
+                continue
+            }
+            let answer: WebhookAnswer
+            if let url = URL(string: item.url) {
+                answer = await transport.post(url: url, json: item.body, timeoutSec: timeoutSec)
+            } else {
+                answer = .failed("malformed URL \(item.url)")
+            }
+            if answer.isSuccess {
+                try outbox.remove(id: item.id)
+                report.delivered += 1
+            } else if Task.isCancelled {
+                // Stopped mid-request: due again at once, for whoever delivers next.
+                try outbox.reschedule(id: item.id, nextAttemptMs: now(), failedAttempt: nil)
+                blocked[item.url] = now()
+            } else {
+                let reason = switch answer {
+                case .status(let s): "HTTP \(s)"
+                case .failed(let m): m
+                }
+                let retryAt = now() + backoff.delayMs(afterAttempts: item.attempts + 1, random: random())
+                try outbox.reschedule(id: item.id, nextAttemptMs: retryAt, failedAttempt: reason)
+                blocked[item.url] = retryAt
+                report.failed += 1
+            }
+        }
+        report.remaining = try outbox.pending().count
+        return report
+    }
+
+    /// Delivers until the outbox is empty or `deadlineMs` has passed, waiting between passes for the next item to
+    /// fall due. The first pass ignores the schedule when `immediately` (a flush by hand). Returns the items left.
+    @discardableResult
+    public func drain(untilMs deadlineMs: Int64, immediately: Bool = false) async throws(WebhookError) -> Int {
+        var first = true
+        while true {
+            let report = try await deliverDue(ignoringSchedule: first && immediately)
+            first = false
+            if report.remaining == 0 { return 0 }
+            if Task.isCancelled { return report.remaining }
+            guard let due = try outbox.nextDueMs() else { return 0 }
+            let t = now()
+            if due > deadlineMs || t >= deadlineMs { return report.remaining }
+            if due > t {
+                do { try await sleep(due - t) } catch { return report.remaining }
+            }
+        }
+    }
+
+    /// Delivers as items fall due until cancelled, checking at least every `pollMs` for items added meanwhile.
+    public func run(pollMs: Int64 = 500) async {
+        while !Task.isCancelled {
+            do {
+                try await deliverDue()
+            } catch {
+                onWarning("\(error)")
+            }
+            let t = now()
+            let due = (try? outbox.nextDueMs()) ?? nil
+            let wait = min(pollMs, max(1, (due ?? t + pollMs) - t))
+            do { try await sleep(wait) } catch { return }
+        }
+    }
+}
+
+/// Gathers samples into `biosignal_batch` items of `size` samples for a `WebhookForwarder`; `flush()` commits a
+/// partial batch (at the session's end). Samples not yet in a full batch are only in memory.
+public final class WebhookSampleBatcher: Sendable {
+    public let size: Int
+    private let forwarder: WebhookForwarder
+    private let url: URL
+    private let sessionId: String
+    private let pending = Locked<[BiosignalSample]>([])
+    private let onFailure: @Sendable (String) -> Void
+
+    public init(
+        forwarder: WebhookForwarder, url: URL, sessionId: String, size: Int = 60,
+        onFailure: @escaping @Sendable (String) -> Void
+    ) {
+        self.forwarder = forwarder
+        self.url = url
+        self.sessionId = sessionId
+        self.size = max(1, size)
+        self.onFailure = onFailure
+    }
+
+    public func add(_ sample: BiosignalSample) {
+        let full = pending.withLock { p -> [BiosignalSample]? in
+            p.append(sample)
+            guard p.count >= size else { return nil }
+            defer { p.removeAll(keepingCapacity: true) }
+            return p
+        }
+        if let full { commit(full) }
+    }
+
+    public func flush() {
+        let rest = pending.withLock { p -> [BiosignalSample] in
+            defer { p.removeAll() }
+            return p
+        }
+        commit(rest)
+    }
+
+    private func commit(_ samples: [BiosignalSample]) {
+        do { try forwarder.enqueue(samples: samples, sessionId: sessionId, to: url) } catch { onFailure("\(error)") }
+    }
+}

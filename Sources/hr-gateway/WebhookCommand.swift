@@ -1,0 +1,20 @@
+import ArgumentParser
+
+struct WebhookCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "webhook",
+        abstract: "Inspect and deliver the webhook outbox.",
+        discussion: """
+            `stream --webhook URL` writes each session_summary (and with --webhook-samples, sample batches) to \
+            outbox.sqlite in the state directory before posting it, and deletes it only once the server has \
+            answered 2xx. Items that could not be delivered wait there, with their attempts and last error, \
+            across restarts.
+
+            Examples:
+              hr-gateway webhook status
+              hr-gateway webhook status --format json
+              hr-gateway webhook flush --timeout 60
+            """,
+        subcommands: [WebhookStatusCommand.self, WebhookFlushCommand.self]
+    )
+}

@@ -1,0 +1,78 @@
+import Foundation
+import GatewayConfig
+import GatewayEngine
+import Logging
+import WebhookSink
+
+/// `stream --webhook`: delivers pending items while the session runs, commits the summary (and sample batches) to
+/// the outbox, and after the session retries for a grace period.
+struct WebhookDelivery: Sendable {
+    let forwarder: WebhookForwarder
+    let url: URL
+    let samples: Bool
+    let batchSize: Int
+    let graceSec: Int
+
+    /// The forwarder over `outbox.sqlite` in `stateDir`, with the configuration's timeout, backoff and bound.
+    static func forwarder(stateDir: String, settings: GatewayConfiguration, logger: Logger) throws -> WebhookForwarder {
+        let outbox: WebhookOutbox
+        do { outbox = try WebhookOutbox(directory: stateDir, maxItems: settings.webhookMaxItems) } catch {
+            throw CommandFailure("\(error)")
+        }
+        return WebhookForwarder(
+            outbox: outbox,
+            backoff: WebhookBackoff(
+                baseMs: Int64(settings.webhookBackoffBaseMs), maxMs: Int64(settings.webhookBackoffMaxSec) * 1000),
+            timeoutSec: Double(settings.webhookTimeoutSec),
+            onWarning: { logger.warning("\($0)") })
+    }
+
+    /// What one session needs: a sample tap, an event observer, and `finish()` after the session.
+    final class Session: Sendable {
+        let delivery: WebhookDelivery
+        let batcher: WebhookSampleBatcher?
+        private let loop: Task<Void, Never>
+        private let logger = Logger(label: "hr-gateway.webhook")
+
+        init(_ delivery: WebhookDelivery, sessionId: String) {
+            self.delivery = delivery
+            let logger = logger
+            batcher = delivery.samples
+                ? WebhookSampleBatcher(
+                    forwarder: delivery.forwarder, url: delivery.url, sessionId: sessionId, size: delivery.batchSize,
+                    onFailure: { logger.warning("webhook: \($0)") })
+                : nil
+            let forwarder = delivery.forwarder
+            loop = Task { await forwarder.run() }
+        }
+
+        func handle(_ sample: BiosignalSample) { batcher?.add(sample) }
+
+        /// Commits the summary (after the last sample batch) before anything tries to deliver it.
+        func handle(_ event: SessionEvent) {
+            guard case .summary = event else { return }
+            batcher?.flush()
+            do { try delivery.forwarder.enqueue(event, to: delivery.url) } catch {
+                logger.warning("webhook: the session_summary could not be queued: \(error)")
+            }
+        }
+
+        /// Stops the background loop and retries for the grace period; says what is left in the outbox.
+        func finish() async {
+            batcher?.flush()
+            loop.cancel()
+            await loop.value
+            let deadline = Int64((Date().timeIntervalSince1970 + Double(delivery.graceSec)) * 1000)
+            do {
+                let left = try await delivery.forwarder.drain(untilMs: deadline)
+                if left > 0 {
+                    let message = "webhook: \(left) item(s) not delivered yet, kept in \(delivery.forwarder.outbox.path); "
+                        + "the next `hr-gateway stream` or `hr-gateway webhook flush` delivers them"
+                    logger.warning("\(message)")
+                }
+            } catch {
+                logger.warning("webhook: \(error)")
+            }
+        }
+    }
+}

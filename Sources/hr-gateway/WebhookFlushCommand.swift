@@ -1,0 +1,53 @@
+import ArgumentParser
+import Foundation
+import Logging
+import SessionStore
+import WebhookSink
+
+struct WebhookFlushCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "flush",
+        abstract: "Deliver the webhook items waiting in the outbox now.",
+        discussion: """
+            Posts every waiting item at once (whatever its backoff), each to the URL it was queued for, then keeps \
+            retrying those that fail, with backoff, for up to --timeout seconds. Delivered items are deleted; the \
+            others stay for a later flush or stream. Exit status 0 when the outbox is empty at the end, 1 when \
+            items remain.
+
+            Example:
+              hr-gateway webhook flush --timeout 60 --state-dir /var/lib/hr-gateway
+            """
+    )
+
+    @Option(help: ArgumentHelp(
+        "Seconds to keep retrying failed items (default: the configuration's webhook.grace_sec, else 10; 0: one "
+            + "attempt each).",
+        valueName: "sec"))
+    var timeout: Int?
+
+    @OptionGroup var store: StoreOptions
+
+    func validate() throws {
+        if let t = timeout, t < 0 { throw ValidationError("--timeout must be 0 or more seconds.") }
+    }
+
+    func run() async throws {
+        let settings = try store.settings()
+        let dir = StateDirectory.resolve(option: store.stateDir, configured: settings.stateDir)
+        let forwarder = try WebhookDelivery.forwarder(
+            stateDir: dir, settings: settings, logger: Logger(label: "hr-gateway.webhook"))
+        let before: Int
+        let left: Int
+        do {
+            before = try forwarder.outbox.pending().count
+            let deadline = Int64((Date().timeIntervalSince1970 + Double(timeout ?? settings.webhookGraceSec)) * 1000)
+            left = try await forwarder.drain(untilMs: deadline, immediately: true)
+        } catch { throw CommandFailure("\(error)") }
+        print("Delivered \(max(0, before - left)) of \(before) webhook item(s); \(left) left in \(forwarder.outbox.path).")
+        if left > 0 {
+            FileHandle.standardError.write(Data(
+                "error: \(left) item(s) could not be delivered: see `hr-gateway webhook status` for the last errors\n".utf8))
+            throw ExitCode(1)
+        }
+    }
+}

@@ -1,0 +1,135 @@
+import Foundation
+import GatewayEngine
+import Testing
+import WebhookTestSupport
+
+@Suite struct StreamWebhookTests {
+    func temp(_ name: String) -> String {
+        FileManager.default.temporaryDirectory.appendingPathComponent("hrg-webhook-\(UUID().uuidString)-\(name)").path
+    }
+
+    /// A minute of beats to replay, and a configuration with a 20 ms backoff base so retries within the grace period
+    /// are quick.
+    func fixtures() throws -> (replay: String, config: String, stateDir: String) {
+        let replay = temp("beats.jsonl")
+        let lines = (0..<60).map { i in
+            BiosignalSample(timestampMs: 5_000_000 + Int64(i) * 1000, bpm: 60, rrIntervalsMs: [1000], deviceId: "AA",
+                            source: "ble_hrm").jsonValue.jsonString
+        }
+        try (lines.joined(separator: "\n") + "\n").write(toFile: replay, atomically: true, encoding: .utf8)
+        let config = temp("hr-gateway.toml")
+        try "[webhook]\nbackoff_base_ms = 20\nbackoff_max_sec = 1\n".write(toFile: config, atomically: true, encoding: .utf8)
+        let stateDir = temp("state")
+        try FileManager.default.createDirectory(atPath: stateDir, withIntermediateDirectories: true)
+        return (replay, config, stateDir)
+    }
+
+    @Test func theSummaryReachesAFailingWebhookExactlyOnce() throws {
+        let server = try FlakyServer(failing: 2)
+        let (replay, config, stateDir) = try fixtures()
+        let r = try CLI.run([
+            "stream", "--replay", replay, "--replay-speed", "1000", "--format", "jsonl", "--session-id", "wh-1",
+            "--webhook", server.url.absoluteString, "--state-dir", stateDir, "--config", config,
+        ])
+        #expect(r.status == 0, "\(r.stderr)")
+        let summaryLine = try #require(r.lines.last)
+        #expect(try JSONValue(parsing: summaryLine)["type"] == .string("session_summary"))
+        let accepted = server.accepted()
+        #expect(accepted.map(\.body) == [summaryLine])
+        #expect(accepted.first?.contentType == "application/json")
+        #expect(server.requestCount() == 3)
+
+        let status = try CLI.run(["webhook", "status", "--state-dir", stateDir, "--config", config, "--format", "json"])
+        #expect(status.status == 0, "\(status.stderr)")
+        #expect(status.lines.isEmpty)
+    }
+
+    @Test func whatAStreamCouldNotDeliverAFlushDeliversLater() throws {
+        let gate = temp("refuse")
+        #expect(FileManager.default.createFile(atPath: gate, contents: nil))
+        let server = try FlakyServer(failing: 0, failWhile: gate)
+        let (replay, config, stateDir) = try fixtures()
+        let r = try CLI.run([
+            "stream", "--replay", replay, "--replay-speed", "1000", "--format", "jsonl", "--session-id", "wh-2",
+            "--webhook", server.url.absoluteString, "--webhook-grace", "0", "--state-dir", stateDir, "--config", config,
+        ])
+        #expect(r.status == 0, "\(r.stderr)")
+        #expect(r.stderr.contains("webhook flush"))
+        let summaryLine = try #require(r.lines.last)
+        #expect(server.accepted().isEmpty)
+        #expect(server.requestCount() >= 1)
+
+        let status = try CLI.run(["webhook", "status", "--state-dir", stateDir, "--config", config, "--format", "json"])
+        #expect(status.status == 0, "\(status.stderr)")
+        let items = try status.lines.map { try JSONValue(parsing: $0) }
+        try #require(items.count == 1)
+        #expect(items[0]["body"]?["type"] == .string("session_summary"))
+        #expect(items[0]["last_error"] == .string("HTTP 500"))
+        #expect((items[0]["attempts"]?.intValue ?? 0) >= 1)
+
+        // Still refusing: the flush fails and keeps the item.
+        let refused = try CLI.run(["webhook", "flush", "--timeout", "0", "--state-dir", stateDir, "--config", config])
+        #expect(refused.status == 1)
+        #expect(server.accepted().isEmpty)
+
+        try FileManager.default.removeItem(atPath: gate)
+        let flushed = try CLI.run(["webhook", "flush", "--state-dir", stateDir, "--config", config])
+        #expect(flushed.status == 0, "\(flushed.stderr)")
+        #expect(server.accepted().map(\.body) == [summaryLine])
+        let after = try CLI.run(["webhook", "status", "--state-dir", stateDir, "--config", config])
+        #expect(after.stdout.contains("is empty"))
+    }
+
+    @Test func theNextStreamDeliversWhatAnEarlierOneLeft() throws {
+        let gate = temp("refuse")
+        #expect(FileManager.default.createFile(atPath: gate, contents: nil))
+        let server = try FlakyServer(failing: 0, failWhile: gate)
+        let (replay, config, stateDir) = try fixtures()
+        func stream(_ id: String, grace: String) throws -> CLI.Result {
+            try CLI.run([
+                "stream", "--replay", replay, "--replay-speed", "1000", "--format", "jsonl", "--session-id", id,
+                "--webhook", server.url.absoluteString, "--webhook-grace", grace, "--state-dir", stateDir,
+                "--config", config,
+            ])
+        }
+        let first = try stream("wh-3a", grace: "0")
+        #expect(first.status == 0, "\(first.stderr)")
+        #expect(server.accepted().isEmpty)
+
+        try FileManager.default.removeItem(atPath: gate)
+        let second = try stream("wh-3b", grace: "10")
+        #expect(second.status == 0, "\(second.stderr)")
+        let bodies = Set(server.accepted().map(\.body))
+        #expect(server.accepted().count == 2)
+        #expect(bodies == [try #require(first.lines.last), try #require(second.lines.last)])
+    }
+
+    @Test func samplesGoInBatchesBeforeTheSummary() throws {
+        let server = try FlakyServer(failing: 1)
+        let (replay, config, stateDir) = try fixtures()
+        let r = try CLI.run([
+            "stream", "--replay", replay, "--replay-speed", "1000", "--format", "jsonl", "--session-id", "wh-4",
+            "--webhook", server.url.absoluteString, "--webhook-samples", "--state-dir", stateDir, "--config", config,
+        ])
+        #expect(r.status == 0, "\(r.stderr)")
+        let bodies = try server.accepted().map { try JSONValue(parsing: $0.body) }
+        let batches = bodies.filter { $0["type"] == .string("biosignal_batch") }
+        #expect(batches.allSatisfy { $0["session_id"] == .string("wh-4") })
+        let samples = batches.flatMap { $0["samples"]?.arrayValue ?? [] }
+        #expect(samples.count == 60)
+        // In order: the replay keeps the recording's spacing of one second.
+        let times = samples.compactMap { $0["timestamp_ms"]?.intValue }
+        #expect(times.count == 60 && zip(times, times.dropFirst()).allSatisfy { $1 - $0 == 1000 })
+        #expect(bodies.last?["type"] == .string("session_summary"))
+        #expect(bodies.filter { $0["type"] == .string("session_summary") }.count == 1)
+    }
+
+    @Test func aMalformedWebhookURLIsRefusedBeforeTheSession() throws {
+        let (replay, _, stateDir) = try fixtures()
+        let r = try CLI.run(["stream", "--replay", replay, "--webhook", "127.0.0.1:8080/hook", "--state-dir", stateDir])
+        #expect(r.status != 0)
+        #expect(r.stderr.contains("--webhook"))
+        #expect(r.stderr.contains("http:// or https://"))
+        #expect(r.stdout.isEmpty)
+    }
+}

@@ -1,0 +1,285 @@
+import Foundation
+import GatewayEngine
+import Testing
+import WebhookSink
+import WebhookTestSupport
+
+/// A clock the test moves by hand.
+final class ManualNow: Sendable {
+    private let ms = Locked<Int64>(1_700_000_000_000)
+    var value: Int64 { ms.withLock { $0 } }
+    func advance(_ d: Int64) { ms.withLock { $0 += d } }
+}
+
+private func tempDir() -> String {
+    let p = FileManager.default.temporaryDirectory.appendingPathComponent("webhook-\(UUID().uuidString)").path
+    try? FileManager.default.createDirectory(atPath: p, withIntermediateDirectories: true)
+    return p
+}
+
+private func summary(_ id: String = "s-\(UUID().uuidString)") -> SessionEvent {
+    var m = SessionMetrics()
+    m.hrMeanBpm = 61.5
+    m.rmssdMs = 42.25
+    m.sampleCount = 120
+    m.rrCount = 118
+    return .summary(sessionId: id, durationActualSec: 120, metrics: m, behavior: nil)
+}
+
+private func forwarder(_ dir: String, _ now: ManualNow, backoff: WebhookBackoff = WebhookBackoff(jitter: 0))
+    throws -> WebhookForwarder
+{
+    WebhookForwarder(
+        outbox: try WebhookOutbox(directory: dir), backoff: backoff, timeoutSec: 5,
+        now: { now.value }, random: { 0.5 },
+        sleep: { _ in Issue.record("no sleeping in these tests") })
+}
+
+@Suite struct WebhookForwarderTests {
+    @Test func summaryArrivesOnceWithItsExactJSONAfterFailures() async throws {
+        let server = try FlakyServer(failing: 2)
+        let now = ManualNow()
+        let f = try forwarder(tempDir(), now)
+        let event = summary()
+        try f.enqueue(event, to: server.url)
+        #expect(try f.outbox.pending().count == 1)
+
+        var r = try await f.deliverDue()
+        #expect(r.failed == 1 && r.delivered == 0 && r.remaining == 1)
+        // Not due again until the backoff has passed.
+        r = try await f.deliverDue()
+        #expect(r.failed == 0 && r.delivered == 0)
+        #expect(server.requestCount() == 1)
+
+        for _ in 0..<4 where try f.outbox.pending().count > 0 {
+            now.advance(3_600_000)
+            r = try await f.deliverDue()
+        }
+        #expect(try f.outbox.pending().isEmpty)
+        #expect(server.requestCount() == 3)
+        let accepted = server.accepted()
+        try #require(accepted.count == 1)
+        #expect(accepted[0].body == event.jsonValue.jsonString)
+        #expect(accepted[0].contentType == "application/json")
+        let parsed = try JSONValue(parsing: accepted[0].body)
+        #expect(parsed.objectValue?["type"]?.stringValue == "session_summary")
+        #expect(parsed.objectValue?["session_id"]?.stringValue == event.sessionId)
+
+        // Nothing more is sent once delivered.
+        now.advance(3_600_000)
+        r = try await f.deliverDue()
+        #expect(r.delivered == 0 && server.requestCount() == 3)
+    }
+
+    @Test func connectionRefusedIsRetriedAndKept() async throws {
+        let now = ManualNow()
+        let f = try forwarder(tempDir(), now)
+        let event = summary()
+        try f.enqueue(event, to: URL(string: "http://127.0.0.1:\(closedPort())/hook")!)
+        for _ in 0..<3 {
+            let r = try await f.deliverDue()
+            #expect(r.failed == 1 && r.remaining == 1)
+            now.advance(3_600_000)
+        }
+        let stored = try #require(try f.outbox.pending().first)
+        #expect(stored.attempts == 3)
+        #expect(stored.lastError?.isEmpty == false)
+        #expect(stored.body == event.jsonValue.jsonString)
+    }
+
+    @Test func aLaterForwarderDeliversWhatAnEarlierOneCouldNot() async throws {
+        let dir = tempDir()
+        let now = ManualNow()
+        let server = try FlakyServer(failing: 3)
+        let event = summary()
+        do {
+            let first = try forwarder(dir, now)
+            try first.enqueue(event, to: server.url)
+            try await first.deliverDue()
+            now.advance(3_600_000)
+            try await first.deliverDue()
+        }
+        let stored = try WebhookOutbox(directory: dir).pending()
+        #expect(stored.map(\.attempts) == [2])
+        #expect(stored.map(\.body) == [event.jsonValue.jsonString])
+        #expect(stored.first?.lastError == "HTTP 500")
+        #expect(server.accepted().isEmpty)
+
+        let second = try forwarder(dir, now)
+        now.advance(3_600_000)
+        var r = try await second.deliverDue()
+        #expect(r.failed == 1)
+        now.advance(3_600_000)
+        r = try await second.deliverDue()
+        #expect(r.delivered == 1 && r.remaining == 0)
+        #expect(server.accepted().map(\.body) == [event.jsonValue.jsonString])
+    }
+
+    @Test func droppedConnectionsAreRetried() async throws {
+        let server = try FlakyServer(failing: 2, mode: .drop)
+        let now = ManualNow()
+        let f = try forwarder(tempDir(), now)
+        try f.enqueue(summary(), to: server.url)
+        var errors: [String?] = []
+        for _ in 0..<5 where try f.outbox.pending().count > 0 {
+            try await f.deliverDue()
+            errors.append(try f.outbox.pending().first?.lastError)
+            now.advance(3_600_000)
+        }
+        #expect(try f.outbox.pending().isEmpty)
+        #expect(server.accepted().count == 1)
+        #expect(server.requestCount() == 3)
+        #expect(errors.prefix(2).allSatisfy { $0 != nil && $0?.contains("HTTP") == false })
+    }
+
+    @Test func serverErrorsAreRecordedAsHTTPStatus() async throws {
+        let server = try FlakyServer(failing: 1)
+        let now = ManualNow()
+        let f = try forwarder(tempDir(), now)
+        try f.enqueue(summary(), to: server.url)
+        try await f.deliverDue()
+        #expect(try f.outbox.pending().first?.lastError == "HTTP 500")
+    }
+
+    @Test func backoffGrowsBetweenAttempts() async throws {
+        let now = ManualNow()
+        let f = try forwarder(
+            tempDir(), now, backoff: WebhookBackoff(baseMs: 1_000, maxMs: 60_000, jitter: 0.25))
+        try f.enqueue(summary(), to: URL(string: "http://127.0.0.1:\(closedPort())/hook")!)
+        var waits: [Int64] = []
+        for _ in 0..<8 {
+            try await f.deliverDue()
+            let item = try #require(try f.outbox.pending().first)
+            waits.append(item.nextAttemptMs - now.value)
+            // One millisecond before it is due, nothing is attempted.
+            now.advance(item.nextAttemptMs - now.value - 1)
+            let early = try await f.deliverDue()
+            #expect(early.failed == 0)
+            now.advance(1)
+        }
+        #expect(zip(waits, waits.dropFirst()).allSatisfy { $0 <= $1 })
+        #expect(waits[0] >= 1_000 && waits[0] <= 1_250)
+        #expect(waits[1] >= 2_000 && waits[1] <= 2_500)
+        #expect(waits[3] > waits[2] && waits[2] > waits[1])
+        // Capped at the maximum (plus jitter).
+        #expect(waits[7] >= 60_000 && waits[7] <= 75_000)
+    }
+
+    @Test func jitterStaysWithinItsFraction() {
+        let b = WebhookBackoff(baseMs: 500, maxMs: 10_000, jitter: 0.25)
+        #expect(b.delayMs(afterAttempts: 1, random: 0) == 500)
+        #expect(b.delayMs(afterAttempts: 1, random: 0.999) < 625)
+        #expect(b.delayMs(afterAttempts: 3, random: 0) == 2_000)
+        #expect(b.delayMs(afterAttempts: 100, random: 0) == 10_000)
+    }
+
+    @Test func aSuccessRemovesOnlyTheDeliveredItem() async throws {
+        let server = try FlakyServer(failing: 0)
+        let now = ManualNow()
+        let f = try forwarder(tempDir(), now)
+        let refused = URL(string: "http://127.0.0.1:\(closedPort())/hook")!
+        try f.enqueue(json: #"{"n":1}"#, to: refused)
+        try f.enqueue(json: #"{"n":2}"#, to: server.url)
+        let r = try await f.deliverDue()
+        #expect(r.delivered == 1 && r.failed == 1 && r.remaining == 1)
+        #expect(try f.outbox.pending().map(\.body) == [#"{"n":1}"#])
+        #expect(server.accepted().map(\.body) == [#"{"n":2}"#])
+    }
+
+    @Test func aFailureHoldsBackLaterItemsForTheSameURLInOrder() async throws {
+        let server = try FlakyServer(failing: 1)
+        let now = ManualNow()
+        let f = try forwarder(tempDir(), now)
+        for i in 1...3 { try f.enqueue(json: "{\"n\":\(i)}", to: server.url) }
+        let first = try await f.deliverDue()
+        #expect(first.failed == 1 && first.delivered == 0)
+        #expect(server.requestCount() == 1)
+        #expect(try f.outbox.pending().map(\.attempts) == [1, 0, 0])
+        now.advance(3_600_000)
+        let second = try await f.deliverDue()
+        #expect(second.delivered == 3 && second.remaining == 0)
+        #expect(server.accepted().map(\.body) == ["{\"n\":1}", "{\"n\":2}", "{\"n\":3}"])
+    }
+
+    @Test func drainWaitsForEachRetryThroughTheInjectedSleep() async throws {
+        let server = try FlakyServer(failing: 2)
+        let now = ManualNow()
+        let waits = Locked<[Int64]>([])
+        let f = WebhookForwarder(
+            outbox: try WebhookOutbox(directory: tempDir()), backoff: WebhookBackoff(baseMs: 1_000, jitter: 0),
+            timeoutSec: 5, now: { now.value },
+            sleep: { ms in
+                waits.withLock { $0.append(ms) }
+                now.advance(ms)
+            })
+        try f.enqueue(summary(), to: server.url)
+        let left = try await f.drain(untilMs: now.value + 60_000)
+        #expect(left == 0)
+        #expect(waits.withLock { $0 } == [1_000, 2_000])
+        #expect(server.accepted().count == 1)
+    }
+
+    @Test func drainGivesUpAtItsDeadlineAndKeepsTheItem() async throws {
+        let now = ManualNow()
+        let f = WebhookForwarder(
+            outbox: try WebhookOutbox(directory: tempDir()), backoff: WebhookBackoff(baseMs: 1_000, jitter: 0),
+            timeoutSec: 5, now: { now.value }, sleep: { ms in now.advance(ms) })
+        try f.enqueue(summary(), to: URL(string: "http://127.0.0.1:\(closedPort())/hook")!)
+        let left = try await f.drain(untilMs: now.value + 10_000)
+        #expect(left == 1)
+        // Attempts at 0, 1, 3 and 7 s; the next (15 s) is past the deadline.
+        #expect(try f.outbox.pending().first?.attempts == 4)
+    }
+
+    @Test func aClaimedItemIsNotClaimedAgainByAnotherProcessUntilItsLeaseEnds() throws {
+        let dir = tempDir()
+        let a = try WebhookOutbox(directory: dir)
+        let b = try WebhookOutbox(directory: dir)
+        try a.enqueue(url: "http://127.0.0.1:9/hook", body: "{}", nowMs: 1_000)
+        #expect(try a.claimDue(nowMs: 1_000, leaseUntilMs: 20_000).count == 1)
+        #expect(try b.claimDue(nowMs: 19_999, leaseUntilMs: 40_000).isEmpty)
+        #expect(try b.claimDue(nowMs: 20_000, leaseUntilMs: 40_000).count == 1)
+    }
+
+    @Test func sampleBatchesHaveTheirOwnType() async throws {
+        let server = try FlakyServer(failing: 0)
+        let now = ManualNow()
+        let f = try forwarder(tempDir(), now)
+        let batcher = WebhookSampleBatcher(forwarder: f, url: server.url, sessionId: "s1", size: 2, onFailure: { _ in })
+        let samples = (0..<3).map {
+            BiosignalSample(timestampMs: 1_000 * Int64($0), bpm: 60 + Double($0), rrIntervalsMs: [1000], source: "ble")
+        }
+        samples.forEach(batcher.add)
+        #expect(try f.outbox.pending().count == 1)
+        batcher.flush()
+        try await f.deliverDue()
+        let bodies = try server.accepted().map { try JSONValue(parsing: $0.body) }
+        try #require(bodies.count == 2)
+        #expect(bodies.allSatisfy { $0.objectValue?["type"]?.stringValue == "biosignal_batch" })
+        #expect(bodies.allSatisfy { $0.objectValue?["session_id"]?.stringValue == "s1" })
+        let sent = bodies.flatMap { $0.objectValue?["samples"]?.arrayValue ?? [] }
+        #expect(try sent.map { try BiosignalSample(json: $0) } == samples)
+    }
+
+    @Test func theOutboxIsBounded() throws {
+        let warnings = Locked<[String]>([])
+        let now = ManualNow()
+        let f = WebhookForwarder(
+            outbox: try WebhookOutbox(directory: tempDir(), maxItems: 3), now: { now.value },
+            onWarning: { w in warnings.withLock { $0.append(w) } })
+        let url = URL(string: "http://127.0.0.1:9/hook")!
+        for i in 1...5 { try f.enqueue(json: "{\"n\":\(i)}", to: url) }
+        #expect(try f.outbox.pending().map(\.body) == ["{\"n\":3}", "{\"n\":4}", "{\"n\":5}"])
+        #expect(warnings.withLock { $0.count } == 2)
+    }
+
+    @Test(arguments: ["", "127.0.0.1:8080/hook", "ftp://example.org/x", "http://", "not a url", "http:///path"])
+    func malformedURLsAreRefused(_ text: String) {
+        #expect(throws: WebhookError.badURL(text)) { try parseWebhookURL(text) }
+    }
+
+    @Test func wellFormedURLsAreAccepted() throws {
+        #expect(try parseWebhookURL("http://127.0.0.1:8080/hook").port == 8080)
+        #expect(try parseWebhookURL("https://example.org/a?b=c").host == "example.org")
+    }
+}
