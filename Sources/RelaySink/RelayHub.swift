@@ -49,6 +49,8 @@ public final class RelayConnection: Sendable {
     /// Every event numbered above this is delivered live on this connection; `hello` replays up to it.
     public let startSeq: Int64
     fileprivate let resumed = Locked(false)
+    /// Set when the gateway ends the connection for a reason the consumer must act on (a revoked token).
+    let closeReason = Locked<RelayCloseReason?>(nil)
 
     init(id: UInt64, principal: RelayPrincipal, queue: ConsumerQueue, startSeq: Int64) {
         self.id = id
@@ -87,6 +89,8 @@ public final class RelayHub: Sendable {
         var session: [String: JSONValue]?
         var sensors: [String: JSONValue] = [:]
         var endedSessions: [String] = []
+        /// Consumers of the gateway's own (the uplink), not of the token store.
+        var registered: Set<String> = []
     }
 
     private let state = Locked(State())
@@ -211,6 +215,57 @@ public final class RelayHub: Sendable {
             for e in s.outbox where e.seq > cursor { queue.push(e.text, droppable: false) }
             s.connections[c.id] = c
             return c
+        }
+    }
+
+    /// Makes `consumerId` a known consumer from now on: every reliable event published after this call is kept for
+    /// it until acknowledged, even if it has not connected yet (the uplink, which dials out while the session starts).
+    public func register(consumerId: String) {
+        state.withLock { s in
+            s.registered.insert(consumerId)
+            if s.acked[consumerId] == nil { s.acked[consumerId] = s.lastSeq }
+        }
+    }
+
+    /// True when `consumerId` has acknowledged every reliable event kept, or is connected with nothing left to send.
+    public func hasDelivered(to consumerId: String) -> Bool {
+        state.withLock { s in
+            let cursor = s.acked[consumerId] ?? s.lastSeq
+            if !s.outbox.contains(where: { $0.seq > cursor }) { return true }
+            return s.connections.values.contains { $0.principal.consumerId == consumerId && $0.queue.isEmpty }
+        }
+    }
+
+    /// Ends the connections of every token not in `validConsumerIds` (revoked while connected) and forgets what
+    /// was kept for them. The anonymous consumer of no-auth mode and registered consumers are left alone.
+    @discardableResult
+    public func closeRevoked(validConsumerIds: Set<String>) -> Int {
+        let revoked = state.withLock { s -> [RelayConnection] in
+            let registered = s.registered
+            let isRevoked = { (id: String) in
+                id != RelayPrincipal.anonymous.consumerId && !registered.contains(id) && !validConsumerIds.contains(id)
+            }
+            for id in s.acked.keys where isRevoked(id) { s.acked[id] = nil }
+            let floor = s.acked.values.min() ?? s.lastSeq
+            s.outbox.removeAll { $0.seq <= floor }
+            return s.connections.values.filter { isRevoked($0.principal.consumerId) }
+        }
+        for c in revoked {
+            c.closeReason.withLock { $0 = .revoked }
+            c.queue.close()
+        }
+        return revoked.count
+    }
+
+    /// True while `consumerId` has an open connection.
+    public func isConnected(_ consumerId: String) -> Bool {
+        state.withLock { $0.connections.values.contains { $0.principal.consumerId == consumerId } }
+    }
+
+    /// Closes the connections of one consumer (their pumps end).
+    public func close(consumerId: String) {
+        for c in state.withLock({ $0.connections.values.filter { $0.principal.consumerId == consumerId } }) {
+            c.queue.close()
         }
     }
 
@@ -397,6 +452,11 @@ public final class RelayHub: Sendable {
         }
         return .success(["acked_through": .int(acked)])
     }
+}
+
+/// Why the gateway closed a connection, when the consumer should not simply reconnect.
+enum RelayCloseReason: Sendable {
+    case revoked
 }
 
 /// A command that failed: `error_code` and a `message` saying what to do.

@@ -24,6 +24,8 @@ public struct RelayServerConfiguration: Sendable {
     /// Serve `wss://` with this PEM certificate chain and private key.
     public var tls: RelayTLSFiles?
     public var ping: Duration = .seconds(10)
+    /// How often the token store is read again to end the connections of revoked tokens.
+    public var tokenRecheck: Duration = .seconds(2)
 
     public init(host: String, port: Int) {
         self.host = host
@@ -117,8 +119,24 @@ public struct RelayServer: Sendable {
             logger: logger
         )
         let hub = self.hub
+        let tokens = self.tokens
+        let recheck = configuration.tokenRecheck
         try await withTaskCancellationHandler {
-            try await app.run()
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                group.addTask { try await app.run() }
+                if let tokens {
+                    group.addTask {
+                        while true {
+                            try await Task.sleep(for: recheck)
+                            // An unreadable store (being rewritten, damaged) revokes nothing.
+                            guard let records = try? tokens.list() else { continue }
+                            hub.closeRevoked(validConsumerIds: Set(records.map(\.id)))
+                        }
+                    }
+                }
+                try await group.next()
+                group.cancelAll()
+            }
         } onCancel: {
             // Open WebSockets would hold up the graceful shutdown: end them (consumers reconnect and resume).
             hub.closeAll()
@@ -198,8 +216,13 @@ public struct RelayServer: Sendable {
                 while let text = await connection.queue.next() {
                     try await outbound.write(.text(text))
                 }
-                // Closed by overflow (too slow), by shutdown, or after the peer left.
-                try? await outbound.close(.goingAway, reason: "closed by the gateway; reconnect to resume")
+                switch connection.closeReason.withLock({ $0 }) {
+                case .revoked?:
+                    try? await outbound.close(.policyViolation, reason: "token revoked; ask for a new one")
+                case nil:
+                    // Closed by overflow (too slow), by shutdown, or after the peer left.
+                    try? await outbound.close(.goingAway, reason: "closed by the gateway; reconnect to resume")
+                }
             }
             group.addTask {
                 while !Task.isCancelled {

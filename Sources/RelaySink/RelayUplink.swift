@@ -5,40 +5,49 @@ import Logging
 
 /// Reverse mode: the gateway dials out to a relay endpoint (a phone app's server, or a rendezvous) and speaks the
 /// same protocol as on `/v1/relay`, as a control consumer: events flow out, commands flow in. Reconnects with
-/// backoff (0.5 s doubling to 10 s) until cancelled; the reliable cursor survives reconnects, so missed
-/// `session_started` / `session_summary` are redelivered.
-public struct RelayUplink: Sendable {
-    public var url: String
+/// backoff (0.5 s doubling to 10 s) until `finish` or cancellation.
+///
+/// The uplink is a known consumer of the hub from the moment it is made, so every reliable event
+/// (`session_started`, `session_summary`, `session_error`) published from then on reaches the remote end, in order,
+/// even if it was published while the link was down; unacknowledged ones are sent again on each connection. Live
+/// frames missed while away are resumed by the remote end's `hello` (docs/relay-protocol.md).
+public final class RelayUplink: Sendable {
+    public let url: String
     /// Sent as `Authorization: Bearer TOKEN` to the remote end.
-    public var token: String?
-    public var hub: RelayHub
-    public var heartbeat: Duration = .seconds(5)
-    public var maxFrameBytes = 1 << 20
+    public let token: String?
+    public let hub: RelayHub
+    public let heartbeat: Duration
+    public let maxFrameBytes: Int
+    public let principal: RelayPrincipal
+    private let finishing = Locked(false)
 
-    public init(url: String, token: String?, hub: RelayHub) {
+    public init(
+        url: String, token: String?, hub: RelayHub, heartbeat: Duration = .seconds(5), maxFrameBytes: Int = 1 << 20
+    ) {
         self.url = url
         self.token = token
         self.hub = hub
+        self.heartbeat = heartbeat
+        self.maxFrameBytes = maxFrameBytes
+        self.principal = RelayPrincipal(consumerId: "uplink", name: "uplink \(url)", scope: .control)
+        hub.register(consumerId: principal.consumerId)
     }
 
-    /// Runs until the task is cancelled. `onEvent` reports connection changes (for a log line).
+    /// Runs until `finish` or cancellation. `onEvent` reports connection changes (for a log line).
     public func run(onEvent: @escaping @Sendable (String) -> Void = { _ in }) async {
         var delayMs = 500
-        let principal = RelayPrincipal(consumerId: "uplink", name: "uplink \(url)", scope: .control)
         var headers = HTTPFields()
         if let token { headers[.authorization] = "Bearer \(token)" }
         var logger = Logger(label: "hr-gateway.uplink")
         logger.logLevel = .critical
-        while !Task.isCancelled {
+        while !Task.isCancelled && !finishing.withLock({ $0 }) {
             do {
-                let hub = self.hub
-                let heartbeat = self.heartbeat
-                let maxFrame = self.maxFrameBytes
+                let (hub, principal, heartbeat, maxFrame) = (self.hub, self.principal, self.heartbeat, self.maxFrameBytes)
                 onEvent("connecting to \(url)")
                 try await WebSocketClient.connect(
                     url: url, configuration: .init(maxFrameSize: maxFrame, additionalHeaders: headers), logger: logger
                 ) { inbound, outbound, _ in
-                    onEvent("connected to \(url)")
+                    onEvent("connected to \(self.url)")
                     try await RelayServer.pump(
                         hub: hub, principal: principal, inbound: inbound, outbound: outbound,
                         heartbeat: heartbeat, maxFrame: maxFrame)
@@ -48,9 +57,30 @@ public struct RelayUplink: Sendable {
             } catch {
                 onEvent("cannot connect to \(url): \(error)")
             }
-            if Task.isCancelled { break }
+            if Task.isCancelled || finishing.withLock({ $0 }) { break }
             try? await Task.sleep(for: .milliseconds(Int(Double(delayMs) * Double.random(in: 0.8...1.2))))
             delayMs = min(delayMs * 2, 10_000)
         }
+    }
+
+    /// Waits up to `grace` for the remote end to have every reliable event (acknowledged, or written to a live
+    /// link), then closes the link so that `run` returns. Returns false when the grace ran out first.
+    @discardableResult
+    public func finish(grace: Duration) async -> Bool {
+        let clock = ContinuousClock()
+        let deadline = clock.now.advanced(by: grace)
+        var delivered = hub.hasDelivered(to: principal.consumerId)
+        while !delivered && clock.now < deadline {
+            try? await Task.sleep(for: .milliseconds(20))
+            delivered = hub.hasDelivered(to: principal.consumerId)
+        }
+        finishing.withLock { $0 = true }
+        hub.close(consumerId: principal.consumerId)
+        // Let the writer finish the frame in flight and send the close frame before the caller cancels `run`.
+        let closeDeadline = clock.now.advanced(by: .seconds(2))
+        while hub.isConnected(principal.consumerId) && clock.now < closeDeadline {
+            try? await Task.sleep(for: .milliseconds(10))
+        }
+        return delivered
     }
 }

@@ -27,7 +27,7 @@ struct ServeCommand: AsyncParsableCommand {
               hr-gateway serve --simulate --listen 0.0.0.0:8765
               hr-gateway serve --replay beats.jsonl --listen 127.0.0.1:8765 --no-auth
               hr-gateway attach ws://127.0.0.1:8765/v1/relay --token TOKEN --start focus --duration 60
-              hr-gateway serve --simulate --connect wss://phone-relay.example/gw --connect-token SECRET
+              hr-gateway serve --simulate --connect wss://phone-relay.example/gw --token SECRET
             """
     )
 
@@ -35,24 +35,14 @@ struct ServeCommand: AsyncParsableCommand {
     @OptionGroup(title: "Relay") var relay: RelayOptions
     @OptionGroup var store: StoreOptions
 
-    @Option(help: ArgumentHelp(
-        "Reverse mode: also dial out to this relay endpoint (ws://…) and speak the same protocol as a control "
-            + "consumer, reconnecting with backoff. For a phone app or rendezvous that cannot reach the gateway.",
-        valueName: "url"))
-    var connect: String?
-
-    @Option(help: ArgumentHelp(
-        "With --connect: bearer token sent to the remote endpoint. Default: $HR_GATEWAY_UPLINK_TOKEN.", valueName: "token"))
-    var connectToken: String?
+    @OptionGroup(title: "Dial out") var uplink: UplinkOptions
 
     func validate() throws {
         try source.check()
-        if relay.listen == nil && connect == nil {
+        if relay.listen == nil && uplink.connect == nil {
             throw ValidationError("serve needs --listen HOST:PORT (such as 0.0.0.0:8765), --connect URL, or both.")
         }
-        if let connect, !(connect.hasPrefix("ws://") || connect.hasPrefix("wss://")) {
-            throw ValidationError("--connect takes a ws:// address; got '\(connect)'.")
-        }
+        try uplink.check()
         try relay.check()
     }
 
@@ -63,21 +53,15 @@ struct ServeCommand: AsyncParsableCommand {
             ? nil : try await RelayRuntime.start(relay, stateDirectory: try store.directory(), engine: engine)
         let hub = runtime?.hub ?? RelayHub(controller: EngineRelayController(engine: engine))
         let ownObservation = runtime == nil ? hub.attach(to: engine) : nil
-        let uplink = connect.map { url in
-            let token = connectToken ?? ProcessInfo.processInfo.environment["HR_GATEWAY_UPLINK_TOKEN"]
-            return Task {
-                await RelayUplink(url: url, token: token, hub: hub).run { line in
-                    FileHandle.standardError.write(Data("relay: \(line)\n".utf8))
-                }
-            }
-        }
+        let dialer = uplink.uplink(hub: hub)
+        let dialing = dialer.map { UplinkOptions.start($0) }
         let (stopped, stop) = AsyncStream<Void>.makeStream()
         let signalled = Locked(false)
         TerminationSignals.onSignal { _ in
             signalled.withLock { $0 = true }
             stop.yield()
         }
-        defer { TerminationSignals.reset() }
+        defer { TerminationSignals.finishing() }
         // Ends on a signal, or if the server fails.
         let failure = Task { () -> String? in
             guard let runtime else { return nil }
@@ -93,10 +77,9 @@ struct ServeCommand: AsyncParsableCommand {
         await it.next()
         watcher.cancel()
         if let s = engine.getStatus() { try? await engine.stopSession(sessionId: s.sessionId) }
+        if let dialer, let dialing { await uplink.finish(dialer, task: dialing) }
         await runtime?.stop()
         hub.closeAll()
-        uplink?.cancel()
-        _ = await uplink?.value
         ownObservation?.cancel()
         await engine.dispose()
         if let message = await failure.value, !signalled.withLock({ $0 }) {

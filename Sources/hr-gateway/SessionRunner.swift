@@ -1,6 +1,7 @@
 import Foundation
 import GatewayEngine
 import HRVAnalysis
+import RelaySink
 import ReplayProvider
 import SessionStore
 import StdoutSink
@@ -21,6 +22,8 @@ struct SessionRunner {
     let stopWhenSourcesEnd: Bool
     /// Also relay the session over WebSocket (`stream --listen`), with tokens from this state directory.
     var relay: (options: RelayOptions, stateDirectory: String)? = nil
+    /// Also dial out to a relay endpoint (`stream --connect`).
+    var uplink: UplinkOptions? = nil
     /// Posts the summary (and sample batches) to a webhook through the durable outbox; nil without `--webhook`.
     var webhook: WebhookDelivery? = nil
 
@@ -51,6 +54,17 @@ struct SessionRunner {
             relayRuntime = try await RelayRuntime.start(
                 relay.options, stateDirectory: relay.stateDirectory, engine: engine, announceOnStderr: true)
         }
+        // The uplink shares the listening relay's hub, or has one of its own; either way it is registered before
+        // the session starts, so that session_started reaches the far end even if the link comes up later.
+        var uplinkHubObservation: ObservationToken?
+        var dialer: RelayUplink?
+        if let uplink, uplink.connect != nil {
+            let hub = relayRuntime?.hub ?? RelayHub(controller: EngineRelayController(engine: engine))
+            if relayRuntime == nil { uplinkHubObservation = hub.attach(to: engine) }
+            dialer = uplink.uplink(hub: hub)
+        }
+        let dialing = dialer.map { UplinkOptions.start($0) }
+        defer { uplinkHubObservation?.cancel() }
         let sessionId = config.sessionId
         let webhookToken = webhookSession.map { w in
             engine.observe { event in if event.sessionId == sessionId { w.handle(event) } }
@@ -61,7 +75,7 @@ struct SessionRunner {
         TerminationSignals.onSignal { _ in
             Task { try? await engine.stopSession(sessionId: config.sessionId) }
         }
-        defer { TerminationSignals.reset() }
+        defer { TerminationSignals.finishing() }
 
         let stream: AsyncStream<SessionEvent>
         do {
@@ -69,6 +83,8 @@ struct SessionRunner {
         } catch {
             FileHandle.standardError.write(Data("error: \(error.message)\n".utf8))
             await relayRuntime?.stop(graceMs: 0)
+            dialing?.cancel()
+            await dialing?.value
             return 2
         }
         var finishedSources = Set<String>()
@@ -91,6 +107,7 @@ struct SessionRunner {
         }
         webhookToken?.cancel()
         await webhookSession?.finish()
+        if let uplink, let dialer, let dialing { await uplink.finish(dialer, task: dialing) }
         await relayRuntime?.stop()
         return status
     }
@@ -159,6 +176,7 @@ enum TerminationSignals {
         pthread_sigmask(SIG_UNBLOCK, &set, nil)
     }
 
-    /// A signal now exits, as by default.
-    static func reset() { state.withLock { $0.handler = nil } }
+    /// The command is finishing: a first signal from now on is taken and ignored (so that a service manager's
+    /// SIGTERM during the last writes does not turn a clean exit into 143); a second one exits at once.
+    static func finishing() { state.withLock { $0.handler = { _ in } } }
 }

@@ -49,6 +49,13 @@ struct StreamCommand: AsyncParsableCommand {
             the next stream (which also delivers items left by earlier runs) or by `hr-gateway webhook flush`. \
             See `hr-gateway webhook status`.
 
+            Relay: --listen HOST:PORT also publishes the session to phones and dashboards over WebSocket (see \
+            `hr-gateway serve --help` and docs/relay-protocol.md); --connect ws://HOST:PORT/PATH --token T dials \
+            out to a phone or backend that hosts the socket instead, sends it the events (reconnecting with \
+            backoff; reliable events the far end has not acknowledged are sent again) and takes its \
+            stop_session. At the end, stream waits up to --connect-grace seconds for the far end to have the \
+            summary.
+
             Output: --format pretty (the default on a terminal) is a live one-screen view; --format jsonl (the \
             default in a pipe) writes one JSON event per line.
 
@@ -63,6 +70,8 @@ struct StreamCommand: AsyncParsableCommand {
               hr-gateway stream --strap auto --camera /dev/video0
               hr-gateway stream --replay 3f2a9c1e-… --replay-speed 100    (a stored session id)
               hr-gateway stream --strap auto --duration 600 --webhook https://example.org/hr/summary
+              hr-gateway stream --strap auto --listen 0.0.0.0:8765
+              hr-gateway stream --strap auto --connect ws://192.168.1.20:8080/gateway --token SECRET
             """
     )
 
@@ -105,6 +114,8 @@ struct StreamCommand: AsyncParsableCommand {
 
     @OptionGroup(title: "Relay") var relay: RelayOptions
 
+    @OptionGroup(title: "Dial out") var uplink: UplinkOptions
+
     enum OutputFormat: String, ExpressibleByArgument, CaseIterable {
         case jsonl, pretty
     }
@@ -118,6 +129,7 @@ struct StreamCommand: AsyncParsableCommand {
         if let g = webhookGrace, g < 0 { throw ValidationError("--webhook-grace must be 0 or more seconds.") }
         try session.check()
         try relay.check()
+        try uplink.check()
     }
 
     func run() async throws {
@@ -147,6 +159,7 @@ struct StreamCommand: AsyncParsableCommand {
             recorder: recorder,
             stopWhenSourcesEnd: source.onlyReplay && session.duration == nil,
             relay: relay.listen == nil ? nil : (relay, try store.directory()),
+            uplink: uplink,
             webhook: delivery
         ).run()
         if exitCode != 0 { throw ExitCode(exitCode) }

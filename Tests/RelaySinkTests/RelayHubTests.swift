@@ -243,3 +243,64 @@ func types(_ m: [[String: JSONValue]]) -> [String] { m.compactMap { $0["type"]?.
         #expect(slow.queue.droppedCount > 30)
     }
 }
+
+@Suite struct RelayHubConsumerTests {
+    let start = #"{"command":"start_session","session_id":"s1","mode":"focus","duration_sec":600,"profile":{"window_sec":30,"emit_interval_sec":5},"window_label":"desk","id":"c1"}"#
+
+    @Test func aRegisteredConsumerGetsReliableEventsPublishedBeforeItsFirstConnection() async throws {
+        let rig = Rig()
+        rig.hub.register(consumerId: "uplink")
+        let phone = rig.hub.connect(Rig.phone)
+        _ = try #require(await rig.send(start, phone))
+        rig.clock.advance(byMs: 6_000)
+        #expect(!rig.hub.hasDelivered(to: "uplink"), "session_started is kept for the uplink, not yet sent")
+        let late = rig.hub.connect(RelayPrincipal(consumerId: "uplink", name: "uplink", scope: .control))
+        let got = try messages(late.queue)
+        #expect(types(got).contains("session_started"))
+        #expect(!types(got).contains("session_frame"), "live frames before the connection are for hello to resume")
+        #expect(rig.hub.hasDelivered(to: "uplink"), "connected with an empty queue: everything handed over")
+        // An unregistered consumer connecting for the first time starts from now, as before.
+        let fresh = rig.hub.connect(RelayPrincipal(consumerId: "laptop", name: "laptop", scope: .read))
+        #expect(!types(try messages(fresh.queue)).contains("session_started"))
+    }
+
+    @Test func anAcknowledgedConsumerHasEverythingWithoutAConnection() async throws {
+        let rig = Rig()
+        rig.hub.register(consumerId: "uplink")
+        let up = rig.hub.connect(RelayPrincipal(consumerId: "uplink", name: "uplink", scope: .control))
+        _ = try #require(await rig.send(start, up))
+        let seq = try #require(try messages(up.queue).first { $0["type"] == .string("session_started") }?["relay_seq"]?.intValue)
+        rig.hub.disconnect(up)
+        #expect(!rig.hub.isConnected("uplink"))
+        #expect(!rig.hub.hasDelivered(to: "uplink"), "sent but not acknowledged, and the link is gone")
+        let again = rig.hub.connect(RelayPrincipal(consumerId: "uplink", name: "uplink", scope: .control))
+        #expect(try types(messages(again.queue)).contains("session_started"), "redelivered on the next link")
+        _ = await rig.send(#"{"command":"ack","relay_seq":\#(seq)}"#, again)
+        rig.hub.disconnect(again)
+        #expect(rig.hub.hasDelivered(to: "uplink"))
+    }
+
+    @Test func revokingATokenClosesItsConnectionsAndNoOtherOnes() async throws {
+        let rig = Rig()
+        rig.hub.register(consumerId: "uplink")
+        let phone = rig.hub.connect(Rig.phone)
+        let viewer = rig.hub.connect(Rig.viewer)
+        let uplink = rig.hub.connect(RelayPrincipal(consumerId: "uplink", name: "uplink", scope: .control))
+        let anonymous = rig.hub.connect(.anonymous)
+        #expect(rig.hub.closeRevoked(validConsumerIds: ["viewer"]) == 1)
+        #expect(phone.queue.isClosed)
+        #expect(phone.closeReason.withLock { $0 } == .revoked)
+        #expect(!viewer.queue.isClosed && !uplink.queue.isClosed && !anonymous.queue.isClosed)
+        #expect(rig.hub.closeRevoked(validConsumerIds: ["viewer", "phone"]) == 0, "an open connection counts once")
+    }
+
+    @Test func revokingTheLastHolderReleasesTheReliableEventsKeptForIt() async throws {
+        let rig = Rig()
+        let phone = rig.hub.connect(Rig.phone)
+        _ = try #require(await rig.send(start, phone))
+        rig.hub.disconnect(phone)
+        #expect(!rig.hub.hasDelivered(to: "phone"), "session_started is kept for the phone until it acknowledges")
+        rig.hub.closeRevoked(validConsumerIds: ["viewer"])
+        #expect(rig.hub.hasDelivered(to: "phone"), "nothing is kept for a revoked token")
+    }
+}

@@ -274,6 +274,24 @@ async def test_bad_commands_get_clear_errors_and_the_session_keeps_running(g, t)
     await other.close()
 
 
+async def test_revoking_a_token_closes_its_open_connections(g, t, state):
+    temp = cli("token", "create", "--name", "borrowed", state=state).stdout.splitlines()[-1]
+    doomed = await Consumer.open(g.url, temp)
+    other = await Consumer.open(g.url, t["dash"])
+    await doomed.until(lambda m: m["type"] == "gateway_status")
+    await other.until(lambda m: m["type"] == "gateway_status")
+    cli("token", "revoke", "borrowed", state=state)
+    try:
+        while True:
+            await doomed.next()
+    except ConnectionClosed as e:
+        assert e.rcvd is not None and e.rcvd.code == 1008 and "revoked" in e.rcvd.reason, e
+    await expect_status(g.url, 401, additional_headers={"Authorization": f"Bearer {temp}"})
+    await other.send({"command": "get_status", "id": "still-here"})
+    assert (await other.result("still-here"))["type"] == "command_result"
+    await other.close()
+
+
 def test_attach_plays_the_phone(g, t):
     out = subprocess.run([BINARY, "attach", g.url, "--token", t["phone"], "--start", "focus", "--duration", "3",
                           "--emit-interval", "1", "--session-id", "att"], capture_output=True, text=True, timeout=60)
@@ -296,7 +314,8 @@ async def test_stream_listen_publishes_its_own_session(state, t):
     await c.until(lambda m: m["type"] == "session_summary")
     assert all(m["session_id"] == "own" for m in c.log if "relay_seq" in m)
     await c.close()
-    assert g.stop() == 0
+    code = g.stop()
+    assert code == 0, (code, g.proc.stderr.read())
     printed = [json.loads(line) for line in g.proc.stdout.read().splitlines() if line.startswith("{")]
     assert printed and printed[-1]["type"] == "session_summary"
 
@@ -341,6 +360,63 @@ async def test_connect_mode_dials_out_and_takes_commands(state):
     assert any(m.get("type") == "session_started" for m in first), first
     reliable = [m["type"] for m in second if m.get("delivery") == "reliable"]
     assert reliable[:1] == ["session_started"] and "session_summary" in reliable, reliable
+
+
+async def test_stream_connect_reaches_a_late_server_and_resumes_after_a_drop(state):
+    """`stream --connect` to a phone-side server that is not up yet: the gateway retries with backoff, the server
+    gets session_started once it is up, drops the link after a few frames, and on the next link resumes with
+    hello; every biosignal frame arrives exactly once, the summary arrives, and stream exits 0."""
+    import socket
+    probe = socket.socket()
+    probe.bind(("127.0.0.1", 0))
+    port = probe.getsockname()[1]
+    probe.close()
+    proc = subprocess.Popen([BINARY, "stream", "--simulate", "--duration", "8", "--emit-interval", "1", "--raw",
+                             "--format", "jsonl", "--session-id", "up2", "--no-record-db",
+                             "--connect", f"ws://127.0.0.1:{port}/phone", "--token", "s3cret", "--state-dir", state],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    refused = await asyncio.to_thread(lambda: next(l for l in proc.stderr if "cannot connect" in l))
+    assert "127.0.0.1" in refused, refused
+    links = []
+    got = []
+    done = asyncio.get_running_loop().create_future()
+
+    async def phone_side(ws):
+        assert ws.request.headers.get("Authorization") == "Bearer s3cret", ws.request.headers
+        links.append(ws)
+        n = len(links)
+        async for text in ws:
+            m = json.loads(text)
+            check_schema(m)
+            got.append((n, m))
+            if n == 1 and m.get("type") == "welcome":
+                epoch = m["epoch"]
+            if n == 1 and sum(1 for k, x in got if k == 1 and x.get("type") == "biosignal_frame") == 2:
+                await ws.close()
+                return
+            if n == 2 and m.get("type") == "welcome":
+                last = max(x["relay_seq"] for k, x in got if k == 1 and "relay_seq" in x)
+                await ws.send(json.dumps({"command": "hello", "resume": {"epoch": m["epoch"], "last_seq": last},
+                                          "id": "resume"}))
+            if m.get("type") == "session_summary" and not done.done():
+                await ws.send(json.dumps({"command": "ack", "relay_seq": m["relay_seq"]}))
+                done.set_result(True)
+
+    async with websockets.serve(phone_side, "127.0.0.1", port):
+        await asyncio.wait_for(done, TIMEOUT)
+        code = await asyncio.to_thread(proc.wait, 30)
+    assert code == 0, (code, proc.stderr.read())
+    assert len(links) >= 2, len(links)
+    first = [m for n, m in got if n == 1]
+    later = [m for n, m in got if n > 1]
+    assert [m["type"] for m in first if m.get("delivery") == "reliable"] == ["session_started"], first
+    hello = next(m for m in later if m.get("type") == "command_result" and m.get("id") == "resume")
+    assert hello["ok"] and hello["complete"], hello
+    frames = [m["seq"] for m in first + later if m.get("type") == "biosignal_frame"]
+    assert sorted(frames) == list(range(1, max(frames) + 1)), f"biosignal frames lost or repeated: {sorted(frames)}"
+    printed = [json.loads(line) for line in proc.stdout.read().splitlines() if line.startswith("{")]
+    relayed = next(m for m in later if m.get("type") == "session_summary")
+    assert printed[-1]["type"] == "session_summary" and printed[-1]["metrics"] == relayed["metrics"]
 
 
 async def test_tls_with_a_self_signed_certificate_pinned_by_fingerprint():
@@ -403,12 +479,16 @@ async def main():
                      test_reconnect_redelivers_reliable_and_hello_resumes_samples,
                      test_bad_commands_get_clear_errors_and_the_session_keeps_running):
             await run(test.__name__, test(g, tokens))
+        await run("test_revoking_a_token_closes_its_open_connections",
+                  test_revoking_a_token_closes_its_open_connections(g, tokens, state))
         await run("test_attach_plays_the_phone", asyncio.to_thread(test_attach_plays_the_phone, g, tokens))
     finally:
         code = g.stop()
     await run("test_serve_exits_cleanly_on_sigterm", asyncio.sleep(0) if code == 0 else _fail(f"exit {code}"))
     await run("test_stream_listen_publishes_its_own_session", test_stream_listen_publishes_its_own_session(state, tokens))
     await run("test_connect_mode_dials_out_and_takes_commands", test_connect_mode_dials_out_and_takes_commands(state))
+    await run("test_stream_connect_reaches_a_late_server_and_resumes_after_a_drop",
+              test_stream_connect_reaches_a_late_server_and_resumes_after_a_drop(state))
     await run("test_tls_with_a_self_signed_certificate_pinned_by_fingerprint",
               test_tls_with_a_self_signed_certificate_pinned_by_fingerprint())
     print(f"{passed} passed, {failed} failed")
