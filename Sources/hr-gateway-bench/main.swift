@@ -5,14 +5,16 @@ let benchmarks: [(name: String, about: String, run: () async -> Void)] = [
     ("hrv", "HRVAnalyzer.analyze (Kubios correction, time domain, respiration) on 5-minute windows", runHRVBenchmark),
     ("dbus", "D-Bus round trips and signal delivery over a private dbus-daemon", runDBusBenchmark),
     ("strap", "BLE strap notification latency into the engine, CPU and RSS with two straps (fake bluetoothd)", runStrapBenchmark),
-    ("relay", "relay delivery latency (p50/p99) to 100 WebSocket consumers on loopback", runRelayBenchmark),
+    ("relay", "relay delivery latency (p50/p99) to 100 WebSocket consumers on loopback, and the gateway's CPU", runRelayBenchmark),
     ("rppg", "rPPG ROI + POS/CHROM frames/s at 640x480, accuracy on synthetic and real data [DATA_DIR]", {
         runRPPGBenchmark(arguments: Array(CommandLine.arguments.dropFirst(2)))
     }),
 ]
 
 let requested = CommandLine.arguments.dropFirst().first
-if let requested, requested != "all", let bench = benchmarks.first(where: { $0.name == requested }) {
+if requested == "relay-consumers" {
+    await runRelayConsumers(arguments: Array(CommandLine.arguments.dropFirst(2)))
+} else if let requested, requested != "all", let bench = benchmarks.first(where: { $0.name == requested }) {
     await bench.run()
 } else if requested == "all" {
     for bench in benchmarks {
