@@ -2,16 +2,23 @@ import GatewayEngine
 import HTTPTypes
 import HummingbirdWSClient
 import Logging
+import NIOSSL
 
 /// A relay consumer: connects to `ws://HOST:PORT/v1/relay` with a token and hands every message to a callback.
 public struct RelayClient: Sendable {
     public var url: String
     public var token: String?
     public var maxFrameBytes = 1 << 20
+    /// For `wss://`: trust only the certificate with this SHA-256 fingerprint (see `RelayPinning`); nil uses the
+    /// system's CAs.
+    public var pinnedFingerprint: String?
+    /// How long to wait for the first message (`welcome`) before giving up on the address.
+    public var welcomeTimeout: Duration = .seconds(15)
 
-    public init(url: String, token: String?) {
+    public init(url: String, token: String?, pinnedFingerprint: String? = nil) {
         self.url = url
         self.token = token
+        self.pinnedFingerprint = pinnedFingerprint
     }
 
     /// What the callback asks the client to do next.
@@ -31,26 +38,98 @@ public struct RelayClient: Sendable {
         if let token { headers[.authorization] = "Bearer \(token)" }
         var logger = Logger(label: "hr-gateway.attach")
         logger.logLevel = .warning
-        try await WebSocketClient.connect(
-            url: url,
-            configuration: .init(maxFrameSize: maxFrameBytes, additionalHeaders: headers),
-            logger: logger
-        ) { inbound, outbound, _ in
-            for m in initial { try await outbound.write(.text(m.jsonString)) }
-            for try await message in inbound.messages(maxSize: maxFrameBytes) {
-                guard case .text(let text) = message, let value = try? JSONValue(parsing: text) else { continue }
-                switch await onMessage(value) {
-                case .continue: break
-                case .send(let values): for v in values { try await outbound.write(.text(v.jsonString)) }
-                case .sendThenClose(let values):
-                    for v in values { try await outbound.write(.text(v.jsonString)) }
-                    try await outbound.close(.normalClosure, reason: nil)
-                    return
-                case .close:
-                    try await outbound.close(.normalClosure, reason: nil)
-                    return
+        var tls: TLSConfiguration?
+        var configuration = WebSocketClientConfiguration(maxFrameSize: maxFrameBytes, additionalHeaders: headers)
+        if let pinnedFingerprint {
+            guard let (host, port) = Self.tlsEndpoint(url) else {
+                throw RelayPinningError("A pinned fingerprint needs a wss:// address with a host; got \(url).")
+            }
+            tls = try await RelayPinning.configuration(host: host, port: port, fingerprint: pinnedFingerprint)
+            // TLS forbids an IP address as server name; the pin, not the name, identifies the gateway.
+            if host.allSatisfy({ $0.isHexDigit || $0 == "." || $0 == ":" }) { configuration.sniHostname = "hr-gateway" }
+        }
+        let welcomed = Locked(false)
+        let (url, maxFrameBytes, timeout) = (self.url, self.maxFrameBytes, welcomeTimeout)
+        let (wsConfiguration, tlsConfiguration, wsLogger) = (configuration, tls, logger)
+        // The connection attempt is raced against the timeout without waiting for it to notice cancellation: a
+        // TLS port spoken to in plain text never answers, and the connect does not return on cancellation then.
+        let outcome = Locked<CheckedContinuation<Void, any Error>?>(nil)
+        let finish = { @Sendable (result: Result<Void, any Error>) in
+            outcome.withLock { c -> CheckedContinuation<Void, any Error>? in
+                defer { c = nil }
+                return c
+            }?.resume(with: result)
+        }
+        var attempt: Task<Void, Never>?
+        var watchdog: Task<Void, Never>?
+        defer {
+            attempt?.cancel()
+            watchdog?.cancel()
+        }
+        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
+            outcome.withLock { $0 = continuation }
+            attempt = Task {
+                do {
+                    try await WebSocketClient.connect(
+                        url: url,
+                        configuration: wsConfiguration,
+                        tlsConfiguration: tlsConfiguration,
+                        logger: wsLogger
+                    ) { inbound, outbound, _ in
+                        for m in initial { try await outbound.write(.text(m.jsonString)) }
+                        for try await message in inbound.messages(maxSize: maxFrameBytes) {
+                            welcomed.withLock { $0 = true }
+                            guard case .text(let text) = message, let value = try? JSONValue(parsing: text) else { continue }
+                            switch await onMessage(value) {
+                            case .continue: break
+                            case .send(let values): for v in values { try await outbound.write(.text(v.jsonString)) }
+                            case .sendThenClose(let values):
+                                for v in values { try await outbound.write(.text(v.jsonString)) }
+                                try await outbound.close(.normalClosure, reason: nil)
+                                return
+                            case .close:
+                                try await outbound.close(.normalClosure, reason: nil)
+                                return
+                            }
+                        }
+                    }
+                    finish(.success(()))
+                } catch {
+                    finish(.failure(error))
                 }
+            }
+            watchdog = Task {
+                guard (try? await Task.sleep(for: timeout)) != nil, !welcomed.withLock({ $0 }) else { return }
+                finish(.failure(RelayClientError(
+                    "Nothing from \(url) within \(timeout): not an hr-gateway relay, or a wss:// port addressed as "
+                        + "ws:// (or the other way round).")))
             }
         }
     }
+
+    /// Host and port of a `wss://` address (port 443 when absent).
+    static func tlsEndpoint(_ url: String) -> (String, Int)? {
+        guard url.lowercased().hasPrefix("wss://") else { return nil }
+        let rest = url.dropFirst("wss://".count)
+        let authority = rest.prefix { $0 != "/" && $0 != "?" }
+        var host = Substring(authority)
+        var port = 443
+        if authority.hasPrefix("[") {
+            guard let close = authority.firstIndex(of: "]") else { return nil }
+            host = authority[authority.index(after: authority.startIndex)..<close]
+            let after = authority[authority.index(after: close)...]
+            if after.hasPrefix(":") { guard let p = Int(after.dropFirst()) else { return nil }; port = p }
+        } else if let colon = authority.lastIndex(of: ":") {
+            host = authority[..<colon]
+            guard let p = Int(authority[authority.index(after: colon)...]) else { return nil }
+            port = p
+        }
+        return host.isEmpty ? nil : (String(host), port)
+    }
+}
+
+/// Why a relay client gave up.
+public struct RelayClientError: Error, Sendable, CustomStringConvertible {
+    public let description: String
+    public init(_ description: String) { self.description = description }
 }

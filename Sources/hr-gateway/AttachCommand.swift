@@ -20,6 +20,7 @@ struct AttachCommand: AsyncParsableCommand {
               hr-gateway attach ws://127.0.0.1:8765/v1/relay --token "$TOKEN"
               hr-gateway attach ws://pi.local:8765/v1/relay --start focus --duration 60 --emit-interval 5
               hr-gateway attach ws://127.0.0.1:8765/v1/relay --until-summary --no-heartbeats | jq .type
+              hr-gateway attach wss://pi.local:8765/v1/relay --pin 3A:1F:…:C0 --token "$TOKEN"
             """
     )
 
@@ -44,6 +45,12 @@ struct AttachCommand: AsyncParsableCommand {
     @Option(help: ArgumentHelp("With --start: session id (default: a new UUID).", valueName: "id"))
     var sessionId: String?
 
+    @Option(help: ArgumentHelp(
+        "For wss://: trust only the certificate with this SHA-256 fingerprint (printed by `hr-gateway token create` "
+            + "and by `serve --tls`), as a phone pins the gateway's self-signed certificate.",
+        valueName: "sha256"))
+    var pin: String?
+
     @Flag(help: "Exit after the first session_summary or session_error.")
     var untilSummary = false
 
@@ -57,6 +64,7 @@ struct AttachCommand: AsyncParsableCommand {
         if duration <= 0 { throw ValidationError("--duration must be a positive number of seconds.") }
         if emitInterval <= 0 { throw ValidationError("--emit-interval must be a positive number of seconds.") }
         if window <= 0 { throw ValidationError("--window must be a positive number of seconds.") }
+        if pin != nil && !url.hasPrefix("wss://") { throw ValidationError("--pin is for a wss:// address.") }
     }
 
     func run() async throws {
@@ -75,7 +83,7 @@ struct AttachCommand: AsyncParsableCommand {
         let stopAtEnd = untilSummary || start != nil
         let hideHeartbeats = noHeartbeats
         do {
-            try await RelayClient(url: url, token: token).run(initial: initial) { m in
+            try await RelayClient(url: url, token: token, pinnedFingerprint: pin).run(initial: initial) { m in
                 let type = m["type"]?.stringValue
                 if !(hideHeartbeats && type == "heartbeat") {
                     FileHandle.standardOutput.write(Data((m.jsonString + "\n").utf8))
@@ -97,8 +105,19 @@ struct AttachCommand: AsyncParsableCommand {
                 }
                 return reply.isEmpty ? .continue : .send(reply)
             }
+        } catch let e as RelayPinningError {
+            FileHandle.standardError.write(Data("error: \(e)\n".utf8))
+            throw ExitCode(1)
+        } catch let e as RelayClientError {
+            FileHandle.standardError.write(Data("error: \(e)\n".utf8))
+            throw ExitCode(1)
         } catch {
-            throw ValidationError("Cannot attach to \(url): \(error). Check the address and the token (401 means refused).")
+            var hint = "Check the address and the token (401 means refused)."
+            if url.hasPrefix("wss://") && pin == nil {
+                hint += " A gateway with its own self-signed certificate (serve --tls) is trusted by fingerprint: add --pin SHA256."
+            }
+            FileHandle.standardError.write(Data("error: cannot attach to \(url): \(error). \(hint)\n".utf8))
+            throw ExitCode(1)
         }
         if let code = status.withLock({ $0 }), code != 0 { throw ExitCode(code) }
         if stopAtEnd && status.withLock({ $0 }) == nil {

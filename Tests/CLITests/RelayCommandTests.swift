@@ -30,6 +30,21 @@ import Testing
         #expect(missing.stderr.contains("token list"))
     }
 
+    @Test func dialingOutChecksItsOptionsBeforeStarting() throws {
+        let tokenAlone = try CLI.run(["stream", "--simulate", "--token", "secret"])
+        #expect(tokenAlone.status != 0)
+        #expect(tokenAlone.stderr.contains("--connect"))
+        let notWebSocket = try CLI.run(["stream", "--simulate", "--connect", "http://phone.local/gw"])
+        #expect(notWebSocket.status != 0)
+        #expect(notWebSocket.stderr.contains("ws://"))
+        let pinWithoutTLS = try CLI.run(["attach", "ws://127.0.0.1:1/v1/relay", "--pin", "AB"])
+        #expect(pinWithoutTLS.status != 0)
+        #expect(pinWithoutTLS.stderr.contains("wss://"))
+        // serve keeps the older spelling of the token option.
+        let serveHelp = try CLI.run(["serve", "--help"])
+        #expect(serveHelp.stdout.contains("--connect-token"))
+    }
+
     @Test func serveRefusesNoAuthOffLoopbackAndNeedsListenAndASource() throws {
         let offLoopback = try CLI.run(["serve", "--simulate", "--listen", "0.0.0.0:0", "--no-auth"])
         #expect(offLoopback.status != 0)

@@ -63,3 +63,26 @@ import Testing
         #expect(!RelayTokenStore.constantTimeEqual([1, 2], [1, 2, 3]))
     }
 }
+
+@Suite struct RelayPinningTests {
+    @Test func theTLSEndpointOfAWSSAddress() {
+        #expect(RelayClient.tlsEndpoint("wss://pi.local:8765/v1/relay")! == ("pi.local", 8765))
+        #expect(RelayClient.tlsEndpoint("wss://pi.local/v1/relay")! == ("pi.local", 443))
+        #expect(RelayClient.tlsEndpoint("wss://[::1]:9000/v1/relay")! == ("::1", 9000))
+        #expect(RelayClient.tlsEndpoint("wss://10.0.0.2:1?token=x")! == ("10.0.0.2", 1))
+        #expect(RelayClient.tlsEndpoint("ws://pi.local:8765/v1/relay") == nil)
+        #expect(RelayClient.tlsEndpoint("wss://:8765/") == nil)
+        #expect(RelayClient.tlsEndpoint("wss://pi.local:port/") == nil)
+    }
+
+    @Test func fingerprintsCompareWhateverTheirSpelling() {
+        #expect(RelayPinning.normalized("3a:1f:00") == RelayPinning.normalized("3A1F00"))
+        #expect(RelayPinning.normalized("3a:1f:00") != RelayPinning.normalized("3A1F01"))
+    }
+
+    @Test func aShortPinIsRefusedBeforeAnyConnection() async {
+        await #expect(throws: RelayPinningError.self) {
+            _ = try await RelayPinning.configuration(host: "127.0.0.1", port: 9, fingerprint: "AB:CD")
+        }
+    }
+}

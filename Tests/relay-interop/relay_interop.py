@@ -438,6 +438,21 @@ async def test_tls_with_a_self_signed_certificate_pinned_by_fingerprint():
         assert ":".join(f"{b:02X}" for b in hashlib.sha256(der).digest()) == pinned[0]
         assert (await c.next())["type"] == "welcome"
         await c.close()
+        # attach pins the fingerprint: the right one connects, a wrong one and none are refused with what to do.
+        pinned_run = await asyncio.to_thread(
+            subprocess.run, [BINARY, "attach", g.url, "--token", token, "--pin", pinned[0], "--start", "focus",
+                             "--duration", "2", "--emit-interval", "1"], capture_output=True, text=True, timeout=60)
+        assert pinned_run.returncode == 0, pinned_run.stderr
+        assert json.loads(pinned_run.stdout.splitlines()[-1])["type"] == "session_summary"
+        wrong = "00:" + pinned[0][3:] if not pinned[0].startswith("00:") else "11:" + pinned[0][3:]
+        refused = await asyncio.to_thread(
+            subprocess.run, [BINARY, "attach", g.url, "--token", token, "--pin", wrong, "--until-summary"],
+            capture_output=True, text=True, timeout=60)
+        assert refused.returncode == 1 and "not the pinned one" in refused.stderr, refused.stderr
+        unpinned = await asyncio.to_thread(
+            subprocess.run, [BINARY, "attach", g.url, "--token", token, "--until-summary"],
+            capture_output=True, text=True, timeout=60)
+        assert unpinned.returncode == 1 and "--pin" in unpinned.stderr, unpinned.stderr
         try:
             await Consumer.open(g.url.replace("wss://", "ws://"), token)
             assert False, "plain ws:// was accepted on the TLS port"
