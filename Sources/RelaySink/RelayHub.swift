@@ -95,18 +95,52 @@ public final class RelayHub: Sendable {
 
     private let state = Locked(State())
     private let commands: CommandMemo
+    /// Keeps reliable events and cursors across restarts; nil keeps them in memory only.
+    public let store: RelayOutboxStore?
+    private let storeFailure: (@Sendable (String) -> Void)?
+    private let storeFailed = Locked(false)
 
+    /// - Parameters:
+    ///   - store: where reliable events and acknowledgement cursors persist; the hub starts from what it holds.
+    ///   - onStoreFailure: told once when a write to `store` fails (the hub goes on from memory).
     public init(
         controller: (any RelayController)?,
         configuration: RelayHubConfiguration = RelayHubConfiguration(),
         epoch: String = UUID().uuidString.lowercased(),
-        nowMs: @escaping @Sendable () -> Int64 = { SystemSessionClock().nowMs() }
+        nowMs: @escaping @Sendable () -> Int64 = { SystemSessionClock().nowMs() },
+        store: RelayOutboxStore? = nil,
+        onStoreFailure: (@Sendable (String) -> Void)? = nil
     ) {
         self.controller = controller
         self.configuration = configuration
         self.epoch = epoch
         self.nowMs = nowMs
         self.commands = CommandMemo(ttlMs: configuration.idempotencyMs, limit: configuration.idempotencyLimit)
+        self.store = store
+        self.storeFailure = onStoreFailure
+        if let snapshot = store?.snapshot {
+            state.withLock { s in
+                s.lastSeq = snapshot.seqFloor
+                s.ringTrimmedThrough = snapshot.seqFloor
+                s.acked = snapshot.cursors
+                for e in snapshot.events {
+                    guard let value = (try? JSONValue(parsing: e.text))?.objectValue else { continue }
+                    s.outbox.append(Stored(seq: e.seq, atMs: e.atMs, value: value, text: e.text))
+                }
+            }
+        }
+    }
+
+    /// Runs a write to the store, if any; reports the first failure and carries on.
+    private func persist(_ write: (RelayOutboxStore) throws -> Void) {
+        guard let store else { return }
+        do { try write(store) } catch {
+            let first = storeFailed.withLock { f -> Bool in
+                defer { f = true }
+                return !f
+            }
+            if first { storeFailure?("cannot write \(store.path): \(error); reliable events are kept in memory only") }
+        }
     }
 
     /// Relays every event of `engine` until the token is cancelled.
@@ -133,9 +167,15 @@ public final class RelayHub: Sendable {
             let stored = Stored(seq: s.lastSeq, atMs: now, value: o, text: JSONValue.object(o).jsonString)
             switch delivery {
             case .reliable:
+                // On disk before any consumer can see it.
+                persist { try $0.append(.init(seq: stored.seq, atMs: now, text: stored.text)) }
                 s.outbox.append(stored)
-                if s.outbox.count > configuration.outboxLimit { s.outbox.removeFirst(s.outbox.count - configuration.outboxLimit) }
+                if s.outbox.count > configuration.outboxLimit {
+                    s.outbox.removeFirst(s.outbox.count - configuration.outboxLimit)
+                    persist { try $0.trim(keeping: configuration.outboxLimit) }
+                }
             case .live, .state:
+                persist { try $0.reserve(through: stored.seq) }
                 s.ring.append(stored)
                 trimRing(&s, now: now)
             }
@@ -197,8 +237,10 @@ public final class RelayHub: Sendable {
         let queue = queue ?? ConsumerQueue(liveLimit: configuration.consumerLiveLimit, limit: configuration.consumerLimit)
         return state.withLock { s in
             s.nextConnection += 1
-            let cursor = s.acked[principal.consumerId] ?? s.lastSeq
+            let known = s.acked[principal.consumerId]
+            let cursor = known ?? s.lastSeq
             s.acked[principal.consumerId] = cursor
+            if known == nil { persist { try $0.update(cursors: [principal.consumerId: cursor], dropThrough: nil) } }
             let c = RelayConnection(id: s.nextConnection, principal: principal, queue: queue, startSeq: s.lastSeq)
             let welcome: [String: JSONValue] = [
                 "type": .string("welcome"),
@@ -223,7 +265,10 @@ public final class RelayHub: Sendable {
     public func register(consumerId: String) {
         state.withLock { s in
             s.registered.insert(consumerId)
-            if s.acked[consumerId] == nil { s.acked[consumerId] = s.lastSeq }
+            if s.acked[consumerId] == nil {
+                s.acked[consumerId] = s.lastSeq
+                persist { try $0.update(cursors: [consumerId: s.lastSeq], dropThrough: nil) }
+            }
         }
     }
 
@@ -245,9 +290,13 @@ public final class RelayHub: Sendable {
             let isRevoked = { (id: String) in
                 id != RelayPrincipal.anonymous.consumerId && !registered.contains(id) && !validConsumerIds.contains(id)
             }
-            for id in s.acked.keys where isRevoked(id) { s.acked[id] = nil }
+            let gone = s.acked.keys.filter(isRevoked)
+            for id in gone { s.acked[id] = nil }
             let floor = s.acked.values.min() ?? s.lastSeq
             s.outbox.removeAll { $0.seq <= floor }
+            if !gone.isEmpty {
+                persist { try $0.update(cursors: Dictionary(uniqueKeysWithValues: gone.map { ($0, nil) }), dropThrough: floor) }
+            }
             return s.connections.values.filter { isRevoked($0.principal.consumerId) }
         }
         for c in revoked {
@@ -444,10 +493,12 @@ public final class RelayHub: Sendable {
             return .failure(RelayCommandError("bad_request", "ack needs \"relay_seq\" (an integer)."))
         }
         let acked = state.withLock { s -> Int64 in
-            let value = max(s.acked[c.principal.consumerId] ?? 0, min(seq, s.lastSeq))
+            let before = s.acked[c.principal.consumerId]
+            let value = max(before ?? 0, min(seq, s.lastSeq))
             s.acked[c.principal.consumerId] = value
             let floor = s.acked.values.min() ?? value
             s.outbox.removeAll { $0.seq <= floor }
+            if value != before { persist { try $0.update(cursors: [c.principal.consumerId: value], dropThrough: floor) } }
             return value
         }
         return .success(["acked_through": .int(acked)])

@@ -80,7 +80,7 @@ final class RelayRuntime: Sendable {
         var config = RelayServerConfiguration(host: host, port: port)
         config.allowAnonymous = options.noAuth
         config.tls = try options.tlsFiles(stateDirectory: stateDirectory)
-        let hub = RelayHub(controller: EngineRelayController(engine: engine))
+        let hub = RelayHub.forGateway(engine: engine, stateDirectory: stateDirectory)
         let observation = hub.attach(to: engine)
         let server = RelayServer(hub: hub, tokens: options.noAuth ? nil : tokens, configuration: config)
         let (ports, continuation) = AsyncStream<Int>.makeStream()
@@ -123,7 +123,26 @@ final class RelayRuntime: Sendable {
             waited += 20
         }
         hub.closeAll()
+        // Each connection finishes the frame it is writing and sends its close frame before the server stops.
+        waited = 0
+        while hub.connectionCount > 0 && waited < 2000 {
+            try? await Task.sleep(for: .milliseconds(10))
+            waited += 10
+        }
         task.cancel()
         _ = try? await task.value
+    }
+}
+
+extension RelayHub {
+    /// The hub for `engine`, keeping reliable events and cursors in `relay.sqlite` in the state directory, or in
+    /// memory only (with a warning) when that cannot be opened.
+    static func forGateway(engine: SessionEngine, stateDirectory: String) -> RelayHub {
+        let report: @Sendable (String) -> Void = { FileHandle.standardError.write(Data("warning: relay: \($0)\n".utf8)) }
+        var store: RelayOutboxStore?
+        do { store = try RelayOutboxStore(directory: stateDirectory) } catch {
+            report("\(error); reliable events will not survive a restart")
+        }
+        return RelayHub(controller: EngineRelayController(engine: engine), store: store, onStoreFailure: report)
     }
 }

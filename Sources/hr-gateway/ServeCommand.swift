@@ -51,7 +51,7 @@ struct ServeCommand: AsyncParsableCommand {
         let engine = SessionEngine(providers: try source.providers(clock: clock, store: store))
         let runtime: RelayRuntime? = relay.listen == nil
             ? nil : try await RelayRuntime.start(relay, stateDirectory: try store.directory(), engine: engine)
-        let hub = runtime?.hub ?? RelayHub(controller: EngineRelayController(engine: engine))
+        let hub = try runtime?.hub ?? RelayHub.forGateway(engine: engine, stateDirectory: store.directory())
         let ownObservation = runtime == nil ? hub.attach(to: engine) : nil
         let dialer = uplink.uplink(hub: hub)
         let dialing = dialer.map { UplinkOptions.start($0) }

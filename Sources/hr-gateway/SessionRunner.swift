@@ -22,8 +22,8 @@ struct SessionRunner {
     let stopWhenSourcesEnd: Bool
     /// Also relay the session over WebSocket (`stream --listen`), with tokens from this state directory.
     var relay: (options: RelayOptions, stateDirectory: String)? = nil
-    /// Also dial out to a relay endpoint (`stream --connect`).
-    var uplink: UplinkOptions? = nil
+    /// Also dial out to a relay endpoint (`stream --connect`), keeping its outbox in this state directory.
+    var uplink: (options: UplinkOptions, stateDirectory: String)? = nil
     /// Posts the summary (and sample batches) to a webhook through the durable outbox; nil without `--webhook`.
     var webhook: WebhookDelivery? = nil
 
@@ -58,10 +58,10 @@ struct SessionRunner {
         // the session starts, so that session_started reaches the far end even if the link comes up later.
         var uplinkHubObservation: ObservationToken?
         var dialer: RelayUplink?
-        if let uplink, uplink.connect != nil {
-            let hub = relayRuntime?.hub ?? RelayHub(controller: EngineRelayController(engine: engine))
+        if let uplink, uplink.options.connect != nil {
+            let hub = relayRuntime?.hub ?? RelayHub.forGateway(engine: engine, stateDirectory: uplink.stateDirectory)
             if relayRuntime == nil { uplinkHubObservation = hub.attach(to: engine) }
-            dialer = uplink.uplink(hub: hub)
+            dialer = uplink.options.uplink(hub: hub)
         }
         let dialing = dialer.map { UplinkOptions.start($0) }
         defer { uplinkHubObservation?.cancel() }
@@ -107,7 +107,7 @@ struct SessionRunner {
         }
         webhookToken?.cancel()
         await webhookSession?.finish()
-        if let uplink, let dialer, let dialing { await uplink.finish(dialer, task: dialing) }
+        if let uplink, let dialer, let dialing { await uplink.options.finish(dialer, task: dialing) }
         await relayRuntime?.stop()
         return status
     }

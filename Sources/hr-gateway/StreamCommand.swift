@@ -159,7 +159,7 @@ struct StreamCommand: AsyncParsableCommand {
             recorder: recorder,
             stopWhenSourcesEnd: source.onlyReplay && session.duration == nil,
             relay: relay.listen == nil ? nil : (relay, try store.directory()),
-            uplink: uplink,
+            uplink: uplink.connect == nil ? nil : (uplink, try store.directory()),
             webhook: delivery
         ).run()
         if exitCode != 0 { throw ExitCode(exitCode) }

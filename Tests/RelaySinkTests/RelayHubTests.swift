@@ -7,13 +7,21 @@ import Testing
 
 /// A hub driving a real engine on a manual clock, with a simulated strap.
 struct Rig {
-    let clock = ManualSessionClock(startMs: 1_000_000)
+    let clock: ManualSessionClock
     let engine: SessionEngine
     let hub: RelayHub
     let token: ObservationToken
 
+    init(clock: ManualSessionClock, engine: SessionEngine, hub: RelayHub, token: ObservationToken) {
+        self.clock = clock
+        self.engine = engine
+        self.hub = hub
+        self.token = token
+    }
+
     init(configuration: RelayHubConfiguration = RelayHubConfiguration()) {
-        let clock = self.clock
+        let clock = ManualSessionClock(startMs: 1_000_000)
+        self.clock = clock
         engine = SessionEngine(providers: [SimulatedBiosignalProvider(seed: 3, clock: clock)], clock: clock)
         hub = RelayHub(controller: EngineRelayController(engine: engine), configuration: configuration, nowMs: { clock.nowMs() })
         token = hub.attach(to: engine)

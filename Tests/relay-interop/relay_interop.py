@@ -311,13 +311,61 @@ async def test_stream_listen_publishes_its_own_session(state, t):
     g = Gateway(["stream", "--simulate", "--duration", "4", "--emit-interval", "1", "--format", "jsonl",
                  "--session-id", "own", "--listen", "127.0.0.1:0"], state, announce_on_stderr=True)
     c = await Consumer.open(g.url, t["dash"])
-    await c.until(lambda m: m["type"] == "session_summary")
-    assert all(m["session_id"] == "own" for m in c.log if "relay_seq" in m)
-    await c.close()
+    await c.until(lambda m: m["type"] == "session_summary" and m["session_id"] == "own")
+    # Reliable events of earlier gateways on this state directory that the token never acknowledged come first.
+    own = [i for i, m in enumerate(c.log) if m.get("session_id") == "own"]
+    assert all(m["delivery"] == "reliable" for m in c.log[:own[0]] if "relay_seq" in m), c.log[:own[0]]
+    assert all(m["session_id"] == "own" for m in c.log[own[0]:] if "relay_seq" in m)
+    try:  # stream ends with its session: the gateway may already be closing this link
+        await c.send({"command": "ack", "relay_seq": max(m["relay_seq"] for m in c.log if "relay_seq" in m)})
+        await c.close()
+    except ConnectionClosed:
+        pass
     code = g.stop()
     assert code == 0, (code, g.proc.stderr.read())
     printed = [json.loads(line) for line in g.proc.stdout.read().splitlines() if line.startswith("{")]
     assert printed and printed[-1]["type"] == "session_summary"
+
+
+async def test_a_summary_missed_before_a_restart_is_delivered_after_it():
+    state = tempfile.mkdtemp(prefix="relay-restart-")
+    token = cli("token", "create", "--name", "phone", state=state).stdout.splitlines()[-1]
+    g1 = Gateway(["serve", "--simulate", "--listen", "127.0.0.1:0"], state)
+    try:
+        phone = await Consumer.open(g1.url, token)
+        await phone.send(start_cmd("before", "b1", duration=2))
+        summary = await phone.until(lambda m: m["type"] == "session_summary")
+        started = next(m for m in phone.log if m["type"] == "session_started")
+        await phone.close()  # gone without acknowledging, like a phone put away mid-transfer
+    finally:
+        assert g1.stop() == 0
+    g2 = Gateway(["serve", "--simulate", "--listen", "127.0.0.1:0"], state)
+    try:
+        back = await Consumer.open(g2.url, token)
+        welcome = await back.next()
+        assert welcome["epoch"] != phone.log[0]["epoch"], "a restart starts a new epoch"
+        assert welcome["relay_seq_last"] >= summary["relay_seq"], "relay_seq never goes back"
+        redelivered = [await back.until(lambda m: m.get("delivery") == "reliable") for _ in range(2)]
+        assert redelivered == [started, summary], redelivered
+        await back.send(start_cmd("after", "a1", duration=1))
+        fresh = await back.until(lambda m: m["type"] == "session_started")
+        assert fresh["relay_seq"] > summary["relay_seq"], (fresh, summary)
+        last = (await back.until(lambda m: m["type"] == "session_summary"))["relay_seq"]
+        await back.send({"command": "ack", "relay_seq": last})
+        await back.send({"command": "get_status", "id": "sync"})
+        await back.result("sync")  # the ack is handled before this answer
+        await back.close()
+    finally:
+        assert g2.stop() == 0
+    g3 = Gateway(["serve", "--simulate", "--listen", "127.0.0.1:0"], state)
+    try:
+        again = await Consumer.open(g3.url, token)
+        await again.send({"command": "get_status", "id": "s"})
+        await again.result("s")
+        assert not [m for m in again.log if m.get("delivery") == "reliable"], "acknowledged events are gone for good"
+        await again.close()
+    finally:
+        assert g3.stop() == 0
 
 
 async def test_connect_mode_dials_out_and_takes_commands(state):
@@ -362,11 +410,12 @@ async def test_connect_mode_dials_out_and_takes_commands(state):
     assert reliable[:1] == ["session_started"] and "session_summary" in reliable, reliable
 
 
-async def test_stream_connect_reaches_a_late_server_and_resumes_after_a_drop(state):
+async def test_stream_connect_reaches_a_late_server_and_resumes_after_a_drop():
     """`stream --connect` to a phone-side server that is not up yet: the gateway retries with backoff, the server
     gets session_started once it is up, drops the link after a few frames, and on the next link resumes with
     hello; every biosignal frame arrives exactly once, the summary arrives, and stream exits 0."""
     import socket
+    state = tempfile.mkdtemp(prefix="relay-uplink-")
     probe = socket.socket()
     probe.bind(("127.0.0.1", 0))
     port = probe.getsockname()[1]
@@ -399,11 +448,18 @@ async def test_stream_connect_reaches_a_late_server_and_resumes_after_a_drop(sta
                 await ws.send(json.dumps({"command": "hello", "resume": {"epoch": m["epoch"], "last_seq": last},
                                           "id": "resume"}))
             if m.get("type") == "session_summary" and not done.done():
-                await ws.send(json.dumps({"command": "ack", "relay_seq": m["relay_seq"]}))
                 done.set_result(True)
+                # The gateway closes once the summary is written, so the acknowledgement may not make it; the
+                # summary would then be sent again by the next gateway on this state directory.
+                await ws.send(json.dumps({"command": "ack", "relay_seq": m["relay_seq"]}))
 
     async with websockets.serve(phone_side, "127.0.0.1", port):
-        await asyncio.wait_for(done, TIMEOUT)
+        try:
+            await asyncio.wait_for(done, TIMEOUT)
+        except asyncio.TimeoutError:
+            proc.kill()
+            raise AssertionError(f"no summary; links {len(links)}, got {[m.get('type') for _, m in got]}; "
+                                 f"stderr: {proc.stderr.read()}")
         code = await asyncio.to_thread(proc.wait, 30)
     assert code == 0, (code, proc.stderr.read())
     assert len(links) >= 2, len(links)
@@ -502,8 +558,10 @@ async def main():
     await run("test_serve_exits_cleanly_on_sigterm", asyncio.sleep(0) if code == 0 else _fail(f"exit {code}"))
     await run("test_stream_listen_publishes_its_own_session", test_stream_listen_publishes_its_own_session(state, tokens))
     await run("test_connect_mode_dials_out_and_takes_commands", test_connect_mode_dials_out_and_takes_commands(state))
+    await run("test_a_summary_missed_before_a_restart_is_delivered_after_it",
+              test_a_summary_missed_before_a_restart_is_delivered_after_it())
     await run("test_stream_connect_reaches_a_late_server_and_resumes_after_a_drop",
-              test_stream_connect_reaches_a_late_server_and_resumes_after_a_drop(state))
+              test_stream_connect_reaches_a_late_server_and_resumes_after_a_drop())
     await run("test_tls_with_a_self_signed_certificate_pinned_by_fingerprint",
               test_tls_with_a_self_signed_certificate_pinned_by_fingerprint())
     print(f"{passed} passed, {failed} failed")

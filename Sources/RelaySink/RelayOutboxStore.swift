@@ -1,0 +1,150 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import Foundation
+import GatewayEngine
+import GRDB
+
+/// The relay's reliable events and acknowledgement cursors on disk (`relay.sqlite` in the state directory), so that
+/// a consumer gets a `session_summary` it missed even when the gateway restarted in between.
+///
+/// Each reliable event is committed before it is queued for any consumer; `relay_seq` never repeats across
+/// restarts (numbers are reserved in blocks, so a restart skips ahead rather than reusing). Only one process uses
+/// the file at a time (an exclusive `flock` on `relay.lock`); another gateway on the same state directory is told
+/// so and relays without it.
+public final class RelayOutboxStore: Sendable {
+    /// What the previous run left.
+    public struct Snapshot: Sendable, Equatable {
+        /// The first `relay_seq` this run may use is above this.
+        public var seqFloor: Int64 = 0
+        public var events: [Event] = []
+        public var cursors: [String: Int64] = [:]
+    }
+
+    public struct Event: Sendable, Equatable {
+        public var seq: Int64
+        public var atMs: Int64
+        /// The event as sent, envelope included.
+        public var text: String
+    }
+
+    public let path: String
+    public let snapshot: Snapshot
+    /// How many sequence numbers one reservation covers.
+    static let reservation: Int64 = 10_000
+    private let dbQueue: DatabaseQueue
+    private let lockFD: Int32
+    private let reservedThrough: Locked<Int64>
+
+    /// Opens (or creates) the store in `directory` and reads what it holds.
+    public init(directory: String) throws(RelayOutboxStoreError) {
+        path = directory + "/relay.sqlite"
+        do {
+            try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        } catch {
+            throw RelayOutboxStoreError("cannot create the state directory \(directory): \(error.localizedDescription)")
+        }
+        let lockPath = directory + "/relay.lock"
+        let fd = open(lockPath, O_RDWR | O_CREAT | O_CLOEXEC, 0o640)
+        guard fd >= 0 else {
+            throw RelayOutboxStoreError("cannot open \(lockPath): \(String(cString: strerror(errno)))")
+        }
+        while flock(fd, LOCK_EX | LOCK_NB) != 0 {
+            if errno == EINTR { continue }
+            close(fd)
+            throw RelayOutboxStoreError(
+                "another hr-gateway relays from \(directory) (it holds \(lockPath)); give this one its own --state-dir")
+        }
+        lockFD = fd
+        var config = Configuration()
+        config.journalMode = .wal
+        config.busyMode = .timeout(10)
+        config.prepareDatabase { db in try db.execute(sql: "PRAGMA synchronous = NORMAL") }
+        do {
+            dbQueue = try DatabaseQueue(path: path, configuration: config)
+            var m = DatabaseMigrator()
+            m.registerMigration("v1") { db in
+                try db.execute(sql: """
+                    CREATE TABLE events (seq INTEGER PRIMARY KEY NOT NULL, at_ms INTEGER NOT NULL, text TEXT NOT NULL);
+                    CREATE TABLE cursors (consumer_id TEXT PRIMARY KEY NOT NULL, acked INTEGER NOT NULL);
+                    CREATE TABLE meta (key TEXT PRIMARY KEY NOT NULL, value INTEGER NOT NULL);
+                    """)
+            }
+            try m.migrate(dbQueue)
+            let (snapshot, reserved) = try dbQueue.write { db -> (Snapshot, Int64) in
+                var s = Snapshot()
+                let stored = try Int64.fetchOne(db, sql: "SELECT value FROM meta WHERE key = 'reserved_seq'") ?? 0
+                let maxEvent = try Int64.fetchOne(db, sql: "SELECT MAX(seq) FROM events") ?? 0
+                s.seqFloor = max(stored, maxEvent)
+                for row in try Row.fetchAll(db, sql: "SELECT seq, at_ms, text FROM events ORDER BY seq") {
+                    s.events.append(Event(seq: row["seq"], atMs: row["at_ms"], text: row["text"]))
+                }
+                for row in try Row.fetchAll(db, sql: "SELECT consumer_id, acked FROM cursors") {
+                    s.cursors[row["consumer_id"]] = row["acked"]
+                }
+                let reserved = s.seqFloor + Self.reservation
+                try db.execute(sql: "INSERT OR REPLACE INTO meta (key, value) VALUES ('reserved_seq', ?)", arguments: [reserved])
+                return (s, reserved)
+            }
+            self.snapshot = snapshot
+            reservedThrough = Locked(reserved)
+        } catch {
+            close(fd)
+            throw RelayOutboxStoreError("cannot open \(path): \(error)")
+        }
+    }
+
+    deinit { close(lockFD) }
+
+    /// Makes sure `seq` is covered by a reservation (one write per 10 000 numbers).
+    func reserve(through seq: Int64) throws {
+        let needed = reservedThrough.withLock { r -> Int64? in
+            guard seq > r else { return nil }
+            r = seq + Self.reservation
+            return r
+        }
+        guard let needed else { return }
+        try dbQueue.write { db in
+            try db.execute(sql: "INSERT OR REPLACE INTO meta (key, value) VALUES ('reserved_seq', ?)", arguments: [needed])
+        }
+    }
+
+    func append(_ event: Event) throws {
+        try reserve(through: event.seq)
+        try dbQueue.write { db in
+            try db.execute(
+                sql: "INSERT OR REPLACE INTO events (seq, at_ms, text) VALUES (?, ?, ?)",
+                arguments: [event.seq, event.atMs, event.text])
+        }
+    }
+
+    /// Stores the cursors given (nil removes one) and drops the events at or below `floor`.
+    func update(cursors: [String: Int64?], dropThrough floor: Int64?) throws {
+        try dbQueue.write { db in
+            for (id, value) in cursors {
+                if let value {
+                    try db.execute(
+                        sql: "INSERT OR REPLACE INTO cursors (consumer_id, acked) VALUES (?, ?)", arguments: [id, value])
+                } else {
+                    try db.execute(sql: "DELETE FROM cursors WHERE consumer_id = ?", arguments: [id])
+                }
+            }
+            if let floor { try db.execute(sql: "DELETE FROM events WHERE seq <= ?", arguments: [floor]) }
+        }
+    }
+
+    /// Drops the oldest events beyond `limit`.
+    func trim(keeping limit: Int) throws {
+        try dbQueue.write { db in
+            try db.execute(
+                sql: "DELETE FROM events WHERE seq NOT IN (SELECT seq FROM events ORDER BY seq DESC LIMIT ?)",
+                arguments: [limit])
+        }
+    }
+}
+
+/// The relay outbox cannot be used; the gateway relays from memory only.
+public struct RelayOutboxStoreError: Error, Sendable, CustomStringConvertible {
+    public let description: String
+    public init(_ description: String) { self.description = description }
+}

@@ -1,0 +1,93 @@
+import Foundation
+import GatewayEngine
+import SimulatedProvider
+import Testing
+
+@testable import RelaySink
+
+@Suite struct RelayOutboxStoreTests {
+    let start = #"{"command":"start_session","session_id":"s1","mode":"focus","duration_sec":600,"profile":{"window_sec":30,"emit_interval_sec":5},"window_label":"desk","id":"c1"}"#
+
+    func tempDir() -> String { NSTemporaryDirectory() + "relay-outbox-" + UUID().uuidString }
+
+    /// A hub over a real engine on a manual clock, persisting into `directory`.
+    func rig(_ directory: String) throws -> (Rig, RelayOutboxStore) {
+        let store = try RelayOutboxStore(directory: directory)
+        let clock = ManualSessionClock(startMs: 1_000_000)
+        let engine = SessionEngine(providers: [SimulatedBiosignalProvider(seed: 3, clock: clock)], clock: clock)
+        let hub = RelayHub(controller: EngineRelayController(engine: engine), nowMs: { clock.nowMs() }, store: store)
+        return (Rig(clock: clock, engine: engine, hub: hub, token: hub.attach(to: engine)), store)
+    }
+
+    @Test func reliableEventsNotAcknowledgedBeforeARestartAreDeliveredAfterIt() async throws {
+        let dir = tempDir()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        var before: [[String: JSONValue]] = []
+        var lastSeqBefore: Int64 = 0
+        do {
+            let (rig, _) = try rig(dir)
+            let phone = rig.hub.connect(Rig.phone)
+            _ = try #require(await rig.send(start, phone))
+            rig.clock.advance(byMs: 12_000)
+            _ = await rig.send(#"{"command":"stop_session","session_id":"s1"}"#, phone)
+            before = try messages(phone.queue).filter { $0["delivery"] == .string("reliable") }
+            lastSeqBefore = rig.hub.lastSeq
+            rig.hub.disconnect(phone)
+            rig.token.cancel()
+            await rig.engine.dispose()
+        }
+        #expect(types(before) == ["session_started", "session_summary"])
+        let (rig, store) = try rig(dir)
+        #expect(store.snapshot.events.count == 2)
+        #expect(rig.hub.lastSeq >= lastSeqBefore, "relay_seq goes on from where it was, never back")
+        let phone = rig.hub.connect(Rig.phone)
+        let after = try messages(phone.queue).filter { $0["delivery"] == .string("reliable") }
+        #expect(after == before, "the same events, with the same relay_seq, in order")
+        let viewer = rig.hub.connect(Rig.viewer)
+        #expect(try messages(viewer.queue).allSatisfy { $0["delivery"] != .string("reliable") },
+                "a token first seen after the restart starts from now")
+        let last = try #require(after.last?["relay_seq"]?.intValue)
+        _ = await rig.send(#"{"command":"ack","relay_seq":\#(last)}"#, phone)
+        _ = await rig.send(start, phone)
+        let fresh = try #require(try messages(phone.queue).first { $0["type"] == .string("session_started") })
+        #expect((fresh["relay_seq"]?.intValue ?? 0) > last)
+        await rig.engine.dispose()
+    }
+
+    @Test func anAcknowledgementIsKeptAcrossARestart() async throws {
+        let dir = tempDir()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        do {
+            let (rig, _) = try rig(dir)
+            let phone = rig.hub.connect(Rig.phone)
+            _ = try #require(await rig.send(start, phone))
+            let seq = try #require(try messages(phone.queue).first { $0["type"] == .string("session_started") }?["relay_seq"]?.intValue)
+            _ = await rig.send(#"{"command":"ack","relay_seq":\#(seq)}"#, phone)
+            await rig.engine.dispose()
+        }
+        let store = try RelayOutboxStore(directory: dir)
+        #expect(store.snapshot.events.isEmpty, "acknowledged by the only consumer: dropped from disk")
+        #expect(store.snapshot.cursors["phone"] != nil)
+    }
+
+    @Test func oneGatewayAtATimeUsesAStateDirectory() throws {
+        let dir = tempDir()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        do {
+            let first = try RelayOutboxStore(directory: dir)
+            #expect(throws: RelayOutboxStoreError.self) { _ = try RelayOutboxStore(directory: dir) }
+            withExtendedLifetime(first) {}
+        }
+        // Released with the first store.
+        #expect(throws: Never.self) { _ = try RelayOutboxStore(directory: dir) }
+    }
+
+    @Test func aDamagedFileIsRefusedWithItsPath() throws {
+        let dir = tempDir()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        try Data(repeating: 0x5A, count: 4096).write(to: URL(fileURLWithPath: dir + "/relay.sqlite"))
+        let error = #expect(throws: RelayOutboxStoreError.self) { _ = try RelayOutboxStore(directory: dir) }
+        #expect(error?.description.contains("relay.sqlite") == true)
+    }
+}
