@@ -25,7 +25,19 @@ struct UpgradeGateChannel: ServerChildChannel {
     }
 
     func handle(value: Value, logger: Logger) async {
-        await inner.handle(value: value, logger: logger)
+        let channel = value.channel
+        await withTaskCancellationHandler {
+            await inner.handle(value: value, logger: logger)
+        } onCancel: {
+            // Until the first request head the upgrade negotiation ignores cancellation, so a connection that never
+            // sends one (a browser's preconnect) would hold up the server's shutdown forever. The gate leaves the
+            // pipeline at that head: while it is there no request has started, and closing loses nothing.
+            channel.eventLoop.execute {
+                if (try? channel.pipeline.syncOperations.handler(type: UpgradeGate.self)) != nil {
+                    channel.close(promise: nil)
+                }
+            }
+        }
     }
 }
 

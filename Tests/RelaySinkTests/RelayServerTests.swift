@@ -121,6 +121,33 @@ func httpGet(port: Int, path: String) async throws -> (String, String) {
         await relay.stop()
     }
 
+    /// Browsers open connections ahead of use (preconnect) and may never send a request on them.
+    @Test func aConnectionThatNeverSendsARequestDoesNotHoldUpShutdown() async throws {
+        let relay = try await LiveRelay()
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        try #require(fd >= 0)
+        defer { close(fd) }
+        var addr = sockaddr_in()
+        addr.sin_family = sa_family_t(AF_INET)
+        addr.sin_port = in_port_t(UInt16(relay.port).bigEndian)
+        addr.sin_addr.s_addr = inet_addr("127.0.0.1")
+        let rc = withUnsafePointer(to: &addr) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        try #require(rc == 0)
+        // The page itself still loads meanwhile, so the idle connection has been accepted by then.
+        let (_, head) = try await httpGet(port: relay.port, path: "/")
+        #expect(head.contains(" 200 "))
+        let stopping = Task { await relay.stop() }
+        // The server closes the idle connection as it stops (recv sees the end); the 30 s receive timeout is only a
+        // watchdog, so that a server that never closes it fails here instead of hanging the run.
+        var timeout = timeval(tv_sec: 30, tv_usec: 0)
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        var byte: UInt8 = 0
+        try #require(recv(fd, &byte, 1, 0) == 0, "the server kept a connection that never sent a request open")
+        await stopping.value
+    }
+
     @Test func noAuthModeIsRefusedOffLoopback() async throws {
         var config = RelayServerConfiguration(host: "0.0.0.0", port: 0)
         config.allowAnonymous = true
