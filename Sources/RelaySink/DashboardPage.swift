@@ -7,7 +7,8 @@
 /// `metrics` element carries the `seq` and `session_id` of the `session_frame` on display as `data-seq` and
 /// `data-session`, and the `rr-chart` canvas the `seq` of the newest `biosignal_frame` as `data-seq`.
 ///
-/// The token comes from the URL fragment (`/#token=TOKEN`, never sent to the server) or is asked once, and is kept
+/// The token comes from the URL fragment (`/#token=TOKEN`, never sent to the server; without one the page tries
+/// without a token, as `--no-auth` allows, and otherwise says how to get one), and is kept
 /// in the browser's localStorage; it is sent as the `bearer.TOKEN` WebSocket subprotocol, since browsers cannot set
 /// an Authorization header on a WebSocket. A connection refused before it opens is told apart from a network failure
 /// by asking `GET /v1/relay` with the token, which answers 401 for a refused token.
@@ -75,9 +76,8 @@ function token() {
     localStorage.setItem("hrg-token", decodeURIComponent(fromUrl[1]));
     history.replaceState(null, "", location.pathname);
   }
-  let t = localStorage.getItem("hrg-token");
-  if (!t) { t = prompt("Relay token (hr-gateway token create --read-only --name browser)") || ""; localStorage.setItem("hrg-token", t); }
-  return t;
+  // No token yet: try without one (a gateway in --no-auth mode takes it); a refusal says how to get one.
+  return localStorage.getItem("hrg-token") || "";
 }
 $("forget").onclick = () => { localStorage.removeItem("hrg-token"); location.reload(); };
 window.addEventListener("hashchange", () => { if (/[#&]token=/.test(location.hash)) connect(); });
@@ -219,7 +219,8 @@ function refused() {
   $("conn").textContent = "token refused (HTTP 401)";
   $("conn").className = "bad";
   $("auth").style.display = "block";
-  $("auth").textContent = "The relay refused this token (wrong or revoked). Create one on the gateway with "
+  $("auth").textContent = (localStorage.getItem("hrg-token") ? "The relay refused this token (wrong or revoked). "
+    : "The relay needs a token. ") + "Create one on the gateway with "
     + "`hr-gateway token create --read-only --name browser`, then open this page as /#token=TOKEN.";
 }
 
@@ -231,14 +232,14 @@ function connect() {
   let opened = false;
   $("auth").style.display = "none"; $("conn").className = "k"; $("conn").textContent = "connecting…";
   const url = (location.protocol === "https:" ? "wss://" : "ws://") + location.host + "/v1/relay";
-  ws = new WebSocket(url, ["hrrelay.v1", "bearer." + t]);
+  ws = new WebSocket(url, t ? ["hrrelay.v1", "bearer." + t] : ["hrrelay.v1"]);
   ws.onopen = () => { opened = true; $("conn").textContent = "connected"; retry = 500; };
   ws.onmessage = (e) => handle(JSON.parse(e.data));
   ws.onclose = async () => {
     if (mine !== generation) return;
     if (!opened) {
       // Browsers hide the refused upgrade's status: ask the plain endpoint, which answers 401 to a bad token.
-      const status = await fetch("/v1/relay", {headers: {Authorization: "Bearer " + t}, cache: "no-store"})
+      const status = await fetch("/v1/relay", {headers: t ? {Authorization: "Bearer " + t} : {}, cache: "no-store"})
         .then((r) => r.status, () => 0);
       if (mine !== generation) return;
       if (status === 401) { refused(); return; }

@@ -372,6 +372,11 @@ async def run_checks(gw, tab, bad, token):
         assert "401" in snap["conn"] and "token" in snap["auth"], snap
         assert snap["hr"] == "–" and snap["seq"] is None and snap["rmssd"] == "–", f"numbers shown: {snap}"
         assert [x.get("state") for x in snap["sensors"]] == [None] and snap["sensors"][0]["text"] == "–", snap["sensors"]
+        # Without any token the page does not prompt: it tries without one and, refused, says how to get one.
+        await bad.eval('localStorage.removeItem("hrg-token")')
+        await bad.navigate(base)
+        snap = await bad.poll(SNAPSHOT, lambda s: "refused" in s["conn"], "no authentication failure without a token")
+        assert "needs a token" in snap["auth"] and snap["hr"] == "–", snap
 
     async def breathing():
         # Every frame shown on the way is compared too: one frame's values may round alike by chance, 30 do not.
