@@ -68,6 +68,7 @@ let package = Package(
                 .product(name: "HummingbirdWSClient", package: "hummingbird-websocket"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
+                "GatewayStorage",
                 .product(name: "GRDB", package: "GRDB.swift"),
             ],
             swiftSettings: strict
@@ -97,17 +98,24 @@ let package = Package(
             swiftSettings: strict
         ),
 
+        // MARK: State directory files (SQLite opened alike, lock files), shared by the stores
+        .target(
+            name: "GatewayStorage",
+            dependencies: [.product(name: "GRDB", package: "GRDB.swift")],
+            swiftSettings: strict
+        ),
+
         // MARK: Session store (SQLite through GRDB; libsqlite3-dev)
         .target(
             name: "SessionStore",
-            dependencies: ["GatewayEngine", .product(name: "GRDB", package: "GRDB.swift")],
+            dependencies: ["GatewayEngine", "GatewayStorage", .product(name: "GRDB", package: "GRDB.swift")],
             swiftSettings: strict
         ),
 
         // MARK: Webhook store-and-forward (durable outbox in the state directory, POST with retries)
         .target(
             name: "WebhookSink",
-            dependencies: ["GatewayEngine", .product(name: "GRDB", package: "GRDB.swift")],
+            dependencies: ["GatewayEngine", "GatewayStorage", .product(name: "GRDB", package: "GRDB.swift")],
             swiftSettings: strict
         ),
 

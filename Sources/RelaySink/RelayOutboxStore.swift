@@ -1,8 +1,6 @@
-#if canImport(Glibc)
-import Glibc
-#endif
 import Foundation
 import GatewayEngine
+import GatewayStorage
 import GRDB
 
 /// The relay's reliable events and acknowledgement cursors on disk (`relay.sqlite` in the state directory), so that
@@ -33,7 +31,7 @@ public final class RelayOutboxStore: Sendable {
     /// How many sequence numbers one reservation covers.
     static let reservation: Int64 = 10_000
     private let dbQueue: DatabaseQueue
-    private let lockFD: Int32
+    private let lock: FileLock
     private let reservedThrough: Locked<Int64>
 
     /// Opens (or creates) the store in `directory` and reads what it holds.
@@ -45,32 +43,19 @@ public final class RelayOutboxStore: Sendable {
             throw RelayOutboxStoreError("cannot create the state directory \(directory): \(error.localizedDescription)")
         }
         let lockPath = directory + "/relay.lock"
-        let fd = open(lockPath, O_RDWR | O_CREAT | O_CLOEXEC, 0o640)
-        guard fd >= 0 else {
-            throw RelayOutboxStoreError("cannot open \(lockPath): \(String(cString: strerror(errno)))")
-        }
-        while flock(fd, LOCK_EX | LOCK_NB) != 0 {
-            if errno == EINTR { continue }
-            close(fd)
+        let lock: FileLock?
+        do { lock = try FileLock.tryAcquire(path: lockPath) } catch { throw RelayOutboxStoreError("\(error)") }
+        guard let lock else {
             throw RelayOutboxStoreError(
                 "another hr-gateway relays from \(directory) (it holds \(lockPath)); give this one its own --state-dir")
         }
-        lockFD = fd
-        var config = Configuration()
-        config.journalMode = .wal
-        config.busyMode = .timeout(10)
-        config.prepareDatabase { db in try db.execute(sql: "PRAGMA synchronous = NORMAL") }
+        self.lock = lock
         do {
-            dbQueue = try DatabaseQueue(path: path, configuration: config)
-            var m = DatabaseMigrator()
-            m.registerMigration("v1") { db in
-                try db.execute(sql: """
-                    CREATE TABLE events (seq INTEGER PRIMARY KEY NOT NULL, at_ms INTEGER NOT NULL, text TEXT NOT NULL);
-                    CREATE TABLE cursors (consumer_id TEXT PRIMARY KEY NOT NULL, acked INTEGER NOT NULL);
-                    CREATE TABLE meta (key TEXT PRIMARY KEY NOT NULL, value INTEGER NOT NULL);
-                    """)
-            }
-            try m.migrate(dbQueue)
+            dbQueue = try StateDatabase.open(path: path, migrations: [("v1", """
+                CREATE TABLE events (seq INTEGER PRIMARY KEY NOT NULL, at_ms INTEGER NOT NULL, text TEXT NOT NULL);
+                CREATE TABLE cursors (consumer_id TEXT PRIMARY KEY NOT NULL, acked INTEGER NOT NULL);
+                CREATE TABLE meta (key TEXT PRIMARY KEY NOT NULL, value INTEGER NOT NULL);
+                """)])
             let (snapshot, reserved) = try dbQueue.write { db -> (Snapshot, Int64) in
                 var s = Snapshot()
                 let stored = try Int64.fetchOne(db, sql: "SELECT value FROM meta WHERE key = 'reserved_seq'") ?? 0
@@ -89,12 +74,12 @@ public final class RelayOutboxStore: Sendable {
             self.snapshot = snapshot
             reservedThrough = Locked(reserved)
         } catch {
-            close(fd)
+            lock.release(remove: false)
             throw RelayOutboxStoreError("cannot open \(path): \(error)")
         }
     }
 
-    deinit { close(lockFD) }
+    deinit { lock.release(remove: false) }
 
     /// Makes sure `seq` is covered by a reservation (one write per 10 000 numbers).
     func reserve(through seq: Int64) throws {

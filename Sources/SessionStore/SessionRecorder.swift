@@ -1,5 +1,6 @@
 import Foundation
 import GatewayEngine
+import GatewayStorage
 
 /// Records one session into a `SessionStore` as it runs: samples through a tap on each provider
 /// (`wrap(_:)` or `record(_:)` from an existing `TappedProvider` closure), events through `attach(to:)`.
@@ -13,7 +14,7 @@ public final class SessionRecorder: Sendable {
     private let onFailure: @Sendable (String) -> Void
 
     private struct State {
-        var lock: WriterLock?
+        var lock: FileLock?
         var reported = false
         var ended = false
         var token: ObservationToken?
@@ -33,7 +34,7 @@ public final class SessionRecorder: Sendable {
         self.store = store
         self.onFailure = onFailure
         do {
-            guard let lock = try WriterLock.tryAcquire(path: store.lockPath(sessionId: config.sessionId)) else {
+            guard let lock = try FileLock.tryAcquire(path: store.lockPath(sessionId: config.sessionId)) else {
                 throw StoreError.sessionRunning(config.sessionId)
             }
             do {
@@ -83,7 +84,7 @@ public final class SessionRecorder: Sendable {
     public func finish() { end(.stopped) }
 
     private func end(_ final: RecordedSessionState) {
-        let (lock, token) = state.withLock { s -> (WriterLock?, ObservationToken?) in
+        let (lock, token) = state.withLock { s -> (FileLock?, ObservationToken?) in
             guard !s.ended else { return (nil, nil) }
             s.ended = true
             defer { s.lock = nil; s.token = nil }

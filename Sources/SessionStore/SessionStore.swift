@@ -1,4 +1,5 @@
 import Foundation
+import GatewayStorage
 import GRDB
 import GatewayEngine
 
@@ -100,61 +101,50 @@ public final class SessionStore: Sendable {
             throw .io("cannot create the state directory \(directory): \(Self.reason(error)) "
                 + "(choose another with --state-dir or HR_GATEWAY_STATE_DIR, or fix its permissions)")
         }
-        var config = Configuration()
-        config.journalMode = .wal
-        config.busyMode = .timeout(10)
-        config.prepareDatabase { db in try db.execute(sql: "PRAGMA synchronous = NORMAL") }
         do {
-            dbQueue = try DatabaseQueue(path: directory + "/sessions.sqlite", configuration: config)
-            try Self.migrator.migrate(dbQueue)
+            dbQueue = try StateDatabase.open(path: directory + "/sessions.sqlite", migrations: [("v1", Self.schemaV1)])
         } catch {
             throw .database("cannot open \(directory)/sessions.sqlite: \(Self.reason(error))")
         }
         try markInterrupted()
     }
 
-    private static var migrator: DatabaseMigrator {
-        var m = DatabaseMigrator()
-        m.registerMigration("v1") { db in
-            try db.execute(sql: """
-                CREATE TABLE sessions (
-                    id TEXT PRIMARY KEY NOT NULL,
-                    mode TEXT NOT NULL,
-                    config_json TEXT NOT NULL,
-                    started_at_ms INTEGER NOT NULL,
-                    ended_at_ms INTEGER,
-                    state TEXT NOT NULL,
-                    writer_pid INTEGER
-                );
-                CREATE TABLE samples (
-                    id INTEGER PRIMARY KEY AUTOINCREMENT,
-                    session_id TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
-                    timestamp_ms INTEGER NOT NULL,
-                    bpm REAL NOT NULL,
-                    rr_ms TEXT,
-                    rr_1024 TEXT,
-                    rr_count INTEGER NOT NULL DEFAULT 0,
-                    contact TEXT,
-                    energy_kj INTEGER,
-                    confidence REAL,
-                    breathing_rate_bpm REAL,
-                    device_id TEXT,
-                    source TEXT NOT NULL,
-                    notification_seq INTEGER,
-                    gap_before INTEGER NOT NULL DEFAULT 0
-                );
-                CREATE INDEX samples_by_session ON samples(session_id, id);
-                CREATE TABLE events (
-                    id INTEGER PRIMARY KEY AUTOINCREMENT,
-                    session_id TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
-                    type TEXT NOT NULL,
-                    json TEXT NOT NULL
-                );
-                CREATE INDEX events_by_session ON events(session_id, id);
-                """)
-        }
-        return m
-    }
+    private static let schemaV1 = """
+        CREATE TABLE sessions (
+            id TEXT PRIMARY KEY NOT NULL,
+            mode TEXT NOT NULL,
+            config_json TEXT NOT NULL,
+            started_at_ms INTEGER NOT NULL,
+            ended_at_ms INTEGER,
+            state TEXT NOT NULL,
+            writer_pid INTEGER
+        );
+        CREATE TABLE samples (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            session_id TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
+            timestamp_ms INTEGER NOT NULL,
+            bpm REAL NOT NULL,
+            rr_ms TEXT,
+            rr_1024 TEXT,
+            rr_count INTEGER NOT NULL DEFAULT 0,
+            contact TEXT,
+            energy_kj INTEGER,
+            confidence REAL,
+            breathing_rate_bpm REAL,
+            device_id TEXT,
+            source TEXT NOT NULL,
+            notification_seq INTEGER,
+            gap_before INTEGER NOT NULL DEFAULT 0
+        );
+        CREATE INDEX samples_by_session ON samples(session_id, id);
+        CREATE TABLE events (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            session_id TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
+            type TEXT NOT NULL,
+            json TEXT NOT NULL
+        );
+        CREATE INDEX events_by_session ON events(session_id, id);
+        """
 
     // MARK: Reading
 
@@ -286,7 +276,7 @@ public final class SessionStore: Sendable {
     public func markInterrupted() throws(StoreError) {
         let running = try read { db in try String.fetchAll(db, sql: "SELECT id FROM sessions WHERE state = 'running'") }
         for id in running {
-            guard let lock = try? WriterLock.tryAcquire(path: lockPath(sessionId: id)) else { continue }
+            guard let lock = try? FileLock.tryAcquire(path: lockPath(sessionId: id)) else { continue }
             defer { lock.release(remove: true) }
             try write { db in
                 try db.execute(sql: "UPDATE sessions SET state = 'interrupted' WHERE id = ? AND state = 'running'",

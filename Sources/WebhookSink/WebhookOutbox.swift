@@ -1,4 +1,5 @@
 import Foundation
+import GatewayStorage
 import GRDB
 
 /// What went wrong with the webhook outbox or its settings, and what to do about it.
@@ -63,28 +64,19 @@ public final class WebhookOutbox: Sendable {
             throw .outbox("cannot create the state directory \(directory): \(error.localizedDescription) "
                 + "(choose another with --state-dir or HR_GATEWAY_STATE_DIR, or fix its permissions)")
         }
-        var config = Configuration()
-        config.journalMode = .wal
-        config.busyMode = .timeout(10)
-        config.prepareDatabase { db in try db.execute(sql: "PRAGMA synchronous = NORMAL") }
         do {
-            dbQueue = try DatabaseQueue(path: path, configuration: config)
-            var m = DatabaseMigrator()
-            m.registerMigration("v1") { db in
-                try db.execute(sql: """
-                    CREATE TABLE outbox (
-                        id INTEGER PRIMARY KEY AUTOINCREMENT,
-                        url TEXT NOT NULL,
-                        body TEXT NOT NULL,
-                        created_at_ms INTEGER NOT NULL,
-                        attempts INTEGER NOT NULL DEFAULT 0,
-                        next_attempt_ms INTEGER NOT NULL,
-                        last_error TEXT
-                    );
-                    CREATE INDEX outbox_by_due ON outbox(next_attempt_ms, id);
-                    """)
-            }
-            try m.migrate(dbQueue)
+            dbQueue = try StateDatabase.open(path: path, migrations: [("v1", """
+                CREATE TABLE outbox (
+                    id INTEGER PRIMARY KEY AUTOINCREMENT,
+                    url TEXT NOT NULL,
+                    body TEXT NOT NULL,
+                    created_at_ms INTEGER NOT NULL,
+                    attempts INTEGER NOT NULL DEFAULT 0,
+                    next_attempt_ms INTEGER NOT NULL,
+                    last_error TEXT
+                );
+                CREATE INDEX outbox_by_due ON outbox(next_attempt_ms, id);
+                """)])
         } catch {
             throw .outbox("cannot open \(path): \(Self.reason(error))")
         }

@@ -1,0 +1,44 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// An exclusive `flock` on a file, held for as long as this object lives (or until `release`).
+///
+/// The kernel releases it when the process dies, however it dies (`kill -9` included), so "nobody holds the lock"
+/// is exactly "the holder is gone". Locks of two open files conflict even within one process.
+public final class FileLock: Sendable {
+    public let path: String
+    private let fd: Int32
+
+    private init(path: String, fd: Int32) {
+        self.path = path
+        self.fd = fd
+    }
+
+    /// Takes the lock without waiting; nil when another open file holds it. Throws when the file cannot be opened.
+    public static func tryAcquire(path: String) throws(FileLockError) -> FileLock? {
+        let fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o640)
+        guard fd >= 0 else { throw FileLockError(path: path, reason: String(cString: strerror(errno))) }
+        while flock(fd, LOCK_EX | LOCK_NB) != 0 {
+            if errno == EINTR { continue }
+            close(fd)
+            return nil
+        }
+        return FileLock(path: path, fd: fd)
+    }
+
+    /// Releases the lock; with `remove`, deletes the file first (while still holding it). Call at most once.
+    public func release(remove: Bool) {
+        if remove { unlink(path) }
+        close(fd)
+    }
+}
+
+/// A lock file that cannot be opened.
+public struct FileLockError: Error, Sendable, CustomStringConvertible {
+    public let path: String
+    public let reason: String
+    public var description: String { "cannot open the lock file \(path): \(reason)" }
+}

@@ -1,0 +1,22 @@
+import GRDB
+
+/// SQLite files in the state directory (sessions, webhook outbox, relay outbox) are opened alike: WAL, so that
+/// readers never wait for the writer and a killed process loses nothing committed; `synchronous=NORMAL` (a power
+/// cut may lose the commits since the last checkpoint); and a 10 s wait when another process holds the write lock.
+public enum StateDatabase {
+    /// Opens (creating when needed) the database at `path` and applies `migrations` in order.
+    public static func open(path: String, migrations: [(name: String, sql: String)]) throws -> DatabaseQueue {
+        var config = Configuration()
+        config.journalMode = .wal
+        config.busyMode = .timeout(10)
+        config.prepareDatabase { db in try db.execute(sql: "PRAGMA synchronous = NORMAL") }
+        let queue = try DatabaseQueue(path: path, configuration: config)
+        var migrator = DatabaseMigrator()
+        for m in migrations {
+            let sql = m.sql
+            migrator.registerMigration(m.name) { db in try db.execute(sql: sql) }
+        }
+        try migrator.migrate(queue)
+        return queue
+    }
+}
