@@ -61,17 +61,6 @@ public final class RelayTokenStore: Sendable {
 
     public init(directory: String) { self.directory = directory }
 
-    /// `--state-dir`, else `HR_GATEWAY_STATE_DIR`, else `$XDG_STATE_HOME/hr-gateway`, else `~/.local/state/hr-gateway`.
-    public static func stateDirectory(explicit: String?, environment: [String: String] = ProcessInfo.processInfo.environment)
-        -> String
-    {
-        if let explicit, !explicit.isEmpty { return explicit }
-        if let d = environment["HR_GATEWAY_STATE_DIR"], !d.isEmpty { return d }
-        if let x = environment["XDG_STATE_HOME"], !x.isEmpty { return x + "/hr-gateway" }
-        let home = environment["HOME"].flatMap { $0.isEmpty ? nil : $0 } ?? NSHomeDirectory()
-        return home + "/.local/state/hr-gateway"
-    }
-
     /// All records, re-read from disk (another process may have created or revoked one).
     public func list() throws(RelayTokenStoreError) -> [RelayTokenRecord] {
         let records = try load()

@@ -6,10 +6,11 @@ import GatewayLogging
 import Logging
 import SessionStore
 
-/// Where the session database lives, shared by `stream` and `sessions`.
+/// The state directory (sessions, relay tokens and outbox, webhook outbox), the configuration file and the log level,
+/// shared by every command that keeps state.
 struct StoreOptions: ParsableArguments {
     @Option(help: ArgumentHelp(
-        "State directory holding sessions.sqlite. Default: $HR_GATEWAY_STATE_DIR, else the configuration file's "
+        "State directory (sessions.sqlite, tokens.json, relay.sqlite, outbox.sqlite, tls/). Default: $HR_GATEWAY_STATE_DIR, else the configuration file's "
             + "state_dir, else $STATE_DIRECTORY (systemd: /var/lib/hr-gateway), else $XDG_STATE_HOME/hr-gateway, else "
             + "~/.local/state/hr-gateway.",
         valueName: "dir"))

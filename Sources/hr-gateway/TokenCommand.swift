@@ -10,8 +10,10 @@ struct TokenCommand: ParsableCommand {
         discussion: """
             A consumer of `hr-gateway serve` or `stream --listen` presents a token at the WebSocket upgrade \
             (Authorization: Bearer TOKEN). Only the token's SHA-256 is stored, in tokens.json (mode 0600) in the \
-            state directory: --state-dir, else $HR_GATEWAY_STATE_DIR, else $XDG_STATE_HOME/hr-gateway, else \
-            ~/.local/state/hr-gateway. A lost token cannot be shown again: revoke it and create another.
+            state directory, the one serve and stream use (see --state-dir: the option, else \
+            $HR_GATEWAY_STATE_DIR, else the configuration file's state_dir, else systemd's $STATE_DIRECTORY, else \
+            $XDG_STATE_HOME/hr-gateway, else ~/.local/state/hr-gateway). A lost token cannot be shown again: \
+            revoke it and create another.
 
             Examples:
               hr-gateway token create --name phone
@@ -23,13 +25,6 @@ struct TokenCommand: ParsableCommand {
         subcommands: [Create.self, List.self, Revoke.self]
     )
 
-    struct StateDirectory: ParsableArguments {
-        @Option(help: ArgumentHelp("Directory holding tokens.json (see `hr-gateway token --help` for the default).", valueName: "dir"))
-        var stateDir: String?
-
-        var store: RelayTokenStore { RelayTokenStore(directory: RelayTokenStore.stateDirectory(explicit: stateDir)) }
-    }
-
     struct Create: ParsableCommand {
         static let configuration = CommandConfiguration(
             abstract: "Create a token and print it (last line of the output; shown only once).")
@@ -40,10 +35,10 @@ struct TokenCommand: ParsableCommand {
         @Option(help: ArgumentHelp("A label to recognise the token by in `token list` (default: consumer).", valueName: "label"))
         var name = "consumer"
 
-        @OptionGroup var state: StateDirectory
+        @OptionGroup var state: StoreOptions
 
         func run() throws {
-            let store = state.store
+            let store = try state.tokens()
             let (token, record) = try Self.wrap { try store.create(name: name, scope: readOnly ? RelayScope.read : RelayScope.control, nowMs: SystemSessionClock().nowMs()) }
             print("created \(record.scope == RelayScope.read ? "read-only" : "control") token \(record.id) '\(record.name)' in \(store.path)")
             print("connect with: Authorization: Bearer <token>   (the token is not stored and is shown only now)")
@@ -63,10 +58,10 @@ struct TokenCommand: ParsableCommand {
     struct List: ParsableCommand {
         static let configuration = CommandConfiguration(abstract: "List tokens: id, scope, creation time (UTC), name.")
 
-        @OptionGroup var state: StateDirectory
+        @OptionGroup var state: StoreOptions
 
         func run() throws {
-            let store = state.store
+            let store = try state.tokens()
             let records = try Create.wrap { try store.list() }
             if records.isEmpty {
                 print("no tokens in \(store.path); create one with `hr-gateway token create --name phone`")
@@ -88,12 +83,17 @@ struct TokenCommand: ParsableCommand {
         @Argument(help: ArgumentHelp("Token id as shown by `token list` (a unique prefix is enough), or its name.", valueName: "id"))
         var id: String
 
-        @OptionGroup var state: StateDirectory
+        @OptionGroup var state: StoreOptions
 
         func run() throws {
-            let store = state.store
+            let store = try state.tokens()
             let removed = try Create.wrap { try store.revoke(id) }
             print("revoked \(removed.id) '\(removed.name)'")
         }
     }
+}
+
+extension StoreOptions {
+    /// The relay tokens of the resolved state directory.
+    func tokens() throws -> RelayTokenStore { RelayTokenStore(directory: try directory()) }
 }

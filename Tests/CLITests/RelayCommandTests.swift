@@ -30,6 +30,30 @@ import Testing
         #expect(missing.stderr.contains("token list"))
     }
 
+    @Test func tokensLiveInTheSameStateDirectoryAsEverythingElse() throws {
+        let dir = stateDir()
+        let configDir = stateDir()
+        defer {
+            try? FileManager.default.removeItem(atPath: dir)
+            try? FileManager.default.removeItem(atPath: configDir)
+        }
+        try FileManager.default.createDirectory(atPath: configDir, withIntermediateDirectories: true)
+        let config = configDir + "/hr-gateway.toml"
+        try "[store]\nstate_dir = \"\(dir)\"\n".write(toFile: config, atomically: true, encoding: .utf8)
+        let created = try CLI.run(["token", "create", "--name", "phone", "--config", config],
+                                  environment: ["HR_GATEWAY_STATE_DIR": ""])
+        #expect(created.status == 0, "\(created.stderr)")
+        #expect(FileManager.default.fileExists(atPath: dir + "/tokens.json"), "the configuration's state_dir")
+        let service = stateDir()
+        defer { try? FileManager.default.removeItem(atPath: service) }
+        let empty = configDir + "/empty.toml"
+        try "".write(toFile: empty, atomically: true, encoding: .utf8)
+        let underSystemd = try CLI.run(["token", "create", "--name", "svc", "--config", empty],
+                                       environment: ["HR_GATEWAY_STATE_DIR": "", "STATE_DIRECTORY": service])
+        #expect(underSystemd.status == 0, "\(underSystemd.stderr)")
+        #expect(FileManager.default.fileExists(atPath: service + "/tokens.json"), "systemd's $STATE_DIRECTORY")
+    }
+
     @Test func dialingOutChecksItsOptionsBeforeStarting() throws {
         let tokenAlone = try CLI.run(["stream", "--simulate", "--token", "secret"])
         #expect(tokenAlone.status != 0)

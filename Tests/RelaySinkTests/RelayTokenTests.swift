@@ -48,14 +48,6 @@ import Testing
         #expect(store.authenticate("hrg_x") == nil)
     }
 
-    @Test func theStateDirectoryFollowsFlagThenEnvironmentThenXDGThenHome() {
-        let env = ["HR_GATEWAY_STATE_DIR": "/a", "XDG_STATE_HOME": "/x", "HOME": "/h"]
-        #expect(RelayTokenStore.stateDirectory(explicit: "/flag", environment: env) == "/flag")
-        #expect(RelayTokenStore.stateDirectory(explicit: nil, environment: env) == "/a")
-        #expect(RelayTokenStore.stateDirectory(explicit: nil, environment: ["XDG_STATE_HOME": "/x", "HOME": "/h"]) == "/x/hr-gateway")
-        #expect(RelayTokenStore.stateDirectory(explicit: nil, environment: ["HOME": "/h"]) == "/h/.local/state/hr-gateway")
-    }
-
     @Test func constantTimeComparisonComparesWholeArrays() {
         #expect(RelayTokenStore.constantTimeEqual([1, 2, 3], [1, 2, 3]))
         #expect(!RelayTokenStore.constantTimeEqual([1, 2, 3], [1, 2, 4]))
