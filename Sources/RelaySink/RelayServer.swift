@@ -126,8 +126,8 @@ public struct RelayServer: Sendable {
                 group.addTask { try await app.run() }
                 if let tokens {
                     group.addTask {
-                        while true {
-                            try await Task.sleep(for: recheck)
+                        // Ends quietly when cancelled: only the server's own failure is an error.
+                        while (try? await Task.sleep(for: recheck)) != nil {
                             // An unreadable store (being rewritten, damaged) revokes nothing.
                             guard let records = try? tokens.list() else { continue }
                             hub.closeRevoked(validConsumerIds: Set(records.map(\.id)))
