@@ -272,6 +272,14 @@ public final class RelayHub: Sendable {
         }
     }
 
+    /// True when `consumerId` has acknowledged every reliable event kept for it.
+    public func hasAcknowledgedAll(_ consumerId: String) -> Bool {
+        state.withLock { s in
+            let cursor = s.acked[consumerId] ?? s.lastSeq
+            return !s.outbox.contains { $0.seq > cursor }
+        }
+    }
+
     /// True when `consumerId` has acknowledged every reliable event kept, or is connected with nothing left to send.
     public func hasDelivered(to consumerId: String) -> Bool {
         state.withLock { s in

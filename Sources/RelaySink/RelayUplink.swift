@@ -64,15 +64,21 @@ public final class RelayUplink: Sendable {
     }
 
     /// Waits up to `grace` for the remote end to have every reliable event (acknowledged, or written to a live
-    /// link), then closes the link so that `run` returns. Returns false when the grace ran out first.
+    /// link; then up to one more second for its `ack`, so that the next run need not send them again), then closes
+    /// the link so that `run` returns. Returns false when the grace ran out before everything was written.
     @discardableResult
     public func finish(grace: Duration) async -> Bool {
         let clock = ContinuousClock()
         let deadline = clock.now.advanced(by: grace)
-        var delivered = hub.hasDelivered(to: principal.consumerId)
+        let id = principal.consumerId
+        var delivered = hub.hasDelivered(to: id)
         while !delivered && clock.now < deadline {
             try? await Task.sleep(for: .milliseconds(20))
-            delivered = hub.hasDelivered(to: principal.consumerId)
+            delivered = hub.hasDelivered(to: id)
+        }
+        let ackDeadline = min(deadline, clock.now.advanced(by: .seconds(1)))
+        while delivered && !hub.hasAcknowledgedAll(id) && clock.now < ackDeadline {
+            try? await Task.sleep(for: .milliseconds(20))
         }
         finishing.withLock { $0 = true }
         hub.close(consumerId: principal.consumerId)

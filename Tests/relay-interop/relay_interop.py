@@ -448,10 +448,8 @@ async def test_stream_connect_reaches_a_late_server_and_resumes_after_a_drop():
                 await ws.send(json.dumps({"command": "hello", "resume": {"epoch": m["epoch"], "last_seq": last},
                                           "id": "resume"}))
             if m.get("type") == "session_summary" and not done.done():
-                done.set_result(True)
-                # The gateway closes once the summary is written, so the acknowledgement may not make it; the
-                # summary would then be sent again by the next gateway on this state directory.
                 await ws.send(json.dumps({"command": "ack", "relay_seq": m["relay_seq"]}))
+                done.set_result(True)
 
     async with websockets.serve(phone_side, "127.0.0.1", port):
         try:
@@ -473,6 +471,10 @@ async def test_stream_connect_reaches_a_late_server_and_resumes_after_a_drop():
     printed = [json.loads(line) for line in proc.stdout.read().splitlines() if line.startswith("{")]
     relayed = next(m for m in later if m.get("type") == "session_summary")
     assert printed[-1]["type"] == "session_summary" and printed[-1]["metrics"] == relayed["metrics"]
+    # The gateway waited for the acknowledgement before closing: nothing is left to send the next time.
+    import sqlite3
+    with sqlite3.connect(os.path.join(state, "relay.sqlite")) as db:
+        assert db.execute("SELECT COUNT(*) FROM events").fetchone()[0] == 0
 
 
 async def test_tls_with_a_self_signed_certificate_pinned_by_fingerprint():
