@@ -34,20 +34,10 @@ public struct RelayClient: Sendable {
         initial: [JSONValue] = [],
         onMessage: @escaping @Sendable (JSONValue) async -> Action
     ) async throws {
-        var headers = HTTPFields()
-        if let token { headers[.authorization] = "Bearer \(token)" }
         var logger = Logger(label: "hr-gateway.attach")
         logger.logLevel = .warning
-        var tls: TLSConfiguration?
-        var configuration = WebSocketClientConfiguration(maxFrameSize: maxFrameBytes, additionalHeaders: headers)
-        if let pinnedFingerprint {
-            guard let (host, port) = Self.tlsEndpoint(url) else {
-                throw RelayPinningError("A pinned fingerprint needs a wss:// address with a host; got \(url).")
-            }
-            tls = try await RelayPinning.configuration(host: host, port: port, fingerprint: pinnedFingerprint)
-            // TLS forbids an IP address as server name; the pin, not the name, identifies the gateway.
-            if host.allSatisfy({ $0.isHexDigit || $0 == "." || $0 == ":" }) { configuration.sniHostname = "hr-gateway" }
-        }
+        let (configuration, tls) = try await Self.settings(
+            url: url, token: token, pinnedFingerprint: pinnedFingerprint, maxFrameBytes: maxFrameBytes)
         let welcomed = Locked(false)
         let (url, maxFrameBytes, timeout) = (self.url, self.maxFrameBytes, welcomeTimeout)
         let (wsConfiguration, tlsConfiguration, wsLogger) = (configuration, tls, logger)
@@ -105,6 +95,24 @@ public struct RelayClient: Sendable {
                         + "ws:// (or the other way round).")))
             }
         }
+    }
+
+    /// The WebSocket and TLS settings for a connection to `url`: the bearer token as a header, and with a pin, TLS
+    /// trusting only the pinned certificate (fetched and compared first).
+    static func settings(url: String, token: String?, pinnedFingerprint: String?, maxFrameBytes: Int) async throws
+        -> (WebSocketClientConfiguration, TLSConfiguration?)
+    {
+        var headers = HTTPFields()
+        if let token { headers[.authorization] = "Bearer \(token)" }
+        var configuration = WebSocketClientConfiguration(maxFrameSize: maxFrameBytes, additionalHeaders: headers)
+        guard let pinnedFingerprint else { return (configuration, nil) }
+        guard let (host, port) = Self.tlsEndpoint(url) else {
+            throw RelayPinningError("A pinned fingerprint needs a wss:// address with a host; got \(url).")
+        }
+        let tls = try await RelayPinning.configuration(host: host, port: port, fingerprint: pinnedFingerprint)
+        // TLS forbids an IP address as server name; the pin, not the name, identifies the peer.
+        if host.allSatisfy({ $0.isHexDigit || $0 == "." || $0 == ":" }) { configuration.sniHostname = "hr-gateway" }
+        return (configuration, tls)
     }
 
     /// Host and port of a `wss://` address (port 443 when absent).

@@ -1,5 +1,4 @@
 import GatewayEngine
-import HTTPTypes
 import HummingbirdWSClient
 import Logging
 
@@ -19,13 +18,17 @@ public final class RelayUplink: Sendable {
     public let heartbeat: Duration
     public let maxFrameBytes: Int
     public let principal: RelayPrincipal
+    /// For `wss://`: trust only the certificate with this SHA-256 fingerprint (see `RelayPinning`).
+    public let pinnedFingerprint: String?
     private let finishing = Locked(false)
 
     public init(
-        url: String, token: String?, hub: RelayHub, heartbeat: Duration = .seconds(5), maxFrameBytes: Int = 1 << 20
+        url: String, token: String?, hub: RelayHub, pinnedFingerprint: String? = nil, heartbeat: Duration = .seconds(5),
+        maxFrameBytes: Int = 1 << 20
     ) {
         self.url = url
         self.token = token
+        self.pinnedFingerprint = pinnedFingerprint
         self.hub = hub
         self.heartbeat = heartbeat
         self.maxFrameBytes = maxFrameBytes
@@ -36,16 +39,16 @@ public final class RelayUplink: Sendable {
     /// Runs until `finish` or cancellation. `onEvent` reports connection changes (for a log line).
     public func run(onEvent: @escaping @Sendable (String) -> Void = { _ in }) async {
         var delayMs = 500
-        var headers = HTTPFields()
-        if let token { headers[.authorization] = "Bearer \(token)" }
         var logger = Logger(label: "hr-gateway.uplink")
         logger.logLevel = .critical
         while !Task.isCancelled && !finishing.withLock({ $0 }) {
             do {
                 let (hub, principal, heartbeat, maxFrame) = (self.hub, self.principal, self.heartbeat, self.maxFrameBytes)
                 onEvent("connecting to \(url)")
+                let (configuration, tls) = try await RelayClient.settings(
+                    url: url, token: token, pinnedFingerprint: pinnedFingerprint, maxFrameBytes: maxFrame)
                 try await WebSocketClient.connect(
-                    url: url, configuration: .init(maxFrameSize: maxFrame, additionalHeaders: headers), logger: logger
+                    url: url, configuration: configuration, tlsConfiguration: tls, logger: logger
                 ) { inbound, outbound, _ in
                     onEvent("connected to \(self.url)")
                     try await RelayServer.pump(

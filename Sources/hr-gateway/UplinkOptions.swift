@@ -22,6 +22,12 @@ struct UplinkOptions: ParsableArguments {
     var token: String?
 
     @Option(help: ArgumentHelp(
+        "With --connect to a wss:// address: trust only the certificate with this SHA-256 fingerprint (for a far "
+            + "end with a self-signed certificate).",
+        valueName: "sha256"))
+    var pin: String?
+
+    @Option(help: ArgumentHelp(
         "With --connect: seconds to wait at the end for the far end to receive every reliable event (the "
             + "summary above all), reconnecting if needed, before exiting.",
         valueName: "sec"))
@@ -29,7 +35,7 @@ struct UplinkOptions: ParsableArguments {
 
     func check() throws {
         guard let connect else {
-            if token != nil { throw ValidationError("--token goes with --connect URL.") }
+            if token != nil || pin != nil { throw ValidationError("--token and --pin go with --connect URL.") }
             return
         }
         guard let scheme = connect.split(separator: ":", maxSplits: 1).first, ["ws", "wss"].contains(scheme.lowercased()),
@@ -37,13 +43,16 @@ struct UplinkOptions: ParsableArguments {
         else {
             throw ValidationError("--connect takes a ws:// or wss:// address such as ws://192.168.1.20:8080/gateway; got '\(connect)'.")
         }
+        if pin != nil && !connect.lowercased().hasPrefix("wss://") { throw ValidationError("--pin is for a wss:// address.") }
         if connectGrace < 0 { throw ValidationError("--connect-grace must be 0 or more seconds.") }
     }
 
     /// The uplink for `hub`, registered with it at once; nil without --connect.
     func uplink(hub: RelayHub) -> RelayUplink? {
         connect.map { url in
-            RelayUplink(url: url, token: token ?? ProcessInfo.processInfo.environment["HR_GATEWAY_UPLINK_TOKEN"], hub: hub)
+            RelayUplink(
+                url: url, token: token ?? ProcessInfo.processInfo.environment["HR_GATEWAY_UPLINK_TOKEN"], hub: hub,
+                pinnedFingerprint: pin)
         }
     }
 

@@ -477,6 +477,42 @@ async def test_stream_connect_reaches_a_late_server_and_resumes_after_a_drop():
         assert db.execute("SELECT COUNT(*) FROM events").fetchone()[0] == 0
 
 
+async def test_stream_connect_pins_a_self_signed_far_end():
+    """`stream --connect wss://… --pin` reaches a far end with a self-signed certificate (made here with openssl)
+    when the pin matches, and refuses it, saying why, when it does not."""
+    import hashlib
+    import ssl
+    state = tempfile.mkdtemp(prefix="relay-uplink-tls-")
+    cert, key = os.path.join(state, "far.pem"), os.path.join(state, "far.key")
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
+                    "-days", "2", "-subj", "/CN=phone-backend", "-keyout", key, "-out", cert],
+                   check=True, capture_output=True)
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(cert, key)
+    der = ssl.PEM_cert_to_DER_cert(open(cert).read())
+    pin = ":".join(f"{b:02X}" for b in hashlib.sha256(der).digest())
+    got = []
+
+    async def far_end(ws):
+        async for text in ws:
+            got.append(json.loads(text))
+
+    async with websockets.serve(far_end, "127.0.0.1", 0, ssl=context) as server:
+        url = f"wss://127.0.0.1:{server.sockets[0].getsockname()[1]}/gw"
+        base = [BINARY, "stream", "--simulate", "--duration", "2", "--emit-interval", "1", "--format", "jsonl",
+                "--no-record-db", "--connect", url, "--state-dir", state, "--connect-grace", "2"]
+        ok = await asyncio.to_thread(subprocess.run, base + ["--pin", pin], capture_output=True, text=True, timeout=60)
+        assert ok.returncode == 0, ok.stderr
+        assert [m["type"] for m in got if m.get("delivery") == "reliable"][-1] == "session_summary", got
+        got.clear()
+        wrong = ("00" if not pin.startswith("00") else "11") + pin[2:]
+        bad = await asyncio.to_thread(subprocess.run, base + ["--pin", wrong], capture_output=True, text=True,
+                                      timeout=60)
+        assert bad.returncode == 0, bad.stderr  # the session itself ran; the far end was refused
+        assert "not the pinned one" in bad.stderr and "did not receive" in bad.stderr, bad.stderr
+        assert not got, got
+
+
 async def test_tls_with_a_self_signed_certificate_pinned_by_fingerprint():
     import hashlib
     import ssl
@@ -564,6 +600,7 @@ async def main():
               test_a_summary_missed_before_a_restart_is_delivered_after_it())
     await run("test_stream_connect_reaches_a_late_server_and_resumes_after_a_drop",
               test_stream_connect_reaches_a_late_server_and_resumes_after_a_drop())
+    await run("test_stream_connect_pins_a_self_signed_far_end", test_stream_connect_pins_a_self_signed_far_end())
     await run("test_tls_with_a_self_signed_certificate_pinned_by_fingerprint",
               test_tls_with_a_self_signed_certificate_pinned_by_fingerprint())
     print(f"{passed} passed, {failed} failed")
