@@ -18,6 +18,7 @@ struct TokenCommand: ParsableCommand {
             Examples:
               hr-gateway token create --name phone
               hr-gateway token create --read-only --name obs-overlay
+              hr-gateway token create --name phone --tls      (also prints the certificate fingerprint to pin)
               TOKEN=$(hr-gateway token create --name ci | tail -n 1)
               hr-gateway token list
               hr-gateway token revoke 3a9f0c
@@ -35,15 +36,21 @@ struct TokenCommand: ParsableCommand {
         @Option(help: ArgumentHelp("A label to recognise the token by in `token list` (default: consumer).", valueName: "label"))
         var name = "consumer"
 
+        @Flag(help: "Also make the relay's self-signed TLS certificate now if there is none yet (as `serve --tls` would on first use), so that its fingerprint is printed for the phone to pin.")
+        var tls = false
+
         @OptionGroup var state: StoreOptions
 
         func run() throws {
             let store = try state.tokens()
+            let tlsFiles = RelayTLSFiles.inStateDirectory(store.directory)
+            if tls {
+                do { try tlsFiles.createSelfSignedIfMissing() } catch let e as RelayServerError { throw ValidationError(e.description) }
+            }
             let (token, record) = try Self.wrap { try store.create(name: name, scope: readOnly ? RelayScope.read : RelayScope.control, nowMs: SystemSessionClock().nowMs()) }
             print("created \(record.scope == RelayScope.read ? "read-only" : "control") token \(record.id) '\(record.name)' in \(store.path)")
             print("connect with: Authorization: Bearer <token>   (the token is not stored and is shown only now)")
-            let tls = RelayTLSFiles.inStateDirectory(store.directory)
-            if let fingerprint = try? tls.fingerprint() {
+            if let fingerprint = try? tlsFiles.fingerprint() {
                 print("pin the relay's TLS certificate (SHA-256): \(fingerprint)")
             }
             print(token)

@@ -54,6 +54,20 @@ import Testing
         #expect(FileManager.default.fileExists(atPath: service + "/tokens.json"), "systemd's $STATE_DIRECTORY")
     }
 
+    @Test func tokenCreateWithTLSMakesTheCertificateOnceAndPrintsItsFingerprintBeforeTheToken() throws {
+        let dir = stateDir()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let plain = try CLI.run(["token", "create", "--name", "a", "--state-dir", dir])
+        #expect(!plain.stdout.contains("SHA-256"), "no certificate yet, none made without --tls")
+        let first = try CLI.run(["token", "create", "--name", "b", "--tls", "--state-dir", dir])
+        #expect(first.status == 0, "\(first.stderr)")
+        let pin = try #require(first.lines.first { $0.contains("SHA-256") }?.split(separator: " ").last)
+        #expect(pin.split(separator: ":").count == 32)
+        #expect(first.lines.last?.hasPrefix("hrg_") == true, "the token stays the last line")
+        let second = try CLI.run(["token", "create", "--name", "c", "--tls", "--state-dir", dir])
+        #expect(second.lines.first { $0.contains("SHA-256") }?.hasSuffix(String(pin)) == true, "made once, then kept")
+    }
+
     @Test func dialingOutChecksItsOptionsBeforeStarting() throws {
         let tokenAlone = try CLI.run(["stream", "--simulate", "--token", "secret"])
         #expect(tokenAlone.status != 0)
