@@ -46,8 +46,9 @@ public final class StrapClaims: Sendable {
 /// Uses its own D-Bus connection (so BlueZ's notify session belongs to this strap alone), mirrors `/org/bluez`, and
 /// runs `StrapStateMachine`: discovery, Connect with retries (le-connection-abort-by-local, InProgress,
 /// UnknownObject), ServicesResolved raced against Connected=false and removal, 2A37 lookup by UUID, StartNotify once
-/// per connection lifetime, an explicit `stale` status when notifications stop, its own reconnect loop with
-/// backoff, bluetoothd restarts, and Disconnect on stop. Timers run on the injected `SessionClock`.
+/// per connection lifetime, an explicit `stale` status when notifications stop (and a Disconnect and reconnect when
+/// they stay away: `StrapPolicy.staleReconnectAfterMs`), its own reconnect loop with backoff, bluetoothd restarts,
+/// and Disconnect on stop. Timers run on the injected `SessionClock`.
 public final class BLEHeartRateProvider: BiosignalProvider {
     public let name = BLEHeartRate.source
     public let spec: StrapSpec

@@ -119,6 +119,8 @@ public enum StrapTimer: Sendable, Hashable {
     case disconnectWait
     /// No notification for `staleAfterMs`.
     case stale
+    /// Still stale after `staleReconnectAfterMs`: disconnect and reconnect.
+    case staleReconnect
     /// Time to try again.
     case backoff
 }
@@ -175,6 +177,12 @@ public struct StrapPolicy: Sendable, Equatable {
     public var disconnectWaitMs: Int64 = 5_000
     /// No notification for this long → `stale` (straps notify at ~1 Hz).
     public var staleAfterMs: Int64 = 5_000
+    /// Still `stale` this long after becoming stale → Disconnect, then reconnect through the backoff; nil leaves it
+    /// to BlueZ to notice the link loss. A strap notifies every second, with or without a beat, so 20 s of silence in
+    /// all is no passing radio gap; yet BlueZ was seen to keep such a dead link `Connected` for about 40 s, and a
+    /// Polar strap itself lets go 20–30 s after losing skin contact. 15 s reconnects well before BlueZ gives up and
+    /// costs nothing extra: the samples are already flagged as after a gap since `stale`.
+    public var staleReconnectAfterMs: Int64? = 15_000
     /// Delays before successive retries; the last one repeats.
     public var backoffMs: [Int64] = [250, 1_000, 2_000, 4_000, 8_000, 15_000, 30_000]
     /// Immediate retries after le-connection-abort-by-local before falling back to the backoff.
@@ -199,7 +207,9 @@ public struct StrapStateMachine: Sendable {
     public let spec: StrapSpec
     public let policy: StrapPolicy
     public private(set) var phase: Phase = .idle
-    public private(set) var device: StrapDevice?
+    public private(set) var device: StrapDevice? {
+        didSet { if device?.path != oldValue?.path { awaitingDisconnectEcho = false } }
+    }
     public private(set) var heartRatePath: String?
     /// The characteristic our D-Bus connection holds a notify session on. BlueZ keeps it across disconnects and
     /// re-arms it on reconnect, so it is not requested again (no duplicate sessions or callbacks).
@@ -211,6 +221,12 @@ public struct StrapStateMachine: Sendable {
     private var missingCharacteristic = 0
     /// Connected went false while this Connect was pending.
     private var droppedDuringAttempt = false
+    /// We disconnected a link BlueZ may still hold up, and its Connected=false has not arrived yet. Replies overtake
+    /// signals (in the driver, and bluetoothd emits property changes lazily), so that link's Connected=true may also
+    /// still be on its way, even after the next attempt began: until the Connected=false comes, Connected=true is the
+    /// old link's and Connected=false is no link loss. Should it never come, one real loss is missed and the resolve
+    /// or stale timers catch it.
+    private var awaitingDisconnectEcho = false
     private var detailsRead = false
     private var sequencer = NotificationSequencer()
     private var tokens: [StrapTimer: UInt64] = [:]
@@ -309,6 +325,15 @@ public struct StrapStateMachine: Sendable {
 
         case .connectedChanged(let path, let connected):
             guard device?.path == path else { break }
+            if awaitingDisconnectEcho {
+                // The link we disconnected: a late Connected=true of it, or the Connected=false we caused.
+                if !connected {
+                    awaitingDisconnectEcho = false
+                    device?.connected = false
+                    device?.servicesResolved = false
+                }
+                break
+            }
             // Our own Disconnect already marked the device down, so its late Connected=false is no transition.
             let wasConnected = device?.connected ?? false
             device?.connected = connected
@@ -398,6 +423,7 @@ public struct StrapStateMachine: Sendable {
             }
             if phase == .stale {
                 phase = .streaming
+                cancel(.staleReconnect, &out)
                 status(.streaming, nil, &out)
             } else if lastMessage != nil || lastState != .streaming {
                 status(.streaming, nil, &out)
@@ -480,6 +506,9 @@ public struct StrapStateMachine: Sendable {
     private mutating func disconnect(_ out: inout [StrapAction]) {
         guard let p = device?.path else { return }
         out.append(.disconnect(path: p))
+        if device?.connected == true || [.resolving, .subscribing, .streaming, .stale].contains(phase) {
+            awaitingDisconnectEcho = true
+        }
         device?.connected = false
         device?.servicesResolved = false
     }
@@ -508,17 +537,17 @@ public struct StrapStateMachine: Sendable {
     }
 
     private mutating func linkLost(_ out: inout [StrapAction]) {
-        for t in [StrapTimer.stale, .resolve, .connect] { cancel(t, &out) }
+        for t in [StrapTimer.stale, .staleReconnect, .resolve, .connect] { cancel(t, &out) }
         if sequencer.lastSequence > 0 { sequencer.markGap() }
     }
 
     private mutating func backoff(_ out: inout [StrapAction], message: String, state: SensorStatus.State = .reconnecting) {
-        for t in [StrapTimer.stale, .resolve, .connect, .disconnectWait] { cancel(t, &out) }
+        for t in [StrapTimer.stale, .staleReconnect, .resolve, .connect, .disconnectWait] { cancel(t, &out) }
         awaitingAbortDisconnect = false
         let delay = policy.backoffMs[min(failures, policy.backoffMs.count - 1)]
         failures += 1
         phase = .backoff
-        status(state, "\(message) (retry in \(Double(delay) / 1000) s)", &out)
+        status(state, "\(message) (retry in \(Self.seconds(delay)) s)", &out)
         schedule(.backoff, delay, &out)
     }
 
@@ -537,7 +566,14 @@ public struct StrapStateMachine: Sendable {
             // Never a frozen number (pitfall 19): say the values are not current.
             phase = .stale
             sequencer.markGap()
-            status(.stale, "no heart-rate notification for \(Double(policy.staleAfterMs) / 1000) s", &out)
+            status(.stale, "no heart-rate notification for \(Self.seconds(policy.staleAfterMs)) s", &out)
+            if let ms = policy.staleReconnectAfterMs { schedule(.staleReconnect, ms, &out) }
+        case (.staleReconnect, .stale):
+            // BlueZ may keep a dead link Connected for tens of seconds: drop it ourselves and reconnect.
+            let silent = policy.staleAfterMs + (policy.staleReconnectAfterMs ?? 0)
+            disconnect(&out)
+            linkLost(&out)
+            backoff(&out, message: "no heart-rate notification for \(Self.seconds(silent)) s; reconnecting")
         case (.backoff, .backoff):
             if let d = device {
                 if d.connected, d.servicesResolved {
@@ -551,6 +587,11 @@ public struct StrapStateMachine: Sendable {
         default:
             break
         }
+    }
+
+    /// `1500` → "1.5", `20000` → "20".
+    static func seconds(_ ms: Int64) -> String {
+        ms % 1000 == 0 ? "\(ms / 1000)" : "\(Double(ms) / 1000)"
     }
 
     /// What a user can do about a failure that usually means the strap is not reachable.

@@ -42,6 +42,32 @@ struct BlueZProviderTests {
         _ = try #require(await r.statuses.first(.connected))
     }
 
+    /// Lets the backoff that `status` announces ("… (retry in 0.25 s)") run out. The timer is scheduled before its
+    /// status is reported, so it is pending now, whatever delay the machine chose.
+    func advancePastRetry(_ r: inout Rig, announcedBy status: SensorStatus?) throws {
+        let message = try #require(status?.message)
+        let text = try #require(message.split(separator: "(retry in ").last?.split(separator: " s)").first,
+                                "no retry delay in \"\(message)\"")
+        let seconds = try #require(Double(text), "no retry delay in \"\(message)\"")
+        r.clock.advance(byMs: Int64((seconds * 1000).rounded()))
+    }
+
+    /// Waits for `.connected`; another backoff announced first is a failure (not a wait for a timer nobody fires).
+    /// `announced` itself may come again: a battery reading repeats the current status with the percentage.
+    func connectedWithoutAnotherRetry(_ r: inout Rig, announced: SensorStatus?) async throws {
+        let s = try #require(await r.statuses.first {
+            $0.state == .connected
+                || ($0.message?.contains("(retry in") == true && $0.message != announced?.message)
+        })
+        try #require(s.state == .connected, "retried again: \(s.message ?? "")")
+    }
+
+    /// Advances past the announced backoff and waits for `.connected`.
+    func reconnects(_ r: inout Rig, after status: SensorStatus?) async throws {
+        try advancePastRetry(&r, announcedBy: status)
+        try await connectedWithoutAnotherRetry(&r, announced: status)
+    }
+
     /// RR (1/1024 s) the fake sends in its first `n` packets, from the Swift pacer (an independent implementation).
     func expectedPackets(_ n: Int) throws -> [[UInt16]] {
         Array(HeartRatePacer(rr1024: try Self.rr()).prefix(n)).map(\.measurement.rrIntervals1024)
@@ -95,9 +121,8 @@ struct BlueZProviderTests {
         defer { r.fake.stop() }
         try await r.fake.ctl("SetPendingForeignConnect", [.string(Self.strap), .boolean(true)])
         try await r.provider.startStreaming(into: r.recorder.sink)
-        _ = try #require(await r.statuses.first(.reconnecting, containing: "in progress"))
-        r.clock.advance(byMs: 250)
-        _ = try #require(await r.statuses.first(.connected))
+        let retry = await r.statuses.first(.reconnecting, containing: "in progress")
+        try await reconnects(&r, after: retry)
         let calls = try await r.fake.calls().filter { $0.hasPrefix("Connect ") || $0.hasPrefix("Disconnect ") }
         #expect(calls.map { $0.split(separator: " ")[0] } == ["Connect", "Disconnect", "Connect"])
         await r.provider.stopStreaming()
@@ -110,9 +135,8 @@ struct BlueZProviderTests {
         try await r.provider.startStreaming(into: r.recorder.sink)
         _ = try #require(await r.statuses.first(.connecting, containing: "resolving"))
         try await r.fake.ctl("LinkLoss", [.string(Self.strap)])
-        _ = try #require(await r.statuses.first(.reconnecting, containing: "link lost"))
-        r.clock.advance(byMs: 250)
-        _ = try #require(await r.statuses.first(.connected))
+        let retry = await r.statuses.first(.reconnecting, containing: "link lost")
+        try await reconnects(&r, after: retry)
         await r.provider.stopStreaming()
     }
 
@@ -123,9 +147,8 @@ struct BlueZProviderTests {
         try await r.provider.startStreaming(into: r.recorder.sink)
         _ = try #require(await r.statuses.first(.connecting, containing: "resolving"))
         r.clock.advance(byMs: StrapPolicy().resolveTimeoutMs)
-        _ = try #require(await r.statuses.first(.reconnecting, containing: "not resolved"))
-        r.clock.advance(byMs: 250)
-        _ = try #require(await r.statuses.first(.connected))
+        let retry = await r.statuses.first(.reconnecting, containing: "not resolved")
+        try await reconnects(&r, after: retry)
         #expect(try await r.fake.count("Disconnect") >= 1)
         await r.provider.stopStreaming()
     }
@@ -135,9 +158,8 @@ struct BlueZProviderTests {
         defer { r.fake.stop() }
         try await r.fake.ctl("ScriptConnect", [.string(Self.strap), .stringArray(["nogatt"])])
         try await r.provider.startStreaming(into: r.recorder.sink)
-        _ = try #require(await r.statuses.first(.reconnecting, containing: "characteristic missing"))
-        r.clock.advance(byMs: 250)
-        _ = try #require(await r.statuses.first(.connected))
+        let retry = await r.statuses.first(.reconnecting, containing: "characteristic missing")
+        try await reconnects(&r, after: retry)
         try await r.fake.sendPackets(Self.strap, 1)
         #expect(await r.samples.take(1).first?.rrRaw1024 == (try expectedPackets(1)).first)
         await r.provider.stopStreaming()
@@ -148,8 +170,8 @@ struct BlueZProviderTests {
         defer { r.fake.stop() }
         try await r.fake.ctl("ScriptConnect", [.string(Self.strap), .stringArray(["nogatt", "nogatt"])])
         try await r.provider.startStreaming(into: r.recorder.sink)
-        _ = try #require(await r.statuses.first(.reconnecting, containing: "characteristic missing"))
-        r.clock.advance(byMs: 250)
+        let retry = await r.statuses.first(.reconnecting, containing: "characteristic missing")
+        try advancePastRetry(&r, announcedBy: retry)
         _ = try #require(await r.statuses.first(.reconnecting, containing: "removed the device"))
         #expect(try await r.fake.calls().contains("RemoveDevice /org/bluez/hci0"))
         try await r.fake.ctl("SetAdvertising", [.string(Self.strap), .boolean(true)])
@@ -164,10 +186,9 @@ struct BlueZProviderTests {
         try await r.provider.startStreaming(into: r.recorder.sink)
         _ = try #require(await r.statuses.first(.connecting, containing: "connecting to"))
         r.clock.advance(byMs: StrapPolicy().connectTimeoutMs)
-        _ = try #require(await r.statuses.first(.reconnecting, containing: "connect timed out"))
+        let retry = await r.statuses.first(.reconnecting, containing: "connect timed out")
         // Disconnect cancelled the pending Connect; its late error answer is not taken for the next attempt's.
-        r.clock.advance(byMs: 250)
-        _ = try #require(await r.statuses.first(.connected))
+        try await reconnects(&r, after: retry)
         let calls = try await r.fake.calls().filter { $0.hasPrefix("Connect ") || $0.hasPrefix("Disconnect ") }
         #expect(calls.map { $0.split(separator: " ")[0] } == ["Connect", "Disconnect", "Connect"])
         await r.provider.stopStreaming()
@@ -180,8 +201,7 @@ struct BlueZProviderTests {
         try await r.provider.startStreaming(into: r.recorder.sink)
         let s = try #require(await r.statuses.first(.reconnecting, containing: "le-connection-timeout"))
         #expect(s.message?.contains("not held by a phone app") == true)
-        r.clock.advance(byMs: 250)
-        _ = try #require(await r.statuses.first(.connected))
+        try await reconnects(&r, after: s)
         await r.provider.stopStreaming()
     }
 
@@ -192,9 +212,8 @@ struct BlueZProviderTests {
         try await r.fake.sendPackets(Self.strap, 3)
         _ = await r.samples.take(3)
         try await r.fake.ctl("LinkLoss", [.string(Self.strap)])
-        _ = try #require(await r.statuses.first(.reconnecting, containing: "link lost"))
-        r.clock.advance(byMs: 250)
-        _ = try #require(await r.statuses.first(.connected))
+        let retry = await r.statuses.first(.reconnecting, containing: "link lost")
+        try await reconnects(&r, after: retry)
         try await r.fake.sendPackets(Self.strap, 4)
         let after = await r.samples.take(4)
         // One sample per packet (sequence has no repeats), the first flagged as after a gap.
@@ -223,15 +242,78 @@ struct BlueZProviderTests {
         await r.provider.stopStreaming()
     }
 
+    @Test func staleForTooLongDisconnectsAndReconnects() async throws {
+        var r = try await rig()
+        defer { r.fake.stop() }
+        try await streaming(&r)
+        try await r.fake.sendPackets(Self.strap, 2)
+        _ = await r.samples.take(2)
+        _ = try #require(await r.statuses.first(.streaming))
+        // The link dies and BlueZ keeps it Connected: what the strap sends is lost, no Connected=false comes.
+        try await r.fake.ctl("StallLink", [.string(Self.strap)])
+        #expect(try await r.fake.sendPackets(Self.strap, 1) == 0)
+        let policy = StrapPolicy()
+        let reconnectAfter = try #require(policy.staleReconnectAfterMs)
+        r.clock.advance(byMs: policy.staleAfterMs)
+        _ = try #require(await r.statuses.first(.stale))
+        #expect(try await r.fake.count("Disconnect") == 0)
+        r.clock.advance(byMs: reconnectAfter)
+        let silent = (policy.staleAfterMs + reconnectAfter) / 1000
+        let retry = await r.statuses.first(
+            .reconnecting, containing: "no heart-rate notification for \(silent) s; reconnecting")
+        #expect(try await r.fake.count("Disconnect") == 1)
+        try await reconnects(&r, after: retry)
+        #expect(try await r.fake.count("Connect") == 2)
+        try await r.fake.sendPackets(Self.strap, 1)
+        let after = try #require(await r.samples.take(1).first)
+        // The packet lost on the dead link is skipped, the next one follows a flagged gap.
+        #expect(after.sequence == 3)
+        #expect(after.gapBefore)
+        #expect(after.rrRaw1024 == (try expectedPackets(4)).last)
+        #expect(try await r.fake.count("StartNotify") == 1)
+        await r.provider.stopStreaming()
+    }
+
+    @Test func notificationWhileStaleCancelsTheReconnect() async throws {
+        var r = try await rig()
+        defer { r.fake.stop() }
+        try await streaming(&r)
+        try await r.fake.sendPackets(Self.strap, 1)
+        _ = await r.samples.take(1)
+        _ = try #require(await r.statuses.first(.streaming))
+        let policy = StrapPolicy()
+        let reconnectAfter = try #require(policy.staleReconnectAfterMs)
+        r.clock.advance(byMs: policy.staleAfterMs)
+        _ = try #require(await r.statuses.first(.stale))
+        try await r.fake.sendPackets(Self.strap, 1)
+        #expect(await r.samples.take(1).first?.gapBefore == true)
+        _ = try #require(await r.statuses.first(.streaming))
+        // Keep the strap talking until well past the moment the reconnect was due.
+        var elapsed: Int64 = 0
+        while elapsed <= reconnectAfter + policy.staleAfterMs {
+            r.clock.advance(byMs: policy.staleAfterMs - 1)
+            elapsed += policy.staleAfterMs - 1
+            try await r.fake.sendPackets(Self.strap, 1)
+            #expect(await r.samples.take(1).first?.gapBefore == false)
+        }
+        #expect(r.provider.phase == .streaming)
+        await r.provider.stopStreaming()
+        var later: [SensorStatus] = []
+        while let s = await r.statuses.next(), s.state != .disconnected { later.append(s) }
+        #expect(later.allSatisfy { $0.state != .reconnecting && $0.state != .stale }, "\(later)")
+        #expect(try await r.fake.count("Disconnect") == 1, "only the one on stop")
+        #expect(try await r.fake.count("Connect") == 1)
+    }
+
     @Test func pitfall9_unknownObjectRescans() async throws {
         var r = try await rig()
         defer { r.fake.stop() }
         try await streaming(&r)
         try await r.fake.ctl("LinkLoss", [.string(Self.strap)])
         try await r.fake.ctl("SetAdvertising", [.string(Self.strap), .boolean(false)])
-        _ = try #require(await r.statuses.first(.reconnecting, containing: "link lost"))
+        let retry = await r.statuses.first(.reconnecting, containing: "link lost")
         try await r.fake.ctl("ExpireStrap", [.string(Self.strap)])
-        r.clock.advance(byMs: 250)
+        try advancePastRetry(&r, announcedBy: retry)
         _ = try #require(await r.statuses.first { $0.message?.contains("gone; scanning again") ?? false })
         try await r.fake.ctl("SetAdvertising", [.string(Self.strap), .boolean(true)])
         _ = try #require(await r.statuses.first(.connected))

@@ -22,9 +22,18 @@ struct StrapStateMachineTests {
         return nil
     }
 
+    func delay(_ timer: StrapTimer, in actions: [StrapAction]) -> Int64? {
+        for a in actions { if case let .schedule(t, ms, _) = a, t == timer { return ms } }
+        return nil
+    }
+
+    func samples(_ actions: [StrapAction]) -> [BiosignalSample] {
+        actions.compactMap { if case .sample(let s) = $0 { s } else { nil } }
+    }
+
     /// Drives the machine to streaming; returns it.
-    func streaming() -> StrapStateMachine {
-        var m = StrapStateMachine(spec: .address(Self.address))
+    func streaming(policy: StrapPolicy = StrapPolicy()) -> StrapStateMachine {
+        var m = StrapStateMachine(spec: .address(Self.address), policy: policy)
         _ = m.handle(.start)
         _ = m.handle(.deviceSeen(device()))
         _ = m.handle(.connectReturned(nil))
@@ -283,5 +292,110 @@ extension StrapStateMachineTests {
         // The late Connected=false of the old link is no link loss for the new attempt.
         #expect(m.handle(.connectedChanged(path: Self.path, false)).isEmpty)
         #expect(m.phase == .resolving)
+    }
+}
+
+extension StrapStateMachineTests {
+    /// Replies overtake signals in the driver (a reply resumes its caller directly; a signal goes through the BlueZ
+    /// mirror first) and bluetoothd itself emits property changes lazily, so the old link's Connected=true and our
+    /// own Disconnect's Connected=false may both arrive after the next attempt began.
+    @Test func oldLinksLateConnectedSignalsAreNotALinkLossOfTheNextAttempt() {
+        var m = StrapStateMachine(spec: .address(Self.address))
+        _ = m.handle(.start)
+        _ = m.handle(.deviceSeen(device()))
+        let resolving = m.handle(.connectReturned(nil))
+        let timedOut = m.handle(.timer(.resolve, token: token(.resolve, in: resolving)!))
+        #expect(timedOut.contains(.disconnect(path: Self.path)))
+        #expect(m.phase == .backoff)
+        // The first link's Connected=true, delivered only now.
+        _ = m.handle(.connectedChanged(path: Self.path, true))
+        let retry = m.handle(.timer(.backoff, token: token(.backoff, in: timedOut)!))
+        #expect(retry.contains(.connect(path: Self.path)))
+        _ = m.handle(.connectReturned(nil))
+        #expect(m.phase == .resolving)
+        // Our Disconnect's Connected=false of the first link: not a loss of the second.
+        #expect(m.handle(.connectedChanged(path: Self.path, false)).isEmpty)
+        #expect(m.phase == .resolving)
+        // The second link comes up and streams.
+        _ = m.handle(.connectedChanged(path: Self.path, true))
+        #expect(m.handle(.servicesResolvedChanged(path: Self.path, true))
+            .contains(.lookUpHeartRateCharacteristic(devicePath: Self.path)))
+        _ = m.handle(.heartRateCharacteristic(path: Self.hrm))
+        #expect(states(m.handle(.startNotifyReturned(nil))) == [.connected])
+        // A real loss of the second link is still one.
+        #expect(states(m.handle(.connectedChanged(path: Self.path, false))) == [.reconnecting])
+        #expect(m.phase == .backoff)
+    }
+}
+
+extension StrapStateMachineTests {
+    @Test func staleForTooLongDisconnectsAndReconnectsWithAGap() {
+        var policy = StrapPolicy()
+        policy.staleAfterMs = 4_000
+        policy.staleReconnectAfterMs = 6_000
+        var m = streaming(policy: policy)
+        let first = notify(&m)
+        #expect(samples(first).map(\.sequence) == [1])
+        let stale = m.handle(.timer(.stale, token: token(.stale, in: first)!))
+        #expect(states(stale) == [.stale])
+        #expect(delay(.staleReconnect, in: stale) == 6_000)
+        #expect(!stale.contains(.disconnect(path: Self.path)), "stale alone waits")
+
+        let drop = m.handle(.timer(.staleReconnect, token: token(.staleReconnect, in: stale)!))
+        #expect(drop.contains(.disconnect(path: Self.path)))
+        #expect(m.phase == .backoff)
+        let status = drop.compactMap { if case .status(let s) = $0 { s } else { nil } }.last
+        #expect(status?.state == .reconnecting)
+        #expect(status?.message?.hasPrefix("no heart-rate notification for 10 s; reconnecting") == true)
+        #expect(delay(.backoff, in: drop) == policy.backoffMs.first, "a strap that streamed starts the backoff over")
+
+        #expect(m.handle(.timer(.backoff, token: token(.backoff, in: drop)!)).contains(.connect(path: Self.path)))
+        // BlueZ's Connected=false for our Disconnect, arriving late: no second link loss.
+        #expect(m.handle(.connectedChanged(path: Self.path, false)).isEmpty)
+        _ = m.handle(.connectReturned(nil))
+        _ = m.handle(.connectedChanged(path: Self.path, true))
+        _ = m.handle(.servicesResolvedChanged(path: Self.path, true))
+        // BlueZ re-arms the notify session: streaming again without a second StartNotify.
+        let again = m.handle(.heartRateCharacteristic(path: Self.hrm))
+        #expect(!again.contains(.startNotify(charPath: Self.hrm)))
+        #expect(states(again) == [.connected])
+        let next = samples(notify(&m))
+        #expect(next.map(\.sequence) == [2])
+        #expect(next.map(\.gapBefore) == [true])
+    }
+
+    @Test func notificationWhileStaleCancelsTheReconnect() {
+        var m = streaming()
+        let first = notify(&m)
+        let stale = m.handle(.timer(.stale, token: token(.stale, in: first)!))
+        let reconnect = token(.staleReconnect, in: stale)!
+        let back = notify(&m)
+        #expect(back.contains(.cancel(.staleReconnect)))
+        #expect(states(back) == [.streaming])
+        #expect(samples(back).map(\.gapBefore) == [true])
+        // Had the timer already fired (it raced the cancel), it does nothing.
+        #expect(m.handle(.timer(.staleReconnect, token: reconnect)).isEmpty)
+        #expect(m.phase == .streaming)
+    }
+
+    @Test func linkLossWhileStaleCancelsTheStaleReconnect() {
+        var m = streaming()
+        let first = notify(&m)
+        _ = m.handle(.timer(.stale, token: token(.stale, in: first)!))
+        let lost = m.handle(.connectedChanged(path: Self.path, false))
+        #expect(lost.contains(.cancel(.staleReconnect)))
+        #expect(!lost.contains(.disconnect(path: Self.path)))
+        #expect(m.phase == .backoff)
+    }
+
+    @Test func withoutStaleReconnectStaleWaitsForBlueZ() {
+        var policy = StrapPolicy()
+        policy.staleReconnectAfterMs = nil
+        var m = streaming(policy: policy)
+        let first = notify(&m)
+        let stale = m.handle(.timer(.stale, token: token(.stale, in: first)!))
+        #expect(states(stale) == [.stale])
+        #expect(token(.staleReconnect, in: stale) == nil)
+        #expect(m.phase == .stale)
     }
 }

@@ -13,7 +13,8 @@ SetDiscoveryFilter/StartDiscovery/StopDiscovery/RemoveDevice; devices appear whe
 advertises; Device1.Connect sets Connected then ServicesResolved; notify sessions per D-Bus sender that survive
 disconnects and are re-armed on reconnect; Value PropertiesChanged per notification; Battery1; Device Information,
 Body Sensor Location and Battery Level reads; scripted Connect outcomes (le-connection-abort-by-local, InProgress,
-objects missing after ServicesResolved, never resolving, generic failure), link loss, device removal with
+objects missing after ServicesResolved, never resolving, generic failure), link loss, a dead link that stays
+Connected, device removal with
 UnknownObject afterwards, and a bluetoothd restart (the name is dropped and owned again; all state is rebuilt).
 """
 
@@ -217,7 +218,7 @@ class Characteristic(Object):
             self.set(CHAR, Notifying=dbus.Boolean(False))
 
     def notify(self, payload):
-        if not self.device.connected or not self.sessions or not self.exported:
+        if not self.device.connected or not self.sessions or not self.exported or self.device.stalled:
             return False
         self.value = list(payload)
         self.set(CHAR, Value=byte_array(payload))
@@ -237,6 +238,7 @@ class Device(Object):
         self.present = False      # in GetManagedObjects (found by discovery, not removed)
         self.removed = False      # removed after being known: calls fail with UnknownObject
         self.connected = False
+        self.stalled = False      # the link is dead but still Connected: notifications are lost
         self.gatt_exported = False
         self.connect_outcomes = []
         self.pending_other_connect = False
@@ -412,6 +414,7 @@ class Device(Object):
         if not self.connected:
             return True
         self.connected = False
+        self.stalled = False
         if self.props[DEVICE]["ServicesResolved"]:
             self.set(DEVICE, ServicesResolved=dbus.Boolean(False))
         self.set(DEVICE, Connected=dbus.Boolean(False))
@@ -648,6 +651,15 @@ class Control(dbus.service.Object):
         self.dev(address).link_loss()
 
     @dbus.service.method(CONTROL_IFACE, in_signature="s")
+    def StallLink(self, address):
+        """The link dies but BlueZ keeps it Connected (before its supervision timeout, or longer): packets sent
+        meanwhile are lost. Ends with the link (Disconnect or LinkLoss); the next connection delivers again."""
+        d = self.dev(address)
+        if not d.connected:
+            raise BlueZError("org.hrgateway.FakeBlueZ.Error.NotConnected", "strap %s is not connected" % address)
+        d.stalled = True
+
+    @dbus.service.method(CONTROL_IFACE, in_signature="s")
     def RemoveStrap(self, address):
         self.dev(address).remove()
 
@@ -791,6 +803,7 @@ class Fake:
                     g.props[CHAR]["Notifying"] = dbus.Boolean(False)
                     g.props[CHAR]["Value"] = byte_array([])
             d.connected = False
+            d.stalled = False
             d.present = False
             d.removed = False
             d.gatt_exported = False
