@@ -274,19 +274,20 @@ public final class RelayHub: Sendable {
 
     /// True when `consumerId` has acknowledged every reliable event kept for it.
     public func hasAcknowledgedAll(_ consumerId: String) -> Bool {
-        state.withLock { s in
-            let cursor = s.acked[consumerId] ?? s.lastSeq
-            return !s.outbox.contains { $0.seq > cursor }
-        }
+        state.withLock { Self.acknowledgedAll(consumerId, $0) }
     }
 
     /// True when `consumerId` has acknowledged every reliable event kept, or is connected with nothing left to send.
     public func hasDelivered(to consumerId: String) -> Bool {
         state.withLock { s in
-            let cursor = s.acked[consumerId] ?? s.lastSeq
-            if !s.outbox.contains(where: { $0.seq > cursor }) { return true }
-            return s.connections.values.contains { $0.principal.consumerId == consumerId && $0.queue.isEmpty }
+            Self.acknowledgedAll(consumerId, s)
+                || s.connections.values.contains { $0.principal.consumerId == consumerId && $0.queue.isEmpty }
         }
+    }
+
+    private static func acknowledgedAll(_ consumerId: String, _ s: State) -> Bool {
+        let cursor = s.acked[consumerId] ?? s.lastSeq
+        return !s.outbox.contains { $0.seq > cursor }
     }
 
     /// Ends the connections of every token not in `validConsumerIds` (revoked while connected) and forgets what
