@@ -167,7 +167,7 @@ final class StrapSession: Sendable {
     static func open(provider: BLEHeartRateProvider, sink: ProviderSink) async throws(BLEHeartRateError) -> StrapSession {
         let connection: DBusConnection
         do { connection = try await DBusConnection.connect(to: provider.bus, logger: provider.logger) } catch {
-            throw .busUnavailable("\(error)")
+            throw .systemBusUnreachable(error)
         }
         do {
             let bluez = try await BlueZClient.start(on: connection, logger: provider.logger)

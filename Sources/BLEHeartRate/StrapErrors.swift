@@ -22,7 +22,9 @@ public enum BLEHeartRateError: Error, Sendable, Equatable, CustomStringConvertib
     public var description: String {
         switch self {
         case .busUnavailable(let why):
-            "cannot reach the D-Bus system bus (\(why)); is dbus running? (`systemctl status dbus`)"
+            "cannot reach the D-Bus system bus (\(why)). Start it with `sudo systemctl start dbus` (Debian: "
+                + "`sudo apt-get install dbus`) or set DBUS_SYSTEM_BUS_ADDRESS to its address, then run "
+                + "`hr-gateway doctor` to check the rest."
         case .noBluetoothd:
             "bluetoothd is not running (nobody owns org.bluez on the system bus); start it with "
                 + "`sudo systemctl start bluetooth` (Debian: `sudo apt-get install bluez` first)"
@@ -42,6 +44,12 @@ public enum BLEHeartRateError: Error, Sendable, Equatable, CustomStringConvertib
         case .invalidSpec(let s):
             "invalid strap spec \"\(s)\": give an address (AA:BB:CC:DD:EE:FF), a name prefix or auto"
         }
+    }
+
+    /// A failure to connect to the system bus, with libdbus's reason alone (the fix is in the description).
+    public static func systemBusUnreachable(_ error: any Error) -> BLEHeartRateError {
+        guard let e = error as? DBusError else { return .busUnavailable("\(error)") }
+        return .busUnavailable(e.message.isEmpty ? e.name : e.message)
     }
 
     /// Maps a D-Bus failure talking to `org.bluez` to the error the user should see.

@@ -99,72 +99,87 @@ public struct GatewayConfiguration: Sendable, Equatable {
             return i
         }
 
+        var errors: [ConfigurationError] = []
+        // Every key is checked, and every error reported (in line order), not only the first.
+        func collect(_ body: () throws(ConfigurationError) -> Void) {
+            do { try body() } catch { errors.append(error) }
+        }
+
         for (key, value) in table {
-            switch key {
-            case "log_level":
-                let s = try string(value, nil, key)
-                guard let level = LogLevelSetting(rawValue: s) else {
-                    throw fail(nil, key, "log_level must be one of \(LogLevelSetting.allCases.map(\.rawValue).joined(separator: ", ")), got \"\(s)\"")
-                }
-                c.logLevel = level
-            case "store", "session", "webhook", "relay", "strap", "camera":
-                guard let section = value.table else {
-                    throw fail(nil, key, "\(key) must be a table ([\(key)]), got a \(value.type)")
-                }
-                for (k, v) in section {
-                    switch (key, k) {
-                    case ("store", "state_dir"):
-                        let s = try string(v, key, k)
-                        guard s.isEmpty || s.hasPrefix("/") else { throw fail(key, k, "store.state_dir must be an absolute path") }
-                        c.stateDir = s.isEmpty ? nil : s
-                    case ("store", "record"):
-                        guard let b = v.bool, v.type == .bool else { throw fail(key, k, "store.record must be true or false, got a \(v.type)") }
-                        c.record = b
-                    case ("store", "keep_days"):
-                        let days = try positive(v, key, k, allowZero: true)
-                        c.keepDays = days == 0 ? nil : days
-                    case ("session", "mode"):
-                        let s = try string(v, key, k)
-                        guard let m = SessionMode(rawValue: s) else {
-                            throw fail(key, k, "session.mode must be focus, breathing or typing, got \"\(s)\"")
-                        }
-                        c.mode = m
-                    case ("session", "window_sec"):
-                        c.windowSec = try positive(v, key, k)
-                    case ("session", "emit_interval_sec"):
-                        c.emitIntervalSec = try positive(v, key, k)
-                    case ("webhook", "url"):
-                        let u = try string(v, key, k)
-                        guard u.isEmpty || Self.isWebhookURL(u) else {
-                            throw fail(key, k, "webhook.url must be an http:// or https:// URL with a host, such as "
-                                + "\"http://127.0.0.1:8080/hook\", got \"\(u)\"")
-                        }
-                        c.webhookURL = u.isEmpty ? nil : u
-                    case ("webhook", "samples"):
-                        guard let b = v.bool, v.type == .bool else { throw fail(key, k, "webhook.samples must be true or false, got a \(v.type)") }
-                        c.webhookSamples = b
-                    case ("webhook", "batch_size"):
-                        c.webhookBatchSize = try positive(v, key, k)
-                    case ("webhook", "timeout_sec"):
-                        c.webhookTimeoutSec = try positive(v, key, k)
-                    case ("webhook", "grace_sec"):
-                        c.webhookGraceSec = try positive(v, key, k, allowZero: true)
-                    case ("webhook", "backoff_base_ms"):
-                        c.webhookBackoffBaseMs = try positive(v, key, k)
-                    case ("webhook", "backoff_max_sec"):
-                        c.webhookBackoffMaxSec = try positive(v, key, k)
-                    case ("webhook", "max_items"):
-                        c.webhookMaxItems = try positive(v, key, k)
-                    case ("relay", _), ("strap", _), ("camera", _):
-                        warnings.append("\(path) line \(lines.locate(section: key, key: k).map(String.init) ?? "?"): "
-                            + "\(key).\(k) is not used by this version (the [\(key)] options are still being added)")
-                    default:
-                        throw fail(key, k, "unknown option \(key).\(k) (see the example config/hr-gateway.toml)")
+            collect { () throws(ConfigurationError) in
+                switch key {
+                case "log_level":
+                    let s = try string(value, nil, key)
+                    guard let level = LogLevelSetting(rawValue: s) else {
+                        throw fail(nil, key, "log_level must be one of \(LogLevelSetting.allCases.map(\.rawValue).joined(separator: ", ")), got \"\(s)\"")
                     }
+                    c.logLevel = level
+                case "store", "session", "webhook", "relay", "strap", "camera":
+                    guard let section = value.table else {
+                        throw fail(nil, key, "\(key) must be a table ([\(key)]), got a \(value.type)")
+                    }
+                    for (k, v) in section {
+                        collect { () throws(ConfigurationError) in
+                            switch (key, k) {
+                            case ("store", "state_dir"):
+                                let s = try string(v, key, k)
+                                guard s.isEmpty || s.hasPrefix("/") else { throw fail(key, k, "store.state_dir must be an absolute path") }
+                                c.stateDir = s.isEmpty ? nil : s
+                            case ("store", "record"):
+                                guard let b = v.bool, v.type == .bool else { throw fail(key, k, "store.record must be true or false, got a \(v.type)") }
+                                c.record = b
+                            case ("store", "keep_days"):
+                                let days = try positive(v, key, k, allowZero: true)
+                                c.keepDays = days == 0 ? nil : days
+                            case ("session", "mode"):
+                                let s = try string(v, key, k)
+                                guard let m = SessionMode(rawValue: s) else {
+                                    throw fail(key, k, "session.mode must be focus, breathing or typing, got \"\(s)\"")
+                                }
+                                c.mode = m
+                            case ("session", "window_sec"):
+                                c.windowSec = try positive(v, key, k)
+                            case ("session", "emit_interval_sec"):
+                                c.emitIntervalSec = try positive(v, key, k)
+                            case ("webhook", "url"):
+                                let u = try string(v, key, k)
+                                guard u.isEmpty || Self.isWebhookURL(u) else {
+                                    throw fail(key, k, "webhook.url must be an http:// or https:// URL with a host, such as "
+                                        + "\"http://127.0.0.1:8080/hook\", got \"\(u)\"")
+                                }
+                                c.webhookURL = u.isEmpty ? nil : u
+                            case ("webhook", "samples"):
+                                guard let b = v.bool, v.type == .bool else { throw fail(key, k, "webhook.samples must be true or false, got a \(v.type)") }
+                                c.webhookSamples = b
+                            case ("webhook", "batch_size"):
+                                c.webhookBatchSize = try positive(v, key, k)
+                            case ("webhook", "timeout_sec"):
+                                c.webhookTimeoutSec = try positive(v, key, k)
+                            case ("webhook", "grace_sec"):
+                                c.webhookGraceSec = try positive(v, key, k, allowZero: true)
+                            case ("webhook", "backoff_base_ms"):
+                                c.webhookBackoffBaseMs = try positive(v, key, k)
+                            case ("webhook", "backoff_max_sec"):
+                                c.webhookBackoffMaxSec = try positive(v, key, k)
+                            case ("webhook", "max_items"):
+                                c.webhookMaxItems = try positive(v, key, k)
+                            case ("relay", _), ("strap", _), ("camera", _):
+                                warnings.append("\(path) line \(lines.locate(section: key, key: k).map(String.init) ?? "?"): "
+                                    + "\(key).\(k) is not used by this version (the [\(key)] options are still being added)")
+                            default:
+                                throw fail(key, k, "unknown option \(key).\(k) (see the example config/hr-gateway.toml)")
+                            }
+                        }
+                    }
+                default:
+                    throw fail(nil, key, "unknown option \(key) (see the example config/hr-gateway.toml)")
                 }
-            default:
-                throw fail(nil, key, "unknown option \(key) (see the example config/hr-gateway.toml)")
             }
+        }
+        let sorted = errors.sorted(by: ConfigurationError.lineOrder)
+        if var first = sorted.first {
+            first.more = Array(sorted.dropFirst())
+            throw first
         }
         return (c, warnings)
     }
@@ -217,13 +232,38 @@ extension GatewayConfiguration {
     }
 }
 
-/// A configuration that cannot be used: where (file and line when known) and why.
+/// A configuration that cannot be used: where (file and line when known) and why. A file with several errors
+/// throws the first (in line order) with the others in `more`, in line order too.
 public struct ConfigurationError: Error, Sendable, Equatable, CustomStringConvertible {
     public let path: String
     public let line: Int?
     public let message: String
+    /// The file's other errors, after this one.
+    public var more: [ConfigurationError] = []
 
-    public var description: String { line.map { "\(path) line \($0): \(message)" } ?? "\(path): \(message)" }
+    public init(path: String, line: Int?, message: String) {
+        self.path = path
+        self.line = line
+        self.message = message
+    }
+
+    /// This error and the others, in line order.
+    public var all: [ConfigurationError] {
+        var first = self
+        first.more = []
+        return [first] + more
+    }
+
+    /// One line per error.
+    public var description: String {
+        all.map { e in e.line.map { "\(e.path) line \($0): \(e.message)" } ?? "\(e.path): \(e.message)" }
+            .joined(separator: "\n")
+    }
+
+    /// Errors with a line first, by line; those without keep their order after them.
+    static func lineOrder(_ a: ConfigurationError, _ b: ConfigurationError) -> Bool {
+        (a.line ?? Int.max) < (b.line ?? Int.max)
+    }
 }
 
 /// Finds the line of a key in TOML text (TOMLKit does not report where a value was), for error messages.

@@ -179,6 +179,12 @@ public struct DoctorFacts: Sendable, Equatable {
             checks.append(DoctorCheck("HCI controllers", .ok, list))
         }
 
+        // Always one line at least, so that the check is seen to be made.
+        if rfkill.isEmpty {
+            checks.append(DoctorCheck("rfkill", .ok, "no Bluetooth rfkill switch in /sys/class/rfkill (nothing can block the radio)"))
+        } else if !rfkill.contains(where: { $0.softBlocked || $0.hardBlocked }) {
+            checks.append(DoctorCheck("rfkill", .ok, "\(rfkill.map(\.name).joined(separator: ", ")) not blocked"))
+        }
         for r in rfkill where r.softBlocked || r.hardBlocked {
             checks.append(DoctorCheck(
                 "rfkill \(r.name)", .warning, r.hardBlocked ? "hard-blocked" : "soft-blocked",

@@ -26,7 +26,8 @@ public enum SystemProbe {
         let logger = Logger(label: "doctor") { _ in SwiftLogNoOpLogHandler() }
         let connection: DBusConnection
         do { connection = try await DBusConnection.connect(to: bus, logger: logger) } catch {
-            facts.busError = "\(error)"
+            // libdbus's reason alone: the check's line carries the address and the fix.
+            facts.busError = (error as? DBusError).map { $0.message.isEmpty ? $0.name : $0.message } ?? "\(error)"
             return
         }
         defer { connection.close() }

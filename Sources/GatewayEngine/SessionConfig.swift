@@ -42,6 +42,10 @@ public struct ComputeProfile: Sendable, Equatable {
 
 /// A session request, memberwise or from the SDK's dictionary.
 public struct SessionConfig: Sendable, Equatable {
+    /// The `durationSec` of a session that runs until it is stopped (the SDK requires a duration; its timer is then
+    /// set about 68 years out). Displays show "until stopped" instead of the number.
+    public static let untilStopped = Int(Int32.max)
+
     public var sessionId: String
     public var mode: SessionMode
     public var durationSec: Int

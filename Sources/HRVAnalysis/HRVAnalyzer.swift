@@ -42,6 +42,8 @@ public struct HRVResult: Sendable, Equatable {
     public var respirationRateBpm: Double?
     /// 0...1: how clearly the respiratory peak stands out.
     public var respirationConfidence: Double?
+    /// Why there is no breathing rate, when there are intervals but no breathing rate (`analyze` sets it).
+    public var respirationRejection: RespirationEstimator.Rejection?
 
     public init(
         rrCount: Int = 0,
@@ -105,9 +107,12 @@ public enum HRVAnalyzer {
 
         var result = timeDomain(segments: runs)
         result.artifactCount = invalid + corrected
-        if let r = RespirationEstimator.estimate(segments: runs, bandHz: options.respirationBandHz) {
+        switch RespirationEstimator.evaluate(segments: runs, bandHz: options.respirationBandHz) {
+        case .estimate(let r):
             result.respirationRateBpm = r.rateBpm
             result.respirationConfidence = r.confidence
+        case .rejected(let why):
+            if result.rrCount > 0 { result.respirationRejection = why }
         }
         return result
     }

@@ -57,6 +57,69 @@ public enum RespirationEstimator {
         bandHz: ClosedRange<Double>,
         minimumConfidence: Double? = nil
     ) -> RespirationEstimate? {
+        if case .estimate(let e) = evaluate(segments: segments, bandHz: bandHz, minimumConfidence: minimumConfidence) {
+            return e
+        }
+        return nil
+    }
+
+    /// Why no breathing rate was given.
+    public enum Rejection: Sendable, Equatable, CustomStringConvertible {
+        /// The uninterrupted stretches of at least `minimumSegmentSeconds` add up to less than `minimumSeconds`.
+        case tooShort(usableSeconds: Double)
+        /// The heart beats too slowly to sample breathing in the band (its upper edge is lowered to 0.45 × the
+        /// beat rate).
+        case beatRateTooLow(beatRateHz: Double)
+        /// The strongest frequency sits on an edge of the band: leakage from a stronger rhythm outside it.
+        case peakAtBandEdge(frequencyHz: Double)
+        /// The longest stretch holds fewer than two cycles of the peak frequency.
+        case tooFewCycles(frequencyHz: Double, longestSeconds: Double)
+        /// The band searched is barely wider than a peak at this resolution (short stretches, a low beat rate).
+        case bandTooNarrow
+        /// A peak, but not clear enough above the rest of the band.
+        case weakPeak(frequencyHz: Double, confidence: Double, threshold: Double)
+
+        public var description: String {
+            func f(_ v: Double, _ digits: Int) -> String {
+                let scale = Double([1, 10, 100, 1000][min(3, digits)])
+                let r = (v * scale).rounded() / scale
+                var s = "\(r)"
+                if digits == 0, s.hasSuffix(".0") { s.removeLast(2) }
+                return s
+            }
+            switch self {
+            case .tooShort(let seconds):
+                return "under \(f(RespirationEstimator.minimumSeconds, 0)) s of uninterrupted data (\(f(seconds, 1)) s usable; stretches "
+                    + "shorter than \(f(RespirationEstimator.minimumSegmentSeconds, 0)) s between gaps do not count)"
+            case .beatRateTooLow(let rate):
+                return "the heart rate (\(f(rate * 60, 0)) bpm) is too low to sample breathing in the band"
+            case .peakAtBandEdge(let hz):
+                return "no clear peak: the strongest rhythm is at the band's edge (\(f(hz, 2)) Hz, "
+                    + "\(f(hz * 60, 1)) /min), leakage from a rhythm outside the band"
+            case let .tooFewCycles(hz, seconds):
+                return "no clear peak: \(f(hz * 60, 1)) /min needs two cycles in one stretch, the longest is "
+                    + "\(f(seconds, 0)) s"
+            case .bandTooNarrow:
+                return "no clear peak: the band searched is too narrow for stretches this short"
+            case let .weakPeak(hz, confidence, threshold):
+                return "no clear peak: the strongest, \(f(hz * 60, 1)) /min, has confidence \(f(confidence, 2)), "
+                    + "under the \(f(threshold, 2)) needed"
+            }
+        }
+    }
+
+    /// The outcome of `estimate`: the breathing rate, or why there is none.
+    public enum Outcome: Sendable, Equatable {
+        case estimate(RespirationEstimate)
+        case rejected(Rejection)
+    }
+
+    /// `estimate`, saying why when there is no estimate.
+    public static func evaluate(
+        segments: [[Double]],
+        bandHz: ClosedRange<Double>,
+        minimumConfidence: Double? = nil
+    ) -> Outcome {
         let fs = resampleRateHz
         var series: [[Double]] = []
         var longest = 0.0
@@ -83,7 +146,7 @@ public enum RespirationEstimator {
             beats += rr.count
             beatSeconds += t
         }
-        guard !series.isEmpty, totalSeconds >= minimumSeconds else { return nil }
+        guard !series.isEmpty, totalSeconds >= minimumSeconds else { return .rejected(.tooShort(usableSeconds: totalSeconds)) }
 
         let size = Spectrum.nextPowerOfTwo(max(minimumFFTSize, series.map(\.count).max() ?? 0))
         var power = [Double](repeating: 0, count: size / 2 + 1)
@@ -104,11 +167,13 @@ public enum RespirationEstimator {
         let upper = min(bandHz.upperBound, 0.45 * beatRateHz)
         let lowBin = Int((bandHz.lowerBound / binHz).rounded(.up))
         let highBin = min(Int((upper / binHz).rounded(.down)), power.count - 2)
-        guard lowBin >= 1, highBin - lowBin >= 2 else { return nil }
+        guard lowBin >= 1, highBin - lowBin >= 2 else { return .rejected(.beatRateTooLow(beatRateHz: beatRateHz)) }
 
         var peak = lowBin
         for k in lowBin...highBin where power[k] > power[peak] { peak = k }
-        guard peak > lowBin, peak < highBin, power[peak] > 0 else { return nil }
+        guard peak > lowBin, peak < highBin, power[peak] > 0 else {
+            return .rejected(.peakAtBandEdge(frequencyHz: Double(peak) * binHz))
+        }
 
         let a = power[peak - 1].squareRoot()
         let b = power[peak].squareRoot()
@@ -116,7 +181,9 @@ public enum RespirationEstimator {
         let curvature = a - 2 * b + c
         let delta = curvature < 0 ? max(-0.5, min(0.5, 0.5 * (a - c) / curvature)) : 0
         let frequency = (Double(peak) + delta) * binHz
-        guard frequency * longest >= 2 else { return nil }
+        guard frequency * longest >= 2 else {
+            return .rejected(.tooFewCycles(frequencyHz: frequency, longestSeconds: longest))
+        }
 
         let halfWidth = max(0.015, 2 / longest)
         var near = 0.0
@@ -130,11 +197,13 @@ public enum RespirationEstimator {
             }
         }
         let p0 = Double(nearBins) / Double(highBin - lowBin + 1)
-        guard total > 0, p0 < 0.8 else { return nil }
+        guard total > 0, p0 < 0.8 else { return .rejected(.bandTooNarrow) }
         let confidence = min(1, max(0, (near / total - p0) / (1 - p0)))
         let threshold = minimumConfidence
             ?? detectionThreshold(bandwidthHz: Double(highBin - lowBin) * binHz, seconds: longest)
-        guard confidence >= threshold else { return nil }
-        return RespirationEstimate(frequencyHz: frequency, confidence: confidence)
+        guard confidence >= threshold else {
+            return .rejected(.weakPeak(frequencyHz: frequency, confidence: confidence, threshold: threshold))
+        }
+        return .estimate(RespirationEstimate(frequencyHz: frequency, confidence: confidence))
     }
 }

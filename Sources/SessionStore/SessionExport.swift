@@ -5,7 +5,7 @@ public enum SessionExport {
     public enum Format: String, Sendable, CaseIterable {
         /// One row per beat: `session_id,device_id,beat_time_ms,rr_ms,rr_1024,hr_bpm,contact`.
         case csv
-        /// `{"session": …, "samples": […], "events": […]}`.
+        /// `{"session": …, "samples": […], "beats": […], "events": […]}`.
         case json
         /// One sample per line, the recording format that `stream --replay` reads.
         case jsonl
@@ -13,26 +13,43 @@ public enum SessionExport {
 
     public static let csvHeader = "session_id,device_id,beat_time_ms,rr_ms,rr_1024,hr_bpm,contact"
 
-    /// One line per RR interval. A sample's intervals end at its timestamp, oldest first, so a beat's time is the
-    /// sample time less the intervals that follow it in the same sample. Samples without RR have no beat rows.
+    /// The `contact` column: `1` skin contact, `0` no skin contact, empty when the strap does not report it.
+    public static func contactField(_ c: SensorContact?) -> String {
+        switch c {
+        case .contact: "1"
+        case .noContact: "0"
+        case .notSupported, nil: ""
+        }
+    }
+
+    /// One line per RR interval, in arrival order, with the beat times of `BeatTimeline` (continuous across
+    /// notifications, so consecutive beats of a device are their RR apart except across a gap). Samples without RR
+    /// have no beat rows.
     public static func csv(sessionId: String, samples: [BiosignalSample]) -> String {
         var out = csvHeader + "\n"
-        for s in samples {
-            guard let rr = s.rrIntervalsMs?.filter(\.isFinite), !rr.isEmpty else { continue }
-            let raw = s.rrRaw1024.flatMap { $0.count == rr.count ? $0 : nil }
-            var after = 0.0
-            var rows: [String] = []
-            for i in rr.indices.reversed() {
-                let beat = Double(s.timestampMs) - after
-                after += rr[i]
-                rows.append([
-                    field(sessionId), field(s.deviceId ?? s.source), String(Int64(beat.rounded())),
-                    number(rr[i]), raw.map { String($0[i]) } ?? "", number(s.bpm), s.contact?.rawValue ?? "",
-                ].joined(separator: ","))
-            }
-            for row in rows.reversed() { out += row + "\n" }
+        for beat in BeatTimeline.beats(samples) {
+            let s = samples[beat.sampleIndex]
+            let raw = s.rrRaw1024.flatMap { $0.count == s.rrIntervalsMs?.count ? $0 : nil }
+            out += [
+                field(sessionId), field(beat.device), String(Int64(beat.timeMs.rounded())),
+                number(beat.rrMs), raw.map { String($0[beat.intervalIndex]) } ?? "", number(s.bpm), contactField(s.contact),
+            ].joined(separator: ",") + "\n"
         }
         return out
+    }
+
+    /// The beats of `BeatTimeline` as JSON: `device_id`, `beat_time_ms` (integer), `rr_ms`, and `segment_start`
+    /// on the first beat after a gap (and the first of each device).
+    public static func beatsJSON(samples: [BiosignalSample]) -> JSONValue {
+        .array(BeatTimeline.beats(samples).map { b in
+            var o: [String: JSONValue] = [
+                "device_id": .string(b.device),
+                "beat_time_ms": .int(Int64(b.timeMs.rounded())),
+                "rr_ms": .double(b.rrMs),
+            ]
+            if b.startsSegment { o["segment_start"] = .bool(true) }
+            return .object(o)
+        })
     }
 
     public static func json(session: RecordedSession, samples: [BiosignalSample], events: [RecordedEvent]) -> String {
@@ -40,6 +57,7 @@ public enum SessionExport {
         return JSONValue.object([
             "session": session.jsonValue,
             "samples": .array(samples.map(\.jsonValue)),
+            "beats": beatsJSON(samples: samples),
             "events": .array(evs),
         ]).jsonString + "\n"
     }

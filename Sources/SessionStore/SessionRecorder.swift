@@ -50,6 +50,9 @@ public final class SessionRecorder: Sendable {
         }
     }
 
+    /// The database the session is recorded into.
+    public var databasePath: String { store.databasePath }
+
     /// True when the session is being recorded (the initial insert succeeded and it has not ended).
     public var isRecording: Bool { state.withLock { $0.lock != nil && !$0.ended } }
 

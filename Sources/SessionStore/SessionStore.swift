@@ -13,6 +13,8 @@ public enum StoreError: Error, Sendable, Equatable, CustomStringConvertible {
     case sessionExists(String)
     /// The session is being recorded by a live process.
     case sessionRunning(String)
+    /// A prefix that starts several session ids: the prefix and the ids it matches (oldest first).
+    case ambiguousPrefix(String, [String])
 
     public var description: String {
         switch self {
@@ -21,6 +23,10 @@ public enum StoreError: Error, Sendable, Equatable, CustomStringConvertible {
         case .sessionNotFound(let id): "no session \(id) in the store (see `hr-gateway sessions list`)"
         case .sessionExists(let id): "session \(id) is already in the store: choose another --session-id or delete it first"
         case .sessionRunning(let id): "session \(id) is being recorded right now: stop it first"
+        case let .ambiguousPrefix(prefix, ids):
+            "\(prefix) starts \(ids.count) session ids: "
+                + (ids.count > 10 ? ids.prefix(10).joined(separator: ", ") + ", …" : ids.joined(separator: ", "))
+                + "; give more of the id"
         }
     }
 }
@@ -55,6 +61,20 @@ public struct RecordedSession: Sendable, Equatable {
     /// Timestamp of the last sample, if any.
     public var lastSampleMs: Int64?
 
+    /// The duration the session was started with, or nil when it was to run until stopped.
+    public var plannedDurationSec: Int? {
+        guard let d = (try? JSONValue(parsing: configJSON))?["duration_sec"]?.intValue,
+              d < Int64(SessionConfig.untilStopped) else { return nil }
+        return Int(d)
+    }
+
+    /// The configuration as recorded, without `duration_sec` for a session that ran until stopped.
+    public var config: JSONValue? {
+        guard case .object(var o)? = try? JSONValue(parsing: configJSON) else { return nil }
+        if plannedDurationSec == nil { o["duration_sec"] = nil }
+        return .object(o)
+    }
+
     public var jsonValue: JSONValue {
         var o: [String: JSONValue] = [
             "session_id": .string(id),
@@ -66,7 +86,7 @@ public struct RecordedSession: Sendable, Equatable {
             "rr_count": .int(Int64(rrCount)),
             "devices": .array(devices.map(JSONValue.string)),
         ]
-        if let config = try? JSONValue(parsing: configJSON) { o["config"] = config }
+        if let config { o["config"] = config }
         if let e = endedAtMs { o["ended_at_ms"] = .int(e) }
         if let l = lastSampleMs { o["last_sample_ms"] = .int(l) }
         return .object(o)
@@ -159,6 +179,27 @@ public final class SessionStore: Sendable {
     public func session(id: String) throws(StoreError) -> RecordedSession? {
         try read { db in
             try Row.fetchOne(db, sql: Self.summarySQL + " WHERE s.id = ?", arguments: [id]).map(Self.session)
+        }
+    }
+
+    /// The id of the session that `idOrPrefix` names: the session with exactly that id, else the only one whose id
+    /// starts with it (ids are long UUIDs; their first characters are enough, as in `git`).
+    ///
+    /// - Throws: `.sessionNotFound` when none matches, `.ambiguousPrefix` with the candidates when several do.
+    public func resolve(_ idOrPrefix: String) throws(StoreError) -> String {
+        let ids = try read { db -> [String] in
+            if try Bool.fetchOne(db, sql: "SELECT 1 FROM sessions WHERE id = ?", arguments: [idOrPrefix]) == true {
+                return [idOrPrefix]
+            }
+            guard !idOrPrefix.isEmpty else { return [] }
+            return try String.fetchAll(
+                db, sql: "SELECT id FROM sessions WHERE substr(id, 1, length(?)) = ? ORDER BY started_at_ms, id",
+                arguments: [idOrPrefix, idOrPrefix])
+        }
+        switch ids.count {
+        case 0: throw .sessionNotFound(idOrPrefix)
+        case 1: return ids[0]
+        default: throw .ambiguousPrefix(idOrPrefix, ids)
         }
     }
 

@@ -52,6 +52,9 @@ public final class SimulatedBiosignalProvider: BiosignalProvider {
         /// Realistic model: time of the last beat and pending compensatory pause, both relative to the start, in ms.
         var lastBeatMs: Double = 0
         var compensation: Double = 0
+        /// Realistic model: the interval of the beat in progress, drawn once when the previous beat ends (a beat
+        /// spanning a notification is reported by a later one, with the same interval).
+        var nextIntervalMs: Double?
         var sink: ProviderSink
     }
 
@@ -121,26 +124,17 @@ public final class SimulatedBiosignalProvider: BiosignalProvider {
         scheduleNext()
     }
 
-    /// Beats completed in the last second, as a strap would notify them.
+    /// Beats completed since the previous notification, as a strap notifies them: 0, 1 or 2 intervals a second,
+    /// adding up to the time that passed (the last one ends at most a second before the notification).
     private func realisticSample(_ r: inout Run, nowMs: Int64) -> BiosignalSample {
         let elapsed = Double(nowMs - r.startMs)
         var rr: [Double] = []
         while true {
-            let t = r.lastBeatMs
-            let drift = 3 * sin(2 * Double.pi * t / 120_000)
-            let base = 60000 / (physiology.meanHeartRateBpm + drift)
-            let rsa = physiology.rsaAmplitudeMs * sin(2 * Double.pi * (physiology.breathingRateBpm / 60) * t / 1000)
-            var interval = base + rsa + r.generator.gaussian() * 8
-            if r.compensation > 0 {
-                interval = r.compensation
-                r.compensation = 0
-            } else if r.generator.uniform(in: 0...1) < physiology.ectopicProbability {
-                r.compensation = interval * 1.3
-                interval *= 0.7
-            }
-            interval = interval.rounded()
-            guard t + interval <= elapsed else { break }
-            r.lastBeatMs = t + interval
+            let interval = r.nextIntervalMs ?? drawInterval(&r)
+            r.nextIntervalMs = interval
+            guard r.lastBeatMs + interval <= elapsed else { break }
+            r.lastBeatMs += interval
+            r.nextIntervalMs = nil
             rr.append(interval)
         }
         let bpm = rr.isEmpty
@@ -156,6 +150,24 @@ public final class SimulatedBiosignalProvider: BiosignalProvider {
             rrRaw1024: rr.map { UInt16(min(65535, ($0 * 1.024).rounded())) },
             sequence: UInt64(r.tick)
         )
+    }
+
+    /// The interval of the beat that starts at `r.lastBeatMs`: slow drift, respiratory sinus arrhythmia, noise, and
+    /// now and then a premature beat followed by its compensatory pause.
+    private func drawInterval(_ r: inout Run) -> Double {
+        let t = r.lastBeatMs
+        let drift = 3 * sin(2 * Double.pi * t / 120_000)
+        let base = 60000 / (physiology.meanHeartRateBpm + drift)
+        let rsa = physiology.rsaAmplitudeMs * sin(2 * Double.pi * (physiology.breathingRateBpm / 60) * t / 1000)
+        var interval = base + rsa + r.generator.gaussian() * 8
+        if r.compensation > 0 {
+            interval = r.compensation
+            r.compensation = 0
+        } else if r.generator.uniform(in: 0...1) < physiology.ectopicProbability {
+            r.compensation = interval * 1.3
+            interval *= 0.7
+        }
+        return interval.rounded()
     }
 }
 

@@ -15,11 +15,14 @@ public struct PrettyView: Sendable {
     public var lastSample: [String: BiosignalSample] = [:]
     public var sources: [String: SensorStatus] = [:]
     public var ended: String?
+    /// Shown under the end of the session (e.g. where it was recorded and how to export it).
+    public var endNote: String?
 
-    public init(sessionId: String = "", mode: String = "", durationSec: Int? = nil) {
+    public init(sessionId: String = "", mode: String = "", durationSec: Int? = nil, endNote: String? = nil) {
         self.sessionId = sessionId
         self.mode = mode
         self.durationSec = durationSec
+        self.endNote = endNote
     }
 
     public mutating func update(_ event: SessionEvent) {
@@ -93,7 +96,15 @@ public struct PrettyView: Sendable {
             if let m = s.message { line += "  (\(m))" }
             lines.append(line)
         }
-        if let ended { lines.append(""); lines.append(ended) }
+        lines.append("")
+        if let ended {
+            lines.append(ended)
+            if let endNote { lines.append(endNote) }
+        } else if let durationSec {
+            lines.append("Ends by itself after \(Self.clock(durationSec)); Ctrl-C stops it earlier, with its summary.")
+        } else {
+            lines.append("Ctrl-C stops the session and shows its summary.")
+        }
         return lines.joined(separator: "\n") + "\n"
     }
 

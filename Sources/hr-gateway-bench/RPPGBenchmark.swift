@@ -2,12 +2,14 @@ import Foundation
 import RPPG
 import RPPGSynthetic
 
-/// Speed of the rPPG front end and accuracy on the synthetic set and the real traces (data from ../shared/data/rppg).
+/// Speed of the rPPG front end and accuracy on the synthetic set, and on real traces when a folder of them is given.
 func runRPPGBenchmark() { runRPPGBenchmark(arguments: []) }
 
-/// Same, with the shared/data/rppg folder as the first argument.
+/// Same, with a folder of real traces (holding `bias-eval-rppg/`) as the first argument. Without one, the project's
+/// own copy is used when it sits beside the checkout (`../shared/data/rppg`); otherwise the real traces are skipped.
 func runRPPGBenchmark(arguments: [String]) {
     let dataDir = arguments.first ?? "../shared/data/rppg"
+    let given = !arguments.isEmpty
     print("# rPPG benchmark (single thread)")
     print("")
     print("## Speed at 640x480 (ROI + resampling + POS/CHROM/spectra once per second of video)")
@@ -35,7 +37,7 @@ func runRPPGBenchmark(arguments: [String]) {
         print("| \(scenario.name) | \(truth) | \(fmt(r.confidentFraction * 100, 0)) % | \(r.hrMAE.map { fmt($0, 2) } ?? "-") | \(r.hrMax.map { fmt($0, 2) } ?? "-") | \(br) | \(fmt(r.brFraction * 100, 0)) % | \(r.brMAE.map { fmt($0, 2) } ?? "-") |")
     }
     print("")
-    realTraces(dataDir: dataDir)
+    realTraces(dataDir: dataDir, given: given)
 }
 
 private func fmt(_ v: Double, _ digits: Int) -> String { String(format: "%.\(digits)f", v) }
@@ -144,10 +146,12 @@ func evaluate(_ video: SyntheticFaceVideo) -> Evaluation {
         brMAE: brErrors.isEmpty ? nil : brErrors.reduce(0, +) / Double(brErrors.count))
 }
 
-private func realTraces(dataDir: String) {
+private func realTraces(dataDir: String, given: Bool) {
     let results = dataDir + "/bias-eval-rppg/pos_chrom_green_results.csv"
     guard let table = try? String(contentsOfFile: results, encoding: .utf8) else {
-        print("(real traces skipped: \(results) not found; pass the shared/data/rppg folder as argument)")
+        print(given
+            ? "(real traces skipped: \(results) not found; the folder must hold bias-eval-rppg/pos_chrom_green_results.csv)"
+            : "(real traces not scored: pass a folder of real traces to also score them: hr-gateway-bench rppg DIR)")
         return
     }
     print("## Real data: bias-eval-rppg RGB traces (61 skin crops, 15 fps, one mean-HR reference per video)")

@@ -18,9 +18,12 @@ struct AttachCommand: AsyncParsableCommand {
 
             Examples:
               hr-gateway attach ws://127.0.0.1:8765/v1/relay --token "$TOKEN"
-              hr-gateway attach ws://pi.local:8765/v1/relay --start focus --duration 60 --emit-interval 5
-              hr-gateway attach ws://127.0.0.1:8765/v1/relay --until-summary --no-heartbeats | jq .type
-              hr-gateway attach wss://pi.local:8765/v1/relay --pin 3A:1F:…:C0 --token "$TOKEN"
+              hr-gateway attach ws://pi.local:8765/v1/relay --start focus \\
+                  --duration 60 --emit-interval 5
+              hr-gateway attach ws://127.0.0.1:8765/v1/relay --until-summary \\
+                  --no-heartbeats | jq .type
+              hr-gateway attach wss://pi.local:8765/v1/relay --pin 3A:1F:…:C0 \\
+                  --token "$TOKEN"
             """
     )
 

@@ -22,28 +22,42 @@ struct ConfigCheckCommand: ParsableCommand {
         commandName: "check",
         abstract: "Validate a configuration file; print the settings in effect, or each error with its line.",
         discussion: """
-            Without FILE, checks the file hr-gateway would read (or says that none is present). The exit status is \
+            Without FILE (or --config FILE, as other commands take it), checks the file hr-gateway would read (or \
+            says that none is present). Every error is printed with its line, in line order. The exit status is \
             0 when the file is valid, 1 otherwise.
 
             Examples:
               hr-gateway config check
               hr-gateway config check /etc/hr-gateway/hr-gateway.toml
+              hr-gateway config check --config ./hr-gateway.toml
             """
     )
 
     @Argument(help: "The file to check (default: the one hr-gateway would read).")
     var file: String?
 
+    @Option(help: ArgumentHelp("The file to check, as other commands take it (same as FILE).", valueName: "file"))
+    var config: String?
+
+    func validate() throws {
+        if let file, let config, file != config {
+            throw ValidationError("Give the file once: either FILE or --config FILE.")
+        }
+    }
+
     func run() throws {
-        guard let path = GatewayConfiguration.locate(explicit: file) else {
+        guard let path = GatewayConfiguration.locate(explicit: file ?? config) else {
             print("No configuration file (looked for ~/.config/hr-gateway/hr-gateway.toml and "
                 + "/etc/hr-gateway/hr-gateway.toml): the defaults apply.")
             try show(GatewayConfiguration())
             return
         }
         let loaded: (GatewayConfiguration, warnings: [String])
-        do { loaded = try GatewayConfiguration.load(path: path) } catch {
-            throw CommandFailure("\(error)")
+        do throws(ConfigurationError) { loaded = try GatewayConfiguration.load(path: path) } catch {
+            let all = error.all
+            for e in all { FileHandle.standardError.write(Data("\(e)\n".utf8)) }
+            FileHandle.standardError.write(Data("\(path): \(all.count) error\(all.count == 1 ? "" : "s")\n".utf8))
+            throw ExitCode.failure
         }
         for w in loaded.warnings { print("warning: \(w)") }
         print("\(path): valid")

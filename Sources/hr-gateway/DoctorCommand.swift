@@ -31,7 +31,9 @@ struct DoctorCommand: AsyncParsableCommand {
         var settings = GatewayConfiguration()
         facts.configPath = GatewayConfiguration.locate(explicit: store.config)
         if let path = facts.configPath {
-            do { settings = try GatewayConfiguration.load(path: path).0 } catch { facts.configError = "\(error)" }
+            do throws(ConfigurationError) { settings = try GatewayConfiguration.load(path: path).0 } catch {
+                facts.configError = error.all.count > 1 ? "\(error.all[0]) (and \(error.all.count - 1) more)" : "\(error)"
+            }
         }
         do { try settings.applyEnvironment(ProcessInfo.processInfo.environment) } catch {
             facts.configError = "\(error)"

@@ -33,7 +33,7 @@ struct EmulateStrapCommand: AsyncParsableCommand {
     @Option(name: .long, help: ArgumentHelp("Adapter to advertise on (default: the first powered one).", valueName: "hciN"))
     var adapter: String?
 
-    @Option(name: .long, help: "Advertised local name (default \"HR Gateway Strap\").")
+    @Option(name: .long, help: "Advertised local name.")
     var name = "HR Gateway Strap"
 
     @Option(name: .long, help: ArgumentHelp("RR series to send (ms per line, or CSV with rr_1024/rr_ms).", valueName: "FILE"))
@@ -52,7 +52,7 @@ struct EmulateStrapCommand: AsyncParsableCommand {
         }
         let connection: DBusConnection
         do { connection = try await DBusConnection.connect(to: .system, logger: logger) } catch {
-            throw failure(BLEHeartRateError.busUnavailable("\(error)").description, code: 2)
+            throw failure(BLEHeartRateError.systemBusUnreachable(error).description, code: 2)
         }
         defer { connection.close() }
         let bluez: BlueZClient

@@ -81,7 +81,7 @@ struct HRVCommand: ParsableCommand {
     )
     var unit: Unit?
 
-    @Option(help: ArgumentHelp("Artefact correction: kubios (default) or none.", valueName: "method"))
+    @Option(help: ArgumentHelp("Artefact correction: kubios or none.", valueName: "method"))
     var correct: Correction = .kubios
 
     @Flag(help: "Search the breathing peak in 0.05-0.5 Hz (paced/resonance breathing) instead of 0.15-0.5 Hz.")
@@ -144,7 +144,7 @@ struct HRVCommand: ParsableCommand {
             print(JSONValue.object(Self.metrics(result)).jsonString)
         } else {
             print(Self.header(parsed, file: file, correction: correct))
-            print(Self.table(result, correction: correct, band: options.respirationBandHz))
+            print(Self.table(result, correction: correct, band: options.respirationBandHz, read: parsed.rrMs.count))
         }
     }
 
@@ -189,14 +189,23 @@ struct HRVCommand: ParsableCommand {
         return "\(file): \(f.rrMs.count) RR intervals (\(source)), \(fixed(seconds, 1)) s; correction: \(correction.rawValue)"
     }
 
-    static func table(_ r: HRVResult, correction: Correction, band: ClosedRange<Double>) -> String {
+    /// The result as a table. `read` is the number of intervals in the file, to explain a different count after
+    /// correction.
+    static func table(_ r: HRVResult, correction: Correction, band: ClosedRange<Double>, read: Int? = nil) -> String {
         func row(_ name: String, _ value: String) -> String {
             name.padding(toLength: 22, withPad: " ", startingAt: 0) + value
         }
         func opt(_ v: Double?, _ digits: Int, _ unit: String) -> String { v.map { fixed($0, digits) + unit } ?? "-" }
         var lines = [String]()
         let percent = r.rrCount > 0 ? " (\(fixed(100 * Double(r.artifactCount) / Double(r.rrCount), 1)) %)" : ""
-        lines.append(row("intervals analysed", "\(r.rrCount)"))
+        var analysed = "\(r.rrCount)"
+        if let read, read != r.rrCount {
+            let d = r.rrCount - read
+            analysed += d > 0
+                ? " (\(read) in the file; the correction added \(d): a long interval with a missed beat is split in two)"
+                : " (\(read) in the file; \(-d) fewer: extra beats merged by the correction, or invalid values dropped)"
+        }
+        lines.append(row("intervals analysed", analysed))
         lines.append(row("artefacts", correction == .none ? "not corrected" : "\(r.artifactCount) beats corrected\(percent)"))
         lines.append(row("mean RR", opt(r.meanRRMs, 2, " ms")))
         lines.append(row("HR from RR", opt(r.hrFromRRBpm, 2, " bpm")))
@@ -207,7 +216,8 @@ struct HRVCommand: ParsableCommand {
         if let rate = r.respirationRateBpm, let confidence = r.respirationConfidence {
             lines.append(row("respiration", "\(fixed(rate, 1)) /min (confidence \(fixed(confidence, 2)))"))
         } else {
-            lines.append(row("respiration", "- (under 30 s of data or no clear peak in \(fixed(band.lowerBound, 2))-\(fixed(band.upperBound, 2)) Hz)"))
+            let why = r.respirationRejection.map { "\($0)" } ?? "no intervals"
+            lines.append(row("respiration", "- (\(why); searched \(fixed(band.lowerBound, 2))-\(fixed(band.upperBound, 2)) Hz)"))
         }
         return lines.joined(separator: "\n")
     }

@@ -33,7 +33,7 @@ struct ScanCommand: AsyncParsableCommand {
             """
     )
 
-    @Option(name: .long, help: ArgumentHelp("How long to scan, in seconds (default 10).", valueName: "SEC"))
+    @Option(name: .long, parsing: .unconditional, help: ArgumentHelp("How long to scan, in seconds.", valueName: "SEC"))
     var timeout: Double = 10
 
     @Flag(name: .long, help: "At the end, print one JSON object per strap (one per line) instead of the table.")
@@ -51,9 +51,15 @@ struct ScanCommand: AsyncParsableCommand {
         logger.logLevel = .warning
         let connection: DBusConnection
         do { connection = try await DBusConnection.connect(to: .system, logger: logger) } catch {
-            throw failure(BLEHeartRateError.busUnavailable("\(error)").description, code: 2)
+            throw failure(BLEHeartRateError.systemBusUnreachable(error).description, code: 2)
         }
         defer { connection.close() }
+        // A scan needs bluetoothd now: without it, say so at once rather than start a mirror that waits for it.
+        var bluetoothdAbsent = false
+        do { bluetoothdAbsent = try await connection.nameOwner(of: BlueZ.busName) == nil } catch {
+            // Cannot ask (a restrictive policy): BlueZClient.start reports it below.
+        }
+        if bluetoothdAbsent { throw failure(BLEHeartRateError.noBluetoothd.description, code: 2) }
         let bluez: BlueZClient
         do { bluez = try await BlueZClient.start(on: connection, logger: logger) } catch {
             throw failure("\(error)", code: 2)

@@ -26,8 +26,10 @@ struct ServeCommand: AsyncParsableCommand {
               hr-gateway token create --name phone
               hr-gateway serve --simulate --listen 0.0.0.0:8765
               hr-gateway serve --replay beats.jsonl --listen 127.0.0.1:8765 --no-auth
-              hr-gateway attach ws://127.0.0.1:8765/v1/relay --token TOKEN --start focus --duration 60
-              hr-gateway serve --simulate --connect wss://phone-relay.example/gw --token SECRET
+              hr-gateway attach ws://127.0.0.1:8765/v1/relay --token TOKEN \\
+                  --start focus --duration 60
+              hr-gateway serve --simulate --token SECRET \\
+                  --connect wss://phone-relay.example/gw
             """
     )
 
@@ -39,6 +41,7 @@ struct ServeCommand: AsyncParsableCommand {
 
     func validate() throws {
         try source.check()
+        try source.checkReplay(store: store)
         if relay.listen == nil && uplink.connect == nil {
             throw ValidationError("serve needs --listen HOST:PORT (such as 0.0.0.0:8765), --connect URL, or both.")
         }

@@ -26,6 +26,9 @@ struct SessionRunner {
     var uplink: (options: UplinkOptions, stateDirectory: String)? = nil
     /// Posts the summary (and sample batches) to a webhook through the durable outbox; nil without `--webhook`.
     var webhook: WebhookDelivery? = nil
+    /// Said when the session has ended (where it was recorded, how to export it): under the live view, or on a
+    /// terminal's standard error with jsonl output.
+    var endNote: String? = nil
 
     /// Returns the process exit status: 0 after a summary, 1 after a session error.
     func run() async throws -> Int32 {
@@ -36,7 +39,7 @@ struct SessionRunner {
         let pretty = output == .pretty
             ? PrettyTerminal(view: PrettyView(
                 sessionId: config.sessionId, mode: config.mode.rawValue,
-                durationSec: config.durationSec == Int(Int32.max) ? nil : config.durationSec))
+                durationSec: config.durationSec == Int(Int32.max) ? nil : config.durationSec, endNote: endNote))
             : nil
         let webhookSession = webhook.map { WebhookDelivery.Session($0, sessionId: config.sessionId) }
         let tapped: [any BiosignalProvider] = providers.map { p in
@@ -104,6 +107,9 @@ struct SessionRunner {
             default:
                 break
             }
+        }
+        if pretty == nil, let endNote, isatty(STDERR_FILENO) == 1 {
+            FileHandle.standardError.write(Data((endNote + "\n").utf8))
         }
         webhookToken?.cancel()
         await webhookSession?.finish()

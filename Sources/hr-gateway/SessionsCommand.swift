@@ -17,11 +17,14 @@ struct SessionsCommand: ParsableCommand {
             States: running (being recorded now), completed (ended with its summary), failed (ended with a \
             session_error), stopped (the command ended before the summary), interrupted.
 
+            A session is named by its id or by the first characters of it, as long as they name one session.
+
             Examples:
               hr-gateway sessions list
-              hr-gateway sessions show 3f2a9c1e-…
-              hr-gateway sessions export 3f2a9c1e-… --format csv > beats.csv
-              hr-gateway sessions export 3f2a9c1e-… --format jsonl > s.jsonl && hr-gateway stream --replay s.jsonl
+              hr-gateway sessions show 3f2a9c1e
+              hr-gateway sessions export 3f2a9c1e --format csv > beats.csv
+              hr-gateway sessions export 3f2a9c1e --format jsonl > s.jsonl
+              hr-gateway stream --replay s.jsonl
               hr-gateway sessions prune --keep-days 30
             """,
         subcommands: [

@@ -8,20 +8,26 @@ struct SessionsDeleteCommand: ParsableCommand {
         discussion: """
             A session being recorded right now cannot be deleted: stop it first.
 
+            Each ID is a session id or its first characters (enough to name one session).
+
             Example:
-              hr-gateway sessions delete 3f2a9c1e-…
+              hr-gateway sessions delete 3f2a9c1e
             """
     )
 
-    @Argument(help: "One or more session ids (see `hr-gateway sessions list`).")
+    @Argument(help: "One or more session ids, or their first characters (see `hr-gateway sessions list`).")
     var ids: [String]
 
     @OptionGroup var store: StoreOptions
 
     func run() throws {
         let sessions = try store.open()
-        for id in ids {
-            do { try sessions.delete(id: id) } catch { throw CommandFailure("\(error)") }
+        for given in ids {
+            let id: String
+            do {
+                id = try sessions.resolve(given)
+                try sessions.delete(id: id)
+            } catch { throw CommandFailure("\(error)") }
             print("deleted \(id)")
         }
     }

@@ -12,20 +12,29 @@ struct SessionsExportCommand: ParsableCommand {
             Formats:
               csv    one row per RR interval, with the columns
                      session_id,device_id,beat_time_ms,rr_ms,rr_1024,hr_bpm,contact
-                     beat_time_ms: epoch ms of the beat that ends the interval
+                     beat_time_ms: epoch ms of the beat that ends the interval, rebuilt
+                       from the RR values: consecutive beats of a device are exactly
+                       their RR apart, and no beat is later than the notification
+                       that reported it; the timeline restarts after a gap
+                       (reconnect, lost notifications); see docs/store.md
                      rr_1024: the strap's raw value (1/1024 s), empty when it sent none
+                     contact: 1 skin contact, 0 no skin contact, empty when the
+                       strap does not report it
                      samples without RR (camera estimates) have no rows
-              json   {"session": …, "samples": […], "events": […]}: everything recorded
+              json   {"session": …, "samples": […], "beats": […], "events": […]}:
+                     everything recorded, and the beat times of the csv
               jsonl  one sample per line, the format of --record:
                      `hr-gateway stream --replay FILE` plays it back
 
+            ID is a session id or its first characters (enough to name one session).
+
             Examples:
-              hr-gateway sessions export 3f2a9c1e-… --format csv > beats.csv
-              hr-gateway sessions export 3f2a9c1e-… --format jsonl --output s.jsonl
+              hr-gateway sessions export 3f2a9c1e --format csv > beats.csv
+              hr-gateway sessions export 3f2a9c1e --format jsonl --output s.jsonl
             """
     )
 
-    @Argument(help: "The session id (see `hr-gateway sessions list`).")
+    @Argument(help: "The session id, or its first characters (see `hr-gateway sessions list`).")
     var id: String
 
     @Option(help: "csv, json or jsonl.")
@@ -38,6 +47,8 @@ struct SessionsExportCommand: ParsableCommand {
 
     func run() throws {
         let sessions = try store.open()
+        let id: String
+        do { id = try sessions.resolve(self.id) } catch { throw CommandFailure("\(error)") }
         guard let s = try sessions.session(id: id) else { throw CommandFailure("\(StoreError.sessionNotFound(id))") }
         let samples = try sessions.samples(sessionId: id)
         let text: String

@@ -13,7 +13,8 @@ struct SessionsListCommand: ParsableCommand {
 
             Examples:
               hr-gateway sessions list
-              hr-gateway sessions list --json | jq -r '.[] | select(.state=="interrupted") | .session_id'
+              hr-gateway sessions list --json \\
+                  | jq -r '.[] | select(.state=="interrupted") | .session_id'
             """
     )
 

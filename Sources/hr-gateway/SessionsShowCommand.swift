@@ -7,13 +7,15 @@ struct SessionsShowCommand: ParsableCommand {
         commandName: "show",
         abstract: "Show one recorded session: state, times, configuration, devices, and its summary metrics.",
         discussion: """
+            ID is a session id or its first characters (enough to name one session).
+
             Examples:
-              hr-gateway sessions show 3f2a9c1e-…
-              hr-gateway sessions show 3f2a9c1e-… --json
+              hr-gateway sessions show 3f2a9c1e
+              hr-gateway sessions show 3f2a9c1e --json
             """
     )
 
-    @Argument(help: "The session id (see `hr-gateway sessions list`).")
+    @Argument(help: "The session id, or its first characters (see `hr-gateway sessions list`).")
     var id: String
 
     @Flag(help: "Print the session as JSON (with its last session_summary or session_error under \"end\").")
@@ -23,6 +25,8 @@ struct SessionsShowCommand: ParsableCommand {
 
     func run() throws {
         let sessions = try store.open()
+        let id: String
+        do { id = try sessions.resolve(self.id) } catch { throw CommandFailure("\(error)") }
         guard let s = try sessions.session(id: id) else { throw CommandFailure("\(StoreError.sessionNotFound(id))") }
         let events = try sessions.events(sessionId: id)
         let end = events.last(where: { $0.type == "session_summary" || $0.type == "session_error" })
@@ -38,10 +42,10 @@ struct SessionsShowCommand: ParsableCommand {
         print("mode      \(s.mode)")
         print("started   \(SessionText.time(s.startedAtMs))")
         print("ended     \(s.endedAtMs.map(SessionText.time) ?? "-")")
-        print("duration  \(SessionText.duration(s))")
+        print("duration  \(SessionText.duration(s))\(s.plannedDurationSec == nil ? " (run until stopped)" : "")")
         print("samples   \(s.sampleCount) (\(s.rrCount) RR intervals), \(s.eventCount) events")
         print("devices   \(s.devices.isEmpty ? "-" : s.devices.joined(separator: ", "))")
-        print("config    \(s.configJSON)")
+        print("config    \(s.config?.jsonString ?? s.configJSON)")
         if let end {
             if let m = end["metrics"]?.objectValue {
                 print("summary   " + m.keys.sorted().map { "\($0)=\(m[$0]!.jsonString)" }.joined(separator: " "))

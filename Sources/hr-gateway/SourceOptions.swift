@@ -3,6 +3,7 @@ import Foundation
 import GatewayEngine
 import Logging
 import ReplayProvider
+import SessionStore
 import SimulatedProvider
 
 /// The sources a session reads, shared by every command that runs the engine (`stream`, `serve`).
@@ -29,7 +30,8 @@ struct SourceOptions: ParsableArguments {
         valueName: "file|id"))
     var replay: String?
 
-    @Option(help: ArgumentHelp("Replay speed factor: 1 is real time, 10 is ten times faster.", valueName: "x"))
+    @Option(parsing: .unconditional,
+            help: ArgumentHelp("Replay speed factor: 1 is real time, 10 is ten times faster.", valueName: "x"))
     var replaySpeed: Double = 1
 
     @OptionGroup(title: "Camera") var camera: CameraOptions
@@ -51,6 +53,20 @@ struct SourceOptions: ParsableArguments {
         try camera.check()
     }
 
+    /// A `--replay` that is not a file must name a stored session (its id or a unique prefix of it). Checked while
+    /// the options are validated, so that a mistake is reported with this command's usage.
+    func checkReplay(store: StoreOptions) throws {
+        guard let replay, !FileManager.default.fileExists(atPath: replay) else { return }
+        let dir = store.quietDirectory()
+        let notFound = ValidationError(
+            "\(replay) is neither a file nor a session in \(dir)/sessions.sqlite: check the path, or list sessions "
+                + "with `hr-gateway sessions list`.")
+        guard FileManager.default.fileExists(atPath: dir + "/sessions.sqlite") else { throw notFound }
+        do { _ = try SessionStore(directory: dir).resolve(replay) } catch StoreError.sessionNotFound {
+            throw notFound
+        } catch { throw ValidationError("--replay \(replay): \(error)") }
+    }
+
     /// The chosen sources, ready for a `SessionEngine`. A `--replay` that is not a file is looked up in `store`.
     func providers(clock: any SessionClock, store: StoreOptions) throws -> [any BiosignalProvider] {
         var providers: [any BiosignalProvider] = []
@@ -69,15 +85,12 @@ struct SourceOptions: ParsableArguments {
                 }
                 providers.append(ReplayBiosignalProvider(path: replay, speed: replaySpeed, clock: clock))
             } else {
-                let stored = try? store.open()
-                guard let stored, (try? stored.session(id: replay)) != nil else {
-                    throw ValidationError(
-                        "\(replay) is neither a file nor a session in \((try? store.directory()) ?? "the state directory")/sessions.sqlite: "
-                            + "check the path, or list sessions with `hr-gateway sessions list`.")
-                }
-                let samples = try stored.samples(sessionId: replay)
+                let stored = try store.open()
+                let id: String
+                do { id = try stored.resolve(replay) } catch { throw CommandFailure("--replay \(replay): \(error)") }
+                let samples = try stored.samples(sessionId: id)
                 providers.append(ReplayBiosignalProvider(
-                    samples: samples, label: "session \(replay)", speed: replaySpeed, clock: clock))
+                    samples: samples, label: "session \(id)", speed: replaySpeed, clock: clock))
             }
         }
         if let provider = camera.provider(clock: clock) { providers.append(provider) }

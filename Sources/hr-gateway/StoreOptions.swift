@@ -61,6 +61,13 @@ struct StoreOptions: ParsableArguments {
         StateDirectory.resolve(option: stateDir, configured: try settings().stateDir)
     }
 
+    /// The state directory, reading the configuration file without printing its warnings or failing on its errors
+    /// (for checks made before the command runs; `settings()` reports them then).
+    func quietDirectory() -> String {
+        let file = GatewayConfiguration.locate(explicit: config).flatMap { try? GatewayConfiguration.load(path: $0).0 }
+        return StateDirectory.resolve(option: stateDir, configured: file?.stateDir)
+    }
+
     /// Opens the store, or fails with a message that says what to do.
     func open() throws -> SessionStore {
         let dir = try directory()

@@ -21,15 +21,23 @@ struct StreamCommand: AsyncParsableCommand {
             and session_summary at the end. Ctrl-C or SIGTERM stops the session cleanly and prints the summary.
 
             Sources:
-              --strap auto                 the first heart-rate strap found (BLE, through bluetoothd)
-              --strap AA:BB:CC:DD:EE:FF    a strap by address; --strap "Polar H10" by name prefix
-              --strap auto --strap auto    two straps in one session, told apart by device_id
-              --simulate                   a simulated strap: realistic RR with breathing and ectopic beats
-              --simulate --model sdk-mock  the Synheart SDK's mock (72 + 5 sin(2πt/4) ± 2 bpm, 1 sample/s)
-              --replay FILE                a recording made with --record (or a `sessions export --format jsonl`)
-              --replay ID                  a session recorded in the session store (see `hr-gateway sessions list`)
-              --camera /dev/video0         a webcam: pulse and breathing from the face (rPPG); combines with \
-            the other sources (camera values go under camera_* keys, hr_mean_bpm stays the strap's)
+              --strap auto            the first heart-rate strap found (BLE, bluetoothd)
+              --strap AA:BB:CC:DD:EE:FF  a strap by address
+              --strap "Polar H10"     a strap by name prefix
+              --strap auto --strap auto  two straps, told apart by device_id
+              --simulate              a simulated strap: RR with breathing and
+                                      ectopic beats, 0-2 RR per notification
+              --simulate --model sdk-mock
+                                      the Synheart SDK's mock (72 + 5 sin(2πt/4)
+                                      ± 2 bpm, one sample a second)
+              --replay FILE           a recording made with --record (or with
+                                      `sessions export --format jsonl`)
+              --replay ID             a session in the session store (an id or
+                                      its first characters; `sessions list`)
+              --camera /dev/video0    a webcam: pulse and breathing from the face
+                                      (rPPG); combines with the other sources
+                                      (camera values go under camera_* keys,
+                                      hr_mean_bpm stays the strap's)
 
             Recording: every session is recorded by default into the session store (sessions.sqlite in the \
             state directory, see --state-dir): each sample with its RR intervals as it arrives, every event, and \
@@ -64,14 +72,16 @@ struct StreamCommand: AsyncParsableCommand {
               hr-gateway stream --strap "Polar H10" --adapter hci1 --raw --format jsonl
               hr-gateway stream --simulate
               hr-gateway stream --simulate --duration 300 --format jsonl > session.jsonl
-              hr-gateway stream --simulate --mode breathing --window 120 --record beats.jsonl
-              hr-gateway stream --replay beats.jsonl --replay-speed 10 --format jsonl
+              hr-gateway stream --simulate --mode breathing --window 120 --record b.jsonl
+              hr-gateway stream --replay b.jsonl --replay-speed 10 --format jsonl
               hr-gateway stream --camera /dev/video0 --mains 60
               hr-gateway stream --strap auto --camera /dev/video0
-              hr-gateway stream --replay 3f2a9c1e-… --replay-speed 100    (a stored session id)
-              hr-gateway stream --strap auto --duration 600 --webhook https://example.org/hr/summary
+              hr-gateway stream --replay 3f2a9c1e --replay-speed 100   (a stored session)
+              hr-gateway stream --strap auto --duration 600 \\
+                  --webhook https://example.org/hr/summary
               hr-gateway stream --strap auto --listen 0.0.0.0:8765
-              hr-gateway stream --strap auto --connect ws://192.168.1.20:8080/gateway --token SECRET
+              hr-gateway stream --strap auto --token SECRET \\
+                  --connect ws://192.168.1.20:8080/gateway
             """
     )
 
@@ -89,7 +99,7 @@ struct StreamCommand: AsyncParsableCommand {
     @Flag(help: "Do not record this session into the session store.")
     var noRecordDb = false
 
-    @Option(help: ArgumentHelp(
+    @Option(parsing: .unconditional, help: ArgumentHelp(
         "Before starting, delete stored sessions that started more than N days ago (default: the configuration's "
             + "store.keep_days; 0 keeps every session).",
         valueName: "n"))
@@ -104,7 +114,7 @@ struct StreamCommand: AsyncParsableCommand {
     @Flag(help: "With a webhook, also POST the samples in batches of webhook.batch_size (default 60).")
     var webhookSamples = false
 
-    @Option(help: ArgumentHelp(
+    @Option(parsing: .unconditional, help: ArgumentHelp(
         "Seconds to keep retrying the webhook after the session before leaving the rest in the outbox "
             + "(default: the configuration's webhook.grace_sec, else 10).",
         valueName: "sec"))
@@ -122,6 +132,7 @@ struct StreamCommand: AsyncParsableCommand {
 
     func validate() throws {
         try source.check()
+        try source.checkReplay(store: store)
         if let k = keepDays, k < 0 { throw ValidationError("--keep-days must be 0 or more.") }
         if let webhook {
             do { _ = try parseWebhookURL(webhook) } catch { throw ValidationError("--webhook: \(error)") }
@@ -160,9 +171,17 @@ struct StreamCommand: AsyncParsableCommand {
             stopWhenSourcesEnd: source.onlyReplay && session.duration == nil,
             relay: relay.listen == nil ? nil : (relay, try store.directory()),
             uplink: uplink.connect == nil ? nil : (uplink, try store.directory()),
-            webhook: delivery
+            webhook: delivery,
+            endNote: recorder.flatMap { $0.isRecording ? Self.recordedNote($0, stateDir: store.stateDir) : nil }
         ).run()
         if exitCode != 0 { throw ExitCode(exitCode) }
+    }
+
+    /// Where the session was recorded and how to look at it.
+    static func recordedNote(_ recorder: SessionRecorder, stateDir: String?) -> String {
+        let option = stateDir.map { " --state-dir \($0)" } ?? ""
+        return "Recorded as session \(recorder.sessionId) in \(recorder.databasePath).\n"
+            + "Export its beats: hr-gateway sessions export \(recorder.sessionId)\(option) --format csv > beats.csv"
     }
 
     /// The session store's recorder; on failure, says so once and runs the session unrecorded.
@@ -198,15 +217,18 @@ struct SessionOptions: ParsableArguments {
             + "Default: the configuration's session.mode, else focus."))
     var mode: SessionMode?
 
-    @Option(help: ArgumentHelp("Stop after SEC seconds. Without it the session runs until Ctrl-C or SIGTERM.", valueName: "sec"))
+    // Numbers are taken as values even when they start with "-", so that `--duration -5` is refused as not
+    // positive rather than reported as a missing value.
+    @Option(parsing: .unconditional,
+            help: ArgumentHelp("Stop after SEC seconds. Without it the session runs until Ctrl-C or SIGTERM.", valueName: "sec"))
     var duration: Int?
 
-    @Option(help: ArgumentHelp(
+    @Option(parsing: .unconditional, help: ArgumentHelp(
         "Sliding window for the metrics, in seconds. Default: the configuration's session.window_sec, else 60.",
         valueName: "sec"))
     var window: Int?
 
-    @Option(help: ArgumentHelp(
+    @Option(parsing: .unconditional, help: ArgumentHelp(
         "Seconds between session_frame events. Default: the configuration's session.emit_interval_sec, else 5.",
         valueName: "sec"))
     var emitInterval: Int?
@@ -214,7 +236,8 @@ struct SessionOptions: ParsableArguments {
     @Flag(help: "Also emit biosignal_frame events with the raw samples of the window.")
     var raw = false
 
-    @Option(help: ArgumentHelp("Seconds between biosignal_frame events (default: the emit interval).", valueName: "sec"))
+    @Option(parsing: .unconditional,
+            help: ArgumentHelp("Seconds between biosignal_frame events (default: the emit interval).", valueName: "sec"))
     var rawInterval: Int?
 
     @Option(help: ArgumentHelp("Session id (default: a new UUID).", valueName: "id"))
@@ -235,8 +258,7 @@ struct SessionOptions: ParsableArguments {
         SessionConfig(
             sessionId: sessionId ?? UUID().uuidString.lowercased(),
             mode: mode ?? defaults.mode,
-            // No --duration: run until stopped (the timer is set about 68 years out).
-            durationSec: duration ?? Int(Int32.max),
+            durationSec: duration ?? SessionConfig.untilStopped,
             profile: ComputeProfile(
                 windowSec: window ?? defaults.windowSec, emitIntervalSec: emitInterval ?? defaults.emitIntervalSec,
                 rawEmitIntervalSec: rawInterval),

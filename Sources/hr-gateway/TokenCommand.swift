@@ -18,7 +18,8 @@ struct TokenCommand: ParsableCommand {
             Examples:
               hr-gateway token create --name phone
               hr-gateway token create --read-only --name obs-overlay
-              hr-gateway token create --name phone --tls      (also prints the certificate fingerprint to pin)
+              hr-gateway token create --name phone --tls
+                  (also prints the certificate fingerprint to pin)
               TOKEN=$(hr-gateway token create --name ci | tail -n 1)
               hr-gateway token list
               hr-gateway token revoke 3a9f0c
@@ -33,7 +34,7 @@ struct TokenCommand: ParsableCommand {
         @Flag(help: "The token receives events but cannot start_session, stop_session or ingest_hsi_metrics.")
         var readOnly = false
 
-        @Option(help: ArgumentHelp("A label to recognise the token by in `token list` (default: consumer).", valueName: "label"))
+        @Option(help: ArgumentHelp("A label to recognise the token by in `token list`.", valueName: "label"))
         var name = "consumer"
 
         @Flag(help: "Also make the relay's self-signed TLS certificate now if there is none yet (as `serve --tls` would on first use), so that its fingerprint is printed for the phone to pin.")

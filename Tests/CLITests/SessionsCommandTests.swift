@@ -61,19 +61,21 @@ import Testing
         #expect(shown["end"] == (try json(try #require(run.lines.last))))
         #expect(shown["config"]?["session_id"] == .string("rec-1"))
 
-        // CSV: one row per beat with its raw value; the beat time is the sample time (one RR per sample).
+        // CSV: one row per beat with its raw value and contact as 1; beats are their RR apart (1000 and 1040 ms
+        // alternately, while the notifications come every 1020 ms).
         let csv = try CLI.run(["sessions", "export", "rec-1", "--format", "csv", "--state-dir", dir])
         let rows = csv.lines
         #expect(rows.first == "session_id,device_id,beat_time_ms,rr_ms,rr_1024,hr_bpm,contact")
         #expect(rows.count == 121)
         let expectedRows = samples.map { s in
-            "rec-1,AA:BB,\(s.timestampMs),\(Int(s.rrIntervalsMs![0])),\(s.rrRaw1024![0]),\(Int(s.bpm)),contact"
+            "rec-1,AA:BB,\(s.timestampMs),\(Int(s.rrIntervalsMs![0])),\(s.rrRaw1024![0]),\(Int(s.bpm)),1"
         }
         // Replay shifts timestamps to the replay's start: compare the columns that do not move, and the spacing.
         #expect(rows.dropFirst().map { $0.split(separator: ",").enumerated().filter { $0.offset != 2 }.map(\.element) }
                 == expectedRows.map { $0.split(separator: ",").enumerated().filter { $0.offset != 2 }.map(\.element) })
         let times = rows.dropFirst().compactMap { Int64($0.split(separator: ",")[2]) }
-        #expect(zip(times, times.dropFirst()).allSatisfy { $1 - $0 == 1020 })
+        #expect(times.count == 120)
+        #expect(zip(times.indices, times.indices.dropFirst()).allSatisfy { times[$1] - times[$0] == Int64(samples[$1].rrIntervalsMs![0]) })
 
         let full = try CLI.run(["sessions", "export", "rec-1", "--format", "json", "--state-dir", dir])
         let doc = try json(full.stdout)

@@ -62,6 +62,21 @@ func tempStateDir() -> String {
         #expect(a.line.hasPrefix("FAIL  adapter hci0     AA, off: blocked by rfkill"))
     }
 
+    @Test func rfkillAlwaysHasALineBlockedOrNot() throws {
+        var f = DoctorFacts()
+        #expect(line(f.evaluate(), "rfkill")?.status == .ok, "no switch at all is said too")
+        #expect(line(f.evaluate(), "rfkill")?.detail.contains("no Bluetooth rfkill switch") == true)
+        f.rfkill = [.init(name: "hci0", softBlocked: false, hardBlocked: false),
+                    .init(name: "tpacpi_bluetooth_sw", softBlocked: false, hardBlocked: false)]
+        let clear = try #require(line(f.evaluate(), "rfkill"))
+        #expect(clear.status == .ok)
+        #expect(clear.detail == "hci0, tpacpi_bluetooth_sw not blocked")
+        f.rfkill[1].hardBlocked = true
+        let checks = f.evaluate()
+        #expect(line(checks, "rfkill") == nil)
+        #expect(line(checks, "rfkill tpacpi_bluetooth_sw")?.detail == "hard-blocked")
+    }
+
     @Test func anAccessDeniedReadIsAPolicyProblem() throws {
         var f = DoctorFacts()
         f.bluezRunning = true
@@ -96,6 +111,20 @@ func tempStateDir() -> String {
         #expect(lines.contains { $0.hasPrefix("ok    system bus") }, "\(r.stdout)")
         #expect(lines.contains { $0.hasPrefix("FAIL  bluetoothd") && $0.contains("fix: ") }, "\(r.stdout)")
         #expect(lines.contains { $0.hasPrefix("ok    state directory  \(state)") }, "\(r.stdout)")
+        #expect(lines.contains { $0.hasPrefix("ok    rfkill") || $0.hasPrefix("warn  rfkill") }, "\(r.stdout)")
+    }
+
+    @Test func withoutASystemBusTheReasonIsOneSentenceWithItsFix() throws {
+        let state = tempStateDir()
+        defer { try? FileManager.default.removeItem(atPath: state) }
+        let socket = "/tmp/hrg-no-bus-\(UUID().uuidString)"
+        let r = try runGateway(["doctor"], environment: ["DBUS_SYSTEM_BUS_ADDRESS": "unix:path=\(socket)",
+                                                         "HR_GATEWAY_STATE_DIR": state])
+        #expect(r.status == 1)
+        let bus = try #require(r.stdout.split(separator: "\n").first { $0.hasPrefix("FAIL  system bus") })
+        #expect(bus.contains(socket), "\(bus)")
+        #expect(!bus.contains("org.freedesktop.DBus.Error"), "the reason, not the error's name: \(bus)")
+        #expect(bus.filter { $0 == "(" }.count <= 1, "\(bus)")
     }
 
     @Test(.enabled(if: BlueZMock.available, "python3-dbusmock is not installed"))

@@ -52,6 +52,31 @@ import Testing
         #expect(samples.allSatisfy { $0.rrRaw1024?.count == $0.rrIntervalsMs?.count })
         #expect(samples.map(\.sequence) == (1...120).map { UInt64($0) })
     }
+
+    @Test func realisticNotificationsCarryTheBeatsOfThePastSecondLikeAStrap() async throws {
+        // Around 60 bpm the intervals straddle one second: a strap then sends 0, 1 or 2 RR per notification.
+        let clock = ManualSessionClock(startMs: 0)
+        let physiology = SimulatedBiosignalProvider.Physiology(meanHeartRateBpm: 60, ectopicProbability: 0.02)
+        let samples = try await collect(
+            SimulatedBiosignalProvider(model: .realistic, physiology: physiology, seed: 4, clock: clock), clock: clock, seconds: 300)
+        let sizes = samples.map { $0.rrIntervalsMs?.count ?? 0 }
+        #expect(Set(sizes) == [0, 1, 2], "\(Dictionary(grouping: sizes, by: { $0 }).mapValues(\.count))")
+        // Each beat (the running sum of the intervals from the start) ended within the second before the
+        // notification that reports it: the intervals follow the clock, whatever their length.
+        var beat = 0.0
+        for s in samples {
+            for rr in s.rrIntervalsMs ?? [] {
+                beat += rr
+                #expect(beat <= Double(s.timestampMs) && beat > Double(s.timestampMs) - 1000, "\(beat) in \(s.timestampMs)")
+            }
+        }
+        // A beat that spans a notification keeps the interval drawn for it: every compensatory pause (about 1.3 s
+        // here) follows its premature beat (about 0.7 s), never a normal one.
+        let rr = samples.flatMap { $0.rrIntervalsMs ?? [] }
+        let pauses = rr.indices.filter { rr[$0] > 1200 }
+        #expect(!pauses.isEmpty)
+        #expect(pauses.allSatisfy { $0 > 0 && rr[$0 - 1] < 800 }, "\(pauses.map { rr[max(0, $0 - 1)...$0] })")
+    }
 }
 
 @Suite struct ReplayProviderTests {

@@ -185,19 +185,152 @@ final class Seen: Sendable {
 }
 
 @Suite struct SessionExportTests {
-    @Test func csvHasOneRowPerBeatTimedBackFromTheSample() {
+    /// A strap's notifications over a known beat train: one notification a second (each a little late, by a
+    /// varying link latency) carrying the RR of the beats completed since the previous one, as raw 1/1024 s values
+    /// and in ms. Returns the samples and the true beat times.
+    func strapNotifications(start: Int64 = 1_700_000_000_000, seconds: Int = 60, raw: [UInt16], latencyMs: [Int64],
+                            device: String = "AA:BB") -> (samples: [BiosignalSample], beats: [Double]) {
+        var beats: [Double] = []
+        var t = Double(start)
+        var k = 0
+        while t < Double(start) + Double(seconds) * 1000 {
+            t += Double(raw[k % raw.count]) * 1000 / 1024
+            beats.append(t)
+            k += 1
+        }
+        var samples: [BiosignalSample] = []
+        var next = 0
+        for tick in 1...seconds {
+            let packedAt = Double(start) + Double(tick) * 1000
+            var rrRaw: [UInt16] = []
+            while next < beats.count, beats[next] <= packedAt {
+                rrRaw.append(raw[next % raw.count])
+                next += 1
+            }
+            samples.append(BiosignalSample(
+                timestampMs: start + Int64(tick) * 1000 + latencyMs[tick % latencyMs.count], bpm: 60,
+                rrIntervalsMs: rrRaw.map { Double($0) * 1000 / 1024 }, deviceId: device, source: "ble_hrm",
+                contact: .contact, rrRaw1024: rrRaw, sequence: UInt64(tick)))
+        }
+        return (samples, Array(beats.prefix(next)))
+    }
+
+    struct Row {
+        var device: String
+        var timeMs: Int64
+        var rrMs: Double
+        var raw: String
+        var contact: String
+    }
+
+    func rows(_ csv: String) -> [Row] {
+        csv.split(separator: "\n").dropFirst().map { line in
+            let f = line.split(separator: ",", omittingEmptySubsequences: false).map(String.init)
+            return Row(device: f[1], timeMs: Int64(f[2])!, rrMs: Double(f[3])!, raw: f[4], contact: f[6])
+        }
+    }
+
+    @Test func exportedBeatTimesDifferByTheRRBetweenThemAcrossPacketsOfZeroOneAndTwoIntervals() throws {
+        let (samples, truth) = strapNotifications(
+            raw: [900, 1100, 870, 1240, 1024, 780, 790, 1000, 1180, 760], latencyMs: [35, 180, 60, 290, 20, 110])
+        let sizes = Set(samples.map { $0.rrIntervalsMs?.count ?? 0 })
+        try #require(sizes == [0, 1, 2], "the train must exercise empty, single and double packets: \(sizes)")
+        let out = rows(SessionExport.csv(sessionId: "s", samples: samples))
+        #expect(out.count == truth.count)
+        // Consecutive beats are exactly their RR apart (to the millisecond: both are rounded to whole ms).
+        for (a, b) in zip(out, out.dropFirst()) {
+            #expect(abs(Double(b.timeMs - a.timeMs) - b.rrMs) < 1, "\(a) -> \(b)")
+        }
+        // No beat after the notification that reported it; the most prompt notification's last beat at its arrival.
+        var row = 0
+        var slack: [Double] = []
+        for s in samples {
+            for _ in s.rrIntervalsMs ?? [] {
+                #expect(out[row].timeMs <= s.timestampMs)
+                row += 1
+            }
+            if let last = s.rrIntervalsMs?.count, last > 0 { slack.append(Double(s.timestampMs - out[row - 1].timeMs)) }
+        }
+        #expect(slack.min().map { $0 < 1 } == true)
+        // Against the truth: off by one constant, the least delay between a beat and the arrival of its report.
+        let offsets = zip(out, truth).map { Double($0.timeMs) - $1 }
+        #expect(offsets.allSatisfy { abs($0 - offsets[0]) < 1 })
+        var seen = 0
+        var leastDelay = Double.infinity
+        for s in samples where !(s.rrIntervalsMs ?? []).isEmpty {
+            seen += s.rrIntervalsMs!.count
+            leastDelay = min(leastDelay, Double(s.timestampMs) - truth[seen - 1])
+        }
+        #expect(abs(offsets[0] - leastDelay) < 1)
+        // The raw value and the contact column follow each beat.
+        #expect(out.prefix(3).map(\.raw) == ["900", "1100", "870"])
+        #expect(out.allSatisfy { $0.contact == "1" })
+    }
+
+    @Test func aGapRestartsTheTimelineAndEachDeviceHasItsOwn() throws {
+        var (first, _) = strapNotifications(raw: [1000, 950, 1080], latencyMs: [50, 90], device: "A")
+        // The strap reconnects: 8 s later, flagged as a gap, with a new beat train.
+        let later = strapNotifications(start: first.last!.timestampMs + 8_000, seconds: 20, raw: [700, 760],
+                                       latencyMs: [10, 400], device: "A")
+        var second = later.samples
+        second[0].gapBefore = true
+        let other = strapNotifications(seconds: 30, raw: [820], latencyMs: [70], device: "B").samples
+        first += second
+        // Interleave B's notifications with A's, in arrival order.
+        let all = (first + other).sorted { $0.timestampMs < $1.timestampMs }
+        let out = rows(SessionExport.csv(sessionId: "s", samples: all))
+        for device in ["A", "B"] {
+            let mine = out.filter { $0.device == device }
+            let steps = zip(mine, mine.dropFirst()).filter { abs(Double($1.timeMs - $0.timeMs) - $1.rrMs) >= 1 }
+            #expect(steps.count == (device == "A" ? 1 : 0), "\(device): \(steps)")
+        }
+        let jumps = zip(out.filter { $0.device == "A" }, out.filter { $0.device == "A" }.dropFirst())
+            .filter { abs(Double($1.timeMs - $0.timeMs) - $1.rrMs) >= 1 }
+        // The beat after the gap is placed from its own notification, not from the RR before the gap.
+        let anchored = try #require(jumps.first?.1)
+        #expect(anchored.timeMs > first[first.count - second.count - 1].timestampMs + 7_000)
+        let beats = try #require(SessionExport.beatsJSON(samples: all).arrayValue)
+        #expect(beats.filter { $0["segment_start"] == .bool(true) }.count == 3, "A's start, A after the gap, B's start")
+    }
+
+    @Test func aSimulatedStrapIsExportedWithEachBeatInTheSecondBeforeItsNotification() async throws {
+        let clock = ManualSessionClock(startMs: 1_700_000_000_000)
+        let sim = SimulatedBiosignalProvider(
+            model: .realistic, physiology: .init(meanHeartRateBpm: 60, ectopicProbability: 0.02), seed: 9, clock: clock)
+        let got = Locked<[BiosignalSample]>([])
+        try await sim.startStreaming(into: ProviderSink(onSample: { s in got.withLock { $0.append(s) } }))
+        clock.advance(byMs: 300_000)
+        await sim.stopStreaming()
+        let samples = got.withLock { $0 }
+        #expect(Set(samples.map { $0.rrIntervalsMs?.count ?? 0 }) == [0, 1, 2])
+        let out = rows(SessionExport.csv(sessionId: "s", samples: samples))
+        for (a, b) in zip(out, out.dropFirst()) { #expect(b.timeMs - a.timeMs == Int64(b.rrMs)) }
+        var row = 0
+        for s in samples {
+            for _ in s.rrIntervalsMs ?? [] {
+                #expect(out[row].timeMs <= s.timestampMs && out[row].timeMs > s.timestampMs - 1000)
+                row += 1
+            }
+        }
+    }
+
+    @Test func csvHasOneRowPerBeatWithContactAsOneZeroOrEmpty() {
         let samples = [
             BiosignalSample(timestampMs: 10_000, bpm: 66, rrIntervalsMs: [1000, 800], deviceId: "AA:BB", source: "ble_hrm",
                             contact: .contact, rrRaw1024: [1024, 819]),
             BiosignalSample(timestampMs: 10_500, bpm: 0, source: "camera_rppg", confidence: 0.3),
-            BiosignalSample(timestampMs: 11_000, bpm: 60.5, rrIntervalsMs: [1000.5], deviceId: "x,y", source: "ble_hrm"),
+            BiosignalSample(timestampMs: 11_000, bpm: 60.5, rrIntervalsMs: [1000.5], deviceId: "x,y", source: "ble_hrm",
+                            contact: .notSupported),
+            BiosignalSample(timestampMs: 11_900, bpm: 75, rrIntervalsMs: [900], deviceId: "AA:BB", source: "ble_hrm",
+                            contact: .noContact),
         ]
         let lines = SessionExport.csv(sessionId: "s", samples: samples).split(separator: "\n").map(String.init)
         #expect(lines == [
             SessionExport.csvHeader,
-            "s,AA:BB,9200,1000,1024,66,contact",
-            "s,AA:BB,10000,800,819,66,contact",
+            "s,AA:BB,9200,1000,1024,66,1",
+            "s,AA:BB,10000,800,819,66,1",
             "s,\"x,y\",11000,1000.5,,60.5,",
+            "s,AA:BB,11900,900,,75,0",
         ])
     }
 

@@ -7,6 +7,7 @@ Usage: python3 relay_interop.py PATH/TO/hr-gateway
 
 import asyncio
 import json
+import logging
 import os
 import signal
 import subprocess
@@ -492,18 +493,33 @@ async def test_stream_connect_pins_a_self_signed_far_end():
     der = ssl.PEM_cert_to_DER_cert(open(cert).read())
     pin = ":".join(f"{b:02X}" for b in hashlib.sha256(der).digest())
     got = []
+    # The far end's own log: a gateway that refuses the certificate hangs up after the TLS handshake, before its HTTP
+    # request, and websockets logs each such connection as "opening handshake failed" with a traceback. Those are
+    # expected (and checked) here, so they are collected rather than printed.
+    handshake_failures = []
+
+    class Collect(logging.Handler):
+        def emit(self, record):
+            if record.getMessage() == "opening handshake failed":
+                handshake_failures.append(record)
+
+    far_log = logging.getLogger("relay-interop.far-end")
+    far_log.propagate = False
+    far_log.setLevel(logging.INFO)
+    far_log.handlers = [Collect()]
 
     async def far_end(ws):
         async for text in ws:
             got.append(json.loads(text))
 
-    async with websockets.serve(far_end, "127.0.0.1", 0, ssl=context) as server:
+    async with websockets.serve(far_end, "127.0.0.1", 0, ssl=context, logger=far_log) as server:
         url = f"wss://127.0.0.1:{server.sockets[0].getsockname()[1]}/gw"
         base = [BINARY, "stream", "--simulate", "--duration", "2", "--emit-interval", "1", "--format", "jsonl",
                 "--no-record-db", "--connect", url, "--state-dir", state, "--connect-grace", "2"]
         ok = await asyncio.to_thread(subprocess.run, base + ["--pin", pin], capture_output=True, text=True, timeout=60)
         assert ok.returncode == 0, ok.stderr
         assert [m["type"] for m in got if m.get("delivery") == "reliable"][-1] == "session_summary", got
+        assert not handshake_failures, [r.exc_info[1] for r in handshake_failures]
         got.clear()
         wrong = ("00" if not pin.startswith("00") else "11") + pin[2:]
         bad = await asyncio.to_thread(subprocess.run, base + ["--pin", wrong], capture_output=True, text=True,
@@ -511,6 +527,12 @@ async def test_stream_connect_pins_a_self_signed_far_end():
         assert bad.returncode == 0, bad.stderr  # the session itself ran; the far end was refused
         assert "not the pinned one" in bad.stderr and "did not receive" in bad.stderr, bad.stderr
         assert not got, got
+        # Every refused link ended before the gateway sent an HTTP request (so no token went to the wrong peer).
+        assert handshake_failures, "the gateway never reached the far end"
+        for record in handshake_failures:
+            error = record.exc_info[1] if record.exc_info else None
+            assert isinstance(error, websockets.exceptions.InvalidMessage), error
+            assert isinstance(error.__cause__, EOFError), repr(error.__cause__)
 
 
 async def test_tls_with_a_self_signed_certificate_pinned_by_fingerprint():
