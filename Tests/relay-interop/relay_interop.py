@@ -493,9 +493,10 @@ async def test_stream_connect_pins_a_self_signed_far_end():
     der = ssl.PEM_cert_to_DER_cert(open(cert).read())
     pin = ":".join(f"{b:02X}" for b in hashlib.sha256(der).digest())
     got = []
-    # The far end's own log: a gateway that refuses the certificate hangs up after the TLS handshake, before its HTTP
-    # request, and websockets logs each such connection as "opening handshake failed" with a traceback. Those are
-    # expected (and checked) here, so they are collected rather than printed.
+    # The far end's own log. With --pin the gateway first fetches the certificate in a TLS handshake of its own and
+    # hangs up before any HTTP request (RelayPinning), then opens the WebSocket connection trusting that certificate
+    # alone, or gives up when the pin does not match. websockets logs each such probe as "opening handshake failed"
+    # with a traceback: they are expected, so they are collected and checked here rather than printed.
     handshake_failures = []
 
     class Collect(logging.Handler):
@@ -508,6 +509,12 @@ async def test_stream_connect_pins_a_self_signed_far_end():
     far_log.setLevel(logging.INFO)
     far_log.handlers = [Collect()]
 
+    def check_probes(records):
+        for record in records:  # a TLS handshake, then the connection closed before any HTTP request
+            error = record.exc_info[1] if record.exc_info else None
+            assert isinstance(error, websockets.exceptions.InvalidMessage), error
+            assert isinstance(error.__cause__, EOFError), repr(error.__cause__)
+
     async def far_end(ws):
         async for text in ws:
             got.append(json.loads(text))
@@ -519,7 +526,11 @@ async def test_stream_connect_pins_a_self_signed_far_end():
         ok = await asyncio.to_thread(subprocess.run, base + ["--pin", pin], capture_output=True, text=True, timeout=60)
         assert ok.returncode == 0, ok.stderr
         assert [m["type"] for m in got if m.get("delivery") == "reliable"][-1] == "session_summary", got
-        assert not handshake_failures, [r.exc_info[1] for r in handshake_failures]
+        links = ok.stderr.count("relay: connected to ")
+        assert links >= 1, ok.stderr
+        assert len(handshake_failures) == links, ("one certificate probe per link", handshake_failures, ok.stderr)
+        check_probes(handshake_failures)
+        handshake_failures.clear()
         got.clear()
         wrong = ("00" if not pin.startswith("00") else "11") + pin[2:]
         bad = await asyncio.to_thread(subprocess.run, base + ["--pin", wrong], capture_output=True, text=True,
@@ -529,10 +540,8 @@ async def test_stream_connect_pins_a_self_signed_far_end():
         assert not got, got
         # Every refused link ended before the gateway sent an HTTP request (so no token went to the wrong peer).
         assert handshake_failures, "the gateway never reached the far end"
-        for record in handshake_failures:
-            error = record.exc_info[1] if record.exc_info else None
-            assert isinstance(error, websockets.exceptions.InvalidMessage), error
-            assert isinstance(error.__cause__, EOFError), repr(error.__cause__)
+        assert "relay: connected to " not in bad.stderr, bad.stderr
+        check_probes(handshake_failures)
 
 
 async def test_tls_with_a_self_signed_certificate_pinned_by_fingerprint():
