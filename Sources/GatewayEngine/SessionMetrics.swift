@@ -22,6 +22,8 @@ public struct SessionMetrics: Sendable, Equatable {
     /// Frequency-domain and nonlinear HRV (`vlf_ms2` ... `stress_index`), each present only when the window is long
     /// enough for it (see docs/hrv.md).
     public var extendedHRV: [String: Double] = [:]
+    /// The latest live DFA alpha1 estimate (every 20 s over the last 120 s of RR; docs/hrv.md §10).
+    public var liveDFA: DFAEstimate?
 
     public var cameraHrBpm: Double?
     public var cameraConfidence: Double?
@@ -51,6 +53,12 @@ public struct SessionMetrics: Sendable, Equatable {
         put("resp_rate_rr_bpm", respRateRRBpm)
         put("resp_rate_rr_confidence", respRateRRConfidence)
         for (key, value) in extendedHRV where value.isFinite { o[key] = .double(value) }
+        if let d = liveDFA {
+            put("live_dfa_alpha1", d.alpha1)
+            put("live_dfa_artifact_percent", d.artifactPercent)
+            put("live_dfa_rr_count", d.rrCount)
+            if let r = d.withheldReason { o["live_dfa_withheld"] = .string(r) }
+        }
         put("camera_hr_bpm", cameraHrBpm)
         put("camera_confidence", cameraConfidence)
         put("breathing_rate_bpm", breathingRateBpm)
