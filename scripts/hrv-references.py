@@ -29,12 +29,13 @@ def main():
     rows = []
     for name in SERIES:
         rr = load(name)
-        peaks = np.concatenate([[0], np.cumsum(rr)]).round().astype(int)
-        fd = nk.hrv_frequency(peaks, sampling_rate=1000, psd_method="welch", interpolation_rate=4, normalize=False)
+        # Peaks on a 100 kHz grid: 0.01 ms, so the RR neurokit2 rebuilds equal the file values to 0.01 ms.
+        peaks = (np.concatenate([[0], np.cumsum(rr)]) * 100).round().astype(int)
+        fd = nk.hrv_frequency(peaks, sampling_rate=100000, psd_method="welch", interpolation_rate=4, normalize=False)
         for key, metric in [("HRV_VLF", "vlf_ms2"), ("HRV_LF", "lf_ms2"), ("HRV_HF", "hf_ms2")]:
             rows.append((name, "neurokit2", "hrv_frequency(psd_method=welch; interpolation_rate=4; normalize=False)", metric,
                          float(fd[key].iloc[0])))
-        nl = nk.hrv_nonlinear(peaks, sampling_rate=1000)
+        nl = nk.hrv_nonlinear(peaks, sampling_rate=100000)
         rows.append((name, "neurokit2", "hrv_nonlinear", "sd1_ms", float(nl["HRV_SD1"].iloc[0])))
         rows.append((name, "neurokit2", "hrv_nonlinear", "sd2_ms", float(nl["HRV_SD2"].iloc[0])))
         rows.append((name, "neurokit2", "hrv_nonlinear", "sampen", float(nl["HRV_SampEn"].iloc[0])))

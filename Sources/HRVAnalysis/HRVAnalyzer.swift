@@ -204,8 +204,9 @@ public enum HRVAnalyzer {
 
 extension HRVResult {
     /// Fills the frequency-domain and nonlinear metrics from one uninterrupted series; each stays nil when the
-    /// series is too short for it.
+    /// series is too short for it. A series with an interval outside 1 ms ... 60 s (not a heartbeat) gets none.
     public mutating func addExtendedMetrics(of rr: [Double], method: SpectrumMethod = .welch) {
+        guard rr.allSatisfy({ $0 >= 1 && $0 <= RRFile.maximumMs }) else { return }
         frequency = FrequencyDomain.analyze(rr, method: method)
         if let p = NonlinearHRV.poincare(rr) {
             sd1Ms = p.sd1
