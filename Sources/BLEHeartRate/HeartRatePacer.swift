@@ -86,7 +86,7 @@ public struct RRSeries: Sendable, Equatable {
     /// `rr_1024` column when the header has both. `name` is used in error messages.
     public init(parsing text: String, name: String = "RR file") throws(RRFileError) {
         let file: RRFile
-        do {
+        do throws(RRFileError) {
             file = try RRFile.parse(text, preferring: .counts1024)
         } catch {
             var e = error
