@@ -38,7 +38,7 @@ let package = Package(
         .target(name: "RPPGSynthetic", dependencies: ["RPPG"], swiftSettings: strict + [.unsafeFlags(["-O"])]),
 
         // MARK: Providers
-        .target(name: "SimulatedProvider", dependencies: ["GatewayEngine"], swiftSettings: strict),
+        .target(name: "SimulatedProvider", dependencies: ["GatewayEngine", "HRVAnalysis"], swiftSettings: strict),
         .target(name: "ReplayProvider", dependencies: ["GatewayEngine"], swiftSettings: strict),
 
         // MARK: V4L2 capture (Linux; libv4l2 from libv4l-dev)
@@ -94,7 +94,7 @@ let package = Package(
 
         .target(
             name: "BLEHeartRate",
-            dependencies: ["GatewayEngine", "DBus", "BlueZ", .product(name: "Logging", package: "swift-log")],
+            dependencies: ["GatewayEngine", "HRVAnalysis", "DBus", "BlueZ", .product(name: "Logging", package: "swift-log")],
             swiftSettings: strict
         ),
 
@@ -178,7 +178,7 @@ let package = Package(
         ),
         .testTarget(
             name: "BLEHeartRateTests",
-            dependencies: ["BLEHeartRate", "GatewayEngine", "DBus", "DBusTestSupport"],
+            dependencies: ["BLEHeartRate", "GatewayEngine", "HRVAnalysis", "DBus", "DBusTestSupport"],
             resources: [.copy("Data")],
             swiftSettings: strict
         ),

@@ -1,4 +1,5 @@
 import GatewayEngine
+import HRVAnalysis
 
 /// Turns a series of RR intervals into the notifications a real strap would send: one packet per interval
 /// (1 s by default) carrying every beat that ended since the previous packet (0, 1, 2 or more), oldest first, with
@@ -81,66 +82,29 @@ public struct RRSeries: Sendable, Equatable {
 
     public var rrMs: [Double] { rr1024.map(HeartRateMeasurement.milliseconds(fromRaw1024:)) }
 
-    /// Parses the text of an RR file. `name` is used in error messages.
+    /// Parses the text of an RR file with the one RR-file parser (`HRVAnalysis.RRFile`), preferring the exact
+    /// `rr_1024` column when the header has both. `name` is used in error messages.
     public init(parsing text: String, name: String = "RR file") throws(RRFileError) {
-        var header: [String]?
-        var column: (index: Int, isRaw: Bool)?
+        let file: RRFile
+        do throws(RRFileError) {
+            file = try RRFile.parse(text, preferring: .counts1024)
+        } catch {
+            var e = error
+            e.name = name
+            throw e
+        }
         var values: [UInt16] = []
-        var lineNumber = 0
-        for rawLine in text.split(separator: "\n", omittingEmptySubsequences: false) {
-            lineNumber += 1
-            let line = rawLine.trimmingWhitespace()
-            if line.isEmpty || line.hasPrefix("#") { continue }
-            let fields = line.split(separator: ",", omittingEmptySubsequences: false).map { $0.trimmingWhitespace() }
-            if header == nil, values.isEmpty, fields.contains(where: { Double($0) == nil }) {
-                header = fields
-                if let i = fields.firstIndex(of: "rr_1024") {
-                    column = (i, true)
-                } else if let i = fields.firstIndex(where: { $0 == "rr_ms" || $0 == "rr" || $0 == "ibi_ms" }) {
-                    column = (i, false)
-                } else {
-                    throw RRFileError(name: name, line: lineNumber, reason: "header has no rr_1024 or rr_ms column")
-                }
-                continue
-            }
-            let index = column?.index ?? 0
-            let isRaw = column?.isRaw ?? false
-            if column == nil, fields.count != 1 {
-                throw RRFileError(name: name, line: lineNumber, reason: "expected one RR value in ms per line")
-            }
-            guard index < fields.count, let v = Double(fields[index]), v.isFinite else {
-                throw RRFileError(name: name, line: lineNumber, reason: "not a number: \"\(line)\"")
-            }
-            let raw = isRaw ? v : v * 1.024
+        values.reserveCapacity(file.rrMs.count)
+        for (k, ms) in file.rrMs.enumerated() {
+            let raw = (ms * 1.024).rounded()
             guard raw >= 1, raw <= Double(UInt16.max) else {
                 throw RRFileError(
-                    name: name, line: lineNumber,
-                    reason: "RR \(fields[index]) \(isRaw ? "(1/1024 s)" : "ms") is outside 1...\(isRaw ? "65535" : "63999")")
+                    line: nil,
+                    message: "RR value \(k + 1) (\(ms) ms) is outside what a strap can send (1...65535 in 1/1024 s)",
+                    name: name)
             }
-            values.append(UInt16(raw.rounded()))
+            values.append(UInt16(raw))
         }
-        guard !values.isEmpty else { throw RRFileError(name: name, line: nil, reason: "no RR values") }
         rr1024 = values
-    }
-}
-
-/// An RR file that could not be read: which file, which line, what is wrong.
-public struct RRFileError: Error, Sendable, Equatable, CustomStringConvertible {
-    public var name: String
-    public var line: Int?
-    public var reason: String
-
-    public init(name: String, line: Int?, reason: String) {
-        self.name = name
-        self.line = line
-        self.reason = reason
-    }
-
-    public var description: String { line.map { "\(name):\($0): \(reason)" } ?? "\(name): \(reason)" }
-}
-
-extension Substring {
-    fileprivate func trimmingWhitespace() -> String {
-        String(drop(while: \.isWhitespace).reversed().drop(while: \.isWhitespace).reversed())
     }
 }

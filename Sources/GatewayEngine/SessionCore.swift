@@ -13,6 +13,7 @@ struct SessionCore {
     private(set) var nextRawMs: Int64?
     let endMs: Int64
     var hsi: [String: JSONValue]
+    private(set) var liveDFA = LiveDFATracker()
 
     init(config: SessionConfig, startedAtMs: Int64, hsi: [String: JSONValue], hrvOptions: HRVOptions) {
         self.config = config
@@ -32,7 +33,10 @@ struct SessionCore {
     /// The earliest pending deadline.
     var nextDeadlineMs: Int64 { min(nextFrameMs, nextRawMs ?? .max, endMs) }
 
-    mutating func append(_ sample: BiosignalSample) { window.append(sample) }
+    mutating func append(_ sample: BiosignalSample) {
+        window.append(sample)
+        liveDFA.append(sample)
+    }
 
     /// Emits everything due at or before `nowMs`. At one instant the order is: frame, raw frame, then the summary, so
     /// when the duration is a multiple of the interval the last frame precedes the summary. A repeating timer that
@@ -41,7 +45,10 @@ struct SessionCore {
         var events: [SessionEvent] = []
         while nextDeadlineMs <= nowMs {
             if nextFrameMs <= nowMs, nextFrameMs <= (nextRawMs ?? .max), nextFrameMs <= endMs {
-                if let frame = makeFrame(nowMs: nowMs, behavior: behavior) { events.append(frame) }
+                if let frame = makeFrame(nowMs: nowMs, behavior: behavior) {
+                    events.append(frame)
+                    events += dfaThresholdEvents(nowMs: nowMs)
+                }
                 nextFrameMs = Self.nextTick(after: nextFrameMs, now: nowMs, intervalSec: config.profile.emitIntervalSec)
             } else if let raw = nextRawMs, raw <= nowMs, raw <= endMs {
                 if let frame = makeRawFrame(nowMs: nowMs) { events.append(frame) }
@@ -66,13 +73,27 @@ struct SessionCore {
     }
 
     func metrics() -> SessionMetrics {
-        SessionMetrics.compute(window: window.samples, hsi: hsi, options: hrvOptions)
+        var m = SessionMetrics.compute(window: window.samples, hsi: hsi, options: hrvOptions)
+        m.liveDFA = liveDFA.latest
+        return m
     }
+
+    /// Crossings found by the live DFA estimate made for the frame just built.
+    private var pendingCrossings: [DFAThresholdCrossing] = []
 
     private mutating func makeFrame(nowMs: Int64, behavior: () -> BehaviorSnapshot?) -> SessionEvent? {
         guard !window.isEmpty else { return nil }
         seq += 1
+        // Live DFA runs on the sample clock (the newest sample's time), every 20 s at the first frame due.
+        if let newest = window.samples.last?.timestampMs, let update = liveDFA.update(nowMs: newest) {
+            pendingCrossings = update.crossings
+        }
         return .frame(sessionId: config.sessionId, seq: seq, emittedAtMs: nowMs, metrics: metrics(), behavior: behavior())
+    }
+
+    private mutating func dfaThresholdEvents(nowMs: Int64) -> [SessionEvent] {
+        defer { pendingCrossings = [] }
+        return pendingCrossings.map { .dfaThreshold(sessionId: config.sessionId, emittedAtMs: nowMs, crossing: $0) }
     }
 
     private mutating func makeRawFrame(nowMs: Int64) -> SessionEvent? {

@@ -1,5 +1,7 @@
+import HRVAnalysis
+
 /// Everything a session emits, in the Synheart SDK's wire shapes (`jsonValue` / `dictionary`), plus
-/// `sensor_status`, an addition that SDK consumers can ignore.
+/// `sensor_status` and `dfa_threshold`, additions that SDK consumers can ignore.
 public enum SessionEvent: Sendable, Equatable {
     case started(sessionId: String, startedAtMs: Int64)
     case frame(sessionId: String, seq: Int, emittedAtMs: Int64, metrics: SessionMetrics, behavior: BehaviorSnapshot?)
@@ -9,6 +11,8 @@ public enum SessionEvent: Sendable, Equatable {
     case error(sessionId: String, code: SessionErrorCode, message: String)
     /// A provider's link or health changed (not part of the SDK; never terminal).
     case sensorStatus(sessionId: String, emittedAtMs: Int64, status: SensorStatus)
+    /// Live DFA alpha1 crossed 0.75 or 0.5 (not part of the SDK; never terminal; docs/hrv.md §10).
+    case dfaThreshold(sessionId: String, emittedAtMs: Int64, crossing: DFAThresholdCrossing)
 
     /// The wire `type`.
     public var type: String {
@@ -19,13 +23,14 @@ public enum SessionEvent: Sendable, Equatable {
         case .summary: "session_summary"
         case .error: "session_error"
         case .sensorStatus: "sensor_status"
+        case .dfaThreshold: "dfa_threshold"
         }
     }
 
     public var sessionId: String {
         switch self {
         case .started(let id, _), .frame(let id, _, _, _, _), .biosignalFrame(let id, _, _, _), .summary(let id, _, _, _),
-            .error(let id, _, _), .sensorStatus(let id, _, _):
+            .error(let id, _, _), .sensorStatus(let id, _, _), .dfaThreshold(let id, _, _):
             id
         }
     }
@@ -69,6 +74,12 @@ public enum SessionEvent: Sendable, Equatable {
             if let b = status.batteryPercent { o["battery_percent"] = .int(Int64(b)) }
             if let m = status.message { o["message"] = .string(m) }
             if let c = status.errorCode { o["error_code"] = .string(c.rawValue) }
+        case .dfaThreshold(_, let at, let c):
+            o["emitted_at_ms"] = .int(at)
+            o["threshold"] = .double(c.threshold)
+            o["direction"] = .string(c.direction.rawValue)
+            o["dfa_alpha1"] = .double(c.alpha1)
+            o["previous_dfa_alpha1"] = .double(c.previousAlpha1)
         }
         return .object(o)
     }

@@ -19,6 +19,11 @@ public struct SessionMetrics: Sendable, Equatable {
     public var artifactCount: Int?
     public var respRateRRBpm: Double?
     public var respRateRRConfidence: Double?
+    /// Frequency-domain and nonlinear HRV (`vlf_ms2` ... `stress_index`), each present only when the window is long
+    /// enough for it (see docs/hrv.md).
+    public var extendedHRV: [String: Double] = [:]
+    /// The latest live DFA alpha1 estimate (every 20 s over the last 120 s of RR; docs/hrv.md §10).
+    public var liveDFA: DFAEstimate?
 
     public var cameraHrBpm: Double?
     public var cameraConfidence: Double?
@@ -47,6 +52,13 @@ public struct SessionMetrics: Sendable, Equatable {
         put("artifact_count", artifactCount)
         put("resp_rate_rr_bpm", respRateRRBpm)
         put("resp_rate_rr_confidence", respRateRRConfidence)
+        for (key, value) in extendedHRV where value.isFinite { o[key] = .double(value) }
+        if let d = liveDFA {
+            put("live_dfa_alpha1", d.alpha1)
+            put("live_dfa_artifact_percent", d.artifactPercent)
+            put("live_dfa_rr_count", d.rrCount)
+            if let r = d.withheldReason { o["live_dfa_withheld"] = .string(r) }
+        }
         put("camera_hr_bpm", cameraHrBpm)
         put("camera_confidence", cameraConfidence)
         put("breathing_rate_bpm", breathingRateBpm)
@@ -127,6 +139,7 @@ extension SessionMetrics {
         if let v = result.pnn50 { pnn50 = v }
         respRateRRBpm = result.respirationRateBpm
         respRateRRConfidence = result.respirationConfidence
+        extendedHRV = Dictionary(result.extendedMetricValues.map { ($0.key, $0.value) }, uniquingKeysWith: { a, _ in a })
     }
 
     /// Splits the RR intervals of one device into uninterrupted runs. A run ends at a flagged gap, a sample without

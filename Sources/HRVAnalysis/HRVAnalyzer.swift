@@ -4,6 +4,8 @@ public enum ArtifactCorrection: String, Sendable, CaseIterable {
     case none
     /// Lipponen & Tarvainen (2019) automatic detection and correction, as in Kubios and neurokit2.
     case kubios
+    /// hr-gateway's local-median detector with timing-preserving repair (`ArtifactCorrector`).
+    case median
 }
 
 /// Settings for one analysis.
@@ -12,9 +14,21 @@ public struct HRVOptions: Sendable, Equatable {
     /// Frequency band searched for the respiratory peak, in Hz (0.15-0.5 Hz; down to 0.05 Hz for paced breathing).
     public var respirationBandHz: ClosedRange<Double>
 
-    public init(correction: ArtifactCorrection = .kubios, respirationBandHz: ClosedRange<Double> = 0.15...0.5) {
+    /// Spectrum estimate for the frequency-domain metrics.
+    public var spectrumMethod: SpectrumMethod
+    /// Compute frequency-domain and nonlinear metrics (off: time domain and respiration only).
+    public var extendedMetrics: Bool
+
+    public init(
+        correction: ArtifactCorrection = .kubios,
+        respirationBandHz: ClosedRange<Double> = 0.15...0.5,
+        spectrumMethod: SpectrumMethod = .welch,
+        extendedMetrics: Bool = true
+    ) {
         self.correction = correction
         self.respirationBandHz = respirationBandHz
+        self.spectrumMethod = spectrumMethod
+        self.extendedMetrics = extendedMetrics
     }
 
     /// The band used in breathing (paced) mode.
@@ -44,6 +58,25 @@ public struct HRVResult: Sendable, Equatable {
     public var respirationConfidence: Double?
     /// Why there is no breathing rate, when there are intervals but no breathing rate (`analyze` sets it).
     public var respirationRejection: RespirationEstimator.Rejection?
+
+    /// Frequency-domain metrics of the longest uninterrupted segment (nil under `FrequencyDomain.minimumSecondsLF`).
+    public var frequency: FrequencyDomainResult?
+    /// Poincaré SD1 and SD2 (ms) of the longest segment.
+    public var sd1Ms: Double?
+    public var sd2Ms: Double?
+    /// DFA alpha1 (4-16 beats) and alpha2 (16-64 beats) of the longest segment.
+    public var dfaAlpha1: Double?
+    public var dfaAlpha2: Double?
+    /// Sample entropy (m = 2, r = 0.2 SD) of the longest segment.
+    public var sampleEntropy: Double?
+    /// Baevsky's stress index of the longest segment.
+    public var stressIndex: Double?
+
+    /// SD1 / SD2.
+    public var sd1sd2: Double? {
+        guard let sd1Ms, let sd2Ms, sd2Ms > 0 else { return nil }
+        return sd1Ms / sd2Ms
+    }
 
     public init(
         rrCount: Int = 0,
@@ -97,10 +130,19 @@ public enum HRVAnalyzer {
         }
 
         var corrected = 0
-        if options.correction == .kubios {
+        switch options.correction {
+        case .none:
+            break
+        case .kubios:
             runs = runs.map { run in
                 let r = KubiosCorrection.correct(run)
                 corrected += r.correctedBeats
+                return r.rrMs
+            }
+        case .median:
+            runs = runs.map { run in
+                let r = ArtifactCorrector.correct(run)
+                corrected += r.correctedIntervals
                 return r.rrMs
             }
         }
@@ -113,6 +155,9 @@ public enum HRVAnalyzer {
             result.respirationConfidence = r.confidence
         case .rejected(let why):
             if result.rrCount > 0 { result.respirationRejection = why }
+        }
+        if options.extendedMetrics, let longest = runs.max(by: { $0.count < $1.count }) {
+            result.addExtendedMetrics(of: longest, method: options.spectrumMethod)
         }
         return result
     }
@@ -159,5 +204,45 @@ public enum HRVAnalyzer {
             result.pnn50 = 100 * Double(nn50) / Double(differences)
         }
         return result
+    }
+}
+
+extension HRVResult {
+    /// Fills the frequency-domain and nonlinear metrics from one uninterrupted series; each stays nil when the
+    /// series is too short for it. A series with an interval outside 1 ms ... 60 s (not a heartbeat) gets none.
+    public mutating func addExtendedMetrics(of rr: [Double], method: SpectrumMethod = .welch) {
+        guard rr.allSatisfy({ $0 >= 1 && $0 <= RRFile.maximumMs }) else { return }
+        frequency = FrequencyDomain.analyze(rr, method: method)
+        if let p = NonlinearHRV.poincare(rr) {
+            sd1Ms = p.sd1
+            sd2Ms = p.sd2
+        }
+        dfaAlpha1 = NonlinearHRV.alpha1(rr)
+        dfaAlpha2 = NonlinearHRV.alpha2(rr)
+        sampleEntropy = NonlinearHRV.sampleEntropy(rr)
+        stressIndex = NonlinearHRV.stressIndex(rr)
+    }
+
+    /// The extended metrics under their wire names (`vlf_ms2` ... `stress_index`), absent ones left out.
+    public var extendedMetricValues: [(key: String, value: Double)] {
+        var out: [(String, Double)] = []
+        func put(_ key: String, _ v: Double?) { if let v, v.isFinite { out.append((key, v)) } }
+        put("vlf_ms2", frequency?.vlfMs2)
+        put("lf_ms2", frequency?.lfMs2)
+        put("hf_ms2", frequency?.hfMs2)
+        put("total_power_ms2", frequency?.totalPowerMs2)
+        put("lf_hf", frequency?.lfHf)
+        put("lf_nu", frequency?.lfNu)
+        put("hf_nu", frequency?.hfNu)
+        put("lf_peak_hz", frequency?.lfPeakHz)
+        put("hf_peak_hz", frequency?.hfPeakHz)
+        put("sd1_ms", sd1Ms)
+        put("sd2_ms", sd2Ms)
+        put("sd1_sd2", sd1sd2)
+        put("dfa_alpha1", dfaAlpha1)
+        put("dfa_alpha2", dfaAlpha2)
+        put("sampen", sampleEntropy)
+        put("stress_index", stressIndex)
+        return out
     }
 }

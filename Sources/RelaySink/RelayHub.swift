@@ -35,7 +35,7 @@ public enum RelayDelivery: String, Sendable {
 
     public init(for event: SessionEvent) {
         switch event {
-        case .started, .summary, .error: self = .reliable
+        case .started, .summary, .error, .dfaThreshold: self = .reliable
         case .frame, .biosignalFrame, .sensorStatus: self = .live
         }
     }

@@ -1,5 +1,6 @@
 import Foundation
 import GatewayEngine
+import HRVAnalysis
 
 /// A provider that needs no hardware.
 ///
@@ -8,12 +9,15 @@ import GatewayEngine
 /// - `realistic`: a beat-by-beat heart with a slow rate drift, respiratory sinus arrhythmia at a chosen breathing
 ///   rate and occasional ectopic beats, delivered as a strap does: one notification a second carrying the RR
 ///   intervals of the beats completed since the previous one. Source `simulated`, so HRV and breathing are exercised.
+/// - `exerciseRamp`: the same delivery, beats from `ExerciseRamp` (HR 100 -> 175 bpm over 20 minutes, beat-to-beat
+///   correlation falling so that live DFA alpha1 crosses 0.75 and then 0.5; docs/hrv.md §10), repeated after 20 min.
 ///
 /// Both are deterministic for a given seed and clock.
 public final class SimulatedBiosignalProvider: BiosignalProvider {
     public enum Model: String, Sendable, CaseIterable {
         case sdkMock = "sdk-mock"
         case realistic
+        case exerciseRamp = "exercise-ramp"
     }
 
     /// Parameters of the realistic model.
@@ -55,6 +59,9 @@ public final class SimulatedBiosignalProvider: BiosignalProvider {
         /// Realistic model: the interval of the beat in progress, drawn once when the previous beat ends (a beat
         /// spanning a notification is reported by a later one, with the same interval).
         var nextIntervalMs: Double?
+        /// Exercise-ramp model: the precomputed beats and the next one to deliver.
+        var ramp: [Double] = []
+        var rampIndex = 0
         var sink: ProviderSink
     }
 
@@ -73,13 +80,14 @@ public final class SimulatedBiosignalProvider: BiosignalProvider {
         self.model = model
         self.physiology = physiology
         self.seed = seed
-        self.deviceId = deviceId ?? (model == .realistic ? "simulated-strap" : nil)
+        self.deviceId = deviceId ?? (model != .sdkMock ? "simulated-strap" : nil)
         self.clock = clock
     }
 
     public func startStreaming(into sink: ProviderSink) async throws {
         let start = clock.nowMs()
-        run.withLock { $0 = Run(generator: SplitMix64(seed: seed), startMs: start, sink: sink) }
+        let ramp = model == .exerciseRamp ? ExerciseRamp(seed: seed).rrMs().map { $0.rounded() } : []
+        run.withLock { $0 = Run(generator: SplitMix64(seed: seed), startMs: start, ramp: ramp, sink: sink) }
         sink.status(SensorStatus(source: name, deviceId: deviceId, state: .streaming))
         if model == .sdkMock { emitTick() } else { scheduleNext() }
     }
@@ -113,7 +121,7 @@ public final class SimulatedBiosignalProvider: BiosignalProvider {
                 let noise = current.generator.uniform(in: -2.0...2.0)
                 let bpm = min(200, max(40, 72 + 5 * sin(2 * Double.pi * t / 4) + noise))
                 sample = BiosignalSample(timestampMs: now, bpm: bpm, rrIntervalsMs: [60000 / bpm], deviceId: deviceId, source: name)
-            case .realistic:
+            case .realistic, .exerciseRamp:
                 sample = realisticSample(&current, nowMs: now)
             }
             r = current
@@ -155,6 +163,10 @@ public final class SimulatedBiosignalProvider: BiosignalProvider {
     /// The interval of the beat that starts at `r.lastBeatMs`: slow drift, respiratory sinus arrhythmia, noise, and
     /// now and then a premature beat followed by its compensatory pause.
     private func drawInterval(_ r: inout Run) -> Double {
+        if !r.ramp.isEmpty {
+            defer { r.rampIndex += 1 }
+            return r.ramp[r.rampIndex % r.ramp.count]
+        }
         let t = r.lastBeatMs
         let drift = 3 * sin(2 * Double.pi * t / 120_000)
         let base = 60000 / (physiology.meanHeartRateBpm + drift)

@@ -44,6 +44,8 @@ public struct PrettyView: Sendable {
         case .sensorStatus(_, let at, let status):
             sources[status.deviceId ?? status.source] = status
             nowMs = at
+        case .dfaThreshold(_, let at, _):
+            nowMs = at
         }
     }
 

@@ -1,3 +1,4 @@
+import Foundation
 import HRVAnalysis
 
 /// Cost of `HRVAnalyzer.analyze` on a 5-minute window (what the session engine pays per frame at most).
@@ -37,9 +38,26 @@ func runHRVBenchmark() {
     measure("time domain alone") {
         HRVAnalyzer.timeDomain(segments: [rr]).sdnnMs ?? 0
     }
+    measure("every metric (median correction, Welch)") {
+        HRVAnalyzer.analyze(rr, options: HRVOptions(correction: .median)).dfaAlpha1 ?? 0
+    }
+    measure("frequency domain alone (Welch)") {
+        FrequencyDomain.analyze(rr, method: .welch)?.hfMs2 ?? 0
+    }
+    measure("frequency domain alone (Lomb-Scargle)") {
+        FrequencyDomain.analyze(rr, method: .lombScargle)?.hfMs2 ?? 0
+    }
+    measure("nonlinear alone (SD1/SD2, DFA, SampEn, SI)") {
+        var r = HRVResult()
+        r.addExtendedMetrics(of: rr)
+        return r.sampleEntropy ?? 0
+    }
+    print("  target: every metric of a 5-minute window in at most 2000 µs")
     let r = HRVAnalyzer.analyze(rr)
     print("  result: \(r.rrCount) intervals, \(r.artifactCount) beats corrected, respiration "
         + "\(r.respirationRateBpm.map { format($0) } ?? "-") /min (checksum \(format(checksum)))")
+    runDFATimelineBenchmark()
+    runArtifactBenchmark()
     #if DEBUG
     print("  (debug build: use `swift run -c release hr-gateway-bench hrv` for representative figures)")
     #endif
@@ -85,3 +103,68 @@ private func format(_ v: Double) -> String {
     let rounded = (v * 10).rounded() / 10
     return "\(rounded)"
 }
+
+/// A long recording (~100,000 beats of the synthetic exercise ramp, repeated) through the --dfa-timeline path.
+private func runDFATimelineBenchmark() {
+    var rr: [Double] = []
+    var seed: UInt64 = 1
+    while rr.count < 100_000 {
+        rr += ExerciseRamp(seed: seed).rrMs()
+        seed += 1
+    }
+    let beats = HRVAnalyzer.beats(fromRR: rr)
+    let clock = ContinuousClock()
+    var count = 0
+    let elapsed = clock.measure { count = LiveDFA.timeline(beats).count }
+    let s = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+    print("DFA timeline: \(rr.count) beats (\(format(beats.last!.endS / 3600)) h), \(count) estimates in "
+        + "\(format(s * 1000)) ms (target: a 100,000-beat Holter in at most 2000 ms)")
+}
+
+/// Injected artefacts in the real clean NSRDB excerpt: hr-gateway's median corrector beside the neurokit2 Kubios
+/// method (our port, which KubiosTests check against neurokit2 0.2.13 output on the shared series).
+private func runArtifactBenchmark() {
+    let path = "../shared/data/hrv/rr_nsrdb_short_pyhrv_raw.csv"
+    guard let text = try? String(contentsOfFile: path, encoding: .utf8) else {
+        print("artefact benchmark: \(path) is missing (run from the checkout with ../shared/data beside it); skipped")
+        return
+    }
+    var lines = text.split(whereSeparator: \.isNewline).map(String.init)
+    let header = lines.removeFirst().split(separator: ",").map(String.init)
+    guard let column = header.firstIndex(of: "rr_ms") else { return }
+    let clean = lines.compactMap { Double($0.split(separator: ",", omittingEmptySubsequences: false).map(String.init)[column]) }
+    let cleanRMSSD = ArtifactBenchmark.rmssd(clean)
+    let cleanAlpha1 = NonlinearHRV.alpha1(clean) ?? 0
+    let minutes = clean.reduce(0, +) / 60000
+    let medianClean = ArtifactCorrector.correct(clean).findings.count
+    let kubiosClean = KubiosCorrection.correct(clean).firstPass.total
+    print("Artefact benchmark: NSRDB excerpt, \(clean.count) beats (\(format(minutes)) min), RMSSD \(format(cleanRMSSD)) ms, "
+        + "alpha1 \(format3(cleanAlpha1)); 10 runs x 30 injected artefacts (missed, extra, ectopic, long x1.5, short x0.55)")
+    print("  flags on the clean series: hr-gateway median \(medianClean), Kubios (neurokit2 method) \(kubiosClean)")
+    print("  seed | hr-gateway: found  false  RMSSD err  alpha1 err | Kubios: found  false  RMSSD err  alpha1 err")
+    var totals = [0, 0, 0, 0]
+    for seed in UInt64(1)...10 {
+        let c = ArtifactBenchmark.inject(into: clean, seed: seed)
+        let m = ArtifactCorrector.correct(c.rrMs)
+        let sm = ArtifactBenchmark.score(flagged: m.findings.map(\.index), artifacts: c.artifacts)
+        let k = KubiosCorrection.correct(c.rrMs)
+        let p = k.firstPass
+        let sk = ArtifactBenchmark.score(flagged: (p.ectopic + p.missed + p.extra + p.longShort).map { $0 - 1 }, artifacts: c.artifacts)
+        func errs(_ rr: [Double]) -> String {
+            let e = 100 * (ArtifactBenchmark.rmssd(rr) / cleanRMSSD - 1)
+            let a = (NonlinearHRV.alpha1(rr) ?? .nan) - cleanAlpha1
+            return String(format: "%+8.2f %%  %+9.3f", e, a)
+        }
+        print(String(format: "  %4d |            %2d/%2d  %5d  ", seed, sm.found, sm.injected, sm.falseAlarms) + errs(m.rrMs)
+            + String(format: " |      %2d/%2d  %5d  ", sk.found, sk.injected, sk.falseAlarms) + errs(k.rrMs))
+        totals[0] += sm.found
+        totals[1] += sm.falseAlarms
+        totals[2] += sk.found
+        totals[3] += sk.falseAlarms
+    }
+    print("  total: hr-gateway \(totals[0])/300 found, \(totals[1]) false alarms; Kubios \(totals[2])/300 found, "
+        + "\(totals[3]) false alarms (targets per run: >= 29/30 found, <= 1 false alarm per 30 min, "
+        + "RMSSD within 2 %, alpha1 within 0.03)")
+}
+
+private func format3(_ v: Double) -> String { String(format: "%.3f", v) }

@@ -19,7 +19,7 @@ struct SourceOptions: ParsableArguments {
     @Flag(help: "Use a simulated source (no hardware needed).")
     var simulate = false
 
-    @Option(help: ArgumentHelp("Simulation model: realistic (RR with breathing and ectopic beats) or sdk-mock.", valueName: "model"))
+    @Option(help: ArgumentHelp("Simulation model: realistic (RR with breathing and ectopic beats), exercise-ramp (a 20-minute ramp for live DFA alpha1) or sdk-mock.", valueName: "model"))
     var model: SimulatedBiosignalProvider.Model = .realistic
 
     @Option(help: ArgumentHelp("Seed of the simulation, for repeatable runs.", valueName: "n"))

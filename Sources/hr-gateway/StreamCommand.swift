@@ -243,7 +243,7 @@ struct SessionOptions: ParsableArguments {
     @Option(help: ArgumentHelp("Session id (default: a new UUID).", valueName: "id"))
     var sessionId: String?
 
-    @Option(help: ArgumentHelp("RR artefact correction before HRV: kubios or none."))
+    @Option(help: ArgumentHelp("RR artefact correction before HRV: kubios, median (hr-gateway's own, docs/hrv.md) or none."))
     var correct: ArtifactCorrection = .kubios
 
     func check() throws {

@@ -1,4 +1,5 @@
 import BLEHeartRate
+import HRVAnalysis
 import Foundation
 import GatewayEngine
 import Testing
@@ -67,9 +68,15 @@ struct RRFileTests {
     }
 
     @Test func badLineIsNamedWithItsNumber() {
-        #expect(throws: RRFileError(name: "x.txt", line: 3, reason: "not a number: \"abc\"")) {
+        #expect(throws: RRFileError(line: 3, message: "'abc' is not a number", name: "x.txt")) {
             try RRSeries(parsing: "800\n900\nabc\n", name: "x.txt")
         }
+    }
+
+    /// The one parser's rule: with both columns, the strap emulator takes the exact 1/1024 s counts.
+    @Test func bothColumnsPreferTheCounts() throws {
+        let s = try RRSeries(parsing: "rr_ms,rr_1024\n800.8,820\n")
+        #expect(s.rr1024 == [820])
     }
 
     @Test func outOfRangeIsRejected() {
@@ -78,13 +85,16 @@ struct RRFileTests {
     }
 
     @Test func headerWithoutRRColumnIsRejected() {
-        #expect(throws: RRFileError(name: "RR file", line: 1, reason: "header has no rr_1024 or rr_ms column")) {
-            try RRSeries(parsing: "a,b\n1,2\n")
-        }
+        let error = #expect(throws: RRFileError.self) { try RRSeries(parsing: "a,b\n1,2\n") }
+        #expect(error?.line == 1)
+        #expect(error?.name == "RR file")
+        #expect(error?.message.contains("no rr_ms or rr_1024 column") == true)
     }
 
     @Test func emptyFileIsRejected() {
-        #expect(throws: RRFileError(name: "RR file", line: nil, reason: "no RR values")) { try RRSeries(parsing: "# nothing\n") }
+        let error = #expect(throws: RRFileError.self) { try RRSeries(parsing: "# nothing\n") }
+        #expect(error?.line == nil)
+        #expect(error?.message.hasPrefix("the file is empty") == true)
     }
 }
 

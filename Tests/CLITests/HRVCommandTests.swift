@@ -66,6 +66,12 @@ import Testing
     static let metricKeys: Set<String> = [
         "rr_count", "hr_from_rr_bpm", "artifact_count", "hr_sdnn_ms", "rmssd_ms", "pnn50", "mean_rr_ms", "nn50",
         "resp_rate_rr_bpm", "resp_rate_rr_confidence",
+    ].union(extendedKeys)
+
+    /// Frequency-domain and nonlinear names (issue 14), each present only when the series is long enough.
+    static let extendedKeys: Set<String> = [
+        "vlf_ms2", "lf_ms2", "hf_ms2", "total_power_ms2", "lf_hf", "lf_nu", "hf_nu", "lf_peak_hz", "hf_peak_hz",
+        "sd1_ms", "sd2_ms", "sd1_sd2", "dfa_alpha1", "dfa_alpha2", "sampen", "stress_index",
     ]
 
     /// MIT-BIH 208 raw, no correction: the plain-definition values of `shared/data/README.md` §1.3.
@@ -180,5 +186,64 @@ import Testing
         let tooShort = try Self.run(["hrv", "--window", "300", path])
         #expect(tooShort.status != 0)
         #expect(tooShort.stderr.contains("shorter than one 300.0 s window"))
+    }
+
+    /// A 5-minute real series carries every extended name; a 40-beat one only the Poincaré ones.
+    @Test func jsonCarriesTheExtendedNamesWhenLongEnough() throws {
+        let r = try Self.run(["hrv", "--json", Self.dataFile("rr_nsrdb_short_pyhrv_raw.csv")])
+        #expect(r.status == 0)
+        let o = try Self.json(try #require(r.stdout.split(separator: "\n").first))
+        #expect(Self.extendedKeys.isSubset(of: Set(o.keys)), "missing: \(Self.extendedKeys.subtracting(o.keys))")
+        #expect(abs((o["sd1_ms"]?.doubleValue ?? 0) - 71.737) < 0.01)
+        let lomb = try Self.run(["hrv", "--json", "--spectrum", "lomb", Self.dataFile("rr_nsrdb_short_pyhrv_raw.csv")])
+        #expect(lomb.status == 0)
+        let lo = try Self.json(try #require(lomb.stdout.split(separator: "\n").first))
+        #expect(lo["hf_ms2"] != nil && lo["hf_ms2"] != o["hf_ms2"])
+
+        let short = (0..<40).map { "\(800 + 10 * ($0 % 5))" }.joined(separator: "\n")
+        let s = try Self.run(["hrv", "--json", try Self.temporaryFile(short)])
+        let so = try Self.json(try #require(s.stdout.split(separator: "\n").first))
+        #expect(Set(so.keys).intersection(Self.extendedKeys) == ["sd1_ms", "sd2_ms", "sd1_sd2"])
+    }
+
+    /// --dfa-timeline: one estimate every 20 s once 120 s are available; withheld with a reason when over 5 % of the
+    /// intervals had to be corrected.
+    @Test func dfaTimeline() throws {
+        let r = try Self.run(["hrv", "--json", "--dfa-timeline", Self.dataFile("rr_nsrdb_short_pyhrv_raw.csv")])
+        #expect(r.status == 0)
+        let lines = try r.stdout.split(separator: "\n").map(Self.json)
+        let estimates = lines.filter { $0["type"] == .string("dfa") }
+        // 299.6 s of beats: windows ending at 120, 140, ..., 280 s.
+        #expect(estimates.count == 9)
+        #expect(estimates.first?["t_end_s"]?.doubleValue == 120)
+        for e in estimates {
+            #expect(e["artifact_percent"] != nil)
+            #expect(e["dfa_alpha1"] != nil, "clean data is never withheld")
+        }
+        let table = try Self.run(["hrv", "--dfa-timeline", Self.dataFile("rr_nsrdb_short_pyhrv_raw.csv")])
+        #expect(table.status == 0 && table.stdout.contains("alpha1"))
+
+        // Every 12th pair of intervals merged: missed beats in about 8 % of the intervals.
+        let text = try String(contentsOfFile: Self.dataFile("rr_nsrdb_short_pyhrv_raw.csv"), encoding: .utf8)
+        var rr = text.split(separator: "\n").dropFirst().compactMap { Double($0.split(separator: ",")[2]) }
+        var i = 5
+        while i + 1 < rr.count {
+            rr[i] += rr[i + 1]
+            rr.remove(at: i + 1)
+            i += 12
+        }
+        let bad = try Self.run(["hrv", "--json", "--dfa-timeline",
+                                try Self.temporaryFile(rr.map { "\($0)" }.joined(separator: "\n"))])
+        #expect(bad.status == 0)
+        let withheld = try bad.stdout.split(separator: "\n").map(Self.json).filter { $0["type"] == .string("dfa") }
+        #expect(!withheld.isEmpty)
+        for e in withheld {
+            #expect(e["dfa_alpha1"] == nil)
+            #expect(e["withheld"]?.stringValue?.contains("artifact_percent") == true)
+        }
+
+        let short = try Self.run(["hrv", "--dfa-timeline", try Self.temporaryFile("800\n810\n820\n")])
+        #expect(short.status != 0)
+        #expect(short.stderr.contains("shorter than the 120 s DFA window"))
     }
 }

@@ -1,18 +1,18 @@
 /// The unit of RR values in a file.
-enum RRUnit: String, CaseIterable, Sendable {
+public enum RRUnit: String, CaseIterable, Sendable {
     /// Milliseconds.
     case ms
     /// Counts of 1/1024 s, as the BLE Heart Rate Service sends them.
     case counts1024 = "1024"
 
-    var column: String {
+    public var column: String {
         switch self {
         case .ms: "rr_ms"
         case .counts1024: "rr_1024"
         }
     }
 
-    func milliseconds(_ v: Double) -> Double {
+    public func milliseconds(_ v: Double) -> Double {
         switch self {
         case .ms: v
         case .counts1024: v * 1000 / 1024
@@ -20,32 +20,47 @@ enum RRUnit: String, CaseIterable, Sendable {
     }
 }
 
-/// Why an RR file could not be read. `line` is 1-based.
-struct RRFileError: Error, Equatable, CustomStringConvertible {
-    var line: Int?
-    var message: String
+/// Why an RR file could not be read. `line` is 1-based; `name` (the file, when the caller gives one) prefixes the
+/// description.
+public struct RRFileError: Error, Sendable, Equatable, CustomStringConvertible {
+    public var line: Int?
+    public var message: String
+    public var name: String?
 
-    var description: String { line.map { "line \($0): \(message)" } ?? message }
+    public init(line: Int?, message: String, name: String? = nil) {
+        self.line = line
+        self.message = message
+        self.name = name
+    }
+
+    public var description: String {
+        let located = line.map { "line \($0): \(message)" } ?? message
+        return name.map { "\($0): \(located)" } ?? located
+    }
 }
 
-/// RR intervals read from text: a CSV whose header names `rr_ms` or `rr_1024` (other columns ignored, any order),
-/// or one value per line. Blank lines and lines starting with `#` are skipped.
-struct RRFile: Equatable {
+/// RR intervals read from text: a CSV whose header names `rr_ms` (or its aliases `rr`, `ibi_ms`) or `rr_1024`
+/// (other columns ignored, any order), or one value per line. Blank lines and lines starting with `#` are skipped.
+/// The one parser of RR files: `hr-gateway hrv`, `emulate-strap --rr` (through `RRSeries`) and the benchmarks.
+public struct RRFile: Sendable, Equatable {
     /// Intervals in milliseconds, in file order.
-    var rrMs: [Double]
+    public var rrMs: [Double]
     /// The column read, or nil for one value per line.
-    var column: String?
-    var unit: RRUnit
+    public var column: String?
+    public var unit: RRUnit
 
     /// Larger values are rejected as garbage (an RR interval of a minute is already a pause, not a beat).
-    static let maximumMs = 60_000.0
+    public static let maximumMs = 60_000.0
+
+    /// Header names read as milliseconds besides `rr_ms`.
+    public static let millisecondAliases = ["rr", "ibi_ms"]
 
     static let expected = "expected a CSV with a header naming rr_ms (milliseconds) or rr_1024 (1/1024 s), "
         + "or one RR value per line"
 
-    /// Parses `text`. `unit` chooses the column when the header has both, and gives the unit of headerless
-    /// values (milliseconds when nil).
-    static func parse(_ text: String, unit: RRUnit? = nil) throws(RRFileError) -> RRFile {
+    /// Parses `text`. `unit` chooses the column when the header has both (else `preferring` does), and gives the
+    /// unit of headerless values (milliseconds when nil).
+    public static func parse(_ text: String, unit: RRUnit? = nil, preferring: RRUnit = .ms) throws(RRFileError) -> RRFile {
         var lines = text.split(separator: "\n", omittingEmptySubsequences: false).map { line -> Substring in
             line.hasSuffix("\r") ? line.dropLast() : line
         }
@@ -68,8 +83,9 @@ struct RRFile: Equatable {
                     headerFields = fields.count
                     let names = fields.map { $0.lowercased() }
                     let ms = names.firstIndex(of: RRUnit.ms.column)
+                        ?? names.firstIndex(where: { millisecondAliases.contains($0) })
                     let counts = names.firstIndex(of: RRUnit.counts1024.column)
-                    switch (unit, ms, counts) {
+                    switch (unit ?? (ms != nil && counts != nil ? preferring : nil), ms, counts) {
                     case (.counts1024, _, let c?), (nil, nil, let c?):
                         fieldIndex = c
                         resolvedUnit = .counts1024
