@@ -47,7 +47,10 @@ public final class SimulatedBiosignalProvider: BiosignalProvider {
     private struct Run {
         var timer: (any ScheduledAction)?
         var generator: SplitMix64
+        /// Wall clock at the start: sample timestamps are `startMs` plus the tick's offset.
         var startMs: Int64
+        /// Monotonic clock at the start: ticks are scheduled from it.
+        var startMonoMs: Int64
         var tick: Int64 = 0
         /// Realistic model: time of the last beat and pending compensatory pause, both relative to the start, in ms.
         var lastBeatMs: Double = 0
@@ -76,7 +79,8 @@ public final class SimulatedBiosignalProvider: BiosignalProvider {
 
     public func startStreaming(into sink: ProviderSink) async throws {
         let start = clock.nowMs()
-        run.withLock { $0 = Run(generator: SplitMix64(seed: seed), startMs: start, sink: sink) }
+        let startMono = clock.monotonicMs()
+        run.withLock { $0 = Run(generator: SplitMix64(seed: seed), startMs: start, startMonoMs: startMono, sink: sink) }
         sink.status(SensorStatus(source: name, deviceId: deviceId, state: .streaming))
         if model == .sdkMock { emitTick() } else { scheduleNext() }
     }
@@ -93,8 +97,8 @@ public final class SimulatedBiosignalProvider: BiosignalProvider {
         run.withLock { r in
             guard var current = r else { return }
             current.tick += 1
-            let due = current.startMs + current.tick * 1000
-            current.timer = clock.schedule(atMs: due) { [weak self] in self?.emitTick() }
+            let due = current.startMonoMs + current.tick * 1000
+            current.timer = clock.schedule(atMonotonicMs: due) { [weak self] in self?.emitTick() }
             r = current
         }
     }
