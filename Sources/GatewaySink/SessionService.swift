@@ -36,7 +36,7 @@ public final class SessionService: Service, Sendable {
         let sessionId = config.sessionId
         await withGracefulShutdownHandler {
             let stream: AsyncStream<SessionEvent>
-            do { stream = try await engine.startSession(config) } catch {
+            do throws(SessionError) { stream = try await engine.startSession(config) } catch {
                 onError(error.message)
                 state.withLock { $0.status = 2 }
                 return
