@@ -26,11 +26,16 @@ let package = Package(
         .package(url: "https://github.com/hummingbird-project/hummingbird", exact: "2.28.1", traits: []),
         .package(url: "https://github.com/hummingbird-project/hummingbird-websocket", exact: "2.8.1"),
         .package(url: "https://github.com/apple/swift-crypto", exact: "3.12.3"),
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
     ],
     targets: [
         // MARK: Engine (portable: no Linux-only imports)
         .target(name: "HRVAnalysis", swiftSettings: strict),
-        .target(name: "GatewayEngine", dependencies: ["HRVAnalysis"], swiftSettings: strict),
+        .target(
+            name: "GatewayEngine",
+            dependencies: ["HRVAnalysis", .product(name: "Logging", package: "swift-log")],
+            swiftSettings: strict
+        ),
 
         // MARK: rPPG (portable: pure Swift, no Foundation)
         .target(name: "RPPG", swiftSettings: strict),
@@ -57,7 +62,14 @@ let package = Package(
         .target(name: "CameraProvider", dependencies: ["GatewayEngine", "V4L2Capture", "RPPG"], swiftSettings: strict),
 
         // MARK: Sinks
-        .target(name: "StdoutSink", dependencies: ["GatewayEngine"], swiftSettings: strict),
+        // The sink protocol, the fan-out and the session as a service (swift-service-lifecycle): what every sink
+        // depends on, without the command line.
+        .target(
+            name: "GatewaySink",
+            dependencies: ["GatewayEngine", .product(name: "ServiceLifecycle", package: "swift-service-lifecycle")],
+            swiftSettings: strict
+        ),
+        .target(name: "StdoutSink", dependencies: ["GatewayEngine", "GatewaySink"], swiftSettings: strict),
         .target(
             name: "RelaySink",
             dependencies: [
@@ -108,7 +120,7 @@ let package = Package(
         // MARK: Session store (SQLite through GRDB; libsqlite3-dev)
         .target(
             name: "SessionStore",
-            dependencies: ["GatewayEngine", "GatewayStorage", .product(name: "GRDB", package: "GRDB.swift")],
+            dependencies: ["GatewayEngine", "GatewaySink", "GatewayStorage", .product(name: "GRDB", package: "GRDB.swift")],
             swiftSettings: strict
         ),
 
@@ -144,6 +156,9 @@ let package = Package(
                 "GatewayEngine", "HRVAnalysis", "SimulatedProvider", "ReplayProvider", "StdoutSink",
                 "BLEHeartRate", "BlueZ", "DBus", "V4L2Capture", "RPPG", "CameraProvider",
                 "SessionStore", "GatewayConfig", "GatewayDoctor", "GatewayLogging", "RelaySink", "WebhookSink",
+                "GatewaySink",
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "UnixSignals", package: "swift-service-lifecycle"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ],
@@ -163,7 +178,11 @@ let package = Package(
         .testTarget(name: "HRVAnalysisTests", dependencies: ["HRVAnalysis"], resources: [.copy("Data")], swiftSettings: strict),
         .testTarget(
             name: "GatewayEngineTests",
-            dependencies: ["GatewayEngine", "SimulatedProvider", "ReplayProvider", "StdoutSink"],
+            dependencies: [
+                "GatewayEngine", "GatewaySink", "SimulatedProvider", "ReplayProvider", "StdoutSink",
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
             swiftSettings: strict
         ),
         .testTarget(

@@ -308,8 +308,7 @@ final class StrapSession: Sendable {
             switch action {
             case .status, .sample, .malformed: continue
             case let .schedule(timer, afterMs, token):
-                let deadline = clock.nowMs() + afterMs
-                let handle = clock.schedule(atMs: deadline) { [events] in events.yield(.timer(timer, token: token)) }
+                let handle = clock.schedule(afterMs: afterMs) { [events] in events.yield(.timer(timer, token: token)) }
                 timers.withLock { $0.updateValue(handle, forKey: timer) }?.cancel()
             case .cancel(let timer):
                 timers.withLock { $0.removeValue(forKey: timer) }?.cancel()

@@ -103,7 +103,7 @@ public final class StrapEmulator: Sendable {
             destination: BlueZ.busName, path: adapter, interface: "org.bluez.LEAdvertisingManager1",
             member: "RegisterAdvertisement", arguments: [.objectPath(Self.advertisement), .properties([:])],
             timeout: .seconds(10))
-        state.withLock { $0.startMs = clock.nowMs() }
+        state.withLock { $0.startMs = clock.monotonicMs() }
         scheduleNext()
     }
 
@@ -145,7 +145,7 @@ public final class StrapEmulator: Sendable {
             return s.startMs + next
         }
         guard let deadline else { return }
-        let t = clock.schedule(atMs: deadline) { [weak self] in self?.tick() }
+        let t = clock.schedule(atMonotonicMs: deadline) { [weak self] in self?.tick() }
         state.withLock { $0.timer = t }
     }
 

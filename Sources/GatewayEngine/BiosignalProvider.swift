@@ -38,7 +38,8 @@ public struct SensorStatus: Sendable, Equatable {
     }
 }
 
-/// Where a provider delivers. Safe to call from any thread; calls after the session ended are ignored.
+/// Where a provider delivers. Safe to call from any thread; calls after the session ended are ignored. Non-finite
+/// values are dropped here (see `BiosignalSample.finiteOnly()`), before anything records or computes with them.
 public struct ProviderSink: Sendable {
     let onSample: @Sendable (BiosignalSample) -> Void
     let onStatus: @Sendable (SensorStatus) -> Void
@@ -51,7 +52,10 @@ public struct ProviderSink: Sendable {
         self.onStatus = onStatus
     }
 
-    public func send(_ sample: BiosignalSample) { onSample(sample) }
+    public func send(_ sample: BiosignalSample) {
+        guard let finite = sample.finiteOnly() else { return }
+        onSample(finite)
+    }
     public func status(_ status: SensorStatus) { onStatus(status) }
 }
 

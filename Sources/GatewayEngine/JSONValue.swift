@@ -2,7 +2,8 @@
 ///
 /// Serialisation is deterministic (object keys sorted) and keeps the wire types the Synheart SDKs expect:
 /// integers print without a decimal point, doubles always with one (`72.0`), and non-finite doubles are
-/// never produced. `null` exists only so that input containing it can be represented and rejected with a
+/// never produced: an object member or array element holding one is left out (and counted in `NonFiniteValues`),
+/// never written as a made-up number. `null` exists only so that input containing it can be represented and rejected with a
 /// precise message; the gateway never writes one.
 public enum JSONValue: Sendable, Equatable {
     case null
@@ -123,15 +124,19 @@ extension JSONValue {
         case .string(let s): JSONValue.writeString(s, to: &out)
         case .array(let items):
             out += "["
-            for (i, item) in items.enumerated() {
-                if i > 0 { out += "," }
+            var first = true
+            for item in items where item.isWritable(at: "array element") {
+                if !first { out += "," }
+                first = false
                 item.write(to: &out)
             }
             out += "]"
         case .object(let members):
             out += "{"
-            for (i, key) in members.keys.sorted().enumerated() {
-                if i > 0 { out += "," }
+            var first = true
+            for key in members.keys.sorted() where members[key]!.isWritable(at: key) {
+                if !first { out += "," }
+                first = false
                 JSONValue.writeString(key, to: &out)
                 out += ":"
                 members[key]!.write(to: &out)
@@ -140,9 +145,19 @@ extension JSONValue {
         }
     }
 
+    /// False (and counted) for a non-finite double, which is left out of the text.
+    private func isWritable(at place: String) -> Bool {
+        if case .double(let d) = self, !d.isFinite {
+            NonFiniteValues.drop(place)
+            return false
+        }
+        return true
+    }
+
     /// Shortest round-trip text, always with a decimal point or exponent so the value stays a double on the wire.
     static func format(_ d: Double) -> String {
-        guard d.isFinite else { return "0.0" }
+        // Reached only for a non-finite value at the top level; members and elements are left out before this.
+        guard d.isFinite else { return "null" }
         let text = "\(d)"
         if text.contains(".") || text.contains("e") || text.contains("E") { return text }
         return text + ".0"

@@ -5,30 +5,51 @@ public protocol ScheduledAction: Sendable {
     func cancel()
 }
 
-/// Wall-clock time and timers for the engine. Injected so tests run in virtual time.
+/// Time for the engine and the providers, injected so tests run in virtual time.
+///
+/// Two clocks, never mixed: `monotonicMs()` for durations, schedules and timeouts (it never jumps, whatever NTP or
+/// an administrator does to the system time), and `nowMs()`, the wall clock, only for the epoch-millisecond
+/// timestamps written into events and samples. Timers are set on the monotonic clock.
 public protocol SessionClock: Sendable {
-    /// Unix epoch milliseconds.
+    /// Unix epoch milliseconds (the wall clock): for timestamps only, never for measuring time.
     func nowMs() -> Int64
-    /// Runs `action` once at `deadlineMs` (or as soon as possible if it has passed).
-    func schedule(atMs deadlineMs: Int64, _ action: @escaping @Sendable () -> Void) -> any ScheduledAction
+    /// Milliseconds on a monotonic clock from an arbitrary origin: for durations, schedules and timeouts.
+    func monotonicMs() -> Int64
+    /// Runs `action` once when `monotonicMs()` reaches `deadlineMs` (or as soon as possible if it has passed).
+    func schedule(atMonotonicMs deadlineMs: Int64, _ action: @escaping @Sendable () -> Void) -> any ScheduledAction
 }
 
-/// Real time: the system's wall clock, timers on Swift concurrency.
+extension SessionClock {
+    /// Runs `action` once, `delayMs` from now on the monotonic clock.
+    public func schedule(afterMs delayMs: Int64, _ action: @escaping @Sendable () -> Void) -> any ScheduledAction {
+        schedule(atMonotonicMs: monotonicMs() + delayMs, action)
+    }
+}
+
+/// Real time: the system's wall clock for timestamps, `ContinuousClock` for everything measured, timers on Swift
+/// concurrency sleeping on `ContinuousClock`.
 public struct SystemSessionClock: SessionClock {
+    /// The monotonic origin, taken once per process.
+    private static let origin = ContinuousClock.now
+
     public init() {}
 
     public func nowMs() -> Int64 { Int64((Date().timeIntervalSince1970 * 1000).rounded(.down)) }
 
-    public func schedule(atMs deadlineMs: Int64, _ action: @escaping @Sendable () -> Void) -> any ScheduledAction {
+    public func monotonicMs() -> Int64 { Self.milliseconds(Self.origin.duration(to: .now)) }
+
+    public func schedule(atMonotonicMs deadlineMs: Int64, _ action: @escaping @Sendable () -> Void) -> any ScheduledAction {
+        let deadline = Self.origin.advanced(by: .milliseconds(deadlineMs))
         let task = Task {
-            while true {
-                let remaining = deadlineMs - nowMs()
-                if remaining <= 0 { break }
-                do { try await Task.sleep(for: .milliseconds(remaining)) } catch { return }
-            }
+            do { try await Task.sleep(until: deadline, clock: .continuous) } catch { return }
             action()
         }
         return TaskAction(task: task)
+    }
+
+    static func milliseconds(_ d: Duration) -> Int64 {
+        let (seconds, attoseconds) = d.components
+        return seconds * 1000 + attoseconds / 1_000_000_000_000_000
     }
 
     private struct TaskAction: ScheduledAction {
@@ -39,6 +60,9 @@ public struct SystemSessionClock: SessionClock {
 
 /// Virtual time for tests: nothing happens until `advance` is called, and then every due action runs, in deadline
 /// order (ties in scheduling order), before `advance` returns.
+///
+/// Monotonic and wall time start equal (`startMs`) and move together with `advance`; `stepWallClock(byMs:)` moves
+/// the wall clock alone, as NTP or `date -s` would, so tests can show that no timer follows it.
 public final class ManualSessionClock: SessionClock {
     private struct Pending {
         let id: UInt64
@@ -48,6 +72,8 @@ public final class ManualSessionClock: SessionClock {
 
     private struct State {
         var now: Int64
+        /// Wall time minus monotonic time.
+        var wallOffset: Int64 = 0
         var nextId: UInt64 = 0
         var pending: [Pending] = []
     }
@@ -56,9 +82,11 @@ public final class ManualSessionClock: SessionClock {
 
     public init(startMs: Int64 = 1_700_000_000_000) { state = Locked(State(now: startMs)) }
 
-    public func nowMs() -> Int64 { state.withLock { $0.now } }
+    public func nowMs() -> Int64 { state.withLock { $0.now + $0.wallOffset } }
 
-    public func schedule(atMs deadlineMs: Int64, _ action: @escaping @Sendable () -> Void) -> any ScheduledAction {
+    public func monotonicMs() -> Int64 { state.withLock { $0.now } }
+
+    public func schedule(atMonotonicMs deadlineMs: Int64, _ action: @escaping @Sendable () -> Void) -> any ScheduledAction {
         let id = state.withLock { s -> UInt64 in
             s.nextId += 1
             s.pending.append(Pending(id: s.nextId, deadline: deadlineMs, action: action))
@@ -70,10 +98,14 @@ public final class ManualSessionClock: SessionClock {
     /// Number of actions waiting to run.
     public var pendingCount: Int { state.withLock { $0.pending.count } }
 
-    /// Moves time forward by `ms`, running every action that falls due on the way.
-    public func advance(byMs ms: Int64) { advance(toMs: nowMs() + ms) }
+    /// Steps the wall clock by `ms` (negative: backwards) without moving monotonic time or running any timer.
+    public func stepWallClock(byMs ms: Int64) { state.withLock { $0.wallOffset += ms } }
 
-    /// Moves time to `target`, running every action that falls due on the way, each at its own deadline.
+    /// Moves time forward by `ms`, running every action that falls due on the way.
+    public func advance(byMs ms: Int64) { advance(toMs: monotonicMs() + ms) }
+
+    /// Moves monotonic time to `target` (the wall clock follows, keeping any step), running every action that falls
+    /// due on the way, each at its own deadline. Without a wall-clock step, `target` is also the wall time.
     public func advance(toMs target: Int64) {
         while true {
             let next: Pending? = state.withLock { s in

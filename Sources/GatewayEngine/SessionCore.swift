@@ -1,10 +1,27 @@
 import HRVAnalysis
 
 /// One active session as a synchronous state machine in virtual time: the SDK's timers become deadlines, and
-/// `fire(nowMs:)` emits what falls due. `SessionEngine` drives it from a clock and serialises access.
+/// `fire(at:)` emits what falls due. `SessionEngine` drives it from a clock and serialises access.
+///
+/// Deadlines and the duration are on the monotonic clock (`startedMonoMs` onwards); the wall clock only stamps
+/// `started_at_ms` and `emitted_at_ms`, so stepping the system time neither stops frames nor ends the session.
 struct SessionCore {
+    /// Both clocks read at one instant.
+    struct Instant {
+        let monotonicMs: Int64
+        let wallMs: Int64
+        init(monotonicMs: Int64, wallMs: Int64) {
+            self.monotonicMs = monotonicMs
+            self.wallMs = wallMs
+        }
+        init(_ clock: any SessionClock) { self.init(monotonicMs: clock.monotonicMs(), wallMs: clock.nowMs()) }
+    }
+
     let config: SessionConfig
+    /// Wall clock at the start (`started_at_ms`).
     let startedAtMs: Int64
+    /// Monotonic clock at the start: the origin of every deadline.
+    let startedMonoMs: Int64
     let hrvOptions: HRVOptions
     private(set) var window: SampleWindow
     private(set) var seq = 0
@@ -15,22 +32,24 @@ struct SessionCore {
     var hsi: [String: JSONValue]
     private(set) var liveDFA = LiveDFATracker()
 
-    init(config: SessionConfig, startedAtMs: Int64, hsi: [String: JSONValue], hrvOptions: HRVOptions) {
+    init(config: SessionConfig, startedAt: Instant, hsi: [String: JSONValue], hrvOptions: HRVOptions) {
         self.config = config
-        self.startedAtMs = startedAtMs
+        self.startedAtMs = startedAt.wallMs
+        let startedMonoMs = startedAt.monotonicMs
+        self.startedMonoMs = startedMonoMs
         self.hsi = hsi
         self.hrvOptions = hrvOptions
         window = SampleWindow(windowSec: config.profile.windowSec)
-        nextFrameMs = startedAtMs + Int64(config.profile.emitIntervalSec) * 1000
+        nextFrameMs = startedMonoMs + Int64(config.profile.emitIntervalSec) * 1000
         if config.includeRawSamples {
-            nextRawMs = startedAtMs + Int64(config.profile.rawEmitIntervalSec ?? config.profile.emitIntervalSec) * 1000
+            nextRawMs = startedMonoMs + Int64(config.profile.rawEmitIntervalSec ?? config.profile.emitIntervalSec) * 1000
         }
-        endMs = startedAtMs + Int64(config.durationSec) * 1000
+        endMs = startedMonoMs + Int64(config.durationSec) * 1000
     }
 
     var started: SessionEvent { .started(sessionId: config.sessionId, startedAtMs: startedAtMs) }
 
-    /// The earliest pending deadline.
+    /// The earliest pending deadline (monotonic).
     var nextDeadlineMs: Int64 { min(nextFrameMs, nextRawMs ?? .max, endMs) }
 
     mutating func append(_ sample: BiosignalSample) {
@@ -38,35 +57,36 @@ struct SessionCore {
         liveDFA.append(sample)
     }
 
-    /// Emits everything due at or before `nowMs`. At one instant the order is: frame, raw frame, then the summary, so
+    /// Emits everything due at or before `now` (monotonic). At one instant the order is: frame, raw frame, then the summary, so
     /// when the duration is a multiple of the interval the last frame precedes the summary. A repeating timer that
     /// fell behind fires once and resumes on its own grid, like a run-loop timer.
-    mutating func fire(nowMs: Int64, behavior: () -> BehaviorSnapshot?) -> (events: [SessionEvent], finished: Bool) {
+    mutating func fire(at now: Instant, behavior: () -> BehaviorSnapshot?) -> (events: [SessionEvent], finished: Bool) {
+        let nowMs = now.monotonicMs
         var events: [SessionEvent] = []
         while nextDeadlineMs <= nowMs {
             if nextFrameMs <= nowMs, nextFrameMs <= (nextRawMs ?? .max), nextFrameMs <= endMs {
-                if let frame = makeFrame(nowMs: nowMs, behavior: behavior) {
+                if let frame = makeFrame(wallMs: now.wallMs, behavior: behavior) {
                     events.append(frame)
-                    events += dfaThresholdEvents(nowMs: nowMs)
+                    events += dfaThresholdEvents(wallMs: now.wallMs)
                 }
                 nextFrameMs = Self.nextTick(after: nextFrameMs, now: nowMs, intervalSec: config.profile.emitIntervalSec)
             } else if let raw = nextRawMs, raw <= nowMs, raw <= endMs {
-                if let frame = makeRawFrame(nowMs: nowMs) { events.append(frame) }
+                if let frame = makeRawFrame(wallMs: now.wallMs) { events.append(frame) }
                 nextRawMs = Self.nextTick(
                     after: raw, now: nowMs, intervalSec: config.profile.rawEmitIntervalSec ?? config.profile.emitIntervalSec)
             } else {
-                events.append(summary(nowMs: nowMs, behavior: behavior))
+                events.append(summary(at: now, behavior: behavior))
                 return (events, true)
             }
         }
         return (events, false)
     }
 
-    /// The summary for a stop at `nowMs`.
-    func summary(nowMs: Int64, behavior: () -> BehaviorSnapshot?) -> SessionEvent {
+    /// The summary for a stop at `now`; the duration is measured on the monotonic clock.
+    func summary(at now: Instant, behavior: () -> BehaviorSnapshot?) -> SessionEvent {
         .summary(
             sessionId: config.sessionId,
-            durationActualSec: Int(max(0, nowMs - startedAtMs) / 1000),
+            durationActualSec: Int(max(0, now.monotonicMs - startedMonoMs) / 1000),
             metrics: metrics(),
             behavior: behavior()
         )
@@ -81,25 +101,25 @@ struct SessionCore {
     /// Crossings found by the live DFA estimate made for the frame just built.
     private var pendingCrossings: [DFAThresholdCrossing] = []
 
-    private mutating func makeFrame(nowMs: Int64, behavior: () -> BehaviorSnapshot?) -> SessionEvent? {
+    private mutating func makeFrame(wallMs: Int64, behavior: () -> BehaviorSnapshot?) -> SessionEvent? {
         guard !window.isEmpty else { return nil }
         seq += 1
         // Live DFA runs on the sample clock (the newest sample's time), every 20 s at the first frame due.
         if let newest = window.samples.last?.timestampMs, let update = liveDFA.update(nowMs: newest) {
             pendingCrossings = update.crossings
         }
-        return .frame(sessionId: config.sessionId, seq: seq, emittedAtMs: nowMs, metrics: metrics(), behavior: behavior())
+        return .frame(sessionId: config.sessionId, seq: seq, emittedAtMs: wallMs, metrics: metrics(), behavior: behavior())
     }
 
-    private mutating func dfaThresholdEvents(nowMs: Int64) -> [SessionEvent] {
+    private mutating func dfaThresholdEvents(wallMs: Int64) -> [SessionEvent] {
         defer { pendingCrossings = [] }
-        return pendingCrossings.map { .dfaThreshold(sessionId: config.sessionId, emittedAtMs: nowMs, crossing: $0) }
+        return pendingCrossings.map { .dfaThreshold(sessionId: config.sessionId, emittedAtMs: wallMs, crossing: $0) }
     }
 
-    private mutating func makeRawFrame(nowMs: Int64) -> SessionEvent? {
+    private mutating func makeRawFrame(wallMs: Int64) -> SessionEvent? {
         guard !window.isEmpty else { return nil }
         rawSeq += 1
-        return .biosignalFrame(sessionId: config.sessionId, seq: rawSeq, emittedAtMs: nowMs, samples: window.samples)
+        return .biosignalFrame(sessionId: config.sessionId, seq: rawSeq, emittedAtMs: wallMs, samples: window.samples)
     }
 
     static func nextTick(after tick: Int64, now: Int64, intervalSec: Int) -> Int64 {

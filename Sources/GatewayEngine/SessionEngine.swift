@@ -7,8 +7,10 @@ import HRVAnalysis
 /// - A `session_frame` every `emit_interval_sec` from the start (none and no `seq` step on an empty window), a
 ///   `biosignal_frame` every raw interval when raw samples are on, and the `session_summary` exactly once, on stop
 ///   or when the duration expires.
-/// - Timers run on the injected `SessionClock`; events arrive in order on the returned stream, which finishes after
-///   the summary or the error.
+/// - Timers run on the injected `SessionClock`'s monotonic time; the wall clock only stamps events. Events arrive in
+///   order on the returned stream, which finishes after the summary or the error.
+/// - The engine never calls out while holding its lock: events are queued in order under the lock and delivered
+///   (to the stream and to observers) after it is released, by one thread at a time.
 public final class SessionEngine: Sendable {
     public let providers: [any BiosignalProvider]
     public let behaviorProvider: (any BehaviorProvider)?
@@ -32,7 +34,26 @@ public final class SessionEngine: Sendable {
     }
 
     private let state = Locked(State())
-    private let observers = Locked<(next: UInt64, all: [UInt64: @Sendable (SessionEvent) -> Void])>((0, [:]))
+    private let observers = Locked<Observers>(Observers())
+
+    private struct Observers: Sendable {
+        var next: UInt64 = 0
+        var all: [UInt64: @Sendable (SessionEvent) -> Void] = [:]
+    }
+
+    /// What the lock holder hands over for delivery after the lock is released.
+    private enum Delivery: Sendable {
+        case event(SessionEvent, AsyncStream<SessionEvent>.Continuation)
+        case finish(AsyncStream<SessionEvent>.Continuation)
+    }
+
+    private struct Outbox: Sendable {
+        var queue: [Delivery] = []
+        var delivering = false
+    }
+
+    /// Taken inside `state`'s lock to queue, and alone to deliver; never the other way round.
+    private let outbox = Locked(Outbox())
 
     public init(
         providers: [any BiosignalProvider],
@@ -62,13 +83,15 @@ public final class SessionEngine: Sendable {
             if s.disposed { throw .invalidState("SessionEngine has been disposed") }
             if let a = s.active { throw .invalidState("Session \(a.core.config.sessionId) is already running") }
             s.generation += 1
-            let core = SessionCore(config: config, startedAtMs: clock.nowMs(), hsi: s.pendingHsi, hrvOptions: options)
+            let core = SessionCore(
+                config: config, startedAt: SessionCore.Instant(clock), hsi: s.pendingHsi, hrvOptions: options)
             s.pendingHsi = [:]
             s.active = Active(core: core, generation: s.generation, continuation: continuation)
             emit(core.started, to: continuation)
             scheduleNext(&s)
             return s.generation
         }
+        deliver()
 
         var started: [any BiosignalProvider] = []
         for provider in providers {
@@ -110,14 +133,17 @@ public final class SessionEngine: Sendable {
     }
 
     private func endSession(sessionId: String) throws(SessionError) -> [any BiosignalProvider] {
-        try state.withLock { s throws(SessionError) -> [any BiosignalProvider] in
+        let snapshot = behaviorSnapshot()
+        let running = try state.withLock { s throws(SessionError) -> [any BiosignalProvider] in
             guard let a = s.active else { throw .invalidState("No active session") }
             guard a.core.config.sessionId == sessionId else {
                 throw .invalidState("Session ID mismatch: expected \(a.core.config.sessionId), got \(sessionId)")
             }
-            let summary = a.core.summary(nowMs: clock.nowMs(), behavior: snapshot)
+            let summary = a.core.summary(at: SessionCore.Instant(clock), behavior: snapshot)
             return finish(&s, with: summary)
         }
+        deliver()
+        return running
     }
 
     /// `nil` when idle.
@@ -149,15 +175,17 @@ public final class SessionEngine: Sendable {
             s.disposed = true
             guard let a = s.active else { return [] }
             a.timer?.cancel()
-            a.continuation.finish()
+            enqueue(.finish(a.continuation))
             s.active = nil
             return a.running
         }
+        deliver()
         for p in running { await p.stopStreaming() }
     }
 
-    /// Calls `observer` with every event of every session, in order, on the emitting thread, until the returned
-    /// token is cancelled. Sinks (recording, relay) use this alongside the session's own stream.
+    /// Calls `observer` with every event of every session, in order, until the returned token is cancelled. It is
+    /// called outside the engine's lock, on whichever thread delivers, one event at a time: it must not block (queue
+    /// the work and return), since the next event waits for it. Sinks use this alongside the session's own stream.
     public func observe(_ observer: @escaping @Sendable (SessionEvent) -> Void) -> ObservationToken {
         let id = observers.withLock { o -> UInt64 in
             o.next += 1
@@ -169,11 +197,11 @@ public final class SessionEngine: Sendable {
 
     // MARK: Internals
 
-    private var snapshot: () -> BehaviorSnapshot? {
-        { [behaviorProvider] in
-            guard let b = behaviorProvider, b.isAvailable else { return nil }
-            return b.currentSnapshot()
-        }
+    /// The behaviour provider's snapshot, taken before the lock (it is a call out of the engine).
+    private func behaviorSnapshot() -> () -> BehaviorSnapshot? {
+        guard let b = behaviorProvider, b.isAvailable else { return { nil } }
+        let snapshot = b.currentSnapshot()
+        return { snapshot }
     }
 
     private func ingest(_ sample: BiosignalSample, generation: UInt64) {
@@ -188,6 +216,7 @@ public final class SessionEngine: Sendable {
             guard let a = s.active, a.generation == generation else { return }
             emit(.sensorStatus(sessionId: a.core.config.sessionId, emittedAtMs: clock.nowMs(), status: status), to: a.continuation)
         }
+        deliver()
     }
 
     private func fail(generation: UInt64, error: SessionError) {
@@ -195,6 +224,7 @@ public final class SessionEngine: Sendable {
             guard let a = s.active, a.generation == generation else { return }
             _ = finish(&s, with: .error(sessionId: a.core.config.sessionId, code: error.code, message: error.message))
         }
+        deliver()
     }
 
     /// Must be called with the lock held.
@@ -202,7 +232,7 @@ public final class SessionEngine: Sendable {
         guard let a = s.active else { return [] }
         a.timer?.cancel()
         emit(event, to: a.continuation)
-        a.continuation.finish()
+        enqueue(.finish(a.continuation))
         s.active = nil
         return a.running
     }
@@ -211,13 +241,16 @@ public final class SessionEngine: Sendable {
     private func scheduleNext(_ s: inout State) {
         guard let a = s.active else { return }
         let generation = a.generation
-        s.active?.timer = clock.schedule(atMs: a.core.nextDeadlineMs) { [weak self] in self?.tick(generation: generation) }
+        s.active?.timer = clock.schedule(atMonotonicMs: a.core.nextDeadlineMs) { [weak self] in
+            self?.tick(generation: generation)
+        }
     }
 
     private func tick(generation: UInt64) {
+        let snapshot = behaviorSnapshot()
         let stopped = state.withLock { s -> [any BiosignalProvider]? in
             guard var a = s.active, a.generation == generation else { return nil }
-            let (events, finished) = a.core.fire(nowMs: clock.nowMs(), behavior: snapshot)
+            let (events, finished) = a.core.fire(at: SessionCore.Instant(clock), behavior: snapshot)
             s.active = a
             if finished {
                 for e in events.dropLast() { emit(e, to: a.continuation) }
@@ -227,15 +260,48 @@ public final class SessionEngine: Sendable {
             scheduleNext(&s)
             return nil
         }
+        deliver()
         if let stopped, !stopped.isEmpty {
             Task { for p in stopped { await p.stopStreaming() } }
         }
     }
 
-    /// Must be called with the lock held, so that events keep their order across threads.
+    /// Must be called with the lock held, so that events keep their order across threads; `deliver()` after the
+    /// lock is released hands them on.
     private func emit(_ event: SessionEvent, to continuation: AsyncStream<SessionEvent>.Continuation) {
-        continuation.yield(event)
-        for o in observers.withLock({ Array($0.all.values) }) { o(event) }
+        enqueue(.event(event, continuation))
+    }
+
+    private func enqueue(_ delivery: Delivery) {
+        outbox.withLock { $0.queue.append(delivery) }
+    }
+
+    /// Delivers what is queued, in order, with no engine lock held. One thread delivers at a time; a thread that
+    /// finds another delivering leaves its events to it, so order holds across threads.
+    private func deliver() {
+        let claimed = outbox.withLock { o -> Bool in
+            guard !o.delivering, !o.queue.isEmpty else { return false }
+            o.delivering = true
+            return true
+        }
+        guard claimed else { return }
+        while true {
+            let batch = outbox.withLock { o -> [Delivery] in
+                defer { o.queue = [] }
+                if o.queue.isEmpty { o.delivering = false }
+                return o.queue
+            }
+            if batch.isEmpty { return }
+            for item in batch {
+                switch item {
+                case .event(let event, let continuation):
+                    continuation.yield(event)
+                    for o in observers.withLock({ $0.all.sorted { $0.key < $1.key }.map(\.value) }) { o(event) }
+                case .finish(let continuation):
+                    continuation.finish()
+                }
+            }
+        }
     }
 }
 

@@ -156,12 +156,16 @@ public final class RelayHub: Sendable {
     // MARK: Events
 
     /// Numbers the event, stores it for resume or redelivery, and queues it for every consumer. Never blocks.
-    public func publish(_ event: SessionEvent) {
+    public func publish(_ event: SessionEvent) { publish(EncodedEvent(event)) }
+
+    /// As `publish(_:)`, with the event's JSON value already made (shared with the other sinks).
+    public func publish(_ encoded: EncodedEvent) {
+        let event = encoded.event
         let delivery = RelayDelivery(for: event)
         let now = nowMs()
         state.withLock { s in
             s.lastSeq += 1
-            guard case .object(var o) = event.jsonValue else { return }
+            guard case .object(var o) = encoded.value else { return }
             o["relay_seq"] = .int(s.lastSeq)
             o["delivery"] = .string(delivery.rawValue)
             let stored = Stored(seq: s.lastSeq, atMs: now, value: o, text: JSONValue.object(o).jsonString)
@@ -189,7 +193,7 @@ public final class RelayHub: Sendable {
                 s.endedSessions.append(id)
                 if s.endedSessions.count > 256 { s.endedSessions.removeFirst() }
             case .sensorStatus(_, _, let status):
-                var v = event.jsonValue.objectValue ?? [:]
+                var v = encoded.value.objectValue ?? [:]
                 v["type"] = nil
                 v["session_id"] = nil
                 s.sensors[status.deviceId.map { "\(status.source)/\($0)" } ?? status.source] = .object(v)

@@ -15,7 +15,10 @@ public final class ReplayBiosignalProvider: BiosignalProvider {
     private struct Run {
         var samples: [BiosignalSample]
         var index = 0
+        /// Wall clock at the start: the samples' timestamps are shifted to begin here.
         var startMs: Int64
+        /// Monotonic clock at the start: deliveries are scheduled from it.
+        var startMonoMs: Int64
         var sink: ProviderSink
         var timer: (any ScheduledAction)?
     }
@@ -58,7 +61,8 @@ public final class ReplayBiosignalProvider: BiosignalProvider {
             s.timestampMs += shift
             return s
         }
-        run.withLock { $0 = Run(samples: samples, startMs: start, sink: sink) }
+        let startMono = clock.monotonicMs()
+        run.withLock { $0 = Run(samples: samples, startMs: start, startMonoMs: startMono, sink: sink) }
         sink.status(SensorStatus(
             source: name, state: .streaming,
             message: loaded.truncatedTail ? "\(path): last line incomplete, skipped" : nil))
@@ -73,9 +77,9 @@ public final class ReplayBiosignalProvider: BiosignalProvider {
         timer?.cancel()
     }
 
-    /// Replay time at which a sample is delivered.
+    /// Monotonic time at which a sample is delivered.
     private func dueMs(_ sample: BiosignalSample, _ r: Run) -> Int64 {
-        r.startMs + Int64((Double(sample.timestampMs - r.startMs) / speed).rounded())
+        r.startMonoMs + Int64((Double(sample.timestampMs - r.startMs) / speed).rounded())
     }
 
     /// Delivers every sample that is due, in order, then sets the timer for the next. Runs under the lock, so a
@@ -83,14 +87,14 @@ public final class ReplayBiosignalProvider: BiosignalProvider {
     private func deliverDue() {
         run.withLock { r in
             guard var current = r else { return }
-            let now = clock.nowMs()
+            let now = clock.monotonicMs()
             while current.index < current.samples.count, dueMs(current.samples[current.index], current) <= now {
                 current.sink.send(current.samples[current.index])
                 current.index += 1
             }
             if current.index < current.samples.count {
                 let next = dueMs(current.samples[current.index], current)
-                current.timer = clock.schedule(atMs: next) { [weak self] in self?.deliverDue() }
+                current.timer = clock.schedule(atMonotonicMs: next) { [weak self] in self?.deliverDue() }
             } else {
                 current.sink.status(SensorStatus(source: name, state: .disconnected, message: "replay finished"))
             }

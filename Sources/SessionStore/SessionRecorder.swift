@@ -3,27 +3,51 @@ import GatewayEngine
 import GatewayStorage
 
 /// Records one session into a `SessionStore` as it runs: samples through a tap on each provider
-/// (`wrap(_:)` or `record(_:)` from an existing `TappedProvider` closure), events through `attach(to:)`.
+/// (`wrap(_:)` or `record(_:)` from an existing `TappedProvider` closure), events through `record(_:json:)` (the
+/// store's sink) or `attach(to:)`.
 ///
-/// A sample is committed before the engine receives it, an event as the engine emits it. A write that fails
-/// (disk full, permission) never disturbs the session: `onFailure` is called once with the reason, recording
-/// carries on trying, and the session goes on.
+/// A received sample is durable before the engine gets it: `record(_:)` appends it to the session's journal
+/// (`SessionJournal`, a plain file) on the provider's thread. Nothing on the provider's thread or on the engine's
+/// delivery path touches SQLite: a background thread drains samples and events into `sessions.sqlite` in order,
+/// retrying while another process holds the database (so a locked database never stalls the session), and removes
+/// the journal once everything is in. If the process dies first, the next `SessionStore` opened on the directory
+/// imports the journal. A write that fails for another reason (disk full, a damaged file) never disturbs the
+/// session: `onFailure` is called once, the journal is kept, and recording carries on.
 public final class SessionRecorder: Sendable {
     public let sessionId: String
     private let store: SessionStore
     private let onFailure: @Sendable (String) -> Void
+    private let journal: SessionJournal?
+    /// One signal per queued batch of work and one to finish.
+    private let wake = DispatchSemaphore(value: 0)
+    /// Signalled once when the background writer has finished.
+    private let done = DispatchSemaphore(value: 0)
 
-    private struct State {
+    enum Item: Sendable {
+        case sample(BiosignalSample)
+        case event(SessionEvent, json: String)
+        case end(RecordedSessionState, atMs: Int64)
+    }
+
+    private struct State: Sendable {
         var lock: FileLock?
         var reported = false
+        /// The session's end is queued: later records are ignored.
         var ended = false
         var token: ObservationToken?
+        var queue: [Item] = []
+        /// `finish` gave up waiting: the writer stops retrying and leaves the rest to the journal.
+        var abandon = false
+        /// Some write failed for good: the journal is kept for the next import.
+        var failed = false
+        var writerRunning = false
     }
 
     private let state = Locked(State())
 
-    /// Adds the session to the store as `running` and holds its writer lock. When this fails (the id is already
-    /// recorded, the database cannot be written) `onFailure` is called and the recorder records nothing.
+    /// Adds the session to the store as `running`, holds its writer lock and opens its journal. When this fails
+    /// (the id is already recorded, the database cannot be written) `onFailure` is called and the recorder records
+    /// nothing.
     public init(
         store: SessionStore,
         config: SessionConfig,
@@ -33,18 +57,32 @@ public final class SessionRecorder: Sendable {
         self.sessionId = config.sessionId
         self.store = store
         self.onFailure = onFailure
-        do {
-            guard let lock = try FileLock.tryAcquire(path: store.lockPath(sessionId: config.sessionId)) else {
-                throw StoreError.sessionRunning(config.sessionId)
+        let opened = Result { () throws(StoreError) -> (FileLock, SessionJournal) in
+            let acquired: FileLock?
+            do { acquired = try FileLock.tryAcquire(path: store.lockPath(sessionId: config.sessionId)) } catch {
+                throw StoreError.io("\(error)")
             }
-            do {
+            guard let lock = acquired else { throw StoreError.sessionRunning(config.sessionId) }
+            do throws(StoreError) {
                 try store.insertSession(config, startedAtMs: nowMs)
+                return (lock, try SessionJournal(path: store.journalPath(sessionId: config.sessionId), sessionId: config.sessionId))
             } catch {
                 lock.release(remove: false)
                 throw error
             }
-            state.withLock { $0.lock = lock }
-        } catch {
+        }
+        switch opened {
+        case .success(let (lock, journal)):
+            self.journal = journal
+            state.withLock {
+                $0.lock = lock
+                $0.writerRunning = true
+            }
+            let writer = Thread { [self] in writerLoop() }
+            writer.name = "session-recorder"
+            writer.start()
+        case .failure(let error):
+            self.journal = nil
             fail("not recording this session: \(error)")
             state.withLock { $0.ended = true }
         }
@@ -67,15 +105,22 @@ public final class SessionRecorder: Sendable {
         state.withLock { $0.token = token }
     }
 
+    /// Makes `sample` durable (journal) and queues it for the database. Called on the provider's thread.
     public func record(_ sample: BiosignalSample) {
-        guard isRecording else { return }
-        attempt { try store.insert(sample, sessionId: sessionId) }
+        guard isRecording, let journal else { return }
+        guard let sample = sample.finiteOnly() else { return }
+        do { try journal.append(sample: sample) } catch { fail("\(error); the session goes on") }
+        enqueue(.sample(sample))
     }
 
-    /// Records `event` when it belongs to this session; the terminal event also ends the session in the store.
-    public func record(_ event: SessionEvent) {
+    /// Queues `event` when it belongs to this session; the terminal event also ends the session in the store.
+    /// Never blocks.
+    public func record(_ event: SessionEvent) { record(event, json: event.jsonValue.jsonString) }
+
+    /// As `record(_:)`, with the event's JSON text already made (shared with the other sinks).
+    public func record(_ event: SessionEvent, json: String) {
         guard event.sessionId == sessionId, isRecording else { return }
-        attempt { try store.insert(event) }
+        enqueue(.event(event, json: json))
         switch event {
         case .summary: end(.completed)
         case .error: end(.failed)
@@ -83,24 +128,107 @@ public final class SessionRecorder: Sendable {
         }
     }
 
-    /// Ends the recording: a session that has not emitted its end is marked `stopped`. Idempotent.
-    public func finish() { end(.stopped) }
-
-    private func end(_ final: RecordedSessionState) {
-        let (lock, token) = state.withLock { s -> (FileLock?, ObservationToken?) in
-            guard !s.ended else { return (nil, nil) }
-            s.ended = true
-            defer { s.lock = nil; s.token = nil }
-            return (s.lock, s.token)
+    /// Ends the recording (a session that has not emitted its end is marked `stopped`) and waits up to `graceSec`
+    /// for the background writer to have everything in the database; what it could not write stays in the journal
+    /// for the next start. Idempotent.
+    public func finish(graceSec: Double = 15) {
+        end(.stopped)
+        let (token, running) = state.withLock { s -> (ObservationToken?, Bool) in
+            defer { s.token = nil }
+            return (s.token, s.writerRunning)
         }
         token?.cancel()
-        guard let lock else { return }
-        attempt { try store.end(sessionId: sessionId, state: final, atMs: Self.nowMs()) }
-        lock.release(remove: true)
+        guard running else { return }
+        if done.wait(timeout: .now() + graceSec) == .timedOut {
+            state.withLock { $0.abandon = true }
+            fail("recording to \(store.databasePath) is still waiting for the database; the rest stays in "
+                + "\(journal?.path ?? "the journal") and is imported at the next start")
+        } else {
+            done.signal()
+        }
     }
 
-    private func attempt(_ body: () throws -> Void) {
-        do { try body() } catch { fail("recording to \(store.databasePath) failed: \(error); the session goes on") }
+    private func end(_ final: RecordedSessionState) {
+        let queued = state.withLock { s -> Bool in
+            guard !s.ended, s.lock != nil else { return false }
+            s.ended = true
+            s.queue.append(.end(final, atMs: Self.nowMs()))
+            return true
+        }
+        if queued { wake.signal() }
+    }
+
+    private func enqueue(_ item: Item) {
+        state.withLock { $0.queue.append(item) }
+        wake.signal()
+    }
+
+    // MARK: Background writer
+
+    private func writerLoop() {
+        var lastSync = ContinuousClock.now
+        var finished = false
+        while !finished {
+            wake.wait()
+            let batch = state.withLock { s -> [Item] in
+                defer { s.queue = [] }
+                return s.queue
+            }
+            if batch.isEmpty { continue }
+            for item in batch {
+                do {
+                    switch item {
+                    case .event(let event, let json): try journal?.append(eventType: event.type, json: json)
+                    case .end(let st, let at):
+                        try journal?.append(end: st, atMs: at)
+                        finished = true
+                    case .sample: break
+                    }
+                } catch {
+                    fail("\(error); the session goes on")
+                }
+            }
+            if finished || ContinuousClock.now - lastSync > .seconds(1) {
+                journal?.sync()
+                lastSync = .now
+            }
+            if !write(batch) { break }
+        }
+        let (lock, failed) = state.withLock { s -> (FileLock?, Bool) in
+            defer {
+                s.lock = nil
+                s.writerRunning = false
+            }
+            return (s.lock, s.failed)
+        }
+        if !failed { journal?.remove() }
+        lock?.release(remove: true)
+        done.signal()
+    }
+
+    /// Writes `batch` in one transaction, waiting out a database held by another process (backing off up to 1 s).
+    /// Returns false when `finish` gave up waiting.
+    private func write(_ batch: [Item]) -> Bool {
+        var backoff = Duration.milliseconds(50)
+        while true {
+            do {
+                try store.write(batch, sessionId: sessionId)
+                return true
+            } catch .busy {
+                if state.withLock({ $0.abandon }) {
+                    state.withLock { $0.failed = true }
+                    return false
+                }
+                Thread.sleep(forTimeInterval: Double(backoff.components.attoseconds) / 1e18 + Double(backoff.components.seconds))
+                backoff = min(backoff * 2, .seconds(1))
+            } catch {
+                // Not a wait: write item by item so that what can be written is (the end of the session above all).
+                state.withLock { $0.failed = true }
+                fail("recording to \(store.databasePath) failed: \(error); the session goes on")
+                for item in batch { try? store.write([item], sessionId: sessionId) }
+                return true
+            }
+        }
     }
 
     private func fail(_ message: String) {

@@ -15,6 +15,8 @@ public enum StoreError: Error, Sendable, Equatable, CustomStringConvertible {
     case sessionRunning(String)
     /// A prefix that starts several session ids: the prefix and the ids it matches (oldest first).
     case ambiguousPrefix(String, [String])
+    /// Another process holds the database (after the 10 s wait): try again later.
+    case busy(String)
 
     public var description: String {
         switch self {
@@ -27,6 +29,7 @@ public enum StoreError: Error, Sendable, Equatable, CustomStringConvertible {
             "\(prefix) starts \(ids.count) session ids: "
                 + (ids.count > 10 ? ids.prefix(10).joined(separator: ", ") + ", …" : ids.joined(separator: ", "))
                 + "; give more of the id"
+        case .busy(let m): "session database is held by another process: \(m)"
         }
     }
 }
@@ -101,16 +104,18 @@ public struct RecordedEvent: Sendable, Equatable {
 
 /// The session database: `sessions.sqlite` (SQLite in WAL mode) and `locks/` in the state directory.
 ///
-/// Every sample is committed in its own transaction before the engine sees it, and every event as it is emitted.
-/// Commits are not fsynced (`synchronous=NORMAL`): a killed or crashed process loses nothing it had received; a
-/// power cut may lose the commits since the last WAL checkpoint. Several processes may open one store at once.
+/// A recording session writes each sample to its journal (`journal/` in the state directory) before the engine
+/// sees it, and a background writer moves samples and events into the database (see `SessionRecorder`). A killed or
+/// crashed process loses nothing it had received: its journal is imported when a store is next opened on the
+/// directory. Commits are not fsynced (`synchronous=NORMAL`) and the journal is synced about once a second: a power
+/// cut may lose the last second. Several processes may open one store at once.
 public final class SessionStore: Sendable {
     public let directory: String
     public var databasePath: String { directory + "/sessions.sqlite" }
     let dbQueue: DatabaseQueue
 
-    /// Opens (creating when needed) the store in `directory`, and marks as `interrupted` every session whose
-    /// writer is gone.
+    /// Opens (creating when needed) the store in `directory`, imports the journals of writers that died before
+    /// their database writes were done, and marks as `interrupted` every session whose writer is gone.
     public init(directory: String) throws(StoreError) {
         self.directory = directory
         do {
@@ -126,6 +131,8 @@ public final class SessionStore: Sendable {
         } catch {
             throw .database("cannot open \(directory)/sessions.sqlite: \(Self.reason(error))")
         }
+        // A journal that cannot be imported now (the database is held) stays for the next open.
+        _ = try? recoverJournals()
         try markInterrupted()
     }
 
@@ -259,58 +266,110 @@ public final class SessionStore: Sendable {
         }
     }
 
+    /// `s` as it arrived through a `ProviderSink`; a sample with a non-finite `bpm` is dropped (and counted), never
+    /// stored as 0.
     func insert(_ s: BiosignalSample, sessionId: String) throws(StoreError) {
+        try write { db in try Self.insert(s, sessionId: sessionId, db: db) }
+    }
+
+    private static func insert(_ s: BiosignalSample, sessionId: String, db: Database) throws {
+        guard let s = s.finiteOnly() else { return }
         let rr = s.rrIntervalsMs.map { JSONValue.array($0.filter(\.isFinite).map(JSONValue.double)).jsonString }
         let raw = s.rrRaw1024.map { JSONValue.array($0.map { .int(Int64($0)) }).jsonString }
         let values: [(any DatabaseValueConvertible)?] = [
-            sessionId, s.timestampMs, s.bpm.isFinite ? s.bpm : 0, rr, raw,
+            sessionId, s.timestampMs, s.bpm, rr, raw,
             s.rrIntervalsMs?.filter(\.isFinite).count ?? 0,
             s.contact?.rawValue, s.energyKJ.map { Int64($0) }, s.confidence.flatMap { $0.isFinite ? $0 : nil },
             s.breathingRateBpm.flatMap { $0.isFinite ? $0 : nil }, s.deviceId, s.source,
             s.sequence.map { Int64(truncatingIfNeeded: $0) }, s.gapBefore ? 1 : 0,
         ]
-        try write { db in
-            try db.execute(
-                sql: """
-                    INSERT INTO samples (session_id, timestamp_ms, bpm, rr_ms, rr_1024, rr_count, contact, energy_kj,
-                        confidence, breathing_rate_bpm, device_id, source, notification_seq, gap_before)
-                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-                    """,
-                arguments: StatementArguments(values))
-        }
+        try db.execute(
+            sql: """
+                INSERT INTO samples (session_id, timestamp_ms, bpm, rr_ms, rr_1024, rr_count, contact, energy_kj,
+                    confidence, breathing_rate_bpm, device_id, source, notification_seq, gap_before)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                """,
+            arguments: StatementArguments(values))
     }
 
-    func insert(_ event: SessionEvent) throws(StoreError) {
-        try write { db in
-            switch event {
-            case .started(let id, let at):
-                try db.execute(sql: "UPDATE sessions SET started_at_ms = ? WHERE id = ?", arguments: [at, id])
-            default:
-                break
-            }
-            try db.execute(
-                sql: "INSERT INTO events (session_id, type, json) VALUES (?, ?, ?)",
-                arguments: [event.sessionId, event.type, event.jsonValue.jsonString])
+    private static func insert(_ event: SessionEvent, json: String, db: Database) throws {
+        switch event {
+        case .started(let id, let at):
+            try db.execute(sql: "UPDATE sessions SET started_at_ms = ? WHERE id = ?", arguments: [at, id])
+        default:
+            break
         }
+        try db.execute(
+            sql: "INSERT INTO events (session_id, type, json) VALUES (?, ?, ?)",
+            arguments: [event.sessionId, event.type, json])
     }
 
-    func end(sessionId: String, state: RecordedSessionState, atMs: Int64) throws(StoreError) {
-        try write { db in
-            try db.execute(
-                sql: "UPDATE sessions SET state = ?, ended_at_ms = ? WHERE id = ? AND state = 'running'",
-                arguments: [state.rawValue, atMs, sessionId])
-        }
+    private static func end(sessionId: String, state: RecordedSessionState, atMs: Int64, db: Database) throws {
+        try db.execute(
+            sql: "UPDATE sessions SET state = ?, ended_at_ms = ? WHERE id = ? AND state = 'running'",
+            arguments: [state.rawValue, atMs, sessionId])
     }
 
     /// The lock file of a session's writer.
-    func lockPath(sessionId: String) -> String {
+    func lockPath(sessionId: String) -> String { directory + "/locks/" + Self.fileName(sessionId) + ".lock" }
+
+    /// The journal of a session being recorded (see `SessionJournal`).
+    func journalPath(sessionId: String) -> String { directory + "/journal/" + Self.fileName(sessionId) + ".jsonl" }
+
+    private static func fileName(_ sessionId: String) -> String {
         let bytes = Array(sessionId.utf8)
-        if bytes.count <= 100 {
-            return directory + "/locks/" + bytes.map { String($0, radix: 16).leftPadded(2) }.joined() + ".lock"
-        }
+        if bytes.count <= 100 { return bytes.map { String($0, radix: 16).leftPadded(2) }.joined() }
         var hash: UInt64 = 0xcbf2_9ce4_8422_2325
         for b in bytes { hash = (hash ^ UInt64(b)) &* 0x100_0000_01b3 }
-        return directory + "/locks/h" + String(hash, radix: 16) + ".lock"
+        return "h" + String(hash, radix: 16)
+    }
+
+    /// Writes a recorder's queued work in one transaction.
+    func write(_ items: [SessionRecorder.Item], sessionId: String) throws(StoreError) {
+        try write { db in
+            for item in items {
+                switch item {
+                case .sample(let sample): try Self.insert(sample, sessionId: sessionId, db: db)
+                case .event(let event, let json): try Self.insert(event, json: json, db: db)
+                case .end(let state, let at): try Self.end(sessionId: sessionId, state: state, atMs: at, db: db)
+                }
+            }
+        }
+    }
+
+    /// Imports the journal of every session whose writer died before its database writes were done: its samples
+    /// and events replace what the database has of it (in one transaction, so an import cut short is simply done
+    /// again), and its end, when the journal has one, is recorded. Returns the imported session ids.
+    @discardableResult
+    public func recoverJournals() throws(StoreError) -> [String] {
+        let dir = directory + "/journal"
+        let files = ((try? FileManager.default.contentsOfDirectory(atPath: dir)) ?? []).filter { $0.hasSuffix(".jsonl") }
+        var imported: [String] = []
+        for file in files.sorted() {
+            let path = dir + "/" + file
+            guard let contents = try? SessionJournal.read(path: path), let id = contents.sessionId else { continue }
+            guard journalPath(sessionId: id) == path else { continue }
+            // Its writer is alive: not ours to import.
+            guard let lock = try? FileLock.tryAcquire(path: lockPath(sessionId: id)) else { continue }
+            defer { lock.release(remove: true) }
+            try write { db in
+                guard try Bool.fetchOne(db, sql: "SELECT 1 FROM sessions WHERE id = ?", arguments: [id]) == true else {
+                    return
+                }
+                try db.execute(sql: "DELETE FROM samples WHERE session_id = ?", arguments: [id])
+                try db.execute(sql: "DELETE FROM events WHERE session_id = ?", arguments: [id])
+                for sample in contents.samples { try Self.insert(sample, sessionId: id, db: db) }
+                for event in contents.events {
+                    try db.execute(
+                        sql: "INSERT INTO events (session_id, type, json) VALUES (?, ?, ?)",
+                        arguments: [id, event.type, event.json])
+                }
+                if let end = contents.end { try Self.end(sessionId: id, state: end.state, atMs: end.atMs, db: db) }
+            }
+            unlink(path)
+            imported.append(id)
+        }
+        return imported
     }
 
     /// Marks `interrupted` every `running` session whose writer no longer holds its lock.
@@ -378,6 +437,9 @@ public final class SessionStore: Sendable {
 
     private static func wrap(_ error: any Error) -> StoreError {
         if let e = error as? StoreError { return e }
+        if let db = error as? DatabaseError, db.resultCode == .SQLITE_BUSY || db.resultCode == .SQLITE_LOCKED {
+            return .busy(reason(error))
+        }
         return .database(reason(error))
     }
 

@@ -51,7 +51,10 @@ public final class SimulatedBiosignalProvider: BiosignalProvider {
     private struct Run {
         var timer: (any ScheduledAction)?
         var generator: SplitMix64
+        /// Wall clock at the start: sample timestamps are `startMs` plus the tick's offset.
         var startMs: Int64
+        /// Monotonic clock at the start: ticks are scheduled from it.
+        var startMonoMs: Int64
         var tick: Int64 = 0
         /// Realistic model: time of the last beat and pending compensatory pause, both relative to the start, in ms.
         var lastBeatMs: Double = 0
@@ -87,7 +90,10 @@ public final class SimulatedBiosignalProvider: BiosignalProvider {
     public func startStreaming(into sink: ProviderSink) async throws {
         let start = clock.nowMs()
         let ramp = model == .exerciseRamp ? ExerciseRamp(seed: seed).rrMs().map { $0.rounded() } : []
-        run.withLock { $0 = Run(generator: SplitMix64(seed: seed), startMs: start, ramp: ramp, sink: sink) }
+        let startMono = clock.monotonicMs()
+        run.withLock {
+            $0 = Run(generator: SplitMix64(seed: seed), startMs: start, startMonoMs: startMono, ramp: ramp, sink: sink)
+        }
         sink.status(SensorStatus(source: name, deviceId: deviceId, state: .streaming))
         if model == .sdkMock { emitTick() } else { scheduleNext() }
     }
@@ -104,8 +110,8 @@ public final class SimulatedBiosignalProvider: BiosignalProvider {
         run.withLock { r in
             guard var current = r else { return }
             current.tick += 1
-            let due = current.startMs + current.tick * 1000
-            current.timer = clock.schedule(atMs: due) { [weak self] in self?.emitTick() }
+            let due = current.startMonoMs + current.tick * 1000
+            current.timer = clock.schedule(atMonotonicMs: due) { [weak self] in self?.emitTick() }
             r = current
         }
     }

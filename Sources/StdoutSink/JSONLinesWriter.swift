@@ -18,4 +18,7 @@ public struct JSONLinesWriter: Sendable {
     public func write(_ event: SessionEvent) { write(event.jsonValue) }
 
     public func write(_ value: JSONValue) { write(value.jsonString + "\n") }
+
+    /// Writes JSON text already made (an `EncodedEvent`'s) as one line.
+    public func write(line json: String) { write(json + "\n") }
 }

@@ -58,14 +58,16 @@ struct RelayOptions: ParsableArguments {
 /// A running relay for one engine: hub, server task, and the printed address.
 final class RelayRuntime: Sendable {
     let hub: RelayHub
-    let observation: ObservationToken
+    let observation: ObservationToken?
     let task: Task<Void, any Error>
     let url: String
 
     /// Starts listening and prints `relay: listening on ws://HOST:PORT/v1/relay` once it accepts connections, on
-    /// stdout, or on stderr when stdout carries events. Tokens and the TLS pair live in `stateDirectory`.
+    /// stdout, or on stderr when stdout carries events. Tokens and the TLS pair live in `stateDirectory`. With
+    /// `observe: false` the caller publishes the events to `hub` itself (`stream`, through a `RelayHubSink`).
     static func start(
-        _ options: RelayOptions, stateDirectory: String, engine: SessionEngine, announceOnStderr: Bool = false
+        _ options: RelayOptions, stateDirectory: String, engine: SessionEngine, announceOnStderr: Bool = false,
+        observe: Bool = true
     ) async throws -> RelayRuntime {
         let (host, port) = try RelayOptions.split(options.listen ?? "127.0.0.1:0")
         let tokens = RelayTokenStore(directory: stateDirectory)
@@ -81,7 +83,7 @@ final class RelayRuntime: Sendable {
         config.allowAnonymous = options.noAuth
         config.tls = try options.tlsFiles(stateDirectory: stateDirectory)
         let hub = RelayHub.forGateway(engine: engine, stateDirectory: stateDirectory)
-        let observation = hub.attach(to: engine)
+        let observation = observe ? hub.attach(to: engine) : nil
         let server = RelayServer(hub: hub, tokens: options.noAuth ? nil : tokens, configuration: config)
         let (ports, continuation) = AsyncStream<Int>.makeStream()
         let task = Task {
@@ -108,7 +110,7 @@ final class RelayRuntime: Sendable {
         return RelayRuntime(hub: hub, observation: observation, task: task, url: url)
     }
 
-    private init(hub: RelayHub, observation: ObservationToken, task: Task<Void, any Error>, url: String) {
+    private init(hub: RelayHub, observation: ObservationToken?, task: Task<Void, any Error>, url: String) {
         self.hub = hub
         self.observation = observation
         self.task = task

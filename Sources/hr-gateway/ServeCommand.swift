@@ -60,11 +60,11 @@ struct ServeCommand: AsyncParsableCommand {
         let dialing = dialer.map { UplinkOptions.start($0) }
         let (stopped, stop) = AsyncStream<Void>.makeStream()
         let signalled = Locked(false)
-        TerminationSignals.onSignal { _ in
+        let signals = await TerminationSignals.onSignal { _ in
             signalled.withLock { $0 = true }
             stop.yield()
         }
-        defer { TerminationSignals.finishing() }
+        defer { signals.finishing() }
         // Ends on a signal, or if the server fails.
         let failure = Task { () -> String? in
             guard let runtime else { return nil }

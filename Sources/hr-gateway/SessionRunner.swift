@@ -1,13 +1,18 @@
 import Foundation
 import GatewayEngine
+import GatewaySink
 import HRVAnalysis
+import Logging
 import RelaySink
 import ReplayProvider
+import ServiceLifecycle
 import SessionStore
 import StdoutSink
+import UnixSignals
 
-/// Runs one session to its end for the command line: wires taps (recording, live view), prints events, and turns
-/// Ctrl-C / SIGTERM into a clean stop with a summary.
+/// Wiring for one session on the command line: the sinks the options ask for, attached through `SessionOutputs`,
+/// the session as a service after them in one `ServiceGroup`, and SIGINT/SIGTERM turned into the group's graceful
+/// shutdown (summary written, every sink drained; a second signal exits at once).
 struct SessionRunner {
     enum Output { case jsonl, pretty }
 
@@ -30,122 +35,84 @@ struct SessionRunner {
     /// terminal's standard error with jsonl output.
     var endNote: String? = nil
 
-    /// Returns the process exit status: 0 after a summary, 1 after a session error.
+    /// Returns the process exit status: 0 after a summary, 1 after a session error, 2 when it could not start.
     func run() async throws -> Int32 {
-        let writer = try recordPath.map { try SampleFileWriter(path: $0) }
-        defer { writer?.close() }
-        let recorder = recorder
-        defer { recorder?.finish() }
-        let pretty = output == .pretty
-            ? PrettyTerminal(view: PrettyView(
-                sessionId: config.sessionId, mode: config.mode.rawValue,
-                durationSec: config.durationSec == Int(Int32.max) ? nil : config.durationSec, endNote: endNote))
-            : nil
-        let webhookSession = webhook.map { WebhookDelivery.Session($0, sessionId: config.sessionId) }
-        let tapped: [any BiosignalProvider] = providers.map { p in
-            TappedProvider(p, onSample: { sample in
-                recorder?.record(sample)
-                webhookSession?.handle(sample)
-                writer?.append(sample)
-                pretty?.handle(sample)
-            })
-        }
-        let engine = SessionEngine(providers: tapped, correction: correction)
-        recorder?.attach(to: engine)
-        var relayRuntime: RelayRuntime?
+        let outputs = SessionOutputs()
+        let engine = SessionEngine(providers: providers.map(outputs.tap), correction: correction)
+
+        // Attachment order is shutdown order reversed: the hub drains before the server and the uplink wait for
+        // their consumers, and stdout, attached last, is the first to finish after the session.
         if let relay {
-            relayRuntime = try await RelayRuntime.start(
-                relay.options, stateDirectory: relay.stateDirectory, engine: engine, announceOnStderr: true)
+            let runtime = try await RelayRuntime.start(
+                relay.options, stateDirectory: relay.stateDirectory, engine: engine, announceOnStderr: true,
+                observe: false)
+            outputs.attach(RelayServerSink(runtime: runtime))
         }
-        // The uplink shares the listening relay's hub, or has one of its own; either way it is registered before
-        // the session starts, so that session_started reaches the far end even if the link comes up later.
-        var uplinkHubObservation: ObservationToken?
-        var dialer: RelayUplink?
+        var hub: RelayHub? = outputs.all.compactMap { ($0 as? RelayServerSink)?.runtime.hub }.first
+        // The uplink is registered before the session starts, so that session_started reaches the far end even if
+        // the link comes up later.
         if let uplink, uplink.options.connect != nil {
-            let hub = relayRuntime?.hub ?? RelayHub.forGateway(engine: engine, stateDirectory: uplink.stateDirectory)
-            if relayRuntime == nil { uplinkHubObservation = hub.attach(to: engine) }
-            dialer = uplink.options.uplink(hub: hub)
-        }
-        let dialing = dialer.map { UplinkOptions.start($0) }
-        defer { uplinkHubObservation?.cancel() }
-        let sessionId = config.sessionId
-        let webhookToken = webhookSession.map { w in
-            engine.observe { event in if event.sessionId == sessionId { w.handle(event) } }
-        }
-        let jsonl = JSONLinesWriter()
-        pretty?.begin()
-
-        TerminationSignals.onSignal { _ in
-            Task { try? await engine.stopSession(sessionId: config.sessionId) }
-        }
-        defer { TerminationSignals.finishing() }
-
-        let stream: AsyncStream<SessionEvent>
-        do {
-            stream = try await engine.startSession(config)
-        } catch {
-            FileHandle.standardError.write(Data("error: \(error.message)\n".utf8))
-            await relayRuntime?.stop(graceMs: 0)
-            dialing?.cancel()
-            await dialing?.value
-            return 2
-        }
-        var finishedSources = Set<String>()
-        var status: Int32 = 0
-        for await event in stream {
-            if let pretty { pretty.handle(event) } else { jsonl.write(event) }
-            switch event {
-            case .error(_, _, let message):
-                FileHandle.standardError.write(Data("error: \(message)\n".utf8))
-                status = 1
-            case .sensorStatus(_, _, let s) where stopWhenSourcesEnd && s.state == .disconnected:
-                finishedSources.insert(s.deviceId ?? s.source)
-                if finishedSources.count >= providers.count {
-                    // Let the last samples reach a frame before the summary.
-                    try? await engine.stopSession(sessionId: config.sessionId)
-                }
-            default:
-                break
+            let uplinkHub = hub ?? RelayHub.forGateway(engine: engine, stateDirectory: uplink.stateDirectory)
+            hub = uplinkHub
+            if let dialer = uplink.options.uplink(hub: uplinkHub) {
+                outputs.attach(UplinkSink(options: uplink.options, dialer: dialer))
             }
         }
-        if pretty == nil, let endNote, isatty(STDERR_FILENO) == 1 {
+        if let hub { outputs.attach(RelayHubSink(hub: hub)) }
+        if let webhook { outputs.attach(WebhookOutput(webhook, sessionId: config.sessionId)) }
+        if let recordPath { outputs.attach(RecordFileSink(writer: try SampleFileWriter(path: recordPath))) }
+        if let recorder { outputs.attach(StoreSink(recorder: recorder)) }
+        switch output {
+        case .jsonl: outputs.attach(JSONLinesSink())
+        case .pretty:
+            outputs.attach(PrettySink(view: PrettyView(
+                sessionId: config.sessionId, mode: config.mode.rawValue,
+                durationSec: config.durationSec == Int(Int32.max) ? nil : config.durationSec, endNote: endNote)))
+        }
+        outputs.observe(engine)
+        defer { outputs.detach() }
+
+        let session = SessionService(engine: engine, config: config, stopWhenSourcesEnd: stopWhenSourcesEnd) { message in
+            FileHandle.standardError.write(Data("error: \(message)\n".utf8))
+        }
+        let group = ServiceGroup(configuration: ServiceGroupConfiguration(
+            services: outputs.services + [
+                .init(service: session, successTerminationBehavior: .gracefullyShutdownGroup,
+                      failureTerminationBehavior: .gracefullyShutdownGroup, serviceName: "session"),
+            ],
+            logger: Logger(label: "hr-gateway.lifecycle")))
+        let signals = await TerminationSignals.onSignal { _ in
+            Task { await group.triggerGracefulShutdown() }
+        }
+        defer { signals.finishing() }
+        try await group.run()
+        if output == .jsonl, let endNote, isatty(STDERR_FILENO) == 1 {
             FileHandle.standardError.write(Data((endNote + "\n").utf8))
         }
-        webhookToken?.cancel()
-        await webhookSession?.finish()
-        if let uplink, let dialer, let dialing { await uplink.options.finish(dialer, task: dialing) }
-        await relayRuntime?.stop()
-        return status
+        return session.exitStatus
     }
 }
 
-/// The write end of the signal pipe; set once before any handler is installed (async-signal-safe to read).
-nonisolated(unsafe) private var signalPipeWriteEnd: Int32 = -1
-
-/// SIGINT and SIGTERM turned into a call on an ordinary thread (a self-pipe), so that a command can end cleanly.
+/// SIGINT and SIGTERM through swift-service-lifecycle's `UnixSignalsSequence`: the first one calls the handler (a
+/// graceful shutdown), any later one exits at once with status 128 + signal.
 ///
 /// The signals are also unblocked on the calling thread: a service manager or a test runner may start the process
-/// with them blocked, and the kernel delivers a process-directed signal to any thread that does not block it.
-/// After the first signal has been handled, a second one exits at once with status 128 + signal.
-enum TerminationSignals {
-    private struct State {
+/// with them blocked, and on Linux the sequence reads them from the thread that does not block them.
+final class TerminationSignals: Sendable {
+    private struct State: Sendable {
         var handler: (@Sendable (Int32) -> Void)?
         var handled = false
     }
 
-    private static let state = Locked(State())
-    private static let installed: Void = {
-        var fds: [Int32] = [0, 0]
-        guard pipe(&fds) == 0 else { return }
-        signalPipeWriteEnd = fds[1]
-        let readEnd = fds[0]
-        let reader = Thread {
-            while true {
-                var byte: UInt8 = 0
-                let n = read(readEnd, &byte, 1)
-                if n < 0 && errno == EINTR { continue }
-                guard n == 1 else { return }
-                let sig = Int32(byte)
+    private let state: Locked<State>
+    private let listener: Task<Void, Never>
+
+    private init(handler: @escaping @Sendable (Int32) -> Void, signals: UnixSignalsSequence) {
+        let state = Locked(State(handler: handler))
+        self.state = state
+        listener = Task {
+            for await signal in signals {
+                let sig = signal.rawValue
                 let handler = state.withLock { s -> (@Sendable (Int32) -> Void)? in
                     defer { s.handled = true }
                     return s.handled ? nil : s.handler
@@ -154,35 +121,20 @@ enum TerminationSignals {
                 handler(sig)
             }
         }
-        reader.name = "signals"
-        reader.start()
-        for sig in [SIGINT, SIGTERM] {
-            var action = sigaction()
-            action.__sigaction_handler.sa_handler = { sig in
-                var byte = UInt8(truncatingIfNeeded: sig)
-                _ = write(signalPipeWriteEnd, &byte, 1)
-            }
-            sigemptyset(&action.sa_mask)
-            action.sa_flags = SA_RESTART
-            sigaction(sig, &action, nil)
-        }
-    }()
+    }
 
-    /// Routes the next SIGINT or SIGTERM to `handler` (on the signal thread) instead of the default action.
-    static func onSignal(_ handler: @escaping @Sendable (Int32) -> Void) {
-        state.withLock {
-            $0.handler = handler
-            $0.handled = false
-        }
-        _ = installed
+    /// Routes the next SIGINT or SIGTERM to `handler` instead of the default action, until `finishing()`.
+    static func onSignal(_ handler: @escaping @Sendable (Int32) -> Void) async -> TerminationSignals {
+        let signals = await UnixSignalsSequence(trapping: .sigint, .sigterm)
         var set = sigset_t()
         sigemptyset(&set)
         sigaddset(&set, SIGINT)
         sigaddset(&set, SIGTERM)
         pthread_sigmask(SIG_UNBLOCK, &set, nil)
+        return TerminationSignals(handler: handler, signals: signals)
     }
 
     /// The command is finishing: a first signal from now on is taken and ignored (so that a service manager's
     /// SIGTERM during the last writes does not turn a clean exit into 143); a second one exits at once.
-    static func finishing() { state.withLock { $0.handler = { _ in } } }
+    func finishing() { state.withLock { $0.handler = { _ in } } }
 }

@@ -48,11 +48,12 @@ struct WebhookDelivery: Sendable {
 
         func handle(_ sample: BiosignalSample) { batcher?.add(sample) }
 
-        /// Commits the summary (after the last sample batch) before anything tries to deliver it.
-        func handle(_ event: SessionEvent) {
-            guard case .summary = event else { return }
+        /// Commits the summary (after the last sample batch), its shared JSON text as is, before anything tries to
+        /// deliver it.
+        func handle(_ encoded: EncodedEvent) {
+            guard case .summary = encoded.event else { return }
             batcher?.flush()
-            do { try delivery.forwarder.enqueue(event, to: delivery.url) } catch {
+            do { try delivery.forwarder.enqueue(json: encoded.json, to: delivery.url) } catch {
                 logger.warning("webhook: the session_summary could not be queued: \(error)")
             }
         }

@@ -21,10 +21,14 @@ struct StrapCommandsTests {
         #expect(e.adapter == "hci1" && e.name == "Polar H10 EMU" && e.rr == "rest.txt")
     }
 
-    @Test func subcommandsAreRegistered() {
-        let names = HRGateway.configuration.subcommands.map { $0.configuration.commandName }
-        #expect(names.contains("scan"))
-        #expect(names.contains("emulate-strap"))
+    @Test func theRootCommandDispatchesToTheStrapCommandsWithTheirOptions() throws {
+        let scan = try #require(try HRGateway.parseAsRoot(["scan", "--timeout", "3", "--json"]) as? ScanCommand)
+        #expect(scan.timeout == 3 && scan.json)
+        let emulate = try #require(
+            try HRGateway.parseAsRoot(["emulate-strap", "--name", "EMU", "--rr", "r.txt"]) as? EmulateStrapCommand)
+        #expect(emulate.name == "EMU" && emulate.rr == "r.txt")
+        // An option of one subcommand is refused by the other: the dispatch really picks the subcommand.
+        #expect(throws: (any Error).self) { try HRGateway.parseAsRoot(["scan", "--rr", "r.txt"]) }
     }
 
     @Test func strapProvidersFromSpecs() throws {

@@ -114,9 +114,9 @@ import Testing
         let log = EventLog(e)
         // Same deadline as the first frame; ties run in scheduling order, so this runs before or after the tick.
         let stopAction: @Sendable () -> Void = { try? e.stop(sessionId: "s1") }
-        if stopBeforeTick { _ = clock.schedule(atMs: t0 + 5_000, stopAction) }
+        if stopBeforeTick { _ = clock.schedule(atMonotonicMs: t0 + 5_000, stopAction) }
         _ = try await e.startSession(config())
-        if !stopBeforeTick { _ = clock.schedule(atMs: t0 + 5_000, stopAction) }
+        if !stopBeforeTick { _ = clock.schedule(atMonotonicMs: t0 + 5_000, stopAction) }
         p.send(sample(t0 + 100))
         clock.advance(toMs: t0 + 20_000)
         #expect(log.types == (stopBeforeTick

@@ -22,12 +22,26 @@ import Testing
         for options in [HRVOptions(correction: .kubios), HRVOptions(correction: .none),
                         HRVOptions(respirationBandHz: HRVOptions.pacedBreathingBandHz)] {
             let r = HRVAnalyzer.analyze(segments: segments, options: options)
-            #expect(r.rrCount >= 0 && r.artifactCount >= 0)
+            // Counts stay within the input (artefacts include the intervals rejected as invalid).
+            let total = segments.reduce(0) { $0 + $1.count }
+            #expect(r.rrCount <= total)
+            #expect(r.artifactCount <= total)
+            // Whatever is reported is a real number: hostile input never yields NaN or infinity.
+            let values = [r.meanRRMs, r.hrFromRRBpm, r.sdnnMs, r.rmssdMs, r.pnn50, r.respirationRateBpm].compactMap { $0 }
+            if index == 6 {
+                withKnownIssue("RR intervals near 1e300 overflow to infinity in HRVAnalysis; the JSON writer leaves such values out") {
+                    #expect(values.allSatisfy { $0.isFinite })
+                }
+            } else {
+                #expect(values.allSatisfy { $0.isFinite }, "\(values)")
+            }
+            if let p = r.pnn50 { #expect(p >= 0 && p <= 100) }
             if let c = r.respirationConfidence { #expect(c >= 0 && c <= 1) }
         }
         for s in segments {
             let c = KubiosCorrection.correct(s)
-            #expect(c.correctedBeats >= 0)
+            // Nothing corrected: the series keeps one interval per input interval.
+            if c.correctedBeats == 0 { #expect(c.rrMs.count == s.count) }
             _ = KubiosCorrection.correct(s, sampleRateHz: 1024)
         }
         let beats = HRVAnalyzer.beats(fromRR: segments.flatMap { $0 }.filter { $0.isFinite && $0 > 0 && $0 < 1e6 })

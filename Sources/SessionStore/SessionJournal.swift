@@ -1,0 +1,100 @@
+import Foundation
+import GatewayEngine
+
+/// The append-only journal of one recorded session: `journal/<id>.jsonl` in the state directory, one JSON object per
+/// line. It is what makes a received sample durable before the engine sees it, without touching SQLite on the
+/// provider's thread: a `write(2)` to the end of a file cannot be stalled by another process holding the database.
+///
+/// Lines (keys sorted, as every JSONValue is written):
+/// - `{"kind":"session","session_id":…}` first;
+/// - `{"kind":"sample","sample":{…}}` for each sample, written on the provider's thread before the engine has it;
+/// - `{"kind":"event","json":"…","type":…}` for each event, written by the background writer;
+/// - `{"at_ms":…,"kind":"end","state":…}` when the recorder ends the session.
+///
+/// Writes are `write(2)` (a killed process loses nothing written); `sync()` is `fdatasync`, called by the background
+/// writer about once a second, so a power cut loses at most that much, like the database's `synchronous=NORMAL`.
+/// The journal is removed once everything in it is in the database; one left behind by a dead writer is imported
+/// by the next `SessionStore` that opens the directory (`SessionStore.recoverJournals`).
+final class SessionJournal: Sendable {
+    let path: String
+    private let fd: Int32
+
+    /// Creates the journal (refusing one that exists: that session id is already journaled).
+    init(path: String, sessionId: String) throws(StoreError) {
+        self.path = path
+        let dir = (path as NSString).deletingLastPathComponent
+        try? FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true,
+                                                 attributes: [.posixPermissions: 0o750])
+        let fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_APPEND | O_CLOEXEC, 0o640)
+        guard fd >= 0 else {
+            throw .io("cannot create the session journal \(path): \(String(cString: strerror(errno)))")
+        }
+        self.fd = fd
+        try append(.object(["kind": .string("session"), "session_id": .string(sessionId)]))
+    }
+
+    deinit { close(fd) }
+
+    func append(sample: BiosignalSample) throws(StoreError) {
+        try append(.object(["kind": .string("sample"), "sample": sample.jsonValue]))
+    }
+
+    func append(eventType: String, json: String) throws(StoreError) {
+        try append(.object(["kind": .string("event"), "type": .string(eventType), "json": .string(json)]))
+    }
+
+    func append(end state: RecordedSessionState, atMs: Int64) throws(StoreError) {
+        try append(.object(["kind": .string("end"), "state": .string(state.rawValue), "at_ms": .int(atMs)]))
+    }
+
+    /// One line in one `write(2)` (O_APPEND: lines from several threads never interleave).
+    private func append(_ value: JSONValue) throws(StoreError) {
+        var bytes = Array((value.jsonString + "\n").utf8)
+        var offset = 0
+        while offset < bytes.count {
+            let n = bytes.withUnsafeMutableBytes { write(fd, $0.baseAddress! + offset, $0.count - offset) }
+            if n < 0 {
+                if errno == EINTR { continue }
+                throw .io("cannot write the session journal \(path): \(String(cString: strerror(errno)))")
+            }
+            offset += n
+        }
+    }
+
+    /// Flushes what was written to the disk.
+    func sync() { _ = fdatasync(fd) }
+
+    /// Removes the file (everything in it is in the database).
+    func remove() { unlink(path) }
+
+    /// What a journal holds, read back for import. A last line cut short by a crash is skipped.
+    struct Contents {
+        var sessionId: String?
+        var samples: [BiosignalSample] = []
+        var events: [(type: String, json: String)] = []
+        var end: (state: RecordedSessionState, atMs: Int64)?
+    }
+
+    static func read(path: String) throws -> Contents {
+        let text = try String(contentsOfFile: path, encoding: .utf8)
+        var c = Contents()
+        for line in text.split(separator: "\n") {
+            guard let v = try? JSONValue(parsing: String(line)) else { continue }
+            switch v["kind"]?.stringValue {
+            case "session": c.sessionId = v["session_id"]?.stringValue
+            case "sample":
+                if let s = v["sample"], let sample = try? BiosignalSample(json: s) { c.samples.append(sample) }
+            case "event":
+                if let t = v["type"]?.stringValue, let j = v["json"]?.stringValue { c.events.append((t, j)) }
+            case "end":
+                if let st = v["state"]?.stringValue.flatMap(RecordedSessionState.init(rawValue:)),
+                    let at = v["at_ms"]?.intValue
+                {
+                    c.end = (st, at)
+                }
+            default: continue
+            }
+        }
+        return c
+    }
+}
