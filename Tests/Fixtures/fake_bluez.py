@@ -495,8 +495,23 @@ class Adapter(Object):
     def scan(self):
         if self.props[ADAPTER]["Discovering"]:
             for dev in self.fake.devices_of(self):
-                if dev.advertising:
+                if dev.advertising and self.wanted(dev):
                     dev.appear()
+        return False
+
+    def wanted(self, dev):
+        """As bluetoothd's is_filter_match: a device is reported if one discovering client's filter takes it; within
+        a filter, UUIDs (any advertised) and Pattern (prefix of address or name) must both match."""
+        advertised = [str(u).lower() for u in dev.props[DEVICE]["UUIDs"]]
+        for client in self.discovering_clients:
+            filt = self.filters.get(client, {})
+            uuids = [str(u).lower() for u in filt.get("UUIDs", [])]
+            pattern = str(filt.get("Pattern", ""))
+            if uuids and not any(u in advertised for u in uuids):
+                continue
+            if pattern and not (dev.address.startswith(pattern) or dev.name.startswith(pattern)):
+                continue
+            return True
         return False
 
     @dbus.service.method(ADAPTER, sender_keyword="sender")
@@ -604,7 +619,7 @@ class Control(dbus.service.Object):
     def SetAdvertising(self, address, advertising):
         d = self.dev(address)
         d.advertising = bool(advertising)
-        if advertising and d.adapter.props[ADAPTER]["Discovering"]:
+        if advertising and d.adapter.props[ADAPTER]["Discovering"] and d.adapter.wanted(d):
             d.appear()
             d.set(DEVICE, RSSI=dbus.Int16(-58))
 
