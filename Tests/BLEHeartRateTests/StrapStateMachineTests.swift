@@ -48,6 +48,15 @@ struct StrapStateMachineTests {
         m.handle(.notification(charPath: Self.hrm, bytes: bytes, monotonicNs: 1, wallMs: 1000))
     }
 
+    @Test func anUnchangedBatteryReadingRepeatsNoStatus() {
+        var m = streaming()
+        #expect(states(m.handle(.battery(percent: 80))) == [.streaming])
+        #expect(m.handle(.battery(percent: 80)).isEmpty, "the same percentage again is no news")
+        let changed = m.handle(.battery(percent: 79))
+        #expect(states(changed) == [.streaming])
+        #expect(changed.compactMap { if case .status(let s) = $0 { s.batteryPercent } else { nil } } == [79])
+    }
+
     @Test func happyPath() {
         var m = StrapStateMachine(spec: .address(Self.address))
         #expect(m.handle(.start).contains(.startDiscovery))
