@@ -20,6 +20,7 @@ UnknownObject afterwards, and a bluetoothd restart (the name is dropped and owne
 
 import argparse
 import sys
+import time
 
 import dbus
 import dbus.mainloop.glib
@@ -221,6 +222,8 @@ class Characteristic(Object):
         if not self.device.connected or not self.sessions or not self.exported or self.device.stalled:
             return False
         self.value = list(payload)
+        # CLOCK_MONOTONIC just before the signal goes out: the benchmarks measure latency from here.
+        self.fake.sent_at.append(time.monotonic_ns())
         self.set(CHAR, Value=byte_array(payload))
         return True
 
@@ -652,6 +655,26 @@ class Control(dbus.service.Object):
                 sent += 1
         return sent
 
+    @dbus.service.method(CONTROL_IFACE, in_signature="suu")
+    def StreamPackets(self, address, count, interval_ms):
+        """Notifies the next `count` packets, one every `interval_ms` ms from the main loop (returns at once)."""
+        d = self.dev(address)
+        left = [int(count)]
+
+        def tick():
+            for p in d.next_packets(1):
+                d.hrm.notify(p)
+            left[0] -= 1
+            return left[0] > 0
+        if count:
+            GLib.timeout_add(max(1, int(interval_ms)), tick)
+
+    @dbus.service.method(CONTROL_IFACE, out_signature="at")
+    def SentTimes(self):
+        """CLOCK_MONOTONIC (ns) of each notification sent since the last call, in order; clears the list."""
+        out, self.fake.sent_at = self.fake.sent_at, []
+        return dbus.Array([dbus.UInt64(t) for t in out], signature="t")
+
     @dbus.service.method(CONTROL_IFACE, in_signature="say", out_signature="b")
     def Notify(self, address, payload):
         return self.dev(address).hrm.notify([int(b) for b in payload])
@@ -739,6 +762,7 @@ class Fake:
         self.adapters = []
         self.devices = []
         self.calls = []
+        self.sent_at = []
         self.watched = set()
         self.owns_bluez = False
         self.root = None
