@@ -59,7 +59,7 @@ struct BlueZClientCloseTests {
         let (seen, seenSignal) = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
         let (_, observation) = client.observe { _, _ in seenSignal.yield() }
         defer { observation.cancel() }
-        let notifications = try await client.notifications(of: "\(strapPath)/service000c/char000d")
+        let notifications = try await client.notifications(of: DBusObjectPath(strapPath.rawValue + "/service000c/char000d"))
         let reader = Task { () -> Int in
             var count = 0
             for await _ in changes { count += 1 }
