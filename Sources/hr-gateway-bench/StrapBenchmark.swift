@@ -212,7 +212,7 @@ private func processMemory(_ pid: Int32, _ key: String) -> Double {
     guard let status = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8),
         let line = status.split(separator: "\n").first(where: { $0.hasPrefix(key) })
     else { return .nan }
-    return Double(line.dropFirst(key.count).split(separator: " ").first ?? "") ?? .nan
+    return line.dropFirst(key.count).split(whereSeparator: \.isWhitespace).first.flatMap { Double($0) } ?? .nan
 }
 
 private func cpuSeconds() -> Double {

@@ -83,7 +83,6 @@ struct BlueZClientCloseTests {
         #expect(await returns(within: 10) { client.close() }, "close() returned")
         let count = await value(of: reader, within: 10)
         #expect(count != nil, "the observe() stream ended on close()")
-        #expect((count ?? 0) >= 1)
         #expect(await returns(within: 10) { client.close() }, "a second close() returns too")
         // The connection stays usable and closes cleanly, which also ends the notification stream.
         #expect(try await connection.nameOwner(of: BlueZ.busName) != nil)

@@ -44,11 +44,26 @@ async def main(args):
             raise RuntimeError("%s: %s %s" % (member, reply.error_name, reply.body))
         return reply.body
 
-    device = None
-    for _ in range(3):   # a scan that starts while the fake still settles can miss the device once
-        device = await BleakScanner.find_device_by_address(args.strap, timeout=5)
-        if device is not None:
+    # bleak reports a device on an advertisement seen while it scans: have the fake advertise (RSSI update) until
+    # bleak's scanner has it.
+    found = asyncio.Event()
+    seen = {}
+
+    def detected(d, _adv):
+        if d.address.upper() == args.strap.upper():
+            seen["device"] = d
+            found.set()
+    scanner = BleakScanner(detection_callback=detected)
+    await scanner.start()
+    for _ in range(40):
+        await ctl("SetAdvertising", "sb", (args.strap, True))
+        try:
+            await asyncio.wait_for(found.wait(), timeout=0.25)
             break
+        except asyncio.TimeoutError:
+            pass
+    await scanner.stop()
+    device = seen.get("device")
     if device is None:
         raise RuntimeError("bleak did not find %s" % args.strap)
     received = []
