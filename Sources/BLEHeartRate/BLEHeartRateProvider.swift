@@ -124,9 +124,47 @@ public final class BLEHeartRateProvider: BiosignalProvider {
 
     /// The state machine's phase (for tests and status lines).
     public var phase: StrapStateMachine.Phase { session.withLock { $0?.machine.withLock { $0.phase } } ?? .idle }
+
+    /// Flow figures of the current run: advertisements dropped by the strap's full event queue, the most events
+    /// that ever waited in it, and changes the BlueZ mirror could not deliver to a stream observer. Notifications
+    /// are never dropped: a full queue stops reading the D-Bus socket instead.
+    public var flow: StrapFlow {
+        session.withLock { s in
+            s.map { StrapFlow(droppedEvents: $0.events.dropped, queueHighWater: $0.events.highWater) } ?? StrapFlow()
+        }
+    }
+}
+
+/// See `BLEHeartRateProvider.flow`.
+public struct StrapFlow: Sendable, Equatable {
+    public var droppedEvents = 0
+    public var queueHighWater = 0
+
+    public init(droppedEvents: Int = 0, queueHighWater: Int = 0) {
+        self.droppedEvents = droppedEvents
+        self.queueHighWater = queueHighWater
+    }
+}
+
+extension StrapSpec {
+    /// What discovery is narrowed to (ble.md §3.2). A strap by address: BlueZ's `Pattern` (address prefix), and no
+    /// UUID, because within one client's filter BlueZ requires both and a strap may advertise without 0x180D.
+    /// By name or `auto`: LE only. A UUID filter of 0x180D would hide the straps that advertise only their name
+    /// (Polar H9, TICKR; `StrapRecognizer.knownNamePrefixes`), BlueZ filters cannot say "0x180D or a name", and
+    /// `Pattern` compares names case-sensitively where `--strap name:` does not.
+    var discoveryFilter: (uuids: [String], pattern: String?) {
+        switch self {
+        case .address(let a): ([], a.uppercased())
+        case .name, .auto: ([], nil)
+        }
+    }
 }
 
 /// One run of a provider: a D-Bus connection, the BlueZ mirror, the machine and its event loop.
+///
+/// One hop from the bus to the machine: BlueZ signals are applied to the mirror and translated into machine events
+/// where the connection dispatches them, and go into the session's one bounded queue (`StrapEventQueue`), which
+/// the loop task reads. A notification carries the instant its message was read from the socket.
 final class StrapSession: Sendable {
     let connection: DBusConnection
     /// Dropped (not closed) on stop: see `stop()`.
@@ -140,8 +178,8 @@ final class StrapSession: Sendable {
     let claims: StrapClaims?
     let machine: Locked<StrapStateMachine>
     let details = Locked(StrapDetails())
-    private let events: AsyncStream<StrapEvent>.Continuation
-    private let stream: AsyncStream<StrapEvent>
+    let events: StrapEventQueue
+    private let observation = Locked<BlueZObservation?>(nil)
     private let timers = Locked<[StrapTimer: any ScheduledAction]>([:])
     private let discovering = Locked(false)
     private let connectGeneration = Locked<UInt64>(0)
@@ -161,7 +199,12 @@ final class StrapSession: Sendable {
         self.sink = sink
         self.claims = provider.claims
         self.machine = Locked(StrapStateMachine(spec: provider.spec, policy: provider.policy))
-        (stream, events) = AsyncStream<StrapEvent>.makeStream(bufferingPolicy: .unbounded)
+        self.events = StrapEventQueue(
+            onFull: { [logger = provider.logger] in
+                logger.warning("strap event queue full; holding the D-Bus connection back until it drains")
+                connection.pauseReading()
+            },
+            onDrained: { connection.resumeReading() })
     }
 
     static func open(provider: BLEHeartRateProvider, sink: ProviderSink) async throws(BLEHeartRateError) -> StrapSession {
@@ -206,14 +249,14 @@ final class StrapSession: Sendable {
     // MARK: Running
 
     func run() {
-        guard let (_, changes) = client.withLock({ $0?.observe() }) else { return }
-        // Not cancelled on stop: the stream ends when the client is released (see `stop()`).
-        Task { [weak self] in
-            for await change in changes { self?.translate(change) }
-        }
+        // The handler runs on the connection's queue as each signal is dispatched (see `BlueZClient.observe(_:)`).
+        guard let (_, observing) = client.withLock({ $0?.observe({ [weak self] change, receivedAt in
+            self?.translate(change, receivedAt: receivedAt)
+        }) }) else { return }
+        observation.withLock { $0 = observing }
         loop.withLock {
             $0 = Task {
-                for await event in stream {
+                while let event = await events.next() {
                     let actions = machine.withLock { $0.handle(event) }
                     await perform(actions)
                     if machine.withLock({ $0.phase }) == .stopped { break }
@@ -228,17 +271,29 @@ final class StrapSession: Sendable {
         let l = loop.withLock { $0 }
         await l?.value
         events.finish()
+        observation.withLock { $0 }?.cancel()
         for t in tasks.withLock({ $0 }) { t.cancel() }
         for t in timers.withLock({ Array($0.values) }) { t.cancel() }
-        // BlueZClient deadlocks when an observe() stream is cancelled (or close() is called with one open) while it
-        // publishes a change; releasing the last reference ends the streams from deinit, where that cannot happen.
-        client.withLock { $0 = nil }
+        let bluez = client.withLock { c -> BlueZClient? in
+            defer { c = nil }
+            return c
+        }
+        bluez?.close()
         connection.close()
         claims?.release(all: ObjectIdentifier(self))
     }
 
-    /// Turns mirror changes into machine events for this strap.
-    private func translate(_ change: BlueZChange) {
+    /// `now` on `monotonicNs` and the wall clock, moved back to `instant` (when the signal was read).
+    private func stamps(at instant: ContinuousClock.Instant) -> (monotonicNs: UInt64, wallMs: Int64) {
+        let age = max(.zero, ContinuousClock.now - instant)
+        let (seconds, attoseconds) = age.components
+        let ageNs = UInt64(seconds) * 1_000_000_000 + UInt64(attoseconds / 1_000_000_000)
+        let mono = monotonicNs()
+        return (mono > ageNs ? mono - ageNs : 0, clock.nowMs() - Int64(ageNs / 1_000_000))
+    }
+
+    /// Turns mirror changes into machine events for this strap. Runs on the D-Bus connection's queue.
+    private func translate(_ change: BlueZChange, receivedAt: ContinuousClock.Instant) {
         let ours = machine.withLock { $0.device?.path }
         switch change {
         case let .interfacesAdded(path, interfaces):
@@ -249,8 +304,8 @@ final class StrapSession: Sendable {
             switch interface {
             case BlueZ.gattCharacteristicInterface:
                 if let bytes = changed["Value"]?.bytes {
-                    events.yield(.notification(
-                        charPath: path.rawValue, bytes: bytes, monotonicNs: monotonicNs(), wallMs: clock.nowMs()))
+                    let (mono, wall) = stamps(at: receivedAt)
+                    events.yield(.notification(charPath: path.rawValue, bytes: bytes, monotonicNs: mono, wallMs: wall))
                 }
             case BlueZ.deviceInterface:
                 if path.rawValue == ours {
@@ -364,8 +419,8 @@ final class StrapSession: Sendable {
         }
         if !already {
             do {
-                // No UUID filter: straps recognised by name may not advertise 0x180D (ble.md §3.2 step 6).
-                try await bluez?.setDiscoveryFilter(on: adapterPath, uuids: [])
+                let filter = spec.discoveryFilter
+                try await bluez?.setDiscoveryFilter(on: adapterPath, uuids: filter.uuids, pattern: filter.pattern)
                 try await bluez?.startDiscovery(on: adapterPath)
             } catch {
                 if Self.failure(error) != .inProgress {

@@ -431,6 +431,8 @@ public struct StrapStateMachine: Sendable {
             schedule(.stale, policy.staleAfterMs, &out)
 
         case .battery(let percent):
+            // An unchanged reading (Battery1 and a 2A19 read, or a repeated signal) says nothing new.
+            guard percent != batteryPercent else { break }
             batteryPercent = percent
             if let s = lastState { status(s, lastMessage, &out) }
 

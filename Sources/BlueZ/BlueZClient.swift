@@ -16,6 +16,21 @@ public struct BlueZNotification: Sendable, Hashable {
     }
 }
 
+/// An `observe(_:)` registration; `cancel()` stops the calls.
+public final class BlueZObservation: Sendable {
+    private let cancellation: Mutex<(@Sendable () -> Void)?>
+
+    init(cancel: @escaping @Sendable () -> Void) { cancellation = Mutex(cancel) }
+
+    public func cancel() {
+        let body = cancellation.withLock { body -> (@Sendable () -> Void)? in
+            defer { body = nil }
+            return body
+        }
+        body?()
+    }
+}
+
 /// How `writeValue` writes.
 public enum BlueZWriteType: String, Sendable {
     /// Write with response.
@@ -27,9 +42,11 @@ public enum BlueZWriteType: String, Sendable {
 /// A client of `org.bluez`: a live mirror of `/org/bluez` and the calls a heart-rate strap client needs.
 ///
 /// `start(on:logger:)` adds the match rules first, then reads `GetManagedObjects`, then applies
-/// `InterfacesAdded`/`InterfacesRemoved`/`PropertiesChanged` in arrival order. When bluetoothd leaves the bus the
-/// mirror is emptied and observers get `.bluetoothdStopped`; when it returns the mirror is read again and observers
-/// get `.bluetoothdStarted`.
+/// `InterfacesAdded`/`InterfacesRemoved`/`PropertiesChanged` in arrival order. Signals are applied where the D-Bus
+/// connection dispatches them, with no queue or task in between; `observe(_:)` handlers run there too, so a strap
+/// provider sees a notification one hop after it was read from the socket. When bluetoothd leaves the bus the
+/// mirror is emptied and observers get `.bluetoothdStopped`; when it returns the mirror is read again (signals that
+/// arrive meanwhile are held and applied after it, in order) and observers get `.bluetoothdStarted`.
 ///
 /// ```swift
 /// let bus = try await DBusConnection.connect(to: .system, logger: logger)
@@ -48,18 +65,34 @@ public final class BlueZClient: Sendable {
     public let connection: DBusConnection
     private let logger: Logger
     private let state: Mutex<State>
+    private let droppedCount = Atomic<Int>(0)
+
+    /// How many changes an `observe()` stream holds for a slow reader before it drops (and counts) further ones.
+    public static let observerBufferLimit = 1024
+    /// How many signals are held while the mirror is being read; more are dropped and counted.
+    public static let heldSignalLimit = 4096
+
+    /// Someone told about changes: a stream, or a handler called on the connection's queue.
+    private enum Observer: Sendable {
+        case stream(AsyncStream<BlueZChange>.Continuation)
+        case handler(@Sendable (BlueZChange, ContinuousClock.Instant) -> Void)
+    }
 
     private struct State: ~Copyable {
         var tree = BlueZObjectTree()
         var owner: String?
-        var observers: [UInt64: AsyncStream<BlueZChange>.Continuation] = [:]
+        var observers: [UInt64: Observer] = [:]
         var nextObserverID: UInt64 = 0
-        var pump: Task<Void, Never>?
+        var registration: DBusHandlerRegistration?
+        /// Signals that arrived while the mirror is (re)read; `nil` when not reading.
+        var held: [DBusMessage]?
+        /// Counts mirror reads, so a read overtaken by another bluetoothd restart is not applied.
+        var mirrorGeneration: UInt64 = 0
         var closed = false
 
-        /// The observers to tell. Yield to them after releasing the lock: an observer's stream may be cancelled
+        /// The observers to tell. Tell them after releasing the lock: an observer's stream may be cancelled
         /// concurrently, and its termination handler takes this lock.
-        var audience: [AsyncStream<BlueZChange>.Continuation] { Array(observers.values) }
+        var audience: [Observer] { Array(observers.values) }
     }
 
     private init(connection: DBusConnection, logger: Logger) {
@@ -88,40 +121,63 @@ public final class BlueZClient: Sendable {
                 sender: "org.freedesktop.DBus", interface: "org.freedesktop.DBus", member: "NameOwnerChanged",
                 path: "/org/freedesktop/DBus", arg0: BlueZ.busName),
         ]
-        let signals = try await BlueZError.mapping {
-            try await connection.subscribe(anyOf: rules) { $0 }
+        let generation = client.state.withLock { state -> UInt64 in
+            state.held = []
+            state.mirrorGeneration += 1
+            return state.mirrorGeneration
         }
+        // The handler holds the client weakly: dropping the client ends the registration (its deinit closes).
+        let registration = try await BlueZError.mapping {
+            try await connection.receive(anyOf: rules) { [weak client] message in client?.handle(message) }
+        }
+        client.state.withLock { $0.registration = registration }
         if let owner = try await BlueZError.mapping({ try await connection.nameOwner(of: BlueZ.busName) }) {
-            try await client.mirror(owner: owner, initial: true)
+            try await client.mirror(owner: owner, generation: generation, initial: true)
         } else {
             logger.warning("bluetoothd is not running; waiting for org.bluez to appear on the bus")
+            await client.finishMirror(owner: nil, tree: BlueZObjectTree(), generation: generation, initial: true)
         }
-        let pump = Task { [weak client] in
-            var iterator = signals.makeAsyncIterator()
-            while let message = await iterator.next() {
-                guard let client else { return }
-                await client.handle(message)
-            }
-        }
-        client.state.withLock { $0.pump = pump }
         return client
     }
 
-    /// Stops mirroring and ends every `observe()` stream.
+    /// Stops mirroring and ends every `observe()` stream; `observe(_:)` handlers are not called any more. Safe from
+    /// any thread, also from an observer (a handler or a task reading a stream).
     public func close() {
-        let (pump, observers) = state.withLock { state -> (Task<Void, Never>?, [AsyncStream<BlueZChange>.Continuation]) in
+        let (registration, observers) = state.withLock { state -> (DBusHandlerRegistration?, [UInt64: Observer]) in
             state.closed = true
-            defer { state.observers.removeAll() }
-            return (state.pump, state.audience)
+            let taken = (state.registration, state.observers)
+            state.registration = nil
+            state.observers = [:]
+            state.held = nil
+            return taken
         }
-        for observer in observers { observer.finish() }
-        pump?.cancel()
+        // Outside the lock: finishing a stream runs its termination handler, which takes the lock; and what the
+        // observers hold is released here, not under it.
+        registration?.cancel()
+        for case .stream(let continuation) in observers.values { continuation.finish() }
     }
 
-    /// Tells every observer, outside the lock. Changes come from the one pump task, so their order is kept.
-    private func publish(_ change: BlueZChange, to observers: [AsyncStream<BlueZChange>.Continuation]) {
-        for observer in observers { observer.yield(change) }
+    /// Tells every observer, outside the lock. Changes are published on the connection's queue, so their order is
+    /// kept.
+    private func publish(_ change: BlueZChange, at instant: ContinuousClock.Instant, to observers: [Observer]) {
+        for observer in observers {
+            switch observer {
+            case .stream(let continuation):
+                if case .dropped = continuation.yield(change) { countDrop("an observe() stream is full") }
+            case .handler(let handler):
+                handler(change, instant)
+            }
+        }
     }
+
+    private func countDrop(_ why: String) {
+        if droppedCount.add(1, ordering: .relaxed).oldValue == 0 {
+            logger.warning("BlueZ mirror: \(why); dropping changes (counted in droppedChanges)")
+        }
+    }
+
+    /// Changes not delivered to a full `observe()` stream, or signals not held while the mirror was read.
+    public var droppedChanges: Int { droppedCount.load(ordering: .relaxed) }
 
     deinit { close() }
 
@@ -132,23 +188,46 @@ public final class BlueZClient: Sendable {
     public var bluetoothdRunning: Bool { state.withLock { $0.owner != nil } }
 
     /// The current mirror and the changes after it, taken together so nothing falls between them. The stream ends
-    /// on `close()`.
+    /// on `close()`. It holds up to `observerBufferLimit` changes for a slow reader, then drops (and counts) the
+    /// newest; the mirror itself is always complete.
     public func observe() -> (snapshot: BlueZObjectTree, changes: AsyncStream<BlueZChange>) {
-        let (stream, continuation) = AsyncStream.makeStream(of: BlueZChange.self, bufferingPolicy: .unbounded)
+        let (stream, continuation) = AsyncStream.makeStream(
+            of: BlueZChange.self, bufferingPolicy: .bufferingOldest(Self.observerBufferLimit))
         let (snapshot, id) = state.withLock { state -> (BlueZObjectTree, UInt64?) in
             guard !state.closed else { return (state.tree, nil) }
             state.nextObserverID += 1
-            state.observers[state.nextObserverID] = continuation
+            state.observers[state.nextObserverID] = .stream(continuation)
             return (state.tree, state.nextObserverID)
         }
         guard let id else {
             continuation.finish()
             return (snapshot, stream)
         }
-        continuation.onTermination = { [weak self] _ in
-            _ = self?.state.withLock { $0.observers.removeValue(forKey: id) }
-        }
+        continuation.onTermination = { [weak self] _ in self?.removeObserver(id) }
         return (snapshot, stream)
+    }
+
+    /// The current mirror, and `handler` called with every change after it and the instant its signal was read
+    /// from the bus socket (`DBusMessage.receivedAt`; the current time for `.bluetoothdStarted`/`Stopped`). The
+    /// handler runs on the connection's queue, in order, with no buffer in between: keep it short and non-blocking
+    /// (hand work to a bounded queue; to hold the bus back, `connection.pauseReading()`). Ends on `cancel()` of
+    /// the returned observation or `close()`.
+    public func observe(
+        _ handler: @escaping @Sendable (BlueZChange, ContinuousClock.Instant) -> Void
+    ) -> (snapshot: BlueZObjectTree, observation: BlueZObservation) {
+        let (snapshot, id) = state.withLock { state -> (BlueZObjectTree, UInt64?) in
+            guard !state.closed else { return (state.tree, nil) }
+            state.nextObserverID += 1
+            state.observers[state.nextObserverID] = .handler(handler)
+            return (state.tree, state.nextObserverID)
+        }
+        return (snapshot, BlueZObservation { [weak self] in if let id { self?.removeObserver(id) } })
+    }
+
+    private func removeObserver(_ id: UInt64) {
+        // The removed observer is released after the lock: releasing a stream's continuation may run its handler.
+        let removed = state.withLock { $0.observers.removeValue(forKey: id) }
+        _ = removed
     }
 
     /// Evaluates `condition` on the mirror now and after every change until it gives a value, e.g. "the device's
@@ -165,59 +244,108 @@ public final class BlueZClient: Sendable {
 
     // MARK: Mirroring
 
-    private func mirror(owner: String, initial: Bool) async throws {
+    /// Reads `GetManagedObjects` and makes it the mirror, then applies the signals held meanwhile.
+    private func mirror(owner: String, generation: UInt64, initial: Bool) async throws {
         let objects: [DBusObjectPath: [String: [String: DBusValue]]]
         do {
             objects = try await connection.managedObjects(destination: BlueZ.busName, path: "/", timeout: .seconds(10))
         } catch let error as DBusError where BlueZError(error).kind == .bluetoothdNotRunning {
             logger.info("bluetoothd left the bus while being mirrored")
+            await finishMirror(owner: nil, tree: BlueZObjectTree(), generation: generation, initial: initial)
             return
         } catch let error as DBusError {
+            await finishMirror(owner: nil, tree: BlueZObjectTree(), generation: generation, initial: initial)
             throw BlueZError(error)
+        } catch {
+            await finishMirror(owner: nil, tree: BlueZObjectTree(), generation: generation, initial: initial)
+            throw error
         }
         let tree = BlueZObjectTree(objects: objects)
-        let observers = state.withLock { state in
-            state.owner = owner
-            state.tree = tree
-            return initial ? [] : state.audience
-        }
-        publish(.bluetoothdStarted, to: observers)
+        await finishMirror(owner: owner, tree: tree, generation: generation, initial: initial)
         logger.info(
             "mirrored org.bluez",
             metadata: ["owner": "\(owner)", "adapters": "\(tree.adapters.count)", "devices": "\(tree.devices().count)"])
     }
 
-    private func handle(_ message: DBusMessage) async {
+    /// On the connection's queue, so it falls in order between the signals: installs the mirror and applies what
+    /// was held.
+    private func finishMirror(owner: String?, tree: BlueZObjectTree, generation: UInt64, initial: Bool) async {
+        await connection.onQueue { [self] in
+            let published = state.withLock { state -> ([(BlueZChange, ContinuousClock.Instant)], [Observer])? in
+                guard state.mirrorGeneration == generation, let held = state.held else { return nil }
+                state.held = nil
+                state.owner = owner
+                state.tree = tree
+                var changes: [(BlueZChange, ContinuousClock.Instant)] = []
+                if owner != nil, !initial { changes.append((.bluetoothdStarted, .now)) }
+                for message in held where owner != nil && message.sender == owner {
+                    if let change = state.tree.apply(message) { changes.append((change, message.receivedAt)) }
+                }
+                return (changes, state.audience)
+            }
+            guard let (changes, observers) = published else { return }
+            for (change, instant) in changes { publish(change, at: instant, to: observers) }
+        }
+    }
+
+    /// Applies one signal, on the connection's queue.
+    private func handle(_ message: DBusMessage) {
         if let change = DBusNameOwnerChange(message) {
-            await ownerChanged(change)
+            ownerChanged(change)
             return
         }
-        let published = state.withLock { state -> (BlueZChange, [AsyncStream<BlueZChange>.Continuation])? in
+        var overflow = false
+        let published = state.withLock { state -> (BlueZChange, [Observer])? in
+            if state.held != nil {
+                guard state.held!.count < Self.heldSignalLimit else {
+                    overflow = true
+                    return nil
+                }
+                state.held!.append(message)
+                return nil
+            }
             guard let owner = state.owner, message.sender == owner else { return nil }
             guard let change = state.tree.apply(message) else { return nil }
             return (change, state.audience)
         }
-        if let (change, observers) = published { publish(change, to: observers) }
+        if overflow { countDrop("too many signals while the mirror is read") }
+        if let (change, observers) = published { publish(change, at: message.receivedAt, to: observers) }
     }
 
-    private func ownerChanged(_ change: DBusNameOwnerChange) async {
-        let current = state.withLock { $0.owner }
-        if change.newOwner == current, current != nil { return }
-        if current != nil {
-            logger.warning("bluetoothd left the bus; dropping the BlueZ mirror")
-            let observers = state.withLock { state in
+    private func ownerChanged(_ change: DBusNameOwnerChange) {
+        enum Step { case none, stopped([Observer]), remirror(UInt64, [Observer]?) }
+        let step = state.withLock { state -> Step in
+            let current = state.owner
+            if change.newOwner == current, current != nil { return .none }
+            var stopped: [Observer]?
+            if current != nil {
                 state.owner = nil
                 state.tree = BlueZObjectTree()
-                return state.audience
+                stopped = state.audience
             }
-            publish(.bluetoothdStopped, to: observers)
+            guard change.newOwner != nil, !state.closed else { return stopped.map { .stopped($0) } ?? .none }
+            state.mirrorGeneration += 1
+            state.held = []
+            return .remirror(state.mirrorGeneration, stopped)
         }
-        if let newOwner = change.newOwner {
+        let stopped: [Observer]?
+        switch step {
+        case .none: return
+        case .stopped(let observers): stopped = observers
+        case .remirror(_, let observers): stopped = observers
+        }
+        if let stopped {
+            logger.warning("bluetoothd left the bus; dropping the BlueZ mirror")
+            publish(.bluetoothdStopped, at: .now, to: stopped)
+        }
+        if case .remirror(let generation, _) = step, let newOwner = change.newOwner {
             logger.info("bluetoothd is on the bus; mirroring again", metadata: ["owner": "\(newOwner)"])
-            do {
-                try await mirror(owner: newOwner, initial: false)
-            } catch {
-                logger.error("cannot mirror org.bluez: \(error)")
+            Task { [self] in
+                do {
+                    try await mirror(owner: newOwner, generation: generation, initial: false)
+                } catch {
+                    logger.error("cannot mirror org.bluez: \(error)")
+                }
             }
         }
     }
@@ -239,18 +367,28 @@ public final class BlueZClient: Sendable {
     }
 
     /// `Adapter1.SetDiscoveryFilter`: by default `{UUIDs: [180d], Transport: "le", DuplicateData: false}`, so RSSI and
-    /// advertisement data keep updating for heart-rate straps.
+    /// advertisement data keep updating for heart-rate straps. `pattern` (BlueZ ≥ 5.54) keeps only devices whose
+    /// address or name starts with it; BlueZ applies it on top of `uuids` (both must match). A bluetoothd too old
+    /// for `Pattern` answers `InvalidArguments`; the filter is then set again without it.
     public func setDiscoveryFilter(
         on adapter: DBusObjectPath,
         uuids: [String] = [BlueZ.heartRateService],
+        pattern: String? = nil,
         transport: String = "le",
         duplicateData: Bool = false,
         timeout: Duration = .seconds(5)
     ) async throws {
-        let filter = DBusValue.properties([
+        var filter: [String: DBusValue] = [
             "UUIDs": .stringArray(uuids), "Transport": .string(transport), "DuplicateData": .boolean(duplicateData),
-        ])
-        _ = try await call(adapter, BlueZ.adapterInterface, "SetDiscoveryFilter", [filter], timeout: timeout)
+        ]
+        if let pattern { filter["Pattern"] = .string(pattern) }
+        do {
+            _ = try await call(adapter, BlueZ.adapterInterface, "SetDiscoveryFilter", [.properties(filter)], timeout: timeout)
+        } catch let error as BlueZError where pattern != nil && error.name == "org.bluez.Error.InvalidArguments" {
+            logger.info("SetDiscoveryFilter without Pattern (bluetoothd does not take it): \(error)")
+            filter["Pattern"] = nil
+            _ = try await call(adapter, BlueZ.adapterInterface, "SetDiscoveryFilter", [.properties(filter)], timeout: timeout)
+        }
     }
 
     /// `Adapter1.SetDiscoveryFilter({})`: clears this client's filter.

@@ -1,6 +1,7 @@
 import CDBus
 import Dispatch
 import Logging
+import Synchronization
 
 #if canImport(Glibc)
 import Glibc
@@ -45,11 +46,26 @@ public final class DBusConnection: @unchecked Sendable {
     private var objectManagers: Set<DBusObjectPath> = []
     private var closeWaiters: [CheckedContinuation<Void, Never>] = []
     private var dispatchScheduled = false
+    /// How many parties asked to stop reading the socket (`pauseReading()`).
+    private var readPausers = 0
+    private var watches: [WeakWatch] = []
+    /// When the socket was last read: the arrival time of the messages that read brought.
+    fileprivate var lastReadAt: ContinuousClock.Instant?
+    private let droppedCount = Atomic<Int>(0)
 
     private struct Subscriber {
         var rules: [DBusMatchRule]
-        var continuation: AsyncStream<DBusMessage>.Continuation
+        /// Called on the queue, in arrival order.
+        var deliver: (DBusMessage) -> Void
+        var finish: () -> Void
     }
+
+    private struct WeakWatch {
+        weak var handler: WatchHandler?
+    }
+
+    /// Messages dropped because a subscription's buffer was full (`subscribe(anyOf:bufferLimit:transform:)`).
+    public var droppedMessages: Int { droppedCount.load(ordering: .relaxed) }
 
     // MARK: Connecting
 
@@ -195,7 +211,8 @@ public final class DBusConnection: @unchecked Sendable {
         dbus_connection_unref(connection)
         let subscribers = subscriptions.values
         subscriptions.removeAll()
-        for subscriber in subscribers { subscriber.continuation.finish() }
+        watches.removeAll()
+        for subscriber in subscribers { subscriber.finish() }
         let waiters = closeWaiters
         closeWaiters.removeAll()
         for waiter in waiters { waiter.resume() }
@@ -219,7 +236,7 @@ public final class DBusConnection: @unchecked Sendable {
     }
 
     fileprivate func handle(_ pointer: OpaquePointer) -> DBusHandlerResult {
-        let message = DBusMessage(decoding: pointer)
+        let message = DBusMessage(decoding: pointer, receivedAt: lastReadAt ?? .now)
         switch message.kind {
         case .signal:
             if message.interface == "org.freedesktop.DBus.Local", message.member == "Disconnected" {
@@ -228,7 +245,7 @@ public final class DBusConnection: @unchecked Sendable {
                 return DBUS_HANDLER_RESULT_HANDLED
             }
             for subscriber in subscriptions.values where subscriber.rules.contains(where: { $0.matches(message) }) {
-                subscriber.continuation.yield(message)
+                subscriber.deliver(message)
             }
             return DBUS_HANDLER_RESULT_NOT_YET_HANDLED
         case .methodCall:
@@ -430,15 +447,51 @@ public final class DBusConnection: @unchecked Sendable {
 
     /// Subscribes to messages matching any of `rules`, in the order they arrive, keeping those `transform` turns
     /// into elements. Every rule is added to the bus before this returns.
+    ///
+    /// At most `bufferLimit` messages wait for the reader; later ones are dropped and counted in `droppedMessages`
+    /// (a warning is logged for the first). For a path that must not lose anything, use
+    /// `receive(anyOf:handler:)` and `pauseReading()`.
     public func subscribe<Element: Sendable>(
         anyOf rules: [DBusMatchRule],
+        bufferLimit: Int = 4096,
         transform: @escaping @Sendable (DBusMessage) -> Element?
     ) async throws -> DBusSubscription<Element> {
-        let (stream, continuation) = AsyncStream.makeStream(of: DBusMessage.self, bufferingPolicy: .unbounded)
+        let (stream, continuation) = AsyncStream.makeStream(
+            of: DBusMessage.self, bufferingPolicy: .bufferingOldest(bufferLimit))
+        let subscriber = Subscriber(
+            rules: rules,
+            deliver: { [weak self] message in
+                if case .dropped = continuation.yield(message) { self?.countDrop(message) }
+            },
+            finish: { continuation.finish() })
+        let id: UInt64
+        do {
+            id = try await register(subscriber, rules: rules)
+        } catch {
+            continuation.finish()
+            throw error
+        }
+        continuation.onTermination = { [weak self] _ in self?.unregister(id, rules: rules) }
+        return DBusSubscription(stream: stream, continuation: continuation, transform: transform)
+    }
+
+    /// Calls `handler` on the connection's queue for each message matching any of `rules`, in arrival order, with
+    /// no buffer or task in between: the handler must be short and must not block (it runs where libdbus
+    /// dispatches). Every rule is added to the bus before this returns; `cancel()` on the result (or dropping it)
+    /// removes them. To hold back a fast sender, call `pauseReading()` from the handler.
+    public func receive(
+        anyOf rules: [DBusMatchRule],
+        handler: @escaping @Sendable (DBusMessage) -> Void
+    ) async throws -> DBusHandlerRegistration {
+        let id = try await register(Subscriber(rules: rules, deliver: handler, finish: {}), rules: rules)
+        return DBusHandlerRegistration { [weak self] in self?.unregister(id, rules: rules) }
+    }
+
+    private func register(_ subscriber: Subscriber, rules: [DBusMatchRule]) async throws -> UInt64 {
         let id = onQueueSync { () -> UInt64? in
             guard raw != nil else { return nil }
             nextSubscriptionID += 1
-            subscriptions[nextSubscriptionID] = Subscriber(rules: rules, continuation: continuation)
+            subscriptions[nextSubscriptionID] = subscriber
             return nextSubscriptionID
         }
         guard let id else { throw DBusError.closed }
@@ -454,17 +507,68 @@ public final class DBusConnection: @unchecked Sendable {
                 self.subscriptions[id] = nil
                 self.removeMatches(addedRules)
             }
-            continuation.finish()
             throw error
         }
-        continuation.onTermination = { [weak self] _ in
-            guard let self else { return }
-            self.queue.async {
-                guard self.subscriptions.removeValue(forKey: id) != nil else { return }
-                self.removeMatches(rules)
-            }
+        return id
+    }
+
+    private func unregister(_ id: UInt64, rules: [DBusMatchRule]) {
+        queue.async {
+            guard self.subscriptions.removeValue(forKey: id) != nil else { return }
+            self.removeMatches(rules)
         }
-        return DBusSubscription(stream: stream, continuation: continuation, transform: transform)
+    }
+
+    private func countDrop(_ message: DBusMessage) {
+        if droppedCount.add(1, ordering: .relaxed).oldValue == 0 {
+            logger.warning(
+                "a D-Bus subscription's buffer is full; dropping messages (counted in droppedMessages)",
+                metadata: ["message": "\(message)"])
+        }
+    }
+
+    // MARK: Flow control
+
+    /// Stops reading the bus socket until a matching `resumeReading()`, so a fast sender is held back by the bus
+    /// (and the kernel) instead of piling up here. Messages already read are still dispatched, so expect a few more
+    /// after this call; replies that arrive meanwhile wait in the socket too (a call times out as usual). Callable
+    /// from any thread; pauses nest.
+    public func pauseReading() {
+        onQueueOrAsync {
+            self.readPausers += 1
+            if self.readPausers == 1 { self.updateWatches() }
+        }
+    }
+
+    /// Undoes one `pauseReading()`.
+    public func resumeReading() {
+        onQueueOrAsync {
+            guard self.readPausers > 0 else { return }
+            self.readPausers -= 1
+            if self.readPausers == 0 { self.updateWatches() }
+        }
+    }
+
+    /// Whether reading is paused (for tests).
+    public var isReadingPaused: Bool { onQueueSync { readPausers > 0 } }
+
+    fileprivate var readingAllowed: Bool { readPausers == 0 }
+
+    private func updateWatches() {
+        watches.removeAll { $0.handler == nil }
+        for watch in watches { watch.handler?.update() }
+    }
+
+    private func onQueueOrAsync(_ body: @escaping @Sendable () -> Void) {
+        if onQueue { body() } else { queue.async(execute: body) }
+    }
+
+    /// Runs `body` on the connection's queue, after every message dispatched so far (and before later ones), and
+    /// returns its result. For keeping state that `receive(anyOf:handler:)` handlers also touch in order.
+    public func onQueue<T: Sendable>(_ body: @escaping @Sendable () -> T) async -> T {
+        await withCheckedContinuation { continuation in
+            queue.async { continuation.resume(returning: body()) }
+        }
     }
 
     private func removeMatches(_ rules: [DBusMatchRule]) {
@@ -847,6 +951,8 @@ public final class DBusConnection: @unchecked Sendable {
 
     fileprivate func addWatch(_ watch: OpaquePointer) -> Bool {
         let handler = WatchHandler(watch: watch, connection: self)
+        watches.removeAll { $0.handler == nil }
+        watches.append(WeakWatch(handler: handler))
         dbus_watch_set_data(watch, Unmanaged.passRetained(handler).toOpaque(), releaseHandler)
         handler.update()
         return true
@@ -924,7 +1030,7 @@ private final class WatchHandler: @unchecked Sendable {
         let enabled = dbus_watch_get_enabled(watch) != 0
         let flags = dbus_watch_get_flags(watch)
         let fd = dbus_watch_get_unix_fd(watch)
-        let wantRead = enabled && flags & DBUS_WATCH_READABLE.rawValue != 0
+        let wantRead = enabled && flags & DBUS_WATCH_READABLE.rawValue != 0 && connection.readingAllowed
         let wantWrite = enabled && flags & DBUS_WATCH_WRITABLE.rawValue != 0
         if wantRead, readSource == nil {
             let source = DispatchSource.makeReadSource(fileDescriptor: fd, queue: connection.queue)
@@ -954,6 +1060,7 @@ private final class WatchHandler: @unchecked Sendable {
     }
 
     private func handle(_ flags: UInt32) {
+        if flags & DBUS_WATCH_READABLE.rawValue != 0 { connection?.lastReadAt = .now }
         dbus_watch_handle(watch, flags)
         connection?.drain()
     }

@@ -1,3 +1,5 @@
+import Synchronization
+
 /// An incoming method call on an exported object.
 public struct DBusMethodCall: Sendable {
     /// Unique name of the caller.
@@ -178,4 +180,22 @@ public struct DBusSubscription<Element: Sendable>: AsyncSequence, Sendable {
 
     /// Ends the subscription now (iteration then returns `nil`) and removes its match rules.
     public func cancel() { token.continuation.finish() }
+}
+
+/// A handler registered with `DBusConnection.receive(anyOf:handler:)`. `cancel()` (or releasing the last reference)
+/// stops the calls and removes the match rules.
+public final class DBusHandlerRegistration: Sendable {
+    private let cancellation: Mutex<(@Sendable () -> Void)?>
+
+    init(cancel: @escaping @Sendable () -> Void) { cancellation = Mutex(cancel) }
+
+    public func cancel() {
+        let body = cancellation.withLock { body -> (@Sendable () -> Void)? in
+            defer { body = nil }
+            return body
+        }
+        body?()
+    }
+
+    deinit { cancel() }
 }

@@ -19,7 +19,8 @@ public struct DBusMessage: Sendable, Hashable, CustomStringConvertible {
     public var signature: DBusSignature
     /// The arguments.
     public var body: [DBusValue]
-    /// When the connection decoded the message (monotonic; for messages built locally, when they were built).
+    /// When the connection read the message from the bus socket (monotonic; for messages built locally, when they
+    /// were built).
     public var receivedAt: ContinuousClock.Instant
 
     public init(
@@ -59,8 +60,8 @@ public struct DBusMessage: Sendable, Hashable, CustomStringConvertible {
         DBusError(name: errorName ?? DBusError.failed, message: body.first?.string ?? "")
     }
 
-    /// Decodes a libdbus message.
-    init(decoding message: OpaquePointer) {
+    /// Decodes a libdbus message read at `receivedAt`.
+    init(decoding message: OpaquePointer, receivedAt: ContinuousClock.Instant = .now) {
         func text(_ pointer: UnsafePointer<CChar>?) -> String? { pointer.map { String(cString: $0) } }
         let kind: Kind
         switch dbus_message_get_type(message) {
@@ -80,7 +81,7 @@ public struct DBusMessage: Sendable, Hashable, CustomStringConvertible {
         self.errorName = text(dbus_message_get_error_name(message))
         self.signature = DBusSignature(text(dbus_message_get_signature(message)) ?? "")
         self.body = Marshalling.read(message)
-        self.receivedAt = .now
+        self.receivedAt = receivedAt
     }
 }
 

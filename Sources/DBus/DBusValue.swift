@@ -111,6 +111,9 @@ public indirect enum DBusValue: Hashable, Sendable {
     case variant(DBusValue)
     /// An array whose elements all have type `elementSignature`.
     case array(elementSignature: DBusSignature, [DBusValue])
+    /// An `ay`, kept as bytes: read and written in one piece, never boxed byte by byte. Equal (and hashes the same)
+    /// to `.array(elementSignature: "y", …)` of the same `.byte`s; received `ay`s always arrive in this form.
+    case byteArray([UInt8])
     /// An array of dict entries `a{KV}`; keys are basic values.
     case dictionary(keySignature: DBusSignature, valueSignature: DBusSignature, [DBusValue: DBusValue])
     case structure([DBusValue])
@@ -134,6 +137,7 @@ public indirect enum DBusValue: Hashable, Sendable {
         case .signature: "g"
         case .variant: "v"
         case .array(let element, _): DBusSignature("a" + element.rawValue)
+        case .byteArray: "ay"
         case .dictionary(let key, let value, _): DBusSignature("a{" + key.rawValue + value.rawValue + "}")
         case .structure(let fields): DBusSignature("(" + fields.map(\.signature.rawValue).joined() + ")")
         }
@@ -213,6 +217,78 @@ public indirect enum DBusValue: Hashable, Sendable {
     }
 }
 
+// MARK: - Equality
+
+extension DBusValue {
+    /// The bytes of an `ay` in either form, else `nil`.
+    private var byteArrayForm: [UInt8]? {
+        switch self {
+        case .byteArray(let bytes): return bytes
+        case .array(let element, let items) where element == "y":
+            var bytes: [UInt8] = []
+            bytes.reserveCapacity(items.count)
+            for item in items {
+                guard case .byte(let b) = item else { return nil }
+                bytes.append(b)
+            }
+            return bytes
+        default: return nil
+        }
+    }
+
+    public static func == (lhs: DBusValue, rhs: DBusValue) -> Bool {
+        switch (lhs, rhs) {
+        case let (.byte(a), .byte(b)): a == b
+        case let (.boolean(a), .boolean(b)): a == b
+        case let (.int16(a), .int16(b)): a == b
+        case let (.uint16(a), .uint16(b)): a == b
+        case let (.int32(a), .int32(b)): a == b
+        case let (.uint32(a), .uint32(b)): a == b
+        case let (.int64(a), .int64(b)): a == b
+        case let (.uint64(a), .uint64(b)): a == b
+        case let (.double(a), .double(b)): a == b
+        case let (.string(a), .string(b)): a == b
+        case let (.objectPath(a), .objectPath(b)): a == b
+        case let (.signature(a), .signature(b)): a == b
+        case let (.variant(a), .variant(b)): a == b
+        case let (.byteArray(a), .byteArray(b)): a == b
+        case (.byteArray, .array), (.array, .byteArray): lhs.byteArrayForm.map { $0 == rhs.byteArrayForm } ?? false
+        case let (.array(ea, a), .array(eb, b)): ea == eb && a == b
+        case let (.dictionary(ka, va, a), .dictionary(kb, vb, b)): ka == kb && va == vb && a == b
+        case let (.structure(a), .structure(b)): a == b
+        default: false
+        }
+    }
+
+    public func hash(into hasher: inout Hasher) {
+        if let bytes = byteArrayForm {
+            hasher.combine(13)
+            hasher.combine(bytes)
+            return
+        }
+        switch self {
+        case .byte(let v): hasher.combine(0); hasher.combine(v)
+        case .boolean(let v): hasher.combine(1); hasher.combine(v)
+        case .int16(let v): hasher.combine(2); hasher.combine(v)
+        case .uint16(let v): hasher.combine(3); hasher.combine(v)
+        case .int32(let v): hasher.combine(4); hasher.combine(v)
+        case .uint32(let v): hasher.combine(5); hasher.combine(v)
+        case .int64(let v): hasher.combine(6); hasher.combine(v)
+        case .uint64(let v): hasher.combine(7); hasher.combine(v)
+        case .double(let v): hasher.combine(8); hasher.combine(v)
+        case .string(let v): hasher.combine(9); hasher.combine(v)
+        case .objectPath(let v): hasher.combine(10); hasher.combine(v)
+        case .signature(let v): hasher.combine(11); hasher.combine(v)
+        case .variant(let v): hasher.combine(12); hasher.combine(v)
+        case .array(let e, let items): hasher.combine(14); hasher.combine(e); hasher.combine(items)
+        case .byteArray(let bytes): hasher.combine(13); hasher.combine(bytes)
+        case .dictionary(let k, let v, let entries):
+            hasher.combine(15); hasher.combine(k); hasher.combine(v); hasher.combine(entries)
+        case .structure(let fields): hasher.combine(16); hasher.combine(fields)
+        }
+    }
+}
+
 // MARK: - Building
 
 extension DBusValue {
@@ -228,7 +304,7 @@ extension DBusValue {
 
     /// An `ay`.
     public static func bytes(_ bytes: some Sequence<UInt8>) -> DBusValue {
-        .array(elementSignature: "y", bytes.map(DBusValue.byte))
+        .byteArray(Array(bytes))
     }
 
     /// An `a{sv}` (each value is wrapped in a variant).
@@ -305,8 +381,11 @@ extension DBusValue {
 
     /// Array elements (also the entries of nothing else: dictionaries answer `nil`).
     public var arrayElements: [DBusValue]? {
-        if case .array(_, let items) = unwrapped { return items }
-        return nil
+        switch unwrapped {
+        case .array(_, let items): items
+        case .byteArray(let bytes): bytes.map(DBusValue.byte)
+        default: nil
+        }
     }
 
     /// The fields of a struct.
@@ -337,6 +416,7 @@ extension DBusValue {
 
     /// An `ay` as bytes.
     public var bytes: [UInt8]? {
+        if case .byteArray(let bytes) = unwrapped { return bytes }
         guard let items = arrayElements else { return nil }
         let bytes = items.compactMap(\.byte)
         return bytes.count == items.count ? bytes : nil

@@ -72,6 +72,16 @@ enum Marshalling {
             return appendContainer(CDBus_TYPE_VARIANT, signature: inner.signature.rawValue, to: &iter) { sub in
                 append(inner, to: &sub)
             }
+        case .byteArray(let bytes):
+            return appendContainer(CDBus_TYPE_ARRAY, signature: "y", to: &iter) { sub in
+                bytes.withUnsafeBufferPointer { buffer in
+                    // libdbus takes the address of a pointer to the elements.
+                    var start: UnsafePointer<UInt8>? = buffer.baseAddress
+                    return withUnsafePointer(to: &start) {
+                        dbus_message_iter_append_fixed_array(&sub, CDBus_TYPE_BYTE, $0, Int32(buffer.count))
+                    } != 0
+                }
+            }
         case .array(let element, let items):
             return appendContainer(CDBus_TYPE_ARRAY, signature: element.rawValue, to: &iter) { sub in
                 items.allSatisfy { append($0, to: &sub) }
@@ -183,8 +193,8 @@ enum Marshalling {
                 var pointer: UnsafePointer<UInt8>? = nil
                 var count: Int32 = 0
                 withUnsafeMutablePointer(to: &pointer) { dbus_message_iter_get_fixed_array(&sub, $0, &count) }
-                let bytes = pointer.map { Array(UnsafeBufferPointer(start: $0, count: Int(count))) } ?? []
-                return .array(elementSignature: element, bytes.map(DBusValue.byte))
+                // One copy into the array, no per-byte boxing (notifications arrive this way).
+                return .byteArray(pointer.map { Array(UnsafeBufferPointer(start: $0, count: Int(count))) } ?? [])
             }
             var items: [DBusValue] = []
             while dbus_message_iter_get_arg_type(&sub) != CDBus_TYPE_INVALID {

@@ -1,15 +1,15 @@
 import DBus
 import Foundation
+import Synchronization
 import Logging
 
 /// A private dbus-daemon with `Tests/Fixtures/fake_bluez.py` on it, and a control connection to script it.
-// @unchecked Sendable: `process` is only touched under `lock` (in `stop()`); the rest is immutable.
+// @unchecked Sendable: `process` is only touched under the `stopped` lock (in `stop()`); the rest is immutable.
 public final class FakeBlueZ: @unchecked Sendable {
     public let daemon: PrivateBusDaemon
     public let control: DBusConnection
     private let process: Process
-    private let lock = NSLock()
-    private var stopped = false
+    private let stopped = Mutex(false)
 
     /// `Tests/Fixtures/fake_bluez.py`, found from this file's place in the repository.
     public static let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
@@ -71,14 +71,15 @@ public final class FakeBlueZ: @unchecked Sendable {
     public func count(_ method: String) async throws -> Int { try await calls().filter { $0.hasPrefix(method + " ") }.count }
 
     public func stop() {
-        lock.lock()
-        defer { lock.unlock() }
-        guard !stopped else { return }
-        stopped = true
-        control.close()
-        if process.isRunning { kill(process.processIdentifier, SIGKILL) }
-        process.waitUntilExit()
-        daemon.stop()
+        // Under the lock so a concurrent stop() (deinit, test teardown) waits until the process is gone.
+        stopped.withLock { stopped in
+            guard !stopped else { return }
+            stopped = true
+            control.close()
+            if process.isRunning { kill(process.processIdentifier, SIGKILL) }
+            process.waitUntilExit()
+            daemon.stop()
+        }
     }
 
     deinit { stop() }

@@ -1,5 +1,6 @@
 import DBus
 import Foundation
+import Synchronization
 
 #if canImport(Glibc)
 import Glibc
@@ -14,13 +15,12 @@ public struct TestProcessError: Error, CustomStringConvertible {
 /// A private `dbus-daemon` for tests and benchmarks: started with `--nofork --print-address=1`, killed with SIGKILL.
 ///
 /// Children spawned from Swift Testing's worker threads block SIGTERM, so `stop()` (also run on deinit) uses SIGKILL.
-// @unchecked Sendable: `process` is stopped only under `lock` (in `stop()`); `address` and the pid never change.
+// @unchecked Sendable: `process` is stopped only under the `stopped` lock (in `stop()`); `address` and the pid never change.
 public final class PrivateBusDaemon: @unchecked Sendable {
     /// The address to connect to, e.g. `unix:path=/tmp/dbus-XXXX,guid=…`.
     public let address: String
     private let process: Process
-    private let lock = NSLock()
-    private var stopped = false
+    private let stopped = Mutex(false)
 
     /// Starts `dbus-daemon` with the session configuration, or with `configFile` if given.
     public init(configFile: String? = nil) throws {
@@ -59,23 +59,23 @@ public final class PrivateBusDaemon: @unchecked Sendable {
 
     /// Kills the daemon (SIGKILL) and waits for it.
     public func stop() {
-        lock.lock()
-        defer { lock.unlock() }
-        guard !stopped else { return }
-        stopped = true
-        if process.isRunning { kill(process.processIdentifier, SIGKILL) }
-        process.waitUntilExit()
+        // Under the lock so a concurrent stop() (deinit, test teardown) waits until the process is gone.
+        stopped.withLock { stopped in
+            guard !stopped else { return }
+            stopped = true
+            if process.isRunning { kill(process.processIdentifier, SIGKILL) }
+            process.waitUntilExit()
+        }
     }
 
     deinit { stop() }
 }
 
 /// A python-dbusmock process (`/usr/bin/python3 -m dbusmock`) on a private bus, e.g. the `bluez5` template.
-// @unchecked Sendable: `process` is only touched under `lock` (in `stop()`).
+// @unchecked Sendable: `process` is only touched under the `stopped` lock (in `stop()`).
 public final class DBusMockProcess: @unchecked Sendable {
     private let process: Process
-    private let lock = NSLock()
-    private var stopped = false
+    private let stopped = Mutex(false)
     /// The bus name the mock owns.
     public let busName: String
 
@@ -126,12 +126,13 @@ public final class DBusMockProcess: @unchecked Sendable {
 
     /// Kills the mock (SIGKILL) and waits for it.
     public func stop() {
-        lock.lock()
-        defer { lock.unlock() }
-        guard !stopped else { return }
-        stopped = true
-        if process.isRunning { kill(process.processIdentifier, SIGKILL) }
-        process.waitUntilExit()
+        // Under the lock so a concurrent stop() (deinit, test teardown) waits until the process is gone.
+        stopped.withLock { stopped in
+            guard !stopped else { return }
+            stopped = true
+            if process.isRunning { kill(process.processIdentifier, SIGKILL) }
+            process.waitUntilExit()
+        }
     }
 
     deinit { stop() }

@@ -4,7 +4,9 @@ let benchmarks: [(name: String, about: String, run: () async -> Void)] = [
     ("engine", "SessionEngine throughput: samples/s through the window and metrics", runEngineBenchmark),
     ("hrv", "HRVAnalyzer.analyze (Kubios correction, time domain, respiration) on 5-minute windows", runHRVBenchmark),
     ("dbus", "D-Bus round trips and signal delivery over a private dbus-daemon", runDBusBenchmark),
-    ("strap", "BLE strap notification latency into the engine, CPU and RSS with two straps (fake bluetoothd)", runStrapBenchmark),
+    ("strap", "BLE notification latency into the engine, CPU, RSS of `stream --strap` (fake bluetoothd) [--peer bleak]", {
+        await runStrapBenchmark(arguments: Array(CommandLine.arguments.dropFirst(2)))
+    }),
     ("relay", "relay delivery latency (p50/p99) to 100 WebSocket consumers on loopback, and the gateway's CPU", runRelayBenchmark),
     ("rppg", "rPPG ROI + POS/CHROM frames/s at 640x480, accuracy on synthetic and real data [DATA_DIR]", {
         runRPPGBenchmark(arguments: Array(CommandLine.arguments.dropFirst(2)))

@@ -48,6 +48,16 @@ struct StrapStateMachineTests {
         m.handle(.notification(charPath: Self.hrm, bytes: bytes, monotonicNs: 1, wallMs: 1000))
     }
 
+    @Test func anUnchangedBatteryReadingRepeatsNoStatus() {
+        var m = streaming()
+        func percents(_ actions: [StrapAction]) -> [Int?] {
+            actions.compactMap { if case .status(let s) = $0 { s.batteryPercent } else { nil } }
+        }
+        #expect(percents(m.handle(.battery(percent: 80))) == [80])
+        #expect(m.handle(.battery(percent: 80)).isEmpty, "the same percentage again is no news")
+        #expect(percents(m.handle(.battery(percent: 79))) == [79])
+    }
+
     @Test func happyPath() {
         var m = StrapStateMachine(spec: .address(Self.address))
         #expect(m.handle(.start).contains(.startDiscovery))

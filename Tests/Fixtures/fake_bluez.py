@@ -20,6 +20,7 @@ UnknownObject afterwards, and a bluetoothd restart (the name is dropped and owne
 
 import argparse
 import sys
+import time
 
 import dbus
 import dbus.mainloop.glib
@@ -221,6 +222,8 @@ class Characteristic(Object):
         if not self.device.connected or not self.sessions or not self.exported or self.device.stalled:
             return False
         self.value = list(payload)
+        # CLOCK_MONOTONIC just before the signal goes out: the benchmarks measure latency from here.
+        self.fake.sent_at.append(time.monotonic_ns())
         self.set(CHAR, Value=byte_array(payload))
         return True
 
@@ -495,8 +498,23 @@ class Adapter(Object):
     def scan(self):
         if self.props[ADAPTER]["Discovering"]:
             for dev in self.fake.devices_of(self):
-                if dev.advertising:
+                if dev.advertising and self.wanted(dev):
                     dev.appear()
+        return False
+
+    def wanted(self, dev):
+        """As bluetoothd's is_filter_match: a device is reported if one discovering client's filter takes it; within
+        a filter, UUIDs (any advertised) and Pattern (prefix of address or name) must both match."""
+        advertised = [str(u).lower() for u in dev.props[DEVICE]["UUIDs"]]
+        for client in self.discovering_clients:
+            filt = self.filters.get(client, {})
+            uuids = [str(u).lower() for u in filt.get("UUIDs", [])]
+            pattern = str(filt.get("Pattern", ""))
+            if uuids and not any(u in advertised for u in uuids):
+                continue
+            if pattern and not (dev.address.startswith(pattern) or dev.name.startswith(pattern)):
+                continue
+            return True
         return False
 
     @dbus.service.method(ADAPTER, sender_keyword="sender")
@@ -604,7 +622,7 @@ class Control(dbus.service.Object):
     def SetAdvertising(self, address, advertising):
         d = self.dev(address)
         d.advertising = bool(advertising)
-        if advertising and d.adapter.props[ADAPTER]["Discovering"]:
+        if advertising and d.adapter.props[ADAPTER]["Discovering"] and d.adapter.wanted(d):
             d.appear()
             d.set(DEVICE, RSSI=dbus.Int16(-58))
 
@@ -636,6 +654,26 @@ class Control(dbus.service.Object):
             if d.hrm.notify(p):
                 sent += 1
         return sent
+
+    @dbus.service.method(CONTROL_IFACE, in_signature="suu")
+    def StreamPackets(self, address, count, interval_ms):
+        """Notifies the next `count` packets, one every `interval_ms` ms from the main loop (returns at once)."""
+        d = self.dev(address)
+        left = [int(count)]
+
+        def tick():
+            for p in d.next_packets(1):
+                d.hrm.notify(p)
+            left[0] -= 1
+            return left[0] > 0
+        if count:
+            GLib.timeout_add(max(1, int(interval_ms)), tick)
+
+    @dbus.service.method(CONTROL_IFACE, out_signature="at")
+    def SentTimes(self):
+        """CLOCK_MONOTONIC (ns) of each notification sent since the last call, in order; clears the list."""
+        out, self.fake.sent_at = self.fake.sent_at, []
+        return dbus.Array([dbus.UInt64(t) for t in out], signature="t")
 
     @dbus.service.method(CONTROL_IFACE, in_signature="say", out_signature="b")
     def Notify(self, address, payload):
@@ -724,6 +762,7 @@ class Fake:
         self.adapters = []
         self.devices = []
         self.calls = []
+        self.sent_at = []
         self.watched = set()
         self.owns_bluez = False
         self.root = None
