@@ -63,10 +63,10 @@ import Testing
         try #require(try JSONValue(parsing: String(line)).objectValue)
     }
 
-    static let metricKeys: Set<String> = [
+    static let metricKeys: Set<String> = Set([
         "rr_count", "hr_from_rr_bpm", "artifact_count", "hr_sdnn_ms", "rmssd_ms", "pnn50", "mean_rr_ms", "nn50",
         "resp_rate_rr_bpm", "resp_rate_rr_confidence",
-    ].union(extendedKeys)
+    ]).union(extendedKeys)
 
     /// Frequency-domain and nonlinear names (issue 14), each present only when the series is long enough.
     static let extendedKeys: Set<String> = [
