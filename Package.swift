@@ -35,6 +35,8 @@ let package = Package(
         // MARK: rPPG (portable: pure Swift, no Foundation)
         .target(name: "RPPG", swiftSettings: strict),
         // Renders test and benchmark video; optimised even in debug builds so the tests stay fast.
+        // Offline path shared by `analyze` and the accuracy harness: ffmpeg decoding, trace and video runs.
+        .target(name: "RPPGAnalysis", dependencies: ["RPPG"], swiftSettings: strict),
         .target(name: "RPPGSynthetic", dependencies: ["RPPG"], swiftSettings: strict + [.unsafeFlags(["-O"])]),
 
         // MARK: Providers
@@ -142,7 +144,7 @@ let package = Package(
             name: "hr-gateway",
             dependencies: [
                 "GatewayEngine", "HRVAnalysis", "SimulatedProvider", "ReplayProvider", "StdoutSink",
-                "BLEHeartRate", "BlueZ", "DBus", "V4L2Capture", "RPPG", "CameraProvider",
+                "BLEHeartRate", "BlueZ", "DBus", "V4L2Capture", "RPPG", "RPPGAnalysis", "CameraProvider",
                 "SessionStore", "GatewayConfig", "GatewayDoctor", "GatewayLogging", "RelaySink", "WebhookSink",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
@@ -152,7 +154,7 @@ let package = Package(
         .executableTarget(
             name: "hr-gateway-bench",
             dependencies: [
-                "GatewayEngine", "HRVAnalysis", "DBus", "DBusTestSupport", "RPPG", "RPPGSynthetic", "BLEHeartRate", "V4L2Capture",
+                "GatewayEngine", "HRVAnalysis", "DBus", "DBusTestSupport", "RPPG", "RPPGAnalysis", "RPPGSynthetic", "BLEHeartRate", "V4L2Capture",
                 "RelaySink",
                 .product(name: "Logging", package: "swift-log"),
             ],
