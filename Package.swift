@@ -225,6 +225,7 @@ let package = Package(
             name: "DBusTests", dependencies: ["DBus", "DBusTestSupport"], resources: [.copy("Data")], swiftSettings: strict
         ),
         .testTarget(name: "BlueZTests", dependencies: ["BlueZ", "DBus", "DBusTestSupport"], swiftSettings: strict),
+        .testTarget(name: "RPPGAnalysisTests", dependencies: ["RPPGAnalysis"], swiftSettings: strict),
         .testTarget(
             name: "RPPGTests",
             dependencies: ["RPPG", "RPPGSynthetic", "GatewayEngine"],
