@@ -80,6 +80,24 @@ import Testing
         #expect(ok?.samples.last?.rgb == RGBMean(r: 4, g: 5, b: 6))
     }
 
+    /// Peak tracking: a slightly weaker peak near the last reading wins over a stronger one far away; without the
+    /// prior the stronger one is taken; a much stronger far peak still wins with the prior (evidence beats habit).
+    @Test func priorPrefersThePeakNearTheLastReading() throws {
+        func signal(_ far: Double) -> [Double] {
+            (0..<300).map { i in
+                let t = Double(i) / 30
+                return far * sin(2 * Double.pi * 1.0 * t) + 0.8 * sin(2 * Double.pi * 2.0 * t)
+            }
+        }
+        let prior = RatePrior(centerHz: 2.0, sigmaHz: 0.25, floor: 0.3)
+        let plain = try #require(RateSpectrum.pulse(signal(1.0), sampleRate: 30))
+        #expect(abs(plain.perMinute - 60) < 1)
+        let tracked = try #require(RateSpectrum.pulse(signal(1.0), sampleRate: 30, prior: prior))
+        #expect(abs(tracked.perMinute - 120) < 1)
+        let overruled = try #require(RateSpectrum.pulse(signal(3.0), sampleRate: 30, prior: prior))
+        #expect(abs(overruled.perMinute - 60) < 1)
+    }
+
     /// Real recordings repeat a timestamp now and then (one in 2,024 rows of a UBFC trace): such rows are dropped
     /// and counted, the rest is kept.
     @Test func repeatedOrBackwardTimestampsAreDroppedAndCounted() throws {
