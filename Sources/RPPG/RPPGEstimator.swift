@@ -20,7 +20,7 @@ public struct RPPGConfiguration: Sendable, Equatable {
     public var pulseTrackingSigmaHz: Double? = nil
     /// Pulse readings below this confidence are withheld (`hrBpm == nil`). Calibrated on real face video
     /// (docs/rppg.md, "Confidence calibration").
-    public var confidenceThreshold: Double = 0.4
+    public var confidenceThreshold: Double = 0.5
     /// Breathing search band in Hz. Default 0.08-0.7 (4.8-42 breaths/min).
     public var breathingBandHz: ClosedRange<Double> = 0.08...0.7
     /// Length of the breathing analysis window, seconds.
@@ -137,7 +137,7 @@ public struct RPPGEstimate: Sendable, Equatable {
 /// - A = 1 when POS and CHROM peaks are within 3 bpm, falling linearly to 0 at 12 bpm.
 /// It is 0 while the window is shorter than `minimumWindowSeconds`, when a channel mean is below 1 (of 255), and
 /// when the spectral maximum sits on the edge of the band.
-/// `hrBpm` is reported only when confidence ≥ `confidenceThreshold` (default 0.4, calibrated on real face video).
+/// `hrBpm` is reported only when confidence ≥ `confidenceThreshold` (default 0.5, checked on real face video and on pulse-free synthetic video).
 ///
 /// Breathing confidence = 0.8·clamp((peakRatio − 0.2) / 0.5) of the better of two sources (a source whose maximum
 /// sits on the band edge is dropped) — the vertical head

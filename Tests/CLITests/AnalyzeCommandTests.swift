@@ -133,7 +133,7 @@ import Testing
                 let hr = try #require(w["hr_bpm"]?.doubleValue, "no hr_bpm at \(t) s")
                 #expect(abs(hr - 66) <= 3)
             }
-            if w["hr_bpm"] != nil { #expect(c >= 0.4) } else { #expect(c < 0.4) }
+            if w["hr_bpm"] != nil { #expect(c >= 0.5) } else { #expect(c < 0.5) }
         }
         #expect(summary["dropped_frames"]?.intValue == 0)
         #expect(r.stderr.isEmpty)
