@@ -35,8 +35,9 @@ let package = Package(
         // MARK: rPPG (portable: pure Swift, no Foundation)
         .target(name: "RPPG", swiftSettings: strict),
         // Renders test and benchmark video; optimised even in debug builds so the tests stay fast.
-        // Offline path shared by `analyze` and the accuracy harness: ffmpeg decoding, trace and video runs.
-        .target(name: "RPPGAnalysis", dependencies: ["RPPG"], swiftSettings: strict),
+        // Offline path shared by `analyze` and the accuracy harness: ffmpeg decoding, trace and video runs, the
+        // contact-PPG reference; optimised even in debug builds so scripts/test's rppg-eval stays quick.
+        .target(name: "RPPGAnalysis", dependencies: ["RPPG"], swiftSettings: strict + [.unsafeFlags(["-O"])]),
         .target(name: "RPPGSynthetic", dependencies: ["RPPG"], swiftSettings: strict + [.unsafeFlags(["-O"])]),
 
         // MARK: Providers
