@@ -18,6 +18,8 @@ public struct OfflineAnalysisResult: Sendable {
     public var droppedFrames: Int
     /// Time from the first to the last frame plus one frame interval, seconds.
     public var durationSeconds: Double
+    /// The ROI stage as the run left it (video runs), for its statistics.
+    public var tracker: FaceROITracker?
 }
 
 /// The offline rPPG path shared by `hr-gateway analyze` and `hr-gateway-bench rppg-eval`, so that the accuracy
@@ -47,18 +49,19 @@ public enum OfflineAnalysis {
     ///
     /// Frame times come from `frameTimes` when given (for example a dataset's per-frame clock; frames beyond its
     /// end are dropped), otherwise from the container's presentation times (``FFmpegVideo/frameTimes()``), or
-    /// i / fps when the container has none for a frame. A frame whose time is not later than the previous kept
+    /// i / fps when the container has none for a frame. `estimator` replaces the one ``makeEstimator(configuration:)``
+    /// would build (a caller that configures the ROI stage itself). A frame whose time is not later than the previous kept
     /// frame's is dropped and counted; missing frames are bridged by the estimator. `onMeasurement` sees the ROI
     /// result of every kept frame.
     public static func analyze(
         video path: String, configuration: RPPGConfiguration, frameTimes: [Double]? = nil,
-        onMeasurement: (ROIMeasurement) -> Void = { _ in }
+        estimator prebuilt: RPPGEstimator? = nil, onMeasurement: (ROIMeasurement) -> Void = { _ in }
     ) throws -> OfflineAnalysisResult {
         guard FileManager.default.isReadableFile(atPath: path) else {
             throw AnalysisError("cannot read \(path): no such file or not readable")
         }
         let video = try FFmpegVideo(path: path)
-        var estimator = try makeEstimator(configuration: configuration)
+        var estimator = try prebuilt ?? makeEstimator(configuration: configuration)
         let fps = video.framesPerSecond
         let times: [Double]
         let fromCaller = frameTimes != nil
@@ -89,6 +92,7 @@ public enum OfflineAnalysis {
         guard decoded + dropped > 0 else { throw AnalysisError("ffmpeg decoded no frames from \(path)") }
         guard kept > 0 else { throw AnalysisError("\(path): no frame has a usable time") }
         let duration = (last ?? 0) - (first ?? 0) + 1 / fps
-        return OfflineAnalysisResult(estimates: estimates, frames: kept, droppedFrames: dropped, durationSeconds: duration)
+        return OfflineAnalysisResult(estimates: estimates, frames: kept, droppedFrames: dropped, durationSeconds: duration,
+                                     tracker: estimator.tracker)
     }
 }
