@@ -40,6 +40,9 @@ let package = Package(
         // MARK: rPPG (portable: pure Swift, no Foundation)
         .target(name: "RPPG", swiftSettings: strict),
         // Renders test and benchmark video; optimised even in debug builds so the tests stay fast.
+        // Offline path shared by `analyze` and the accuracy harness: ffmpeg decoding, trace and video runs, the
+        // contact-PPG reference; optimised even in debug builds so scripts/test's rppg-eval stays quick.
+        .target(name: "RPPGAnalysis", dependencies: ["RPPG"], swiftSettings: strict + [.unsafeFlags(["-O"])]),
         .target(name: "RPPGSynthetic", dependencies: ["RPPG"], swiftSettings: strict + [.unsafeFlags(["-O"])]),
 
         // MARK: Providers
@@ -154,7 +157,7 @@ let package = Package(
             name: "hr-gateway",
             dependencies: [
                 "GatewayEngine", "HRVAnalysis", "SimulatedProvider", "ReplayProvider", "StdoutSink",
-                "BLEHeartRate", "BlueZ", "DBus", "V4L2Capture", "RPPG", "CameraProvider",
+                "BLEHeartRate", "BlueZ", "DBus", "V4L2Capture", "RPPG", "RPPGAnalysis", "CameraProvider",
                 "SessionStore", "GatewayConfig", "GatewayDoctor", "GatewayLogging", "RelaySink", "WebhookSink",
                 "GatewaySink",
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -167,7 +170,7 @@ let package = Package(
         .executableTarget(
             name: "hr-gateway-bench",
             dependencies: [
-                "GatewayEngine", "HRVAnalysis", "DBus", "DBusTestSupport", "RPPG", "RPPGSynthetic", "BLEHeartRate", "V4L2Capture",
+                "GatewayEngine", "HRVAnalysis", "DBus", "DBusTestSupport", "RPPG", "RPPGAnalysis", "RPPGSynthetic", "BLEHeartRate", "V4L2Capture",
                 "RelaySink",
                 .product(name: "Logging", package: "swift-log"),
             ],
@@ -242,6 +245,7 @@ let package = Package(
             name: "DBusTests", dependencies: ["DBus", "DBusTestSupport"], resources: [.copy("Data")], swiftSettings: strict
         ),
         .testTarget(name: "BlueZTests", dependencies: ["BlueZ", "DBus", "DBusTestSupport"], swiftSettings: strict),
+        .testTarget(name: "RPPGAnalysisTests", dependencies: ["RPPGAnalysis"], swiftSettings: strict),
         .testTarget(
             name: "RPPGTests",
             dependencies: ["RPPG", "RPPGSynthetic", "GatewayEngine"],

@@ -3,9 +3,12 @@
 /// Format: a header row naming at least `R`, `G` and `B` (any order, case-insensitive, other columns ignored,
 /// optional `t_s` with each frame's time in seconds); then one row per frame. Without `t_s`, frame *i* is at
 /// i / framesPerSecond. Blank lines are skipped; a UTF-8 byte-order mark is ignored.
+///
+/// Real recordings repeat a timestamp now and then: a row whose `t_s` is not later than the last kept row is
+/// dropped and counted (``RGBTraceRows/droppedRows``), not an error. Only a file without a usable row is.
 public enum RGBTrace {
-    /// Parses CSV text into samples. Errors name the 1-based line.
-    public static func parse(_ text: String, framesPerSecond: Double?) throws(RGBTraceError) -> [RPPGSample] {
+    /// Parses CSV text into samples, dropping rows whose `t_s` does not increase. Errors name the 1-based line.
+    public static func parse(_ text: String, framesPerSecond: Double?) throws(RGBTraceError) -> RGBTraceRows {
         var lines = text.split(omittingEmptySubsequences: false, whereSeparator: { $0 == "\n" || $0 == "\r\n" })
         guard !lines.isEmpty else { throw RGBTraceError(line: 1, reason: "the file is empty") }
         var headerLine = 0
@@ -33,6 +36,8 @@ public enum RGBTrace {
         var samples: [RPPGSample] = []
         samples.reserveCapacity(lines.count)
         var frame = 0
+        var dropped = 0
+        var firstDroppedLine: Int?
         lines.removeFirst(headerLine + 1)
         for (k, raw) in lines.enumerated() {
             let lineNumber = headerLine + 2 + k
@@ -56,7 +61,9 @@ public enum RGBTrace {
             if let ti {
                 t = try value(ti, "t_s")
                 if let last = samples.last, t <= last.tSeconds {
-                    throw RGBTraceError(line: lineNumber, reason: "t_s = \(t) does not increase (previous \(last.tSeconds))")
+                    dropped += 1
+                    if firstDroppedLine == nil { firstDroppedLine = lineNumber }
+                    continue
                 }
             } else {
                 t = Double(frame) / (framesPerSecond ?? 30)
@@ -65,7 +72,23 @@ public enum RGBTrace {
             frame += 1
         }
         guard !samples.isEmpty else { throw RGBTraceError(line: headerLine + 1, reason: "no data rows after the header") }
-        return samples
+        return RGBTraceRows(samples: samples, droppedRows: dropped, firstDroppedLine: firstDroppedLine)
+    }
+}
+
+/// The usable rows of a trace, and how many were dropped because their `t_s` did not increase.
+public struct RGBTraceRows: Sendable, Equatable {
+    /// Kept rows, strictly increasing in time.
+    public var samples: [RPPGSample]
+    /// Rows dropped because their `t_s` was not later than the previous kept row (repeated or out of order).
+    public var droppedRows: Int
+    /// 1-based line of the first dropped row, for the warning.
+    public var firstDroppedLine: Int?
+
+    public init(samples: [RPPGSample], droppedRows: Int = 0, firstDroppedLine: Int? = nil) {
+        self.samples = samples
+        self.droppedRows = droppedRows
+        self.firstDroppedLine = firstDroppedLine
     }
 }
 

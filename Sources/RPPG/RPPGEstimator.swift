@@ -12,7 +12,14 @@ public struct RPPGConfiguration: Sendable, Equatable {
     public var sampleRateHz: Double = 30
     /// Length of the POS and CHROM sub-windows, seconds.
     public var projectionWindowSeconds: Double = 1.6
-    /// Pulse readings below this confidence are withheld (`hrBpm == nil`).
+    /// Peak tracking: after a confident reading, the next windows choose their pulse peak from the spectrum
+    /// weighted by a Gaussian of this width (Hz) around it, with a floor of 0.3, for up to 5 s without a confident
+    /// reading (docs/rppg.md). `nil` (the default) turns tracking off: it helps on a steady face box (0.25 Hz on the
+    /// dev set's fixed box) but not yet through the whole video path with the skin-blob ROI; re-judge with
+    /// `hr-gateway-bench rppg-eval --curve` when the ROI stage changes.
+    public var pulseTrackingSigmaHz: Double? = nil
+    /// Pulse readings below this confidence are withheld (`hrBpm == nil`). Calibrated on real face video
+    /// (docs/rppg.md, "Confidence calibration").
     public var confidenceThreshold: Double = 0.5
     /// Breathing search band in Hz. Default 0.08-0.7 (4.8-42 breaths/min).
     public var breathingBandHz: ClosedRange<Double> = 0.08...0.7
@@ -52,6 +59,9 @@ public struct RPPGConfiguration: Sendable, Equatable {
         }
         guard (0...1).contains(confidenceThreshold), (0...1).contains(breathingConfidenceThreshold) else {
             throw fail("confidence thresholds must be within 0-1")
+        }
+        if let sigma = pulseTrackingSigmaHz, !(sigma > 0 && sigma <= 2) {
+            throw fail("pulseTrackingSigmaHz must be in (0, 2] Hz or nil, got \(sigma)")
         }
         guard projectionWindowSeconds >= 0.5, projectionWindowSeconds <= 4, maximumGapSeconds > 0 else {
             throw fail("projectionWindowSeconds must be 0.5-4 s and maximumGapSeconds positive")
@@ -127,7 +137,7 @@ public struct RPPGEstimate: Sendable, Equatable {
 /// - A = 1 when POS and CHROM peaks are within 3 bpm, falling linearly to 0 at 12 bpm.
 /// It is 0 while the window is shorter than `minimumWindowSeconds`, when a channel mean is below 1 (of 255), and
 /// when the spectral maximum sits on the edge of the band.
-/// `hrBpm` is reported only when confidence ≥ `confidenceThreshold` (default 0.5).
+/// `hrBpm` is reported only when confidence ≥ `confidenceThreshold` (default 0.5, checked on real face video and on pulse-free synthetic video).
 ///
 /// Breathing confidence = 0.8·clamp((peakRatio − 0.2) / 0.5) of the better of two sources (a source whose maximum
 /// sits on the band edge is dropped) — the vertical head
@@ -144,6 +154,8 @@ public struct RPPGEstimator: Sendable {
     private var firstTime: Double?
     private var lastSeen: Double?
     private var nextTick = 0.0
+    /// The last confident pulse reading (Hz) and its time, for peak tracking.
+    private var tracked: (hz: Double, t: Double)?
 
     public init(configuration: RPPGConfiguration = RPPGConfiguration()) throws(RPPGConfigurationError) {
         try configuration.validate()
@@ -192,7 +204,7 @@ public struct RPPGEstimator: Sendable {
         return estimate(at: t)
     }
 
-    private func estimate(at t: Double) -> RPPGEstimate {
+    private mutating func estimate(at t: Double) -> RPPGEstimate {
         let cfg = configuration
         let fs = cfg.sampleRateHz
         let available = grid.r.count
@@ -208,7 +220,11 @@ public struct RPPGEstimator: Sendable {
                 let l = Int((cfg.projectionWindowSeconds * fs).rounded(.up))
                 let pos = PulseProjection.pos(r: r, g: g, b: b, windowLength: l)
                 let chrom = PulseProjection.chrom(r: r, g: g, b: b, windowLength: l)
-                let sp = RateSpectrum.pulse(pos, sampleRate: fs, bandHz: cfg.pulseBandHz)
+                var prior: RatePrior?
+                if let sigma = cfg.pulseTrackingSigmaHz, let tracked, t - tracked.t <= 5 {
+                    prior = RatePrior(centerHz: tracked.hz, sigmaHz: sigma, floor: 0.3)
+                }
+                let sp = RateSpectrum.pulse(pos, sampleRate: fs, bandHz: cfg.pulseBandHz, prior: prior)
                 let sc = RateSpectrum.pulse(chrom, sampleRate: fs, bandHz: cfg.pulseBandHz)
                 if let sp {
                     result.candidateHrBpm = sp.perMinute
@@ -220,7 +236,10 @@ public struct RPPGEstimator: Sendable {
                     var a = 0.0
                     if let sc { a = clamp01(1 - (abs(sc.perMinute - sp.perMinute) - 3) / 9) }
                     result.confidence = sp.atBandEdge ? 0 : clamp01(0.5 * p + 0.4 * s + 0.1 * a)
-                    if result.confidence >= cfg.confidenceThreshold { result.hrBpm = sp.perMinute }
+                    if result.confidence >= cfg.confidenceThreshold {
+                        result.hrBpm = sp.perMinute
+                        tracked = (sp.frequencyHz, t)
+                    }
                 }
             }
         }

@@ -86,12 +86,21 @@ struct ZoomSpectrum {
 
     /// Highest point inside `range`, refined by a parabola through the square roots of the three points around it
     /// (offset clamped to half a grid step).
-    func peak(_ range: ClosedRange<Double>) -> (frequency: Double, atEdge: Bool)? {
+    func peak(_ range: ClosedRange<Double>, prior: RatePrior? = nil) -> (frequency: Double, atEdge: Bool)? {
         let a = max(0, Int(((range.lowerBound - start) / step).rounded(.up)))
         let b = min(power.count - 1, Int(((range.upperBound - start) / step).rounded(.down)))
         guard a <= b else { return nil }
         var best = a
-        for k in a...b where power[k] > power[best] { best = k }
+        if let prior {
+            // The maximum of the power weighted by the prior; refinement below uses the unweighted power.
+            var bestScore = -1.0
+            for k in a...b {
+                let score = power[k] * prior.weight(at: frequency(at: k))
+                if score > bestScore { bestScore = score; best = k }
+            }
+        } else {
+            for k in a...b where power[k] > power[best] { best = k }
+        }
         guard power[best] > 0 else { return nil }
         var offset = 0.0
         if best > 0, best < power.count - 1 {
@@ -120,6 +129,26 @@ public struct SpectralRate: Sendable, Equatable {
     public var atBandEdge: Bool
 }
 
+/// Where the previous confident reading was: the peak is chosen from the power weighted by
+/// floor + (1 − floor)·exp(−½((f − center)/sigma)²), so a peak far from the last reading must be clearly stronger to
+/// win (no 30 bpm jumps without evidence). The quality figures are computed on the unweighted spectrum.
+public struct RatePrior: Sendable, Equatable {
+    public var centerHz: Double
+    public var sigmaHz: Double
+    public var floor: Double
+
+    public init(centerHz: Double, sigmaHz: Double, floor: Double) {
+        self.centerHz = centerHz
+        self.sigmaHz = sigmaHz
+        self.floor = floor
+    }
+
+    func weight(at f: Double) -> Double {
+        let z = (f - centerHz) / sigmaHz
+        return floor + (1 - floor) * exp(-0.5 * z * z)
+    }
+}
+
 /// Spectral rate estimation on uniformly sampled waveforms: the back end of the rPPG pipeline, also usable on
 /// any pulse or respiration trace (contact PPG, camera waveforms).
 public enum RateSpectrum {
@@ -130,11 +159,12 @@ public enum RateSpectrum {
 
     /// Pulse rate in `bandHz` (default 0.7-3.0 Hz = 42-180 bpm). SNR noise band: 0.5-4.0 Hz (below Nyquist).
     /// `nil` when the signal is shorter than 2 s or has no energy.
+    /// `prior` biases the choice of the peak towards an earlier reading (see ``RatePrior``).
     public static func pulse(
-        _ signal: [Double], sampleRate: Double, bandHz: ClosedRange<Double> = 0.7...3.0
+        _ signal: [Double], sampleRate: Double, bandHz: ClosedRange<Double> = 0.7...3.0, prior: RatePrior? = nil
     ) -> SpectralRate? {
         analyse(signal, sampleRate: sampleRate, band: bandHz, noiseBand: min(0.5, bandHz.lowerBound)...max(4.0, bandHz.upperBound),
-                step: pulseStep, floorHalfWidth: 5.0 / 60, snrHalfWidth: 0.1)
+                step: pulseStep, floorHalfWidth: 5.0 / 60, snrHalfWidth: 0.1, prior: prior)
     }
 
     /// Breathing rate in `bandHz` (default 0.08-0.7 Hz = 4.8-42 breaths/min). SNR noise band: 0.05-1.0 Hz.
@@ -147,7 +177,7 @@ public enum RateSpectrum {
 
     static func analyse(
         _ signal: [Double], sampleRate: Double, band: ClosedRange<Double>, noiseBand: ClosedRange<Double>,
-        step: Double, floorHalfWidth: Double, snrHalfWidth: Double
+        step: Double, floorHalfWidth: Double, snrHalfWidth: Double, prior: RatePrior? = nil
     ) -> SpectralRate? {
         guard sampleRate > 0, signal.count >= 4 else { return nil }
         let duration = Double(signal.count) / sampleRate
@@ -158,7 +188,7 @@ public enum RateSpectrum {
         guard bandHi > band.lowerBound, hi > noiseBand.lowerBound else { return nil }
         let spectrum = ZoomSpectrum(signal: signal, sampleRate: sampleRate, from: noiseBand.lowerBound, to: hi, step: step)
         let searchBand = band.lowerBound...bandHi
-        guard let (f0, atEdge) = spectrum.peak(searchBand) else { return nil }
+        guard let (f0, atEdge) = spectrum.peak(searchBand, prior: prior) else { return nil }
 
         let half = max(floorHalfWidth, 1 / duration)
         let inBand = spectrum.energy(searchBand)

@@ -14,7 +14,10 @@ let benchmarks: [(name: String, about: String, run: () async -> Void)] = [
 ]
 
 let requested = CommandLine.arguments.dropFirst().first
-if requested == "relay-consumers" {
+if requested == "rppg-eval" {
+    // Not part of `all`: it needs a data folder and fails when the figures fall below the recorded bounds.
+    runRPPGEval(arguments: Array(CommandLine.arguments.dropFirst(2)))
+} else if requested == "relay-consumers" {
     await runRelayConsumers(arguments: Array(CommandLine.arguments.dropFirst(2)))
 } else if let requested, requested != "all", let bench = benchmarks.first(where: { $0.name == requested }) {
     await bench.run()
@@ -26,4 +29,5 @@ if requested == "relay-consumers" {
 } else {
     print("usage: hr-gateway-bench <name>|all\n")
     for bench in benchmarks { print("  \(bench.name.padding(toLength: 8, withPad: " ", startingAt: 0)) \(bench.about)") }
+    print("  rppg-eval DIR [--bounds FILE] [--curve]\n           camera pulse accuracy on real videos with a contact PPG (layout of ubfc-dev); fails below the bounds")
 }

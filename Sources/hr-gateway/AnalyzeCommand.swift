@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import GatewayEngine
 import RPPG
+import RPPGAnalysis
 
 struct AnalyzeCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
@@ -15,11 +16,13 @@ struct AnalyzeCommand: ParsableCommand {
 
             INPUT
               video file  anything ffmpeg reads, decoded to rgb24 through a pipe;
-                          size and frame rate from ffprobe, frame i at i / fps.
+                          size from ffprobe, frame times from the container
+                          (frames repeating a time are dropped and counted).
                           Needs ffmpeg on PATH (Debian/Ubuntu: apt-get install ffmpeg).
               FILE.csv    mean skin RGB per frame: a header naming R, G, B (0-255)
                           and optionally t_s (seconds); other columns are ignored.
-                          Without t_s, give --fps.
+                          Without t_s, give --fps. Rows whose t_s does not
+                          increase are dropped, counted, and warned about.
 
             OUTPUT
               One row per window ending at t_s seconds from the start of the file.
@@ -33,7 +36,7 @@ struct AnalyzeCommand: ParsableCommand {
                  "snr_db":..,"breathing_rate_bpm":..,"breathing_confidence":..}
               (hr_bpm / breathing_rate_bpm absent when not confident), then
                 {"type":"summary","mean_hr_bpm":..,"confident_fraction":..,
-                 "windows":..,"frames":..,"duration_s":..,"source":..}
+                 "windows":..,"frames":..,"dropped_frames":..,"duration_s":..,"source":..}
 
             EXAMPLES
               hr-gateway analyze face.mp4
@@ -64,45 +67,32 @@ struct AnalyzeCommand: ParsableCommand {
         var config = RPPGConfiguration()
         config.pulseBandHz = 0.7...maxHz
         config.sampleRateHz = max(30, (2.2 * maxHz).rounded(.up))
-        var estimator = try RPPGEstimator(configuration: config)
-        var estimates: [RPPGEstimate] = []
-        var frames = 0
-        var duration = 0.0
         let isCSV = file.lowercased().hasSuffix(".csv")
+        let result: OfflineAnalysisResult
         if isCSV {
             guard let data = FileManager.default.contents(atPath: file) else {
                 throw AnalyzeError("cannot read \(file): no such file or not readable")
             }
-            let text = String(decoding: data, as: UTF8.self)
-            let samples: [RPPGSample]
+            let rows: RGBTraceRows
             do {
-                samples = try RGBTrace.parse(text, framesPerSecond: fps)
+                rows = try RGBTrace.parse(String(decoding: data, as: UTF8.self), framesPerSecond: fps)
             } catch {
                 throw AnalyzeError("\(file): \(error.description)")
             }
-            // Times are reported from the start of the file, whatever clock the t_s column used.
-            let t0 = samples.first?.tSeconds ?? 0
-            for var s in samples {
-                s.tSeconds -= t0
-                if let e = estimator.append(s) { estimates.append(e) }
+            if rows.droppedRows > 0 {
+                FileHandle.standardError.write(Data(
+                    "warning: \(file): dropped \(rows.droppedRows) row(s) whose t_s does not increase (first on line \(rows.firstDroppedLine ?? 0))\n".utf8))
             }
-            frames = samples.count
-            duration = (samples.last?.tSeconds ?? 0) - (samples.first?.tSeconds ?? 0)
+            result = try OfflineAnalysis.analyze(trace: rows, configuration: config)
         } else {
-            guard FileManager.default.isReadableFile(atPath: file) else {
-                throw AnalyzeError("cannot read \(file): no such file or not readable")
+            result = try OfflineAnalysis.analyze(video: file, configuration: config)
+            if result.droppedFrames > 0 {
+                FileHandle.standardError.write(Data(
+                    "warning: \(file): dropped \(result.droppedFrames) frame(s) whose time does not increase\n".utf8))
             }
-            let video = try FFmpegVideo(path: file)
-            try video.decode { frame in
-                frames += 1
-                duration = frame.timestampSeconds
-                if let e = estimator.process(frame) { estimates.append(e) }
-            }
-            guard frames > 0 else { throw AnalyzeError("ffmpeg decoded no frames from \(file)") }
-            duration += 1 / video.framesPerSecond
         }
-        let report = AnalysisReport(estimates: estimates, frames: frames, durationSeconds: duration,
-                                    source: isCSV ? "csv" : "video")
+        let report = AnalysisReport(estimates: result.estimates, frames: result.frames, droppedFrames: result.droppedFrames,
+                                    durationSeconds: result.durationSeconds, source: isCSV ? "csv" : "video")
         if json {
             for line in report.jsonLines() { print(line) }
         } else {
@@ -112,15 +102,14 @@ struct AnalyzeCommand: ParsableCommand {
 }
 
 /// Why `analyze` stopped, phrased as what to do about it.
-struct AnalyzeError: Error, CustomStringConvertible {
-    let description: String
-    init(_ description: String) { self.description = description }
-}
+typealias AnalyzeError = AnalysisError
 
 /// Estimates plus totals, formatted as JSON lines or a table.
 struct AnalysisReport {
     var estimates: [RPPGEstimate]
     var frames: Int
+    /// Rows or frames dropped because their time did not increase.
+    var droppedFrames: Int = 0
     var durationSeconds: Double
     var source: String
 
@@ -150,6 +139,7 @@ struct AnalysisReport {
             "confident_windows": .int(Int64(confident.count)),
             "confident_fraction": .double(estimates.isEmpty ? 0 : round(Double(confident.count) / Double(estimates.count), 1000)),
             "frames": .int(Int64(frames)),
+            "dropped_frames": .int(Int64(droppedFrames)),
             "duration_s": .double(round(durationSeconds, 1000)),
         ]
         if !confident.isEmpty { o["mean_hr_bpm"] = .double(round(confident.reduce(0, +) / Double(confident.count), 100)) }
@@ -181,122 +171,8 @@ struct AnalysisReport {
         } else {
             out.append("no confident HR in \(estimates.count) windows")
         }
-        out.append("\(frames) frames, \(f(durationSeconds, 1)) s (\(source))")
+        let droppedNote = droppedFrames > 0 ? ", \(droppedFrames) dropped (time not increasing)" : ""
+        out.append("\(frames) frames\(droppedNote), \(f(durationSeconds, 1)) s (\(source))")
         return out.joined(separator: "\n")
-    }
-}
-
-/// A video decoded by an external ffmpeg into RGB24 frames.
-struct FFmpegVideo {
-    let path: String
-    let width: Int
-    let height: Int
-    let framesPerSecond: Double
-    let ffmpeg: String
-
-    init(path: String) throws {
-        guard let ffmpeg = FFmpegVideo.which("ffmpeg"), let ffprobe = FFmpegVideo.which("ffprobe") else {
-            throw AnalyzeError("ffmpeg/ffprobe not found on PATH: install them (Debian/Ubuntu: apt-get install ffmpeg), or analyse an RGB trace CSV instead")
-        }
-        self.path = path
-        self.ffmpeg = ffmpeg
-        let (status, out, err) = try FFmpegVideo.run(ffprobe, [
-            "-v", "error", "-select_streams", "v:0", "-show_entries", "stream=width,height,avg_frame_rate,r_frame_rate",
-            "-of", "default=noprint_wrappers=1", path,
-        ])
-        guard status == 0 else { throw AnalyzeError("ffprobe cannot read \(path): \(err.trimmingCharacters(in: .whitespacesAndNewlines))") }
-        var fields: [String: String] = [:]
-        for line in out.split(whereSeparator: \.isNewline) {
-            let kv = line.split(separator: "=", maxSplits: 1).map(String.init)
-            if kv.count == 2 { fields[kv[0]] = kv[1] }
-        }
-        guard let w = fields["width"].flatMap({ Int($0) }), let h = fields["height"].flatMap({ Int($0) }) else {
-            throw AnalyzeError("\(path) has no video stream (ffprobe found none)")
-        }
-        func rate(_ s: String?) -> Double? {
-            guard let s else { return nil }
-            let p = s.split(separator: "/").compactMap { Double($0) }
-            if p.count == 2, p[1] > 0, p[0] > 0 { return p[0] / p[1] }
-            if p.count == 1, p[0] > 0 { return p[0] }
-            return nil
-        }
-        guard let fps = rate(fields["avg_frame_rate"]) ?? rate(fields["r_frame_rate"]), fps >= 1, fps <= 1000 else {
-            throw AnalyzeError("ffprobe reports no usable frame rate for \(path)")
-        }
-        width = w
-        height = h
-        framesPerSecond = fps
-    }
-
-    /// Streams the frames through `body`; frame i is stamped i / fps.
-    func decode(_ body: (VideoFrame) throws -> Void) throws {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: ffmpeg)
-        process.arguments = ["-nostdin", "-v", "error", "-i", path, "-map", "0:v:0", "-f", "rawvideo", "-pix_fmt", "rgb24", "-"]
-        let stdout = Pipe()
-        let errURL = FileManager.default.temporaryDirectory.appendingPathComponent("hr-gateway-ffmpeg-\(getpid())-\(UInt32.random(in: 0...UInt32.max)).log")
-        guard FileManager.default.createFile(atPath: errURL.path, contents: nil) else {
-            throw AnalyzeError("cannot create a temporary file in \(FileManager.default.temporaryDirectory.path)")
-        }
-        defer { try? FileManager.default.removeItem(at: errURL) }
-        let errHandle = try FileHandle(forWritingTo: errURL)
-        process.standardOutput = stdout
-        process.standardError = errHandle
-        process.standardInput = FileHandle.nullDevice
-        try process.run()
-        let size = width * height * 3
-        let reader = stdout.fileHandleForReading
-        var buffer: [UInt8] = []
-        buffer.reserveCapacity(size)
-        var index = 0
-        var failure: Error?
-        while true {
-            guard let chunk = try reader.read(upToCount: size - buffer.count), !chunk.isEmpty else { break }
-            buffer.append(contentsOf: chunk)
-            if buffer.count == size {
-                do {
-                    let frame = try VideoFrame(width: width, height: height, format: .rgb24, bytes: buffer,
-                                               timestampSeconds: Double(index) / framesPerSecond)
-                    try body(frame)
-                } catch {
-                    failure = error
-                    process.terminate()
-                    break
-                }
-                index += 1
-                buffer.removeAll(keepingCapacity: true)
-            }
-        }
-        process.waitUntilExit()
-        try? errHandle.close()
-        if let failure { throw failure }
-        if process.terminationStatus != 0 {
-            let err = (try? String(contentsOf: errURL, encoding: .utf8)) ?? ""
-            throw AnalyzeError("ffmpeg failed on \(path) (exit \(process.terminationStatus)): \(err.trimmingCharacters(in: .whitespacesAndNewlines))")
-        }
-    }
-
-    static func which(_ name: String) -> String? {
-        let path = ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin"
-        for dir in path.split(separator: ":") {
-            let candidate = "\(dir)/\(name)"
-            if FileManager.default.isExecutableFile(atPath: candidate) { return candidate }
-        }
-        return nil
-    }
-
-    static func run(_ exe: String, _ args: [String]) throws -> (Int32, String, String) {
-        let p = Process()
-        p.executableURL = URL(fileURLWithPath: exe)
-        p.arguments = args
-        let out = Pipe(), err = Pipe()
-        p.standardOutput = out
-        p.standardError = err
-        p.standardInput = FileHandle.nullDevice
-        try p.run()
-        let o = out.fileHandleForReading.readDataToEndOfFile()
-        let e = err.fileHandleForReading.readDataToEndOfFile()
-        p.waitUntilExit()
-        return (p.terminationStatus, String(decoding: o, as: UTF8.self), String(decoding: e, as: UTF8.self))
     }
 }

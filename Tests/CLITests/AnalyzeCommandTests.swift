@@ -135,6 +135,42 @@ import Testing
             }
             if w["hr_bpm"] != nil { #expect(c >= 0.5) } else { #expect(c < 0.5) }
         }
+        #expect(summary["dropped_frames"]?.intValue == 0)
+        #expect(r.stderr.isEmpty)
+    }
+
+    /// Real traces repeat a timestamp now and then: the file is analysed, the rows are dropped, counted in the
+    /// summary (JSON and table) and warned about once on stderr.
+    @Test func repeatedTimestampsAreDroppedAndCounted() throws {
+        let dir = try Self.tempDir()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let (csv, rows) = Self.traceCSV(seconds: 14, withTime: true)
+        var lines = csv.split(separator: "\n").map(String.init)
+        // Repeat row 100 (same t_s, other colour) and put an out-of-order row after row 200.
+        lines.insert(lines[100].replacingOccurrences(of: ",x", with: ",dup"), at: 101)
+        let early = lines[50].split(separator: ",")
+        lines.insert(([String(early[0])] + ["1", "2", "3", "back"]).joined(separator: ","), at: 202)
+        let file = dir.appendingPathComponent("messy.csv")
+        try (lines.joined(separator: "\n") + "\n").write(to: file, atomically: true, encoding: .utf8)
+        let r = try Self.analyze([file.path, "--json"], in: dir)
+        #expect(r.status == 0, "stderr: \(r.stderr)")
+        let summary = try #require(try Self.parseLines(r.stdout).last)
+        #expect(summary["dropped_frames"]?.intValue == 2)
+        #expect(summary["frames"]?.intValue == Int64(rows))
+        #expect(abs((summary["mean_hr_bpm"]?.doubleValue ?? 0) - 66) <= 3)
+        let warnings = r.stderr.split(whereSeparator: \.isNewline)
+        #expect(warnings.count == 1)
+        #expect(warnings.first?.contains("dropped 2 row(s)") == true)
+        #expect(warnings.first?.contains("line 102") == true)
+        let table = try Self.analyze([file.path], in: dir)
+        #expect(table.status == 0)
+        #expect(table.stdout.contains("2 dropped"))
+
+        let onlyRepeats = dir.appendingPathComponent("header-only.csv")
+        try "t_s,R,G,B\n".write(to: onlyRepeats, atomically: true, encoding: .utf8)
+        let e = try Self.analyze([onlyRepeats.path], in: dir)
+        #expect(e.status != 0)
+        #expect(e.stderr.contains("no data rows"))
     }
 
     @Test func csvTraceWithFpsPrintsATable() throws {

@@ -51,7 +51,7 @@ import Testing
     struct ReferenceMissing: Error {}
 
     static func analyse(_ file: String) throws -> [RPPGEstimate] {
-        let samples = try RGBTrace.parse(try text("bias-eval-rppg/" + file), framesPerSecond: 15)
+        let samples = try RGBTrace.parse(try text("bias-eval-rppg/" + file), framesPerSecond: 15).samples
         var estimator = try RPPGEstimator()
         return samples.compactMap { estimator.append($0) }
     }

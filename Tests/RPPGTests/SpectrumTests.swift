@@ -73,12 +73,44 @@ import Testing
         }
         #expect(throws: RGBTraceError.self) { try RGBTrace.parse("frame,R,G,B\n0,1,2,3\n", framesPerSecond: nil) }
         #expect(throws: RGBTraceError.self) { try RGBTrace.parse("a,b,c\n1,2,3\n", framesPerSecond: 30) }
-        #expect(throws: RGBTraceError(line: 3, reason: "t_s = 0.0 does not increase (previous 0.0)")) {
-            try RGBTrace.parse("t_s,R,G,B\n0,1,2,3\n0,1,2,3\n", framesPerSecond: nil)
-        }
         let ok = try? RGBTrace.parse("\u{FEFF}frame, R ,G,B,extra\n0,1,2,3,9\n\n1,4,5,6,9\n", framesPerSecond: 10)
-        #expect(ok?.count == 2)
-        #expect(ok?.last?.tSeconds == 0.1)
-        #expect(ok?.last?.rgb == RGBMean(r: 4, g: 5, b: 6))
+        #expect(ok?.samples.count == 2)
+        #expect(ok?.droppedRows == 0)
+        #expect(ok?.samples.last?.tSeconds == 0.1)
+        #expect(ok?.samples.last?.rgb == RGBMean(r: 4, g: 5, b: 6))
+    }
+
+    /// Peak tracking: a slightly weaker peak near the last reading wins over a stronger one far away; without the
+    /// prior the stronger one is taken; a much stronger far peak still wins with the prior (evidence beats habit).
+    @Test func priorPrefersThePeakNearTheLastReading() throws {
+        func signal(_ far: Double) -> [Double] {
+            (0..<300).map { i in
+                let t = Double(i) / 30
+                return far * sin(2 * Double.pi * 1.0 * t) + 0.8 * sin(2 * Double.pi * 2.0 * t)
+            }
+        }
+        let prior = RatePrior(centerHz: 2.0, sigmaHz: 0.25, floor: 0.3)
+        let plain = try #require(RateSpectrum.pulse(signal(1.0), sampleRate: 30))
+        #expect(abs(plain.perMinute - 60) < 1)
+        let tracked = try #require(RateSpectrum.pulse(signal(1.0), sampleRate: 30, prior: prior))
+        #expect(abs(tracked.perMinute - 120) < 1)
+        let overruled = try #require(RateSpectrum.pulse(signal(3.0), sampleRate: 30, prior: prior))
+        #expect(abs(overruled.perMinute - 60) < 1)
+    }
+
+    /// Real recordings repeat a timestamp now and then (one in 2,024 rows of a UBFC trace): such rows are dropped
+    /// and counted, the rest is kept.
+    @Test func repeatedOrBackwardTimestampsAreDroppedAndCounted() throws {
+        let rows = try RGBTrace.parse(
+            "t_s,R,G,B\n0.0,1,2,3\n0.1,1,2,3\n0.1,9,9,9\n0.05,9,9,9\n0.2,4,5,6\n0.2,9,9,9\n0.3,7,8,9\n",
+            framesPerSecond: nil)
+        #expect(rows.samples.map(\.tSeconds) == [0.0, 0.1, 0.2, 0.3])
+        #expect(rows.samples.allSatisfy { $0.rgb != RGBMean(r: 9, g: 9, b: 9) })
+        #expect(rows.droppedRows == 3)
+        #expect(rows.firstDroppedLine == 4)
+        // A file whose only rows are data rows still needs one: a header alone is an error.
+        #expect(throws: RGBTraceError(line: 1, reason: "no data rows after the header")) {
+            try RGBTrace.parse("t_s,R,G,B\n", framesPerSecond: nil)
+        }
     }
 }

@@ -97,7 +97,7 @@ import Testing
         #expect(estimates.count >= 28)
         for e in estimates {
             #expect(e.hrBpm == nil, "claimed \(e.hrBpm ?? 0) bpm at \(e.tSeconds) s with confidence \(e.confidence)")
-            #expect(e.confidence < 0.5)
+            #expect(e.confidence < RPPGConfiguration().confidenceThreshold)
         }
     }
 

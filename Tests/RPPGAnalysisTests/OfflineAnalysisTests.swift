@@ -1,0 +1,72 @@
+import Foundation
+import RPPG
+import RPPGAnalysis
+import Testing
+
+/// The offline video path with messy frame clocks: repeated, backwards and missing frame times are dropped and
+/// counted, and the rest is analysed.
+@Suite struct OfflineAnalysisTests {
+    static var ffmpeg: String? { FFmpegVideo.which("ffmpeg") }
+
+    /// Writes a small lossless video (a skin-coloured ellipse with a 90 bpm pulse on a blue background).
+    static func writeVideo(frames: Int, to url: URL) throws {
+        let w = 160, h = 120
+        var raw = Data()
+        raw.reserveCapacity(w * h * 3 * frames)
+        for i in 0..<frames {
+            let p = sin(2 * Double.pi * 1.5 * Double(i) / 30)
+            let skin = (190 * (1 + 0.004 * p), 140 * (1 + 0.009 * p), 110 * (1 + 0.006 * p))
+            for y in 0..<h {
+                for x in 0..<w {
+                    let nx = (Double(x) - 80) / 28, ny = (Double(y) - 56) / 38
+                    let c = nx * nx + ny * ny <= 1 ? skin : (70.0, 100.0, 160.0)
+                    raw.append(UInt8(c.0.rounded()))
+                    raw.append(UInt8(c.1.rounded()))
+                    raw.append(UInt8(c.2.rounded()))
+                }
+            }
+        }
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: try #require(ffmpeg))
+        p.arguments = ["-nostats", "-v", "error", "-f", "rawvideo", "-pix_fmt", "rgb24", "-s", "\(w)x\(h)", "-r", "30",
+                       "-i", "-", "-c:v", "ffv1", url.path]
+        let input = Pipe()
+        p.standardInput = input
+        try p.run()
+        try input.fileHandleForWriting.write(contentsOf: raw)
+        try input.fileHandleForWriting.close()
+        p.waitUntilExit()
+        try #require(p.terminationStatus == 0)
+    }
+
+    @Test(.enabled(if: OfflineAnalysisTests.ffmpeg != nil, "ffmpeg is not on PATH (apt-get install ffmpeg)"))
+    func repeatedAndMissingFrameTimesAreDroppedAndCounted() throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("rppg-offline-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let video = dir.appendingPathComponent("face.mkv")
+        try Self.writeVideo(frames: 420, to: video)
+
+        // The container's own clock: every frame kept.
+        let plain = try OfflineAnalysis.analyze(video: video.path, configuration: RPPGConfiguration())
+        #expect(plain.frames == 420)
+        #expect(plain.droppedFrames == 0)
+        #expect(abs(plain.durationSeconds - 14) < 0.05)
+
+        // A caller's clock with a repeated time, a backwards time, and one frame too few (the last frame has none).
+        var times = (0..<419).map { Double($0) / 30 }
+        times[100] = times[99]
+        times[200] = times[150]
+        var seen: [Double] = []
+        let messy = try OfflineAnalysis.analyze(video: video.path, configuration: RPPGConfiguration(), frameTimes: times) {
+            seen.append($0.timestampSeconds)
+        }
+        #expect(messy.droppedFrames == 3)
+        #expect(messy.frames == 417)
+        #expect(seen.count == 417)
+        #expect(zip(seen.dropFirst(), seen).allSatisfy { $0 > $1 })
+        // One estimate per second of kept frames, in time order (whether a pulse is read depends on the ROI stage).
+        #expect(messy.estimates.count == 13)
+        #expect(zip(messy.estimates.dropFirst(), messy.estimates).allSatisfy { $0.tSeconds > $1.tSeconds })
+    }
+}
