@@ -79,7 +79,7 @@ func runFaceBenchmark(dataDir: String) {
             let e = f.bytes.withUnsafeBytes { raw in
                 try? estimator?.process(bytes: raw, layout: f.layout, timestampSeconds: Double(i) / 30)
             }
-            if let e, let e { sink += e.confidence }
+            if let e { sink += e.confidence }
         }
     }
     let s = tracker.stats
@@ -136,7 +136,7 @@ private func realVideoROI(ubfc: String, detector: CascadeFaceDetector) {
                 }
                 let m = estimator?.lastMeasurement
                 ours.append(m?.isUsable == true ? m?.whole?.g ?? .nan : .nan)
-                if firstReading == nil, let e, let e, e.hrBpm != nil { firstReading = t }
+                if firstReading == nil, let e, e.hrBpm != nil { firstReading = t }
             }
         } catch {
             print("| \(subject) | decode failed: \(error) | | | | | | |")
