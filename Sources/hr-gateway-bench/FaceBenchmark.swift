@@ -219,8 +219,8 @@ func streamVideo(_ path: String, format: PixelFormat, limit: Int = .max, _ body:
     let pixFmt = format == .yuyv ? "yuyv422" : "rgb24"
     let process = Process()
     process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-    process.arguments = ["ffmpeg", "-nostdin", "-v", "error", "-i", path, "-map", "0:v:0", "-vf", "scale=\(width):\(height)",
-                         "-f", "rawvideo", "-pix_fmt", pixFmt, "-"]
+    process.arguments = ["ffmpeg", "-nostdin", "-v", "error", "-i", path, "-map", "0:v:0", "-vf", "scale=\(width):\(height)"]
+        + (limit < .max ? ["-frames:v", "\(limit)"] : []) + ["-f", "rawvideo", "-pix_fmt", pixFmt, "-"]
     let pipe = Pipe()
     process.standardOutput = pipe
     process.standardError = FileHandle.nullDevice
@@ -239,6 +239,8 @@ func streamVideo(_ path: String, format: PixelFormat, limit: Int = .max, _ body:
             buffer.removeAll(keepingCapacity: true)
         }
     }
+    // Closing our end makes a still-writing ffmpeg stop with EPIPE (it finishes its write before obeying SIGTERM).
+    try? reader.close()
     if index >= limit { process.terminate() }
     process.waitUntilExit()
     guard index > 0 else { throw BenchDecodeError(description: "ffmpeg decoded no frames from \(path)") }
