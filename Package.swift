@@ -16,6 +16,7 @@ let package = Package(
         .library(name: "BlueZ", targets: ["BlueZ"]),
         .library(name: "V4L2Capture", targets: ["V4L2Capture"]),
         .library(name: "RPPG", targets: ["RPPG"]),
+        .library(name: "FaceDetection", targets: ["FaceDetection"]),
         .library(name: "BLEHeartRate", targets: ["BLEHeartRate"]),
     ],
     dependencies: [
@@ -42,8 +43,20 @@ let package = Package(
         // Renders test and benchmark video; optimised even in debug builds so the tests stay fast.
         // Offline path shared by `analyze` and the accuracy harness: ffmpeg decoding, trace and video runs, the
         // contact-PPG reference; optimised even in debug builds so scripts/test's rppg-eval stays quick.
-        .target(name: "RPPGAnalysis", dependencies: ["RPPG"], swiftSettings: strict + [.unsafeFlags(["-O"])]),
+        .target(name: "RPPGAnalysis", dependencies: ["RPPG", "FaceDetection"], swiftSettings: strict + [.unsafeFlags(["-O"])]),
         .target(name: "RPPGSynthetic", dependencies: ["RPPG"], swiftSettings: strict + [.unsafeFlags(["-O"])]),
+
+        // MARK: Face detection (OpenCV objdetect from libopencv-objdetect-dev; cascades from opencv-data)
+        // Debian 12 ships no opencv4.pc without the whole libopencv-dev, so the include path and libraries are named.
+        .target(
+            name: "CFaceDetect",
+            cxxSettings: [.unsafeFlags(["-I/usr/include/opencv4"])],
+            linkerSettings: [
+                .linkedLibrary("opencv_objdetect"), .linkedLibrary("opencv_imgproc"), .linkedLibrary("opencv_core"),
+                .linkedLibrary("stdc++"),
+            ]
+        ),
+        .target(name: "FaceDetection", dependencies: ["CFaceDetect", "RPPG"], swiftSettings: strict),
 
         // MARK: Providers
         .target(name: "SimulatedProvider", dependencies: ["GatewayEngine", "HRVAnalysis"], swiftSettings: strict),
@@ -62,7 +75,10 @@ let package = Package(
         .target(name: "V4L2TestSupport", dependencies: ["V4L2Capture", "CV4L2"], swiftSettings: strict),
 
         // MARK: Camera provider (V4L2 capture into the rPPG estimator, as a session source)
-        .target(name: "CameraProvider", dependencies: ["GatewayEngine", "V4L2Capture", "RPPG"], swiftSettings: strict),
+        .target(
+            name: "CameraProvider", dependencies: ["GatewayEngine", "V4L2Capture", "RPPG", "FaceDetection"],
+            swiftSettings: strict
+        ),
 
         // MARK: Sinks
         // The sink protocol, the fan-out and the session as a service (swift-service-lifecycle): what every sink
@@ -145,7 +161,7 @@ let package = Package(
 
         // MARK: System checks (hr-gateway doctor; libbluetooth from libbluetooth-dev)
         .systemLibrary(name: "CBluetooth", pkgConfig: "bluez", providers: [.apt(["libbluetooth-dev"])]),
-        .target(name: "GatewayDoctor", dependencies: ["CBluetooth", "DBus"], swiftSettings: strict),
+        .target(name: "GatewayDoctor", dependencies: ["CBluetooth", "DBus", "FaceDetection"], swiftSettings: strict),
 
         // MARK: Logging (terminal and journald)
         .target(
@@ -157,7 +173,7 @@ let package = Package(
             name: "hr-gateway",
             dependencies: [
                 "GatewayEngine", "HRVAnalysis", "SimulatedProvider", "ReplayProvider", "StdoutSink",
-                "BLEHeartRate", "BlueZ", "DBus", "V4L2Capture", "RPPG", "RPPGAnalysis", "CameraProvider",
+                "BLEHeartRate", "BlueZ", "DBus", "V4L2Capture", "RPPG", "RPPGAnalysis", "FaceDetection", "CameraProvider",
                 "SessionStore", "GatewayConfig", "GatewayDoctor", "GatewayLogging", "RelaySink", "WebhookSink",
                 "GatewaySink",
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -170,7 +186,7 @@ let package = Package(
         .executableTarget(
             name: "hr-gateway-bench",
             dependencies: [
-                "GatewayEngine", "HRVAnalysis", "DBus", "DBusTestSupport", "RPPG", "RPPGAnalysis", "RPPGSynthetic", "BLEHeartRate", "V4L2Capture",
+                "GatewayEngine", "HRVAnalysis", "DBus", "DBusTestSupport", "RPPG", "RPPGAnalysis", "RPPGSynthetic", "FaceDetection", "BLEHeartRate", "V4L2Capture",
                 "RelaySink",
                 .product(name: "Logging", package: "swift-log"),
             ],
@@ -205,12 +221,15 @@ let package = Package(
             swiftSettings: strict
         ),
         .testTarget(
-            name: "CLITests", dependencies: ["hr-gateway", "BLEHeartRate", "DBus", "DBusTestSupport", "WebhookTestSupport"],
+            name: "CLITests",
+            dependencies: ["hr-gateway", "BLEHeartRate", "DBus", "DBusTestSupport", "WebhookTestSupport", "RPPGSynthetic"],
             swiftSettings: strict
         ),
         .testTarget(
             name: "CameraProviderTests",
-            dependencies: ["CameraProvider", "GatewayEngine", "V4L2Capture", "V4L2TestSupport", "RPPG", "RPPGSynthetic"],
+            dependencies: [
+                "CameraProvider", "GatewayEngine", "V4L2Capture", "V4L2TestSupport", "RPPG", "RPPGSynthetic", "FaceDetection",
+            ],
             swiftSettings: strict
         ),
         .testTarget(name: "GatewayConfigTests", dependencies: ["GatewayConfig"], swiftSettings: strict),
@@ -246,6 +265,9 @@ let package = Package(
         ),
         .testTarget(name: "BlueZTests", dependencies: ["BlueZ", "DBus", "DBusTestSupport"], swiftSettings: strict),
         .testTarget(name: "RPPGAnalysisTests", dependencies: ["RPPGAnalysis"], swiftSettings: strict),
+        .testTarget(
+            name: "FaceDetectionTests", dependencies: ["FaceDetection", "RPPG", "RPPGSynthetic"], swiftSettings: strict
+        ),
         .testTarget(
             name: "RPPGTests",
             dependencies: ["RPPG", "RPPGSynthetic", "GatewayEngine"],

@@ -133,6 +133,8 @@ enum SignalQuality: String, Sendable, Equatable {
     case noFace
     case tooDark
     case tooBright
+    /// The face box keeps moving.
+    case holdStill
     /// A face, but no confident pulse.
     case lowConfidence
 
@@ -141,6 +143,7 @@ enum SignalQuality: String, Sendable, Equatable {
         case .noFace?, .tooFewSkinPixels?: return .noFace
         case .tooDark?: return .tooDark
         case .tooBright?: return .tooBright
+        case .moving?: return .holdStill
         case .ok?, nil: break
         }
         if estimate.hrBpm != nil { return .measuring }
@@ -153,8 +156,9 @@ enum SignalQuality: String, Sendable, Equatable {
         case .warmingUp: "Face found; first pulse reading in about 5 s."
         case .measuring: "Measuring pulse."
         case .noFace: "No face in view: face the camera from about 50 cm with your face filling a third of the picture."
-        case .tooDark: "Face too dark: add steady light in front of you."
+        case .tooDark: "Too dark: add light in front of you (steady light, not behind you)."
         case .tooBright: "Face overexposed: move out of direct sunlight or dim the light behind the camera."
+        case .holdStill: "Hold still: your head moved too much for a pulse reading."
         case .lowConfidence: "No confident pulse: keep still and keep the light steady (daylight or non-flickering lamps)."
         }
     }

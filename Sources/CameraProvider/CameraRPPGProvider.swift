@@ -1,3 +1,4 @@
+import FaceDetection
 import Foundation
 import GatewayEngine
 import RPPG
@@ -17,7 +18,11 @@ import V4L2Capture
 ///   estimate is confident, a sample goes to the sink: source `camera_rppg`, device id the device path, `bpm`,
 ///   `confidence`, and `breathingRateBpm` once breathing is confident. Its time is the frame's driver timestamp
 ///   (CLOCK_MONOTONIC) mapped to epoch milliseconds with the session clock at the first frame.
-/// - Status changes (state `streaming` with a message): no face, too dark or bright, no confident pulse, measuring
+/// - Faces are found by OpenCV's cascade detector (``CascadeFaceDetector``, 5 Hz on a downscaled grey frame, the
+///   box held steady in between; see ``FaceROITracker``). A missing cascade file fails `startStreaming` with
+///   `sensor_unavailable` naming the package to install (opencv-data).
+/// - Status changes (state `streaming` with a message, sent only when it changes): no face in view, too dark (add
+///   light in front of you), too bright, hold still (the face box keeps moving), no confident pulse, measuring
 ///   again, and once the automatic controls are locked, what could and could not be locked.
 /// - A device failing mid-session (unplugged: ENODEV) reports state `error` with `sensor_unavailable`; the camera is
 ///   released and the session goes on with its other providers.
@@ -31,6 +36,16 @@ public final class CameraRPPGProvider: BiosignalProvider {
     public let capture: CaptureConfiguration
     /// How to estimate (bands, windows, confidence threshold).
     public let rppg: RPPGConfiguration
+    /// How faces are found.
+    package let faceFinding: FaceFinding
+
+    /// How the provider finds the face.
+    package enum FaceFinding: Sendable {
+        /// OpenCV's cascade detector with this cascade file (the public initialiser's choice).
+        case cascade(path: String)
+        /// A given detector; `nil` is the skin-blob search (for tests about the signal on synthetic video).
+        case detector((any FaceDetector)?)
+    }
 
     public var name: String { Self.source }
 
@@ -48,9 +63,11 @@ public final class CameraRPPGProvider: BiosignalProvider {
         devicePath: String,
         capture: CaptureConfiguration = CaptureConfiguration(),
         rppg: RPPGConfiguration = RPPGConfiguration(),
+        faceCascadePath: String = CascadeFaceDetector.defaultCascadePath,
         clock: any SessionClock = SystemSessionClock()
     ) {
-        self.init(devicePath: devicePath, capture: capture, rppg: rppg, clock: clock, system: LibV4L2System())
+        self.init(devicePath: devicePath, capture: capture, rppg: rppg, faceFinding: .cascade(path: faceCascadePath),
+                  clock: clock, system: LibV4L2System())
     }
 
     /// For tests: capture through another ``V4L2System`` (e.g. `FakeV4L2`).
@@ -58,12 +75,14 @@ public final class CameraRPPGProvider: BiosignalProvider {
         devicePath: String,
         capture: CaptureConfiguration = CaptureConfiguration(),
         rppg: RPPGConfiguration = RPPGConfiguration(),
+        faceFinding: FaceFinding = .detector(nil),
         clock: any SessionClock,
         system: any V4L2System
     ) {
         self.devicePath = devicePath
         self.capture = capture
         self.rppg = rppg
+        self.faceFinding = faceFinding
         self.clock = clock
         self.system = system
     }
@@ -90,9 +109,20 @@ public final class CameraRPPGProvider: BiosignalProvider {
     }
 
     private func start(into sink: ProviderSink) async throws(SessionError) {
+        let detector: (any FaceDetector)?
+        switch faceFinding {
+        case .cascade(let path):
+            do {
+                detector = try CascadeFaceDetector(cascadePath: path)
+            } catch {
+                throw .sensorUnavailable("Camera pulse needs a face detector: \(error.description)")
+            }
+        case .detector(let given):
+            detector = given
+        }
         let estimator: RPPGEstimator
         do {
-            estimator = try RPPGEstimator(configuration: rppg)
+            estimator = try RPPGEstimator(configuration: rppg, faceDetector: detector)
         } catch {
             throw .invalidState("Camera pulse settings: \(error)")
         }

@@ -94,6 +94,24 @@ public struct DoctorFacts: Sendable, Equatable {
     public var configError: String?
     public var stateDir = ""
     public var stateDirError: String?
+    /// The face cascade the camera pulse uses, and whether it loaded.
+    public var faceCascade = FaceCascade(path: "", loaded: false)
+
+    public struct FaceCascade: Sendable, Equatable {
+        public var path: String
+        public var loaded: Bool
+        /// `cascade_not_found`, `cascade_not_readable`, `invalid_cascade` when it did not load.
+        public var errorCode: String?
+        public var error: String?
+        /// The Debian package that provides the file.
+        public var package = "opencv-data"
+        public init(path: String, loaded: Bool, errorCode: String? = nil, error: String? = nil) {
+            self.path = path
+            self.loaded = loaded
+            self.errorCode = errorCode
+            self.error = error
+        }
+    }
 
     public init() {}
 
@@ -201,6 +219,21 @@ public struct DoctorFacts: Sendable, Equatable {
                     : DoctorCheck("camera", .warning, "\(c.path) not accessible to this user",
                                   fix: "add the user to the video group (sudo usermod -aG video $USER) and log in again"))
             }
+        }
+
+        if faceCascade.loaded {
+            checks.append(DoctorCheck("face detector", .ok, "\(faceCascade.path) loaded (camera pulse)"))
+        } else if faceCascade.errorCode == "cascade_not_found" {
+            checks.append(DoctorCheck(
+                "face detector", .warning,
+                "face cascade \(faceCascade.path) missing: camera pulse cannot find faces (straps unaffected)",
+                fix: "sudo apt-get install \(faceCascade.package) (it provides /usr/share/opencv4/), "
+                    + "or pass --face-cascade FILE"))
+        } else if !faceCascade.path.isEmpty {
+            checks.append(DoctorCheck(
+                "face detector", .warning, faceCascade.error ?? "\(faceCascade.path) did not load",
+                fix: "reinstall \(faceCascade.package) (sudo apt-get install --reinstall \(faceCascade.package)), "
+                    + "or pass --face-cascade FILE with an OpenCV cascade XML"))
         }
 
         if let configError {

@@ -1,5 +1,6 @@
 import CBluetooth
 import DBus
+import FaceDetection
 import Foundation
 import Logging
 
@@ -22,6 +23,8 @@ public enum SystemProbe {
         (facts.controllers, facts.controllersError) = controllers()
         facts.rfkill = rfkill(sysfsRoot: sysfsRoot)
         facts.cameras = cameras(devRoot: devRoot)
+        facts.faceCascade = faceCascade(path: facts.faceCascade.path.isEmpty
+            ? CascadeFaceDetector.defaultCascadePath : facts.faceCascade.path)
 
         let logger = Logger(label: "doctor") { _ in SwiftLogNoOpLogHandler() }
         let connection: DBusConnection
@@ -114,6 +117,17 @@ public enum SystemProbe {
             return DoctorFacts.RFKill(
                 name: read("\(dir)/\(e)/name") ?? e,
                 softBlocked: read("\(dir)/\(e)/soft") == "1", hardBlocked: read("\(dir)/\(e)/hard") == "1")
+        }
+    }
+
+    /// Loads the face cascade the camera provider would load.
+    public static func faceCascade(path: String) -> DoctorFacts.FaceCascade {
+        do {
+            _ = try CascadeFaceDetector(cascadePath: path)
+            return DoctorFacts.FaceCascade(path: path, loaded: true)
+        } catch {
+            return DoctorFacts.FaceCascade(path: path, loaded: false, errorCode: error.code.rawValue,
+                                           error: error.description)
         }
     }
 

@@ -37,7 +37,8 @@ public struct PixelBox: Sendable, Equatable {
 /// Why a frame's measurement should not be used for pulse estimation.
 public enum ROIStatus: String, Sendable, Equatable {
     case ok
-    /// No skin region large enough to be a face.
+    /// No face: the detector found none (for longer than `faceLostSeconds`), or, without a detector, no skin region
+    /// large enough to be a face.
     case noFace
     /// A face box exists but too few of its forehead/cheek samples passed the skin test.
     case tooFewSkinPixels
@@ -45,6 +46,9 @@ public enum ROIStatus: String, Sendable, Equatable {
     case tooDark
     /// Too many clipped samples in the face box.
     case tooBright
+    /// The face box moved by more than `movingFraction` of its width between two detections. Advisory: the frame's
+    /// means are still used (``ROIMeasurement/sample``), but a user who keeps moving should be asked to hold still.
+    case moving
 }
 
 /// Skin segmentation and ROI settings. Chroma limits are Chai & Ngan (1999) on 0-255 Cb/Cr.
@@ -61,6 +65,24 @@ public struct ROIConfiguration: Sendable, Equatable {
     public var minimumSkinSamples: Int = 40
     /// Skin samples with luma below this make the frame `tooDark`.
     public var minimumMeanLuma: Double = 40
+
+    // MARK: With a face detector
+
+    /// Time between detector calls, seconds (0.2: 5 Hz). The box is held in between.
+    public var detectionIntervalSeconds: Double = 0.2
+    /// Width the frame is shrunk to (by an integer factor, grey, box-averaged) before detection, pixels. With a
+    /// 24 px cascade window and 640 px frames (factor 4) the smallest face found is 96 px wide.
+    public var detectionWidth: Int = 160
+    /// The held box moves only when the averaged detection is further than this fraction of the box width from it
+    /// (centre) or its size differs by more than twice this fraction, so detector jitter never moves the ROI.
+    public var stillnessFraction: Double = 0.05
+    /// Exponential smoothing factor of the detections per detector call (the box follows this average).
+    public var detectionSmoothing: Double = 0.3
+    /// A detection whose centre moved more than this fraction of the box width since the previous detection marks
+    /// the frames until the next detection as `moving`.
+    public var movingFraction: Double = 0.1
+    /// The box is held over detector misses this long, seconds; after that the frames are `noFace`.
+    public var faceLostSeconds: Double = 0.6
 
     public init() {}
 }
@@ -81,37 +103,83 @@ public struct ROIMeasurement: Sendable, Equatable {
     /// Sub-pixel row of the top edge of the forehead skin (pixels, down is positive); moves with the head
     /// and is the breathing motion source.
     public var verticalPosition: Double?
+    /// How the box of this frame came about.
+    public var boxSource: BoxSource = .none
 
-    /// The input the pulse estimator takes from this frame (`rgb` is `nil` unless `status` is `.ok`).
+    /// Where a frame's face box came from.
+    public enum BoxSource: String, Sendable, Equatable {
+        /// No box.
+        case none
+        /// The face detector ran on this frame and found the face.
+        case detected
+        /// Held from an earlier detection.
+        case tracked
+        /// The skin-colour blob search (no face detector configured).
+        case skinBlob
+    }
+
+    /// Whether the frame's means may be used for the pulse (`ok`, or `moving`, which is advisory).
+    public var isUsable: Bool { status == .ok || status == .moving }
+
+    /// The input the pulse estimator takes from this frame (`rgb` is `nil` unless ``isUsable``).
     public var sample: RPPGSample {
-        RPPGSample(tSeconds: timestampSeconds, rgb: status == .ok ? whole : nil,
-                   verticalPosition: status == .ok ? verticalPosition : nil)
+        RPPGSample(tSeconds: timestampSeconds, rgb: isUsable ? whole : nil,
+                   verticalPosition: isUsable ? verticalPosition : nil)
     }
 }
 
-/// Finds the face by skin colour and measures forehead/cheek means in raw frames, tracking the box over time.
+/// Finds the face, holds a steady box on it, and measures forehead/cheek skin means in raw frames.
 ///
-/// Work per frame, directly on the raw buffer (no colour conversion of the frame):
-/// 1. Coarse pass: one sample per `s x s` pixels (`s` = block/4, block ≈ min(width, height)/30, 16 px at 640x480),
-///    skin test on Cb/Cr/Y, skin count per block; the largest 4-connected group of blocks that are at least half skin
-///    is the face candidate (height capped at 1.35x width to cut the neck). The box is exponentially smoothed.
-/// 2. Fine pass inside the box: one sample per 2x2 pixels in the forehead (x 30-70 %, y 8-25 % of the box) and
-///    cheeks (x 15-40 % and 60-85 %, y 45-70 %); skin samples are summed in the camera's own channels
-///    (YCbCr, converted to RGB once per region, or RGB).
-/// 3. Forehead top edge: skin fraction of the central columns on every second row around the top of the box;
-///    the edge row is recovered with sub-pixel resolution from the sum of the fractions.
+/// With a ``FaceDetector`` (the normal case; the `FaceDetection` target wraps OpenCV's cascade classifier):
+/// 1. Every `detectionIntervalSeconds` (default 0.2 s, 5 Hz) the frame is shrunk by an integer factor to about
+///    `detectionWidth` pixels (grey: luma averaged over 2x2 samples per cell) and handed to the detector: first
+///    around the held box (1.5x its size each way, sizes 0.7-1.4x), then, if that misses, over the whole frame.
+/// 2. Box stabilisation: detections are averaged (EMA, `detectionSmoothing`); the held box moves to that average
+///    only when it is more than `stillnessFraction` (5 %) of the box width away or differs in size by more than
+///    twice that, so detector jitter never moves the ROI. A detection far from the box (no overlap) replaces it
+///    at once. Detector misses hold the box for `faceLostSeconds`, then the frames are `noFace`.
+/// 3. Between detections nothing is searched: the held box is measured as is.
+/// 4. Fine pass inside the box: one sample per 2x2 pixels in the forehead (x 30-70 %, y 8-25 % of the box) and
+///    cheeks (x 18-38 % and 62-82 %, y 50-70 %); only samples passing the skin test (Cb/Cr/Y) are summed, in the
+///    camera's own channels (YCbCr, converted to RGB once per region, or RGB). Skin outside the box is never
+///    looked at.
+/// 5. Status: `noFace`, `tooFewSkinPixels`, `tooDark`, `tooBright` from the samples, and `moving` when the
+///    detection moved by more than `movingFraction` of the box width since the previous detection.
+///
+/// Without a detector (`detector: nil`, kept for pure-Swift use and signal tests on synthetic video) the face is
+/// the largest 4-connected group of skin blocks on every frame (height capped at 1.35x width), exponentially
+/// smoothed (`boxSmoothing`), with the forehead at y 8-25 % and cheeks at x 15-40 % / 60-85 %, y 45-70 %. A
+/// skin-coloured wall, hand or desk can become that "face"; use a detector for real scenes.
+///
+/// Forehead top edge (breathing motion, both modes): skin fraction of the central columns on every second row
+/// around the top of the box; the edge row is recovered with sub-pixel resolution from the sum of the fractions.
 public struct FaceROITracker: Sendable {
     public var configuration: ROIConfiguration
+    /// The face detector; `nil` selects the skin-blob search.
+    public let detector: (any FaceDetector)?
+    /// Counts of detected, tracked and face-less frames so far.
+    public private(set) var stats = FaceTrackingStats()
     private var smoothed: PixelBox?
     private var mismatchRun = 0
     private var missingRun = 0
     private var labels: [Int32] = []
     private var blockCounts: [Int32] = []
     private var stack: [Int32] = []
+    // Detector mode.
+    private var lastDetectionTime: Double?
+    private var lastFaceTime: Double?
+    private var averaged: PixelBox?
+    private var previousDetection: PixelBox?
+    private var moving = false
+    private var grey: [UInt8] = []
 
-    public init(configuration: ROIConfiguration = ROIConfiguration()) {
+    public init(configuration: ROIConfiguration = ROIConfiguration(), detector: (any FaceDetector)? = nil) {
         self.configuration = configuration
+        self.detector = detector
     }
+
+    /// The detector's name, or `skin-blob` without one.
+    public var detectorName: String { detector?.name ?? "skin-blob" }
 
     /// Measures one owned frame.
     public mutating func measure(_ frame: VideoFrame) -> ROIMeasurement {
@@ -131,12 +199,21 @@ public struct FaceROITracker: Sendable {
     mutating func measureUnchecked(
         _ bytes: UnsafeRawBufferPointer, layout: FrameLayout, timestampSeconds: Double
     ) -> ROIMeasurement {
+        let m: ROIMeasurement
         switch layout.format {
-        case .yuyv: return run(YUYVReader(bytes, layout), layout: layout, t: timestampSeconds)
-        case .rgb24: return run(RGB24Reader(bytes, layout), layout: layout, t: timestampSeconds)
-        case .i420: return run(PlanarReader(bytes, layout, interleaved: false), layout: layout, t: timestampSeconds)
-        case .nv12: return run(PlanarReader(bytes, layout, interleaved: true), layout: layout, t: timestampSeconds)
+        case .yuyv: m = run(YUYVReader(bytes, layout), layout: layout, t: timestampSeconds)
+        case .rgb24: m = run(RGB24Reader(bytes, layout), layout: layout, t: timestampSeconds)
+        case .i420: m = run(PlanarReader(bytes, layout, interleaved: false), layout: layout, t: timestampSeconds)
+        case .nv12: m = run(PlanarReader(bytes, layout, interleaved: true), layout: layout, t: timestampSeconds)
         }
+        stats.frames += 1
+        switch m.boxSource {
+        case .detected, .skinBlob: stats.framesDetected += 1
+        case .tracked: stats.framesTracked += 1
+        case .none: stats.framesNoFace += 1
+        }
+        if m.status == .moving { stats.framesMoving += 1 }
+        return m
     }
 
     /// Forgets the tracked box (for example after the camera was reopened).
@@ -144,19 +221,37 @@ public struct FaceROITracker: Sendable {
         smoothed = nil
         mismatchRun = 0
         missingRun = 0
+        lastDetectionTime = nil
+        lastFaceTime = nil
+        averaged = nil
+        previousDetection = nil
+        moving = false
     }
 
     private mutating func run<R: PixelReader>(_ reader: R, layout: FrameLayout, t: Double) -> ROIMeasurement {
         let cfg = configuration
-        let detected = detectFace(reader, width: layout.width, height: layout.height)
-        track(detected)
+        var source = ROIMeasurement.BoxSource.none
+        if let detector {
+            let due = lastDetectionTime.map { t - $0 >= cfg.detectionIntervalSeconds - 1e-9 || t < $0 } ?? true
+            if due {
+                lastDetectionTime = t
+                let found = detect(reader, layout: layout, detector: detector)
+                stabilise(found, t: t)
+                if found != nil { source = .detected }
+            }
+            if smoothed != nil, source == .none { source = .tracked }
+        } else {
+            track(detectFace(reader, width: layout.width, height: layout.height))
+            if smoothed != nil { source = .skinBlob }
+        }
         var m = ROIMeasurement(timestampSeconds: t, status: .noFace, whole: nil, forehead: nil, leftCheek: nil,
-                               rightCheek: nil, skinSamples: 0, faceBox: smoothed, verticalPosition: nil)
+                               rightCheek: nil, skinSamples: 0, faceBox: smoothed, verticalPosition: nil,
+                               boxSource: source)
         guard let box = smoothed else { return m }
 
-        let regions: [(x0: Double, x1: Double, y0: Double, y1: Double)] = [
-            (0.30, 0.70, 0.08, 0.25), (0.15, 0.40, 0.45, 0.70), (0.60, 0.85, 0.45, 0.70),
-        ]
+        let regions: [(x0: Double, x1: Double, y0: Double, y1: Double)] = detector == nil
+            ? [(0.30, 0.70, 0.08, 0.25), (0.15, 0.40, 0.45, 0.70), (0.60, 0.85, 0.45, 0.70)]
+            : [(0.30, 0.70, 0.08, 0.25), (0.18, 0.38, 0.50, 0.70), (0.62, 0.82, 0.50, 0.70)]
         let rule = skinRule
         var sums = [RegionSums](repeating: RegionSums(), count: 3)
         var clipped = 0
@@ -197,9 +292,94 @@ public struct FaceROITracker: Sendable {
         } else if clipped * 4 > visited {
             m.status = .tooBright
         } else {
-            m.status = .ok
+            m.status = moving && detector != nil ? .moving : .ok
         }
         return m
+    }
+
+    /// Shrinks the frame to grey at about `detectionWidth` and asks the detector: around the held box first, then
+    /// over the whole frame. Returns the chosen face in frame pixels.
+    private mutating func detect<R: PixelReader>(
+        _ reader: R, layout: FrameLayout, detector: any FaceDetector
+    ) -> PixelBox? {
+        let factor = max(1, Int((Double(layout.width) / Double(max(16, configuration.detectionWidth))).rounded()))
+        let gw = layout.width / factor, gh = layout.height / factor
+        guard gw >= 16, gh >= 16 else { return nil }
+        if grey.count != gw * gh { grey = [UInt8](repeating: 0, count: gw * gh) }
+        // Mean of 2x2 samples per cell (at 1/4 and 3/4 of the cell), enough against aliasing at these factors.
+        let a = factor / 4, b = (3 * factor) / 4
+        grey.withUnsafeMutableBufferPointer { g in
+            for gy in 0..<gh {
+                let y0 = gy * factor + a, y1 = gy * factor + b
+                for gx in 0..<gw {
+                    let x0 = gx * factor + a, x1 = gx * factor + b
+                    let sum = reader.read(x0, y0).luma + reader.read(x1, y0).luma + reader.read(x0, y1).luma
+                        + reader.read(x1, y1).luma
+                    g[gy * gw + gx] = UInt8(truncatingIfNeeded: (sum + 2) >> 2)
+                }
+            }
+        }
+        let image = GreyImage(width: gw, height: gh, pixels: grey)
+        let scale = Double(factor)
+        var faces: [PixelBox] = []
+        if let held = smoothed {
+            let s = PixelBox(x: held.x / scale, y: held.y / scale, width: held.width / scale, height: held.height / scale)
+            let region = PixelBox(x: s.x - 0.5 * s.width, y: s.y - 0.5 * s.height, width: 2 * s.width, height: 2 * s.height)
+            stats.detectorCalls += 1
+            faces = detector.detectFaces(in: image, search: FaceSearch(
+                region: region, minimumSize: Int(0.7 * s.width), maximumSize: Int((1.4 * s.width).rounded(.up))))
+        }
+        if faces.isEmpty {
+            stats.detectorCalls += 1
+            faces = detector.detectFaces(in: image, search: FaceSearch())
+        }
+        guard !faces.isEmpty else { return nil }
+        let scaled = faces.map { PixelBox(x: $0.x * scale, y: $0.y * scale, width: $0.width * scale, height: $0.height * scale) }
+        if let held = smoothed, let best = scaled.max(by: { held.intersectionOverUnion($0) < held.intersectionOverUnion($1) }),
+           held.intersectionOverUnion(best) > 0 {
+            return best
+        }
+        return scaled.max { $0.width * $0.height < $1.width * $1.height }
+    }
+
+    /// Box stabilisation over detections (see the type's documentation).
+    private mutating func stabilise(_ detection: PixelBox?, t: Double) {
+        let cfg = configuration
+        guard let d = detection else {
+            moving = false
+            if let last = lastFaceTime, t - last <= cfg.faceLostSeconds + 1e-9, t >= last { return }
+            smoothed = nil
+            averaged = nil
+            previousDetection = nil
+            return
+        }
+        lastFaceTime = t
+        if let p = previousDetection {
+            moving = Self.centreShift(p, d) > cfg.movingFraction
+        } else {
+            moving = false
+        }
+        previousDetection = d
+        guard let held = smoothed, let avg = averaged, held.intersectionOverUnion(d) > 0 else {
+            smoothed = d
+            averaged = d
+            return
+        }
+        let k = cfg.detectionSmoothing
+        let next = PixelBox(x: avg.x + k * (d.x - avg.x), y: avg.y + k * (d.y - avg.y),
+                            width: avg.width + k * (d.width - avg.width), height: avg.height + k * (d.height - avg.height))
+        averaged = next
+        let sizeChange = abs(next.width - held.width) / held.width
+        if Self.centreShift(held, next) > cfg.stillnessFraction || sizeChange > 2 * cfg.stillnessFraction {
+            smoothed = next
+        }
+    }
+
+    /// Largest centre displacement (x or y) between two boxes, as a fraction of the first box's width.
+    static func centreShift(_ a: PixelBox, _ b: PixelBox) -> Double {
+        let dx = abs((a.x + a.width / 2) - (b.x + b.width / 2))
+        let dy = abs((a.y + a.height / 2) - (b.y + b.height / 2))
+        return max(dx, dy) / max(1, a.width)
     }
 
     private var skinRule: SkinRule { SkinRule(configuration) }

@@ -157,10 +157,13 @@ public struct RPPGEstimator: Sendable {
     /// The last confident pulse reading (Hz) and its time, for peak tracking.
     private var tracked: (hz: Double, t: Double)?
 
-    public init(configuration: RPPGConfiguration = RPPGConfiguration()) throws(RPPGConfigurationError) {
+    /// `faceDetector` finds the face for ``process(_:)`` (see ``FaceROITracker``); `nil` uses the skin-blob search.
+    public init(
+        configuration: RPPGConfiguration = RPPGConfiguration(), faceDetector: (any FaceDetector)? = nil
+    ) throws(RPPGConfigurationError) {
         try configuration.validate()
         self.configuration = configuration
-        self.tracker = FaceROITracker(configuration: configuration.roi)
+        self.tracker = FaceROITracker(configuration: configuration.roi, detector: faceDetector)
     }
 
     /// Runs the ROI stage on a frame and feeds the result. Returns an estimate when a hop boundary was crossed.

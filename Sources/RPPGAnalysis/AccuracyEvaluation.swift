@@ -97,7 +97,7 @@ public enum AccuracyEvaluation {
         let video = ((dir as NSString).appendingPathComponent("videos") as NSString).appendingPathComponent("\(subject).mp4")
         var roi: [(t: Double, rgb: RGBMean)] = []
         let run = try OfflineAnalysis.analyze(video: video, configuration: configuration, frameTimes: frames.frameTimes) { m in
-            if m.status == .ok, let w = m.whole { roi.append((m.timestampSeconds, w)) }
+            if m.status == .ok || m.status == .moving, let w = m.whole { roi.append((m.timestampSeconds, w)) }
         }
         var result = SubjectEvaluation(name: subject)
         result.droppedFrames = run.droppedFrames

@@ -1,3 +1,4 @@
+import FaceDetection
 import Foundation
 import RPPG
 
@@ -25,9 +26,18 @@ public struct OfflineAnalysisResult: Sendable {
 /// The offline rPPG path shared by `hr-gateway analyze` and `hr-gateway-bench rppg-eval`, so that the accuracy
 /// harness measures exactly what users run: decode → ``FaceROITracker`` → ``RPPGEstimator`` (POS/CHROM, confidence).
 public enum OfflineAnalysis {
-    /// The one place where the offline path builds its estimator (and with it the ROI tracker).
+    /// The estimator of a trace run (RGB means computed elsewhere: no ROI stage).
     public static func makeEstimator(configuration: RPPGConfiguration) throws(RPPGConfigurationError) -> RPPGEstimator {
         try RPPGEstimator(configuration: configuration)
+    }
+
+    /// The one place where the offline path builds a video estimator (and with it the ROI tracker): OpenCV's cascade
+    /// face detector loaded from `faceCascade` (the Debian opencv-data file by default).
+    public static func makeVideoEstimator(
+        configuration: RPPGConfiguration, faceCascade: String = CascadeFaceDetector.defaultCascadePath
+    ) throws -> RPPGEstimator {
+        let detector = try CascadeFaceDetector(cascadePath: faceCascade)
+        return try RPPGEstimator(configuration: configuration, faceDetector: detector)
     }
 
     /// Feeds trace rows (already parsed, strictly increasing) to a new estimator. Times are reported from the
@@ -49,7 +59,7 @@ public enum OfflineAnalysis {
     ///
     /// Frame times come from `frameTimes` when given (for example a dataset's per-frame clock; frames beyond its
     /// end are dropped), otherwise from the container's presentation times (``FFmpegVideo/frameTimes()``), or
-    /// i / fps when the container has none for a frame. `estimator` replaces the one ``makeEstimator(configuration:)``
+    /// i / fps when the container has none for a frame. `estimator` replaces the one ``makeVideoEstimator(configuration:faceCascade:)``
     /// would build (a caller that configures the ROI stage itself). A frame whose time is not later than the previous kept
     /// frame's is dropped and counted; missing frames are bridged by the estimator. `onMeasurement` sees the ROI
     /// result of every kept frame.
@@ -61,7 +71,7 @@ public enum OfflineAnalysis {
             throw AnalysisError("cannot read \(path): no such file or not readable")
         }
         let video = try FFmpegVideo(path: path)
-        var estimator = try prebuilt ?? makeEstimator(configuration: configuration)
+        var estimator = try prebuilt ?? makeVideoEstimator(configuration: configuration)
         let fps = video.framesPerSecond
         let times: [Double]
         let fromCaller = frameTimes != nil

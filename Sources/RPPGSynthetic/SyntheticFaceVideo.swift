@@ -50,6 +50,22 @@ public struct SyntheticFaceVideo: Sendable {
     public var dropProbability = 0.0
     public var skin = RGBMean(r: 200, g: 150, b: 120)
     public var seed: UInt64 = 1
+    /// `plain`: the ellipse face with eyes (what the skin-blob tests use). `detailed`: adds shading towards the
+    /// edge, brows, eye sockets, nose sides, nostrils and a mouth, enough for OpenCV's frontal-face cascades to
+    /// find it (checked by the FaceDetection tests).
+    public var faceStyle = FaceStyle.plain
+    /// A flat background colour (before light and noise) instead of the blue-grey gradient, e.g. a skin-coloured
+    /// wall.
+    public var background: RGBMean?
+    /// Face centre as fractions of the frame (x, y) at rest.
+    public var faceCentre = (x: 0.5, y: 0.45)
+    /// Face size relative to the default (semi-axes 0.16 of the width, 0.28 of the height).
+    public var faceScale = 1.0
+
+    public enum FaceStyle: Sendable, Equatable {
+        case plain
+        case detailed
+    }
 
     public init() {}
 
@@ -93,10 +109,12 @@ public struct SyntheticFaceVideo: Sendable {
         var dy = 0.0
         if let br = breathingRateBpm { dy = breathingMotionPixels * sin(2 * Double.pi * br / 60 * t) }
         let dx = swayPixels * sin(2 * Double.pi * swayHz * t)
-        let cx = 0.5 * Double(w) + dx
-        let cy = 0.45 * Double(h) + dy
-        let ax = 0.16 * Double(w)
-        let ay = 0.28 * Double(h)
+        let cx = faceCentre.x * Double(w) + dx
+        let cy = faceCentre.y * Double(h) + dy
+        let ax = 0.16 * Double(w) * faceScale
+        let ay = 0.28 * Double(h) * faceScale
+        let detailed = faceStyle == .detailed
+        let wall = background
         let sigma = noiseSigma
         out.withUnsafeMutableBufferPointer { buf in
             for y in 0..<h {
@@ -106,18 +124,40 @@ public struct SyntheticFaceVideo: Sendable {
                     let fx = Double(x) + 0.5
                     let nx = (fx - cx) / ax
                     var r: Double, g: Double, b: Double
-                    let inFace = nx * nx + ny * ny <= 1
+                    let r2 = nx * nx + ny * ny
+                    let inFace = r2 <= 1
                     let hx = nx / 1.12, hy = (ny + 0.08) / 1.12
                     let inHair = !inFace && hx * hx + hy * hy <= 1 && ny < -0.2
                     let inHairline = inFace && ny < -0.78
-                    let ex = (abs(nx) - 0.4) / 0.18, ey = (ny + 0.15) / 0.08
+                    let ex = (abs(nx) - (detailed ? 0.38 : 0.4)) / (detailed ? 0.17 : 0.18)
+                    let ey = (ny + (detailed ? 0.22 : 0.15)) / (detailed ? 0.07 : 0.08)
                     let inEye = inFace && ex * ex + ey * ey <= 1
+                    // Detailed features, each a darkening factor on the skin or a colour of its own.
+                    var shade = 1.0
+                    var feature: (Double, Double, Double)?
+                    if detailed && inFace && !inHairline && !inEye {
+                        shade = 1 - 0.25 * r2 * r2
+                        let sx = (abs(nx) - 0.38) / 0.28, sy = (ny + 0.22) / 0.16
+                        if sx * sx + sy * sy <= 1 { shade *= 0.8 }
+                        if ny > -0.15 && ny < 0.25 && abs(abs(nx) - 0.14) < 0.04 { shade *= 0.85 }
+                        let mx = nx / 0.32, my = (ny - 0.52) / 0.06
+                        let qx = (abs(nx) - 0.09) / 0.06, qy = (ny - 0.27) / 0.04
+                        if abs(ny + 0.42) < 0.05 && abs(abs(nx) - 0.40) < 0.2 {
+                            feature = (45, 35, 30)
+                        } else if mx * mx + my * my <= 1 {
+                            feature = (110, 50, 50)
+                        } else if qx * qx + qy * qy <= 1 {
+                            feature = (80, 50, 40)
+                        }
+                    }
                     let inNeck = !inFace && abs(fx - cx) < 0.55 * ax && fy > cy && fy < cy + 1.9 * ay
                     let inShirt = !inFace && !inNeck && fy > cy + 1.45 * ay && abs(fx - cx) < 2.6 * ax
                     if inHair || inHairline {
                         r = 25 * light; g = 22 * light; b = 20 * light
                     } else if inEye {
                         r = 40 * light; g = 40 * light; b = 50 * light
+                    } else if let f = feature {
+                        r = f.0 * light; g = f.1 * light; b = f.2 * light
                     } else if inFace || inNeck {
                         // Fixed texture attached to the face: a hash of the face-relative cell.
                         let tx = Int((fx - cx + 1000).rounded(.down)) >> 1
@@ -125,9 +165,12 @@ public struct SyntheticFaceVideo: Sendable {
                         var hsh = UInt32(truncatingIfNeeded: tx &* 73_856_093 ^ ty &* 19_349_663)
                         hsh = (hsh ^ (hsh >> 13)) &* 0x5bd1_e995
                         let tex = 1 + 0.04 * (Double(hsh & 0xff) / 255 - 0.5)
-                        r = skinR * tex; g = skinG * tex; b = skinB * tex
+                        let k = tex * (inFace ? shade : 1)
+                        r = skinR * k; g = skinG * k; b = skinB * k
                     } else if inShirt {
                         r = 40 * light; g = 60 * light; b = 120 * light
+                    } else if let wall {
+                        r = wall.r * light; g = wall.g * light; b = wall.b * light
                     } else {
                         r = (80 + 0.08 * fx) * light
                         g = 105 * light

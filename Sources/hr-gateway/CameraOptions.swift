@@ -1,5 +1,6 @@
 import ArgumentParser
 import CameraProvider
+import FaceDetection
 import GatewayEngine
 import V4L2Capture
 
@@ -30,6 +31,10 @@ struct CameraOptions: ParsableArguments {
         valueName: "hz"))
     var mains: Mains = .fifty
 
+    @Option(help: ArgumentHelp(
+        "OpenCV face cascade file for the camera (Debian package opencv-data).", valueName: "xml"))
+    var faceCascade: String = CascadeFaceDetector.defaultCascadePath
+
     enum Mains: String, ExpressibleByArgument, CaseIterable {
         case fifty = "50"
         case sixty = "60"
@@ -56,6 +61,6 @@ struct CameraOptions: ParsableArguments {
         var controls = ControlPolicy()
         controls.powerLineFrequency = mains == .fifty ? .fiftyHertz : .sixtyHertz
         capture.controls = controls
-        return CameraRPPGProvider(devicePath: camera, capture: capture, clock: clock)
+        return CameraRPPGProvider(devicePath: camera, capture: capture, faceCascadePath: faceCascade, clock: clock)
     }
 }

@@ -14,7 +14,8 @@ struct DoctorCommand: AsyncParsableCommand {
             on it and its version; read access to BlueZ's objects (the D-Bus policy); each adapter, powered or \
             not and why (rfkill in /sys/class/rfkill); the kernel's HCI controllers through libbluetooth, so that \
             "hci0 is present but bluetoothd is not running" is told apart from "no adapter"; cameras (/dev/video*) \
-            and whether this user may open them; the configuration file; the state directory.
+            and whether this user may open them; the face cascade of the camera pulse (OpenCV, Debian package \
+            opencv-data); the configuration file; the state directory.
 
             The exit status is 1 when a check failed, 0 otherwise.
 
@@ -25,6 +26,9 @@ struct DoctorCommand: AsyncParsableCommand {
     )
 
     @OptionGroup var store: StoreOptions
+
+    @Option(help: ArgumentHelp("The face cascade to check (default: the one the camera pulse loads).", valueName: "xml"))
+    var faceCascade: String?
 
     func run() async throws {
         var facts = DoctorFacts()
@@ -39,6 +43,7 @@ struct DoctorCommand: AsyncParsableCommand {
             facts.configError = "\(error)"
         }
         StoreOptions.bootstrapLogging(store.logLevel ?? settings.logLevel)
+        if let faceCascade { facts.faceCascade.path = faceCascade }
         await SystemProbe.probe(into: &facts)
         facts.stateDir = StateDirectory.resolve(option: store.stateDir, configured: settings.stateDir)
         do {

@@ -1,5 +1,6 @@
 import Foundation
 import GatewayEngine
+import RPPGSynthetic
 import Testing
 
 /// Runs the built `hr-gateway analyze` on files written by the tests.
@@ -214,26 +215,20 @@ import Testing
     func shortGeneratedVideoThroughFFmpeg() throws {
         let dir = try Self.tempDir()
         defer { try? FileManager.default.removeItem(at: dir) }
-        let w = 160, h = 120, fps = 30.0, seconds = 13.0, hr = 84.0
-        var rng = LCG(state: 9)
+        // A face the cascade finds, in front of a wall of the same skin colour (which the old skin-blob search took
+        // for the face).
+        var v = SyntheticFaceVideo()
+        v.width = 320
+        v.height = 240
+        v.durationSeconds = 13
+        v.heartRateBpm = 84
+        v.pulseAmplitude = 0.008
+        v.faceStyle = .detailed
+        v.background = v.skin
+        let w = v.width, h = v.height, fps = v.framesPerSecond, seconds = v.durationSeconds, hr = 84.0
         var raw = Data()
         raw.reserveCapacity(w * h * 3 * Int(seconds * fps))
-        var row = [UInt8](repeating: 0, count: w * 3)
-        for i in 0..<Int(seconds * fps) {
-            let t = Double(i) / fps
-            let p = sin(2 * Double.pi * hr / 60 * t)
-            let skin = (190 * (1 + 0.0035 * p), 140 * (1 + 0.008 * p), 110 * (1 + 0.0055 * p))
-            for y in 0..<h {
-                for x in 0..<w {
-                    let nx = (Double(x) - 80) / 28, ny = (Double(y) - 56) / 38
-                    let c = nx * nx + ny * ny <= 1 ? skin : (70.0, 100.0, 160.0)
-                    row[x * 3] = UInt8(max(0, min(255, (c.0 + 2 * rng.next()).rounded())))
-                    row[x * 3 + 1] = UInt8(max(0, min(255, (c.1 + 2 * rng.next()).rounded())))
-                    row[x * 3 + 2] = UInt8(max(0, min(255, (c.2 + 2 * rng.next()).rounded())))
-                }
-                raw.append(contentsOf: row)
-            }
-        }
+        for frame in v.frames(format: .rgb24) { raw.append(contentsOf: frame.bytes) }
         let video = dir.appendingPathComponent("face.mkv")
         let ffmpeg = URL(fileURLWithPath: try #require(Self.which("ffmpeg")))
         let enc = try Self.run(ffmpeg, ["-nostats", "-v", "error", "-f", "rawvideo", "-pix_fmt", "rgb24", "-s", "\(w)x\(h)",
@@ -247,6 +242,13 @@ import Testing
         #expect(summary["type"]?.stringValue == "summary")
         #expect(summary["source"]?.stringValue == "video")
         #expect(summary["frames"]?.intValue == Int64(seconds * fps))
+        #expect(summary["face_detector"]?.stringValue?.hasPrefix("opencv-cascade") == true, "\(summary)")
+        let detected = try #require(summary["frames_face_detected"]?.intValue)
+        let tracked = try #require(summary["frames_face_tracked"]?.intValue)
+        // About 5 detections per second, the box held in between, the face never lost.
+        #expect(detected >= 60 && detected <= 66, "\(summary)")
+        #expect(detected + tracked == Int64(seconds * fps), "\(summary)")
+        #expect(summary["frames_no_face"]?.intValue == 0)
         let late = objects.dropLast().filter { ($0["t_s"]?.doubleValue ?? 0) >= 10 }
         #expect(!late.isEmpty)
         for o in late {

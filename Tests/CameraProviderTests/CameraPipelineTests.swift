@@ -1,3 +1,4 @@
+import FaceDetection
 import GatewayEngine
 import RPPG
 import RPPGSynthetic
@@ -19,13 +20,18 @@ import Glibc
         )
     }
 
-    private func run(_ video: SyntheticFaceVideo, sceneless: Bool = false) throws -> [CameraPipeline.Output] {
-        var pipeline = CameraPipeline(devicePath: "/dev/video3", estimator: try RPPGEstimator())
+    private func run(
+        _ video: SyntheticFaceVideo, sceneless: Bool = false, skinWall: Bool = false,
+        detector: (any FaceDetector)? = nil
+    ) throws -> [CameraPipeline.Output] {
+        var pipeline = CameraPipeline(devicePath: "/dev/video3", estimator: try RPPGEstimator(faceDetector: detector))
         var out: [CameraPipeline.Output] = []
         for (i, frame) in video.frames(format: .yuyv).enumerated() {
             var c = captured(frame, sequence: i)
             // A grey picture: no skin anywhere.
             if sceneless { c.bytes = [UInt8](repeating: 128, count: c.bytes.count) }
+            // A flat skin-coloured wall and no face (Y 150, Cb 110, Cr 150 passes the skin test).
+            if skinWall { c.bytes = (0..<c.bytes.count).map { [150, 110, 150, 150][$0 % 4] } }
             out += pipeline.process(c, receivedAtMs: { 1_000_000 })
         }
         return out
@@ -64,6 +70,29 @@ import Glibc
             #expect((sample.timestampMs - 1_000_000) % 1000 == 0 && sample.timestampMs >= 1_005_000)
         }
         #expect(messages(out) == [SignalQuality.measuring.message])
+    }
+
+    @Test func skinColouredWallWithoutAFaceIsNoFaceForTheDetector() throws {
+        let out = try run(faceVideo(heartRate: 72, seconds: 3), skinWall: true, detector: try CascadeFaceDetector())
+        #expect(samples(out).isEmpty)
+        #expect(messages(out) == [SignalQuality.noFace.message])
+        #expect(SignalQuality.noFace.message.hasPrefix("No face in view"))
+    }
+
+    @Test func aHeadThatKeepsMovingIsAskedToHoldStill() throws {
+        var v = SyntheticFaceVideo()
+        v.width = 320
+        v.height = 240
+        v.durationSeconds = 4
+        v.faceStyle = .detailed
+        v.faceScale = 0.8
+        // Up to 23 px (about a quarter of the face box) between detections 0.2 s apart, at least 14 px.
+        v.swayPixels = 20
+        v.swayHz = 1
+        let out = try run(v, detector: try CascadeFaceDetector())
+        #expect(messages(out).contains(SignalQuality.holdStill.message), "\(messages(out))")
+        #expect(SignalQuality.holdStill.message.hasPrefix("Hold still"))
+        #expect(SignalQuality.tooDark.message.hasPrefix("Too dark: add light in front of you"))
     }
 
     @Test func tallyNamesTheMostFrequentFailureOnlyWhenMostFramesFail() {

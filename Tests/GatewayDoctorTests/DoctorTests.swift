@@ -97,6 +97,22 @@ func tempStateDir() -> String {
         #expect(!checks.contains { $0.status == .failure }, "\(checks.map(\.line))")
         #expect(checks.contains { $0.name == "camera" && $0.status == .warning && $0.fix?.contains("video group") == true })
     }
+
+    @Test func faceCascadeIsLoadedOrItsPackageNamed() throws {
+        let present = SystemProbe.faceCascade(path: "/usr/share/opencv4/lbpcascades/lbpcascade_frontalface.xml")
+        #expect(present.loaded, "\(present.error ?? "") (scripts/test installs opencv-data)")
+        let missing = SystemProbe.faceCascade(path: "/nonexistent/lbpcascade_frontalface.xml")
+        #expect(!missing.loaded)
+        #expect(missing.errorCode == "cascade_not_found")
+        var f = DoctorFacts()
+        f.faceCascade = missing
+        let check = try #require(line(f.evaluate(), "face detector"))
+        #expect(check.status == .warning)
+        #expect(check.detail.contains("/nonexistent/lbpcascade_frontalface.xml"))
+        #expect(check.fix?.contains("apt-get install opencv-data") == true, "\(check.line)")
+        f.faceCascade = present
+        #expect(line(f.evaluate(), "face detector")?.status == .ok)
+    }
 }
 
 @Suite(.serialized) struct DoctorBusTests {
@@ -112,6 +128,13 @@ func tempStateDir() -> String {
         #expect(lines.contains { $0.hasPrefix("FAIL  bluetoothd") && $0.contains("fix: ") }, "\(r.stdout)")
         #expect(lines.contains { $0.hasPrefix("ok    state directory  \(state)") }, "\(r.stdout)")
         #expect(lines.contains { $0.hasPrefix("ok    rfkill") || $0.hasPrefix("warn  rfkill") }, "\(r.stdout)")
+        #expect(lines.contains { $0.hasPrefix("ok    face detector") }, "\(r.stdout)")
+
+        let missing = try runGateway(["doctor", "--face-cascade", "/nonexistent/cascade.xml"],
+                                     environment: ["DBUS_SYSTEM_BUS_ADDRESS": daemon.address, "HR_GATEWAY_STATE_DIR": state])
+        #expect(missing.stdout.split(separator: "\n").contains {
+            $0.hasPrefix("warn  face detector") && $0.contains("/nonexistent/cascade.xml") && $0.contains("opencv-data")
+        }, "\(missing.stdout)")
     }
 
     @Test func withoutASystemBusTheReasonIsOneSentenceWithItsFix() throws {
