@@ -1,7 +1,8 @@
 import Foundation
 import GatewayEngine
 import HRVAnalysis
-import RelaySink
+import RelayCore
+import RelayWSClient
 import ReplayProvider
 import SessionStore
 import StdoutSink

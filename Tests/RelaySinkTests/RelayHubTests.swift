@@ -3,7 +3,7 @@ import GatewayEngine
 import SimulatedProvider
 import Testing
 
-@testable import RelaySink
+@testable import RelayCore
 
 /// A hub driving a real engine on a manual clock, with a simulated strap.
 struct Rig {

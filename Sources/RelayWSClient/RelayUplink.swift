@@ -1,4 +1,5 @@
 import GatewayEngine
+import RelayCore
 import HummingbirdWSClient
 import Logging
 

@@ -50,7 +50,7 @@ public final class RelayConnection: Sendable {
     public let startSeq: Int64
     fileprivate let resumed = Locked(false)
     /// Set when the gateway ends the connection for a reason the consumer must act on (a revoked token).
-    let closeReason = Locked<RelayCloseReason?>(nil)
+    package let closeReason = Locked<RelayCloseReason?>(nil)
 
     init(id: UInt64, principal: RelayPrincipal, queue: ConsumerQueue, startSeq: Int64) {
         self.id = id
@@ -96,7 +96,7 @@ public final class RelayHub: Sendable {
     private let state = Locked(State())
     private let commands: CommandMemo
     /// Keeps reliable events and cursors across restarts; nil keeps them in memory only.
-    public let store: RelayOutboxStore?
+    public let store: (any RelayOutbox)?
     private let storeFailure: (@Sendable (String) -> Void)?
     private let storeFailed = Locked(false)
 
@@ -108,7 +108,7 @@ public final class RelayHub: Sendable {
         configuration: RelayHubConfiguration = RelayHubConfiguration(),
         epoch: String = UUID().uuidString.lowercased(),
         nowMs: @escaping @Sendable () -> Int64 = { SystemSessionClock().nowMs() },
-        store: RelayOutboxStore? = nil,
+        store: (any RelayOutbox)? = nil,
         onStoreFailure: (@Sendable (String) -> Void)? = nil
     ) {
         self.controller = controller
@@ -132,7 +132,7 @@ public final class RelayHub: Sendable {
     }
 
     /// Runs a write to the store, if any; reports the first failure and carries on.
-    private func persist(_ write: (RelayOutboxStore) throws -> Void) {
+    private func persist(_ write: (any RelayOutbox) throws -> Void) {
         guard let store else { return }
         do { try write(store) } catch {
             let first = storeFailed.withLock { f -> Bool in
@@ -515,7 +515,7 @@ public final class RelayHub: Sendable {
 }
 
 /// Why the gateway closed a connection, when the consumer should not simply reconnect.
-enum RelayCloseReason: Sendable {
+package enum RelayCloseReason: Sendable {
     case revoked
 }
 

@@ -1,5 +1,7 @@
 import Foundation
 import GatewayEngine
+import RelayCore
+import RelayStore
 import HTTPTypes
 import Hummingbird
 import HummingbirdCore
