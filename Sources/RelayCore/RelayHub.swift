@@ -149,6 +149,12 @@ public final class RelayHub: Sendable {
     }
 
     public var connectionCount: Int { state.withLock { $0.connections.count } }
+    /// Events in the resume buffer whose text is still held (tests: trimmed ones must hold none).
+    var resumeBufferHeld: (slots: Int, withText: Int) {
+        state.withLock { s in (s.ring.count, s.ring.filter { !$0.text.isEmpty }.count) }
+    }
+    /// Events the resume buffer can still replay.
+    var resumeBufferLive: Int { state.withLock { $0.ring.count - $0.ringHead } }
     public var lastSeq: Int64 { state.withLock { $0.lastSeq } }
     /// True when no connected consumer has anything left to send.
     public var allQueuesEmpty: Bool { state.withLock { $0.connections.values.allSatisfy { $0.queue.isEmpty } } }
@@ -210,6 +216,10 @@ public final class RelayHub: Sendable {
                 || now - s.ring[s.ringHead].atMs > configuration.liveRetentionMs
         {
             s.ringTrimmedThrough = s.ring[s.ringHead].seq
+            // Release the event now: the slot itself goes at the next compaction, which may be an hour away at a
+            // low event rate (a soak saw the buffer hold 1024 trimmed frames, megabytes, until then).
+            s.ring[s.ringHead].value = [:]
+            s.ring[s.ringHead].text = ""
             s.ringHead += 1
         }
         if s.ringHead > 1024 && s.ringHead * 2 > s.ring.count {
