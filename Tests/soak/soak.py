@@ -72,13 +72,15 @@ async def main():
     p.add_argument("--minutes", type=float, default=30)
     p.add_argument("--speed", type=float, default=10)
     p.add_argument("--consumers", type=int, default=5)
+    p.add_argument("--warm-up", type=float, default=15 * 60 + 30,
+                   help="seconds before the baseline RSS (default: the relay's 15-minute resume buffer, full)")
     a = p.parse_args()
     run_sec = a.minutes * 60
     state = tempfile.mkdtemp(prefix="hr-gateway-soak-")
     beats = os.path.join(state, "strap.jsonl")
     write_strap(beats, int(run_sec * a.speed) + 600)
     # The resume buffer keeps 15 minutes (real time) of numbered events: RSS grows until it is full.
-    warm_up = min(run_sec / 2, 15 * 60 + 30)
+    warm_up = min(run_sec / 2, a.warm_up)
     gateway = subprocess.Popen(
         [a.binary, "stream", "--replay", beats, "--replay-speed", str(a.speed), "--format", "jsonl", "--raw",
          "--listen", "127.0.0.1:0", "--no-auth", "--state-dir", state, "--session-id", "soak"],
