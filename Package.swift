@@ -93,11 +93,12 @@ let package = Package(
             ],
             swiftSettings: strict
         ),
-        // The dial-out side: the WebSocket client, certificate pinning, the uplink to a far relay.
+        // The dial-out side: the WebSocket client, certificate pinning, the uplink to a far relay (which carries its
+        // frames with the server's pump, hence RelayWebServer).
         .target(
             name: "RelayWSClient",
             dependencies: [
-                "RelayCore", "GatewayEngine",
+                "RelayCore", "RelayWebServer", "GatewayEngine",
                 .product(name: "HummingbirdWSClient", package: "hummingbird-websocket"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
