@@ -539,7 +539,7 @@ public struct RelayCommandError: Error, Sendable, Equatable {
         self.message = message
     }
 
-    func result(id: JSONValue?, command: String?) -> JSONValue {
+    package func result(id: JSONValue?, command: String?) -> JSONValue {
         var o: [String: JSONValue] = [
             "type": .string("command_result"), "ok": .bool(false),
             "error_code": .string(code), "message": .string(message),
