@@ -4,9 +4,12 @@ import PackageDescription
 /// Our own targets build with every warning as an error; dependencies are left alone.
 let strict: [SwiftSetting] = [.treatAllWarnings(as: .error)]
 
+// Linux only: BlueZ over D-Bus, V4L2, journald and the state directory's flock/sqlite layout are what the gateway is
+// built on, and CI builds and tests on Linux alone. SwiftPM cannot say "Linux only", so no `platforms` minimum is
+// declared: a macOS minimum would claim a platform nothing here is built or tested on. The targets marked portable
+// (GatewayEngine, HRVAnalysis, RPPG) avoid Linux-only imports, but that is not a claim that they are supported on macOS.
 let package = Package(
     name: "hr-gateway",
-    platforms: [.macOS(.v13)],
     products: [
         .executable(name: "hr-gateway", targets: ["hr-gateway"]),
         .executable(name: "hr-gateway-bench", targets: ["hr-gateway-bench"]),
@@ -28,6 +31,9 @@ let package = Package(
         .package(url: "https://github.com/hummingbird-project/hummingbird-websocket", exact: "2.8.1"),
         .package(url: "https://github.com/apple/swift-crypto", exact: "3.12.3"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
+        // The relay's self-signed certificate (X.509 in Swift on swift-crypto; needs swift-crypto 3.12.3 or later).
+        .package(url: "https://github.com/apple/swift-certificates", exact: "1.21.1"),
+        .package(url: "https://github.com/apple/swift-asn1", exact: "1.7.4"),
     ],
     targets: [
         // MARK: Engine (portable: no Linux-only imports)
@@ -89,18 +95,44 @@ let package = Package(
             swiftSettings: strict
         ),
         .target(name: "StdoutSink", dependencies: ["GatewayEngine", "GatewaySink"], swiftSettings: strict),
+
+        // MARK: Relay, split like Hummingbird's package: logic, storage, server, client each in a target of its own.
+        // The hub and consumer queues: numbering, resume, delivery classes, commands; no I/O.
+        .target(name: "RelayCore", dependencies: ["GatewayEngine"], swiftSettings: strict),
+        // What the relay keeps in the state directory: the reliable outbox (relay.sqlite) and the tokens (tokens.json).
         .target(
-            name: "RelaySink",
+            name: "RelayStore",
             dependencies: [
-                "GatewayEngine",
+                "RelayCore", "GatewayEngine", "GatewayStorage",
+                .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "Crypto", package: "swift-crypto"),
+            ],
+            swiftSettings: strict
+        ),
+        // The Hummingbird WebSocket server, the dashboard page and the (self-signed) TLS certificate.
+        .target(
+            name: "RelayWebServer",
+            dependencies: [
+                "RelayCore", "RelayStore", "GatewayEngine",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdTLS", package: "hummingbird"),
                 .product(name: "HummingbirdWebSocket", package: "hummingbird-websocket"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "X509", package: "swift-certificates"),
+                .product(name: "SwiftASN1", package: "swift-asn1"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: strict
+        ),
+        // The dial-out side: the WebSocket client, certificate pinning, the uplink to a far relay (which carries its
+        // frames with the server's pump, hence RelayWebServer).
+        .target(
+            name: "RelayWSClient",
+            dependencies: [
+                "RelayCore", "RelayWebServer", "GatewayEngine",
                 .product(name: "HummingbirdWSClient", package: "hummingbird-websocket"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
-                "GatewayStorage",
-                .product(name: "GRDB", package: "GRDB.swift"),
             ],
             swiftSettings: strict
         ),
@@ -178,6 +210,9 @@ let package = Package(
                 "GatewaySink",
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "UnixSignals", package: "swift-service-lifecycle"),
+                "BLEHeartRate", "BlueZ", "DBus", "V4L2Capture", "RPPG", "CameraProvider",
+                "SessionStore", "GatewayConfig", "GatewayDoctor", "GatewayLogging", "RelayCore", "RelayStore",
+                "RelayWebServer", "RelayWSClient", "WebhookSink",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ],
@@ -187,7 +222,7 @@ let package = Package(
             name: "hr-gateway-bench",
             dependencies: [
                 "GatewayEngine", "HRVAnalysis", "DBus", "DBusTestSupport", "RPPG", "RPPGAnalysis", "RPPGSynthetic", "FaceDetection", "BLEHeartRate", "V4L2Capture",
-                "RelaySink",
+                "RelayCore", "RelayWebServer", "RelayWSClient",
                 .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: strict
@@ -251,7 +286,7 @@ let package = Package(
         .testTarget(
             name: "RelaySinkTests",
             dependencies: [
-                "RelaySink", "GatewayEngine", "SimulatedProvider",
+                "RelayCore", "RelayStore", "RelayWebServer", "RelayWSClient", "GatewayEngine", "SimulatedProvider",
                 .product(name: "HummingbirdWSClient", package: "hummingbird-websocket"),
             ],
             swiftSettings: strict

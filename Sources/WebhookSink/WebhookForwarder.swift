@@ -114,9 +114,7 @@ public final class WebhookForwarder: Sendable {
     /// Commits `json` to the outbox for `url`; it is posted by the next `deliverDue()`.
     public func enqueue(json: String, to url: URL) throws(WebhookError) {
         let (_, dropped) = try outbox.enqueue(url: url.absoluteString, body: json, nowMs: now())
-        if dropped > 0 {
-            onWarning("webhook outbox full (\(outbox.maxItems) items): dropped the \(dropped) oldest undelivered item(s)")
-        }
+        warnDropped(dropped)
     }
 
     /// Commits a session event (its exact wire JSON) to the outbox.
@@ -132,6 +130,30 @@ public final class WebhookForwarder: Sendable {
             "samples": .array(samples.map(\.jsonValue)),
         ])
         try enqueue(json: batch.jsonString, to: url)
+    }
+
+    /// Commits one sample to the batch forming for `sessionId` and `url` (sealed into an item at `batchSize`).
+    public func enqueue(sample: BiosignalSample, sessionId: String, to url: URL, batchSize: Int) throws(WebhookError) {
+        let result = try outbox.addSample(
+            sample.jsonValue.jsonString, sessionId: sessionId, url: url.absoluteString, batchSize: batchSize,
+            nowMs: now())
+        warnDropped(result.dropped)
+    }
+
+    /// Seals the batch forming for `sessionId` and `url` into an item, however many samples it holds.
+    public func sealBatch(sessionId: String, to url: URL) throws(WebhookError) {
+        warnDropped(try outbox.sealBatch(url: url.absoluteString, sessionId: sessionId, nowMs: now()).dropped)
+    }
+
+    /// Seals every forming batch (left by any process) into an item: a flush by hand.
+    public func sealAllBatches() throws(WebhookError) {
+        warnDropped(try outbox.sealIdleBatches(idleMs: 0, nowMs: now()).dropped)
+    }
+
+    private func warnDropped(_ dropped: Int) {
+        if dropped > 0 {
+            onWarning("webhook outbox full (\(outbox.maxItems) items): dropped the \(dropped) oldest undelivered item(s)")
+        }
     }
 
     /// Attempts the items due now (every item with `ignoringSchedule`), oldest first: a 2xx removes an item, anything
@@ -214,14 +236,14 @@ public final class WebhookForwarder: Sendable {
     }
 }
 
-/// Gathers samples into `biosignal_batch` items of `size` samples for a `WebhookForwarder`; `flush()` commits a
-/// partial batch (at the session's end). Samples not yet in a full batch are only in memory.
+/// Gathers samples into `biosignal_batch` items of `size` samples for a `WebhookForwarder`. Each sample is committed
+/// to the outbox as it arrives (the batch forms on disk), so a crash or `kill -9` loses none: whatever a process left
+/// forming is sealed into an item by the next delivery pass. `flush()` seals a partial batch (at the session's end).
 public final class WebhookSampleBatcher: Sendable {
     public let size: Int
     private let forwarder: WebhookForwarder
     private let url: URL
     private let sessionId: String
-    private let pending = Locked<[BiosignalSample]>([])
     private let onFailure: @Sendable (String) -> Void
 
     public init(
@@ -236,24 +258,12 @@ public final class WebhookSampleBatcher: Sendable {
     }
 
     public func add(_ sample: BiosignalSample) {
-        let full = pending.withLock { p -> [BiosignalSample]? in
-            p.append(sample)
-            guard p.count >= size else { return nil }
-            defer { p.removeAll(keepingCapacity: true) }
-            return p
+        do { try forwarder.enqueue(sample: sample, sessionId: sessionId, to: url, batchSize: size) } catch {
+            onFailure("\(error)")
         }
-        if let full { commit(full) }
     }
 
     public func flush() {
-        let rest = pending.withLock { p -> [BiosignalSample] in
-            defer { p.removeAll() }
-            return p
-        }
-        commit(rest)
-    }
-
-    private func commit(_ samples: [BiosignalSample]) {
-        do { try forwarder.enqueue(samples: samples, sessionId: sessionId, to: url) } catch { onFailure("\(error)") }
+        do { try forwarder.sealBatch(sessionId: sessionId, to: url) } catch { onFailure("\(error)") }
     }
 }

@@ -1,4 +1,5 @@
 import Foundation
+import GatewayEngine
 import GatewayStorage
 import GRDB
 
@@ -52,6 +53,8 @@ public final class WebhookOutbox: Sendable {
     public let path: String
     /// Beyond this many items, the oldest are dropped when a new one is added.
     public let maxItems: Int
+    /// A forming sample batch no sample joined for this long is sealed by the next `claimDue`.
+    public static let idleBatchMs: Int64 = 60_000
     private let dbQueue: DatabaseQueue
 
     /// Opens (creating when needed) `outbox.sqlite` in `directory`.
@@ -76,6 +79,15 @@ public final class WebhookOutbox: Sendable {
                     last_error TEXT
                 );
                 CREATE INDEX outbox_by_due ON outbox(next_attempt_ms, id);
+                """), ("v2-batch-samples", """
+                CREATE TABLE batch_samples (
+                    id INTEGER PRIMARY KEY AUTOINCREMENT,
+                    url TEXT NOT NULL,
+                    session_id TEXT NOT NULL,
+                    sample TEXT NOT NULL,
+                    added_at_ms INTEGER NOT NULL
+                );
+                CREATE INDEX batch_samples_by_batch ON batch_samples(url, session_id, id);
                 """)])
         } catch {
             throw .outbox("cannot open \(path): \(Self.reason(error))")
@@ -85,19 +97,112 @@ public final class WebhookOutbox: Sendable {
     /// Adds an item, due at once. Returns how many of the oldest items were dropped to stay within `maxItems`.
     @discardableResult
     public func enqueue(url: String, body: String, nowMs: Int64) throws(WebhookError) -> (id: Int64, dropped: Int) {
+        try write { db in try insert(db, url: url, body: body, nowMs: nowMs) }
+    }
+
+    private func insert(_ db: Database, url: String, body: String, nowMs: Int64) throws -> (id: Int64, dropped: Int) {
+        try db.execute(
+            sql: "INSERT INTO outbox (url, body, created_at_ms, next_attempt_ms) VALUES (?, ?, ?, ?)",
+            arguments: [url, body, nowMs, nowMs])
+        let id = db.lastInsertedRowID
+        let count = try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM outbox") ?? 0
+        let excess = count - maxItems
+        if excess > 0 {
+            try db.execute(
+                sql: "DELETE FROM outbox WHERE id IN (SELECT id FROM outbox ORDER BY id LIMIT ?)", arguments: [excess])
+        }
+        return (id, max(0, excess))
+    }
+
+    // MARK: Sample batches, formed on disk
+
+    /// What adding a sample or sealing batches did.
+    public struct BatchResult: Sendable, Equatable {
+        /// Outbox items made from full (or sealed) batches.
+        public var sealed: [Int64] = []
+        /// Oldest items dropped to stay within `maxItems`.
+        public var dropped = 0
+        public init() {}
+    }
+
+    /// Commits one sample (its wire JSON) to the batch forming for `url` and `sessionId`; when the batch holds
+    /// `batchSize` samples it becomes an outbox item (`biosignal_batch`) in the same transaction. A sample is on disk
+    /// when this returns, so a crash loses none: a later `claimDue` seals what an ended process left forming.
+    @discardableResult
+    public func addSample(_ sampleJSON: String, sessionId: String, url: String, batchSize: Int, nowMs: Int64)
+        throws(WebhookError) -> BatchResult
+    {
         try write { db in
             try db.execute(
-                sql: "INSERT INTO outbox (url, body, created_at_ms, next_attempt_ms) VALUES (?, ?, ?, ?)",
-                arguments: [url, body, nowMs, nowMs])
-            let id = db.lastInsertedRowID
-            let count = try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM outbox") ?? 0
-            let excess = count - maxItems
-            if excess > 0 {
-                try db.execute(
-                    sql: "DELETE FROM outbox WHERE id IN (SELECT id FROM outbox ORDER BY id LIMIT ?)", arguments: [excess])
-            }
-            return (id, max(0, excess))
+                sql: "INSERT INTO batch_samples (url, session_id, sample, added_at_ms) VALUES (?, ?, ?, ?)",
+                arguments: [url, sessionId, sampleJSON, nowMs])
+            let forming = try Int.fetchOne(
+                db, sql: "SELECT COUNT(*) FROM batch_samples WHERE url = ? AND session_id = ?", arguments: [url, sessionId])
+                ?? 0
+            var result = BatchResult()
+            if forming >= max(1, batchSize) { try seal(db, url: url, sessionId: sessionId, nowMs: nowMs, into: &result) }
+            return result
         }
+    }
+
+    /// Turns the batch forming for `url` and `sessionId` into an outbox item, however many samples it holds (the
+    /// session's end).
+    @discardableResult
+    public func sealBatch(url: String, sessionId: String, nowMs: Int64) throws(WebhookError) -> BatchResult {
+        try write { db in
+            var result = BatchResult()
+            try seal(db, url: url, sessionId: sessionId, nowMs: nowMs, into: &result)
+            return result
+        }
+    }
+
+    /// Seals every forming batch that has had no sample for `idleMs` (0: every one): what a process that ended
+    /// without sealing (killed, crashed) left behind. A batch still forming in a live session is only sealed early,
+    /// never lost: its next samples start a new one.
+    @discardableResult
+    public func sealIdleBatches(idleMs: Int64, nowMs: Int64) throws(WebhookError) -> BatchResult {
+        try write { db in try sealIdle(db, idleMs: idleMs, nowMs: nowMs) }
+    }
+
+    private func sealIdle(_ db: Database, idleMs: Int64, nowMs: Int64) throws -> BatchResult {
+        var result = BatchResult()
+        let groups = try Row.fetchAll(
+            db,
+            sql: """
+                SELECT url, session_id FROM batch_samples GROUP BY url, session_id
+                HAVING MAX(added_at_ms) <= ? ORDER BY MIN(id)
+                """,
+            arguments: [nowMs - max(0, idleMs)])
+        for g in groups { try seal(db, url: g["url"], sessionId: g["session_id"], nowMs: nowMs, into: &result) }
+        return result
+    }
+
+    /// Samples committed but not yet in an outbox item.
+    public func formingSampleCount() throws(WebhookError) -> Int {
+        try read { db in try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM batch_samples") ?? 0 }
+    }
+
+    private func seal(_ db: Database, url: String, sessionId: String, nowMs: Int64, into result: inout BatchResult)
+        throws
+    {
+        let rows = try Row.fetchAll(
+            db, sql: "SELECT id, sample FROM batch_samples WHERE url = ? AND session_id = ? ORDER BY id",
+            arguments: [url, sessionId])
+        guard let last = rows.last else { return }
+        let samples: [JSONValue] = rows.map { row in
+            let text: String = row["sample"]
+            return (try? JSONValue(parsing: text)) ?? .string(text)
+        }
+        let body = JSONValue.object([
+            "type": .string("biosignal_batch"), "session_id": .string(sessionId), "samples": .array(samples),
+        ]).jsonString
+        let (id, dropped) = try insert(db, url: url, body: body, nowMs: nowMs)
+        let lastId: Int64 = last["id"]
+        try db.execute(
+            sql: "DELETE FROM batch_samples WHERE url = ? AND session_id = ? AND id <= ?",
+            arguments: [url, sessionId, lastId])
+        result.sealed.append(id)
+        result.dropped += dropped
     }
 
     /// Every item, oldest first.
@@ -112,10 +217,14 @@ public final class WebhookOutbox: Sendable {
 
     /// Claims up to `limit` items due at `nowMs` (all items with `ignoringSchedule`), oldest first, holding them until
     /// `leaseUntilMs` so that another process does not post them meanwhile.
-    public func claimDue(nowMs: Int64, leaseUntilMs: Int64, limit: Int = 100, ignoringSchedule: Bool = false)
-        throws(WebhookError) -> [OutboxItem]
-    {
+    /// Batches left forming (by a process that ended without sealing them) are sealed first once no sample has
+    /// joined them for `idleBatchMs`, or at once with `ignoringSchedule`.
+    public func claimDue(
+        nowMs: Int64, leaseUntilMs: Int64, limit: Int = 100, ignoringSchedule: Bool = false,
+        idleBatchMs: Int64 = WebhookOutbox.idleBatchMs
+    ) throws(WebhookError) -> [OutboxItem] {
         try write { db in
+            _ = try sealIdle(db, idleMs: ignoringSchedule ? 0 : idleBatchMs, nowMs: nowMs)
             let rows = ignoringSchedule
                 ? try Row.fetchAll(db, sql: "SELECT * FROM outbox ORDER BY id LIMIT ?", arguments: [limit])
                 : try Row.fetchAll(

@@ -1,6 +1,8 @@
 import Foundation
 import GatewayEngine
-import RelaySink
+import RelayCore
+import RelayWebServer
+import RelayWSClient
 
 /// Delivery latency of the relay to many consumers over loopback WebSockets (publish → consumer parsed the frame),
 /// and the gateway's CPU while it serves them. 100 consumers on 127.0.0.1 (no-auth mode), 200 `biosignal_frame`

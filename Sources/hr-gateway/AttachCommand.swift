@@ -1,7 +1,7 @@
 import ArgumentParser
 import Foundation
 import GatewayEngine
-import RelaySink
+import RelayWSClient
 
 struct AttachCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(

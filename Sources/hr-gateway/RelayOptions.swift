@@ -1,7 +1,9 @@
 import ArgumentParser
 import Foundation
 import GatewayEngine
-import RelaySink
+import RelayCore
+import RelayStore
+import RelayWebServer
 
 /// Where the relay listens and whom it lets in (`serve`, `stream --listen`).
 struct RelayOptions: ParsableArguments {
@@ -13,7 +15,7 @@ struct RelayOptions: ParsableArguments {
     @Flag(help: "Development only: accept consumers without a token. Refused unless --listen is a loopback address.")
     var noAuth = false
 
-    @Flag(help: "Serve wss:// with the certificate in the state directory (tls/cert.pem, tls/key.pem), made self-signed with openssl on first use. Clients pin its SHA-256 fingerprint, printed at start and by `token create`.")
+    @Flag(help: "Serve wss:// with the certificate in the state directory (tls/cert.pem, tls/key.pem), made self-signed (swift-certificates) on first use. Clients pin its SHA-256 fingerprint, printed at start and by `token create`.")
     var tls = false
 
     @Option(help: ArgumentHelp("Serve wss:// with this PEM certificate (chain) instead (with --tls-key).", valueName: "file"))

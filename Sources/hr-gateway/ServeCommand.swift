@@ -1,7 +1,7 @@
 import ArgumentParser
 import Foundation
 import GatewayEngine
-import RelaySink
+import RelayCore
 
 struct ServeCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(

@@ -3,7 +3,8 @@ import GatewayEngine
 import GatewaySink
 import HRVAnalysis
 import Logging
-import RelaySink
+import RelayCore
+import RelayWSClient
 import ReplayProvider
 import ServiceLifecycle
 import SessionStore

@@ -1,7 +1,9 @@
 import Foundation
 import GatewayEngine
 import GatewaySink
-import RelaySink
+import RelayCore
+import RelayWSClient
+import RelayWebServer
 import ReplayProvider
 import ServiceLifecycle
 

@@ -1,7 +1,9 @@
 import ArgumentParser
 import Foundation
 import GatewayEngine
-import RelaySink
+import RelayCore
+import RelayStore
+import RelayWebServer
 
 struct TokenCommand: ParsableCommand {
     static let configuration = CommandConfiguration(

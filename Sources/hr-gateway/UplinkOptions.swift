@@ -1,7 +1,8 @@
 import ArgumentParser
 import Foundation
 import GatewayEngine
-import RelaySink
+import RelayCore
+import RelayWSClient
 
 /// Dialling out to a relay endpoint instead of (or as well as) listening: `serve --connect`, `stream --connect`.
 struct UplinkOptions: ParsableArguments {

@@ -39,6 +39,8 @@ struct WebhookFlushCommand: AsyncParsableCommand {
         let before: Int
         let left: Int
         do {
+            // Samples a session left forming (it was killed, or is still running) go out now too.
+            try forwarder.sealAllBatches()
             before = try forwarder.outbox.pending().count
             let deadline = Int64((Date().timeIntervalSince1970 + Double(timeout ?? settings.webhookGraceSec)) * 1000)
             left = try await forwarder.drain(untilMs: deadline, immediately: true)

@@ -26,13 +26,22 @@ struct WebhookStatusCommand: AsyncParsableCommand {
         let settings = try store.settings()
         let dir = StateDirectory.resolve(option: store.stateDir, configured: settings.stateDir)
         let items: [OutboxItem]
-        do { items = try WebhookOutbox(directory: dir, maxItems: settings.webhookMaxItems).pending() } catch {
+        let forming: Int
+        do {
+            let outbox = try WebhookOutbox(directory: dir, maxItems: settings.webhookMaxItems)
+            items = try outbox.pending()
+            forming = try outbox.formingSampleCount()
+        } catch {
             throw CommandFailure("\(error)")
         }
         switch format {
         case .json:
             for item in items { print(Self.json(item).jsonString) }
         case .text:
+            if forming > 0 {
+                print("\(forming) sample(s) committed in a batch still forming (sealed at the batch size, the session's "
+                    + "end, a minute without samples, or by `hr-gateway webhook flush`).")
+            }
             guard !items.isEmpty else {
                 print("The webhook outbox (\(dir)/outbox.sqlite) is empty: everything was delivered.")
                 return

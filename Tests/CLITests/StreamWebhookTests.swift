@@ -124,6 +124,42 @@ import WebhookTestSupport
         #expect(bodies.filter { $0["type"] == .string("session_summary") }.count == 1)
     }
 
+    @Test func samplesOfAKilledStreamAreDeliveredByTheNextFlush() throws {
+        let gate = temp("refuse")
+        #expect(FileManager.default.createFile(atPath: gate, contents: nil))
+        let server = try FlakyServer(failing: 0, failWhile: gate)
+        let (replay, config, stateDir) = try fixtures()
+        // A batch holds 60 samples; the stream is killed long before one fills.
+        let stream = try RunningCLI([
+            "stream", "--replay", replay, "--replay-speed", "4", "--format", "jsonl", "--session-id", "wh-kill",
+            "--webhook", server.url.absoluteString, "--webhook-samples", "--state-dir", stateDir, "--config", config,
+        ])
+        var received = 0
+        while let line = stream.readLine() {
+            let event = try JSONValue(parsing: line)
+            if event["type"] == .string("session_frame") {
+                received = Int(event["metrics"]?["sample_count"]?.intValue ?? 0)
+                break
+            }
+        }
+        stream.signal(SIGKILL)
+        _ = stream.wait()
+        #expect(received > 0)
+
+        try FileManager.default.removeItem(atPath: gate)
+        let flush = try CLI.run(["webhook", "flush", "--state-dir", stateDir, "--config", config, "--timeout", "5"])
+        #expect(flush.status == 0, "\(flush.stderr)")
+        let batches = try server.accepted().map { try JSONValue(parsing: $0.body) }
+        #expect(batches.allSatisfy { $0["type"] == .string("biosignal_batch") && $0["session_id"] == .string("wh-kill") })
+        let delivered = try batches.flatMap { $0["samples"]?.arrayValue ?? [] }.map { try BiosignalSample(json: $0) }
+        // Every sample the engine had received when it emitted the frame was committed before it got there: each one
+        // is delivered, in the replay's order, with none missing or repeated.
+        let replayed = try String(contentsOfFile: replay, encoding: .utf8).split(separator: "\n")
+            .map { try BiosignalSample(json: JSONValue(parsing: String($0))) }
+        #expect(delivered.count >= received)
+        #expect(delivered == Array(replayed.prefix(delivered.count)))
+    }
+
     @Test func aMalformedWebhookURLIsRefusedBeforeTheSession() throws {
         let (replay, _, stateDir) = try fixtures()
         let r = try CLI.run(["stream", "--replay", replay, "--webhook", "127.0.0.1:8080/hook", "--state-dir", stateDir])

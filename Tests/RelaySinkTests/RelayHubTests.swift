@@ -3,7 +3,7 @@ import GatewayEngine
 import SimulatedProvider
 import Testing
 
-@testable import RelaySink
+@testable import RelayCore
 
 /// A hub driving a real engine on a manual clock, with a simulated strap.
 struct Rig {
@@ -179,6 +179,24 @@ func types(_ m: [[String: JSONValue]]) -> [String] { m.compactMap { $0["type"]?.
         #expect(hello["replayed"]?.intValue == 240)
         let replayed = try messages(second.queue).filter { $0["replayed"] == .bool(true) }
         #expect(replayed.first?["relay_seq"]?.intValue == lastSeen + 1)
+    }
+
+    @Test func eventsLeavingTheResumeBufferAreReleasedAtOnce() async throws {
+        var configuration = RelayHubConfiguration()
+        configuration.liveRetentionMs = 60_000
+        let rig = Rig(configuration: configuration)
+        let c = rig.hub.connect(Rig.phone)
+        _ = await rig.send(start.replacingOccurrences(of: "600", with: "3600"), c)
+        // 20 minutes: two frames every 5 s, far fewer than the 1024 trimmed slots that trigger a compaction.
+        for _ in 0..<(20 * 60) {
+            rig.clock.advance(byMs: 1000)
+            _ = c.queue.drain()
+        }
+        let held = rig.hub.resumeBufferHeld
+        let live = rig.hub.resumeBufferLive
+        #expect(held.slots > live, "trimmed slots are still in the buffer (no compaction yet)")
+        #expect(live > 0 && live <= 30, "about a minute of frames (two every 5 s): \(live)")
+        #expect(held.withText == live, "only the events still replayable keep their text")
     }
 
     @Test(arguments: [

@@ -3,7 +3,8 @@ import GatewayEngine
 import SimulatedProvider
 import Testing
 
-@testable import RelaySink
+@testable import RelayCore
+@testable import RelayStore
 
 @Suite struct RelayOutboxStoreTests {
     let start = #"{"command":"start_session","session_id":"s1","mode":"focus","duration_sec":600,"profile":{"window_sec":30,"emit_interval_sec":5},"window_label":"desk","id":"c1"}"#

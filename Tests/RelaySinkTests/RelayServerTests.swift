@@ -4,7 +4,10 @@ import HummingbirdWSClient
 import SimulatedProvider
 import Testing
 
-@testable import RelaySink
+@testable import RelayCore
+@testable import RelayStore
+@testable import RelayWebServer
+@testable import RelayWSClient
 
 /// A relay server on 127.0.0.1 with a free port, over a real engine on the system clock.
 final class LiveRelay: Sendable {

@@ -1,7 +1,11 @@
 import Foundation
+import GatewayEngine
 import Testing
 
-@testable import RelaySink
+@testable import RelayCore
+@testable import RelayStore
+@testable import RelayWebServer
+@testable import RelayWSClient
 
 @Suite struct RelayTokenTests {
     func tempStore() -> RelayTokenStore {
@@ -46,6 +50,76 @@ import Testing
         try "{not json".write(toFile: store.path, atomically: true, encoding: .utf8)
         #expect(throws: RelayTokenStoreError.self) { try store.list() }
         #expect(store.authenticate("hrg_x") == nil)
+    }
+
+    @Test func authenticationReadsTheFileOnlyWhenItChanged() throws {
+        let directory = NSTemporaryDirectory() + "tokens-" + UUID().uuidString
+        let reads = Locked(0)
+        let store = RelayTokenStore(directory: directory, readFile: { path in
+            reads.withLock { $0 += 1 }
+            return FileManager.default.contents(atPath: path).map { [UInt8]($0) }
+        })
+        // Another process (`hr-gateway token create`, `token revoke`) writes the file.
+        let other = RelayTokenStore(directory: directory)
+        #expect(store.authenticate("hrg_nothing-yet") == nil)
+        #expect(reads.withLock { $0 } == 0, "no file, nothing to read")
+        let (first, record) = try other.create(name: "phone", scope: .control, nowMs: 0)
+        for _ in 0..<3 { #expect(store.authenticate(first)?.consumerId == record.id) }
+        #expect(reads.withLock { $0 } == 1, "an unchanged file is read once, not at every lookup")
+        #expect(try store.list().map(\.id) == [record.id])
+        #expect(reads.withLock { $0 } == 1)
+
+        let (second, _) = try other.create(name: "dash", scope: .read, nowMs: 1)
+        #expect(store.authenticate(second)?.scope == .read, "a token created elsewhere works at once")
+        #expect(store.authenticate(first) != nil)
+        #expect(reads.withLock { $0 } == 2)
+        _ = try other.revoke("phone")
+        #expect(store.authenticate(first) == nil, "a token revoked elsewhere is refused at once")
+        #expect(store.authenticate(second) != nil)
+        #expect(reads.withLock { $0 } == 3)
+    }
+
+    @Test func aTokenFileDamagedAfterItWasReadKeepsTheLastRecordsForLookups() throws {
+        let directory = NSTemporaryDirectory() + "tokens-" + UUID().uuidString
+        let store = RelayTokenStore(directory: directory)
+        let (token, _) = try store.create(name: "phone", scope: .control, nowMs: 0)
+        #expect(store.authenticate(token) != nil)
+        try "{not json".write(toFile: store.path, atomically: true, encoding: .utf8)
+        #expect(throws: RelayTokenStoreError.self) { try store.list() }
+        #expect(store.authenticate(token) != nil, "a file being rewritten or damaged revokes nothing")
+    }
+
+    @Test func theSelfSignedCertificateIsMadeOnceWithAPrivateKeyAndLoadsIntoTLS() throws {
+        let directory = NSTemporaryDirectory() + "tls-" + UUID().uuidString
+        let files = RelayTLSFiles.inStateDirectory(directory)
+        try files.createSelfSignedIfMissing()
+        let key = try FileManager.default.attributesOfItem(atPath: files.keyPath)
+        #expect((key[.posixPermissions] as? Int) == 0o600)
+        let pem = try String(contentsOfFile: files.certificatePath, encoding: .utf8)
+        #expect(pem.hasPrefix("-----BEGIN CERTIFICATE-----"))
+        let der = try #require(RelayTLSFiles.firstCertificateDER(pem))
+        let fingerprint = try files.fingerprint()
+        #expect(fingerprint == RelayTLSFiles.fingerprint(der: der))
+        #expect(fingerprint.split(separator: ":").count == 32)
+        // BoringSSL (through NIOSSL) takes the pair as a server identity.
+        _ = try files.serverConfiguration()
+        // Made once: a second call keeps the certificate (and so the fingerprint clients pinned).
+        try files.createSelfSignedIfMissing()
+        #expect(try files.fingerprint() == fingerprint)
+        // Another state directory, another key.
+        let other = RelayTLSFiles.inStateDirectory(directory + "-2")
+        try other.createSelfSignedIfMissing()
+        #expect(try other.fingerprint() != fingerprint)
+    }
+
+    @Test func aChainFileIsPinnedByItsFirstCertificate() throws {
+        let a = try RelayTLSFiles.makeSelfSigned(commonName: "a", now: Date())
+        let b = try RelayTLSFiles.makeSelfSigned(commonName: "b", now: Date())
+        let first = try #require(RelayTLSFiles.firstCertificateDER(a.certificate))
+        #expect(RelayTLSFiles.firstCertificateDER(a.certificate + b.certificate) == first)
+        #expect(RelayTLSFiles.firstCertificateDER(a.key + a.certificate) == first, "a key block before it is skipped")
+        #expect(RelayTLSFiles.firstCertificateDER(a.key) == nil)
+        #expect(RelayTLSFiles.firstCertificateDER("no PEM here") == nil)
     }
 
     @Test func constantTimeComparisonComparesWholeArrays() {

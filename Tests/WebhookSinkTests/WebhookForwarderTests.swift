@@ -261,6 +261,53 @@ private func forwarder(_ dir: String, _ now: ManualNow, backoff: WebhookBackoff 
         #expect(try sent.map { try BiosignalSample(json: $0) } == samples)
     }
 
+    @Test func eachSampleIsOnDiskAsItArrivesAndAnAbandonedBatchIsDeliveredByTheNextProcess() async throws {
+        let server = try FlakyServer(failing: 0)
+        let dir = tempDir()
+        let now = ManualNow()
+        let first = try forwarder(dir, now)
+        let batcher = WebhookSampleBatcher(forwarder: first, url: server.url, sessionId: "s2", size: 60, onFailure: { _ in })
+        let samples = (0..<7).map {
+            BiosignalSample(timestampMs: 1_000 * Int64($0), bpm: 70, rrIntervalsMs: [857], source: "ble")
+        }
+        for (i, sample) in samples.enumerated() {
+            batcher.add(sample)
+            now.advance(1_000)
+            // Committed at once: another connection to the file sees every sample added so far.
+            #expect(try WebhookOutbox(directory: dir).formingSampleCount() == i + 1)
+        }
+        #expect(try first.outbox.pending().isEmpty)
+        // The first process ends without flushing (kill -9). A later one seals the batch once it has been idle for a
+        // minute, not before (a live session's batch is still growing).
+        let later = try forwarder(dir, now)
+        try await later.deliverDue()
+        #expect(server.accepted().isEmpty)
+        now.advance(WebhookOutbox.idleBatchMs)
+        try await later.deliverDue()
+        let bodies = try server.accepted().map { try JSONValue(parsing: $0.body) }
+        try #require(bodies.count == 1)
+        #expect(bodies[0]["type"] == .string("biosignal_batch") && bodies[0]["session_id"] == .string("s2"))
+        #expect(try (bodies[0]["samples"]?.arrayValue ?? []).map { try BiosignalSample(json: $0) } == samples)
+        #expect(try later.outbox.formingSampleCount() == 0)
+    }
+
+    @Test func aFullBatchBecomesAnItemInTheTransactionThatAddsItsLastSample() throws {
+        let dir = tempDir()
+        let now = ManualNow()
+        let f = try forwarder(dir, now)
+        let url = URL(string: "http://127.0.0.1:9/hook")!
+        let batcher = WebhookSampleBatcher(forwarder: f, url: url, sessionId: "s3", size: 3, onFailure: { _ in })
+        for i in 0..<7 { batcher.add(BiosignalSample(timestampMs: Int64(i), bpm: 60, rrIntervalsMs: [1000], source: "ble")) }
+        let items = try f.outbox.pending()
+        #expect(items.count == 2)
+        #expect(try items.map { try JSONValue(parsing: $0.body)["samples"]?.arrayValue?.count } == [3, 3])
+        #expect(try f.outbox.formingSampleCount() == 1)
+        // A flush by hand seals what is forming, however young.
+        try f.sealAllBatches()
+        #expect(try f.outbox.pending().count == 3)
+        #expect(try f.outbox.formingSampleCount() == 0)
+    }
+
     @Test func theOutboxIsBounded() throws {
         let warnings = Locked<[String]>([])
         let now = ManualNow()

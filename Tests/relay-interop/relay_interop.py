@@ -479,19 +479,23 @@ async def test_stream_connect_reaches_a_late_server_and_resumes_after_a_drop():
 
 
 async def test_stream_connect_pins_a_self_signed_far_end():
-    """`stream --connect wss://… --pin` reaches a far end with a self-signed certificate (made here with openssl)
-    when the pin matches, and refuses it, saying why, when it does not."""
+    """`stream --connect wss://… --pin` reaches a far end with a self-signed certificate when the pin matches, and
+    refuses it, saying why, when it does not. The far end's certificate and key are the ones `token create --tls` makes
+    (swift-certificates), loaded here by Python's ssl (OpenSSL), whose own hash of the DER must match the fingerprint
+    the gateway printed."""
     import hashlib
     import ssl
     state = tempfile.mkdtemp(prefix="relay-uplink-tls-")
-    cert, key = os.path.join(state, "far.pem"), os.path.join(state, "far.key")
-    subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
-                    "-days", "2", "-subj", "/CN=phone-backend", "-keyout", key, "-out", cert],
-                   check=True, capture_output=True)
+    far_state = tempfile.mkdtemp(prefix="relay-far-end-")
+    made = subprocess.run([BINARY, "token", "create", "--name", "far", "--tls", "--state-dir", far_state],
+                          check=True, capture_output=True, text=True)
+    printed = [line.split()[-1] for line in made.stdout.splitlines() if "SHA-256" in line]
+    cert, key = os.path.join(far_state, "tls", "cert.pem"), os.path.join(far_state, "tls", "key.pem")
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     context.load_cert_chain(cert, key)
     der = ssl.PEM_cert_to_DER_cert(open(cert).read())
     pin = ":".join(f"{b:02X}" for b in hashlib.sha256(der).digest())
+    assert printed == [pin], (printed, pin, made.stdout)
     got = []
     # The far end's own log. With --pin the gateway first fetches the certificate in a TLS handshake of its own and
     # hangs up before any HTTP request (RelayPinning), then opens the WebSocket connection trusting that certificate

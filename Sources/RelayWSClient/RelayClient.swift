@@ -1,4 +1,5 @@
 import GatewayEngine
+import RelayCore
 import HTTPTypes
 import HummingbirdWSClient
 import Logging

@@ -50,7 +50,7 @@ public final class RelayConnection: Sendable {
     public let startSeq: Int64
     fileprivate let resumed = Locked(false)
     /// Set when the gateway ends the connection for a reason the consumer must act on (a revoked token).
-    let closeReason = Locked<RelayCloseReason?>(nil)
+    package let closeReason = Locked<RelayCloseReason?>(nil)
 
     init(id: UInt64, principal: RelayPrincipal, queue: ConsumerQueue, startSeq: Int64) {
         self.id = id
@@ -96,7 +96,7 @@ public final class RelayHub: Sendable {
     private let state = Locked(State())
     private let commands: CommandMemo
     /// Keeps reliable events and cursors across restarts; nil keeps them in memory only.
-    public let store: RelayOutboxStore?
+    public let store: (any RelayOutbox)?
     private let storeFailure: (@Sendable (String) -> Void)?
     private let storeFailed = Locked(false)
 
@@ -108,7 +108,7 @@ public final class RelayHub: Sendable {
         configuration: RelayHubConfiguration = RelayHubConfiguration(),
         epoch: String = UUID().uuidString.lowercased(),
         nowMs: @escaping @Sendable () -> Int64 = { SystemSessionClock().nowMs() },
-        store: RelayOutboxStore? = nil,
+        store: (any RelayOutbox)? = nil,
         onStoreFailure: (@Sendable (String) -> Void)? = nil
     ) {
         self.controller = controller
@@ -132,7 +132,7 @@ public final class RelayHub: Sendable {
     }
 
     /// Runs a write to the store, if any; reports the first failure and carries on.
-    private func persist(_ write: (RelayOutboxStore) throws -> Void) {
+    private func persist(_ write: (any RelayOutbox) throws -> Void) {
         guard let store else { return }
         do { try write(store) } catch {
             let first = storeFailed.withLock { f -> Bool in
@@ -149,6 +149,12 @@ public final class RelayHub: Sendable {
     }
 
     public var connectionCount: Int { state.withLock { $0.connections.count } }
+    /// Events in the resume buffer whose text is still held (tests: trimmed ones must hold none).
+    var resumeBufferHeld: (slots: Int, withText: Int) {
+        state.withLock { s in (s.ring.count, s.ring.filter { !$0.text.isEmpty }.count) }
+    }
+    /// Events the resume buffer can still replay.
+    var resumeBufferLive: Int { state.withLock { $0.ring.count - $0.ringHead } }
     public var lastSeq: Int64 { state.withLock { $0.lastSeq } }
     /// True when no connected consumer has anything left to send.
     public var allQueuesEmpty: Bool { state.withLock { $0.connections.values.allSatisfy { $0.queue.isEmpty } } }
@@ -214,6 +220,10 @@ public final class RelayHub: Sendable {
                 || now - s.ring[s.ringHead].atMs > configuration.liveRetentionMs
         {
             s.ringTrimmedThrough = s.ring[s.ringHead].seq
+            // Release the event now: the slot itself goes at the next compaction, which may be an hour away at a
+            // low event rate (a soak saw the buffer hold 1024 trimmed frames, megabytes, until then).
+            s.ring[s.ringHead].value = [:]
+            s.ring[s.ringHead].text = ""
             s.ringHead += 1
         }
         if s.ringHead > 1024 && s.ringHead * 2 > s.ring.count {
@@ -519,7 +529,7 @@ public final class RelayHub: Sendable {
 }
 
 /// Why the gateway closed a connection, when the consumer should not simply reconnect.
-enum RelayCloseReason: Sendable {
+package enum RelayCloseReason: Sendable {
     case revoked
 }
 
@@ -533,7 +543,7 @@ public struct RelayCommandError: Error, Sendable, Equatable {
         self.message = message
     }
 
-    func result(id: JSONValue?, command: String?) -> JSONValue {
+    package func result(id: JSONValue?, command: String?) -> JSONValue {
         var o: [String: JSONValue] = [
             "type": .string("command_result"), "ok": .bool(false),
             "error_code": .string(code), "message": .string(message),

@@ -1,4 +1,6 @@
 import GatewayEngine
+import RelayCore
+import RelayWebServer
 import HummingbirdWSClient
 import Logging
 

@@ -1,5 +1,7 @@
 import Foundation
 import GatewayEngine
+import RelayCore
+import RelayStore
 import HTTPTypes
 import Hummingbird
 import HummingbirdCore
@@ -205,7 +207,7 @@ public struct RelayServer: Sendable {
     }
 
     /// Carries one consumer's frames both ways until either side ends: its queue out, its commands in, heartbeats.
-    static func pump(
+    package static func pump(
         hub: RelayHub, principal: RelayPrincipal, inbound: WebSocketInboundStream, outbound: WebSocketOutboundWriter,
         heartbeat: Duration, maxFrame: Int
     ) async throws {

@@ -2,6 +2,7 @@ import Foundation
 import GatewayEngine
 import GatewayStorage
 import GRDB
+import RelayCore
 
 /// The relay's reliable events and acknowledgement cursors on disk (`relay.sqlite` in the state directory), so that
 /// a consumer gets a `session_summary` it missed even when the gateway restarted in between.
@@ -10,21 +11,10 @@ import GRDB
 /// restarts (numbers are reserved in blocks, so a restart skips ahead rather than reusing). Only one process uses
 /// the file at a time (an exclusive `flock` on `relay.lock`); another gateway on the same state directory is told
 /// so and relays without it.
-public final class RelayOutboxStore: Sendable {
+public final class RelayOutboxStore: RelayOutbox {
     /// What the previous run left.
-    public struct Snapshot: Sendable, Equatable {
-        /// The first `relay_seq` this run may use is above this.
-        public var seqFloor: Int64 = 0
-        public var events: [Event] = []
-        public var cursors: [String: Int64] = [:]
-    }
-
-    public struct Event: Sendable, Equatable {
-        public var seq: Int64
-        public var atMs: Int64
-        /// The event as sent, envelope included.
-        public var text: String
-    }
+    public typealias Snapshot = RelayOutboxSnapshot
+    public typealias Event = RelayOutboxEvent
 
     public let path: String
     public let snapshot: Snapshot
@@ -82,7 +72,7 @@ public final class RelayOutboxStore: Sendable {
     deinit { lock.release(remove: false) }
 
     /// Makes sure `seq` is covered by a reservation (one write per 10 000 numbers).
-    func reserve(through seq: Int64) throws {
+    public func reserve(through seq: Int64) throws {
         let needed = reservedThrough.withLock { r -> Int64? in
             guard seq > r else { return nil }
             r = seq + Self.reservation
@@ -94,7 +84,7 @@ public final class RelayOutboxStore: Sendable {
         }
     }
 
-    func append(_ event: Event) throws {
+    public func append(_ event: Event) throws {
         try reserve(through: event.seq)
         try dbQueue.write { db in
             try db.execute(
@@ -104,7 +94,7 @@ public final class RelayOutboxStore: Sendable {
     }
 
     /// Stores the cursors given (nil removes one) and drops the events at or below `floor`.
-    func update(cursors: [String: Int64?], dropThrough floor: Int64?) throws {
+    public func update(cursors: [String: Int64?], dropThrough floor: Int64?) throws {
         try dbQueue.write { db in
             for (id, value) in cursors {
                 if let value {
@@ -119,7 +109,7 @@ public final class RelayOutboxStore: Sendable {
     }
 
     /// Drops the oldest events beyond `limit`.
-    func trim(keeping limit: Int) throws {
+    public func trim(keeping limit: Int) throws {
         try dbQueue.write { db in
             try db.execute(
                 sql: "DELETE FROM events WHERE seq NOT IN (SELECT seq FROM events ORDER BY seq DESC LIMIT ?)",

@@ -1,14 +1,7 @@
 import Crypto
 import Foundation
 import GatewayEngine
-
-/// What a token may do on the relay.
-public enum RelayScope: String, Sendable, Codable, Equatable {
-    /// Receive events and send `get_status`, `hello`, `ack`.
-    case read
-    /// Also `start_session`, `stop_session`, `ingest_hsi_metrics`.
-    case control
-}
+import RelayCore
 
 /// One stored token: only the SHA-256 of the secret is kept.
 public struct RelayTokenRecord: Sendable, Codable, Equatable {
@@ -27,23 +20,6 @@ public struct RelayTokenRecord: Sendable, Codable, Equatable {
     }
 }
 
-/// Who is connected: the identity a reliable-delivery cursor is kept under.
-public struct RelayPrincipal: Sendable, Equatable, Hashable {
-    /// Token id, or `anonymous` in loopback dev mode.
-    public var consumerId: String
-    public var name: String
-    public var scope: RelayScope
-
-    public init(consumerId: String, name: String, scope: RelayScope) {
-        self.consumerId = consumerId
-        self.name = name
-        self.scope = scope
-    }
-
-    /// The principal of loopback dev mode (no token).
-    public static let anonymous = RelayPrincipal(consumerId: "anonymous", name: "anonymous", scope: .control)
-}
-
 /// A token file that cannot be read or written.
 public struct RelayTokenStoreError: Error, Sendable, CustomStringConvertible {
     public let description: String
@@ -54,18 +30,50 @@ public struct RelayTokenStoreError: Error, Sendable, CustomStringConvertible {
 ///
 /// Lookup hashes the presented token and compares it with every stored hash in constant time, so neither the
 /// position of a match nor the length of a common prefix shows in the timing.
+///
+/// The records are cached: a lookup costs one `stat` of the file, and the file is read and decoded again only when
+/// its identity (device, inode, size, modification and change times) differs from the one last read, so another
+/// process's `token create` or `token revoke` is seen at the next lookup and an unchanged file is never re-read.
 public final class RelayTokenStore: Sendable {
     public let directory: String
     public var path: String { directory + "/tokens.json" }
-    private let cache: Locked<[RelayTokenRecord]?> = Locked(nil)
+    private let readFile: @Sendable (String) -> [UInt8]?
+    private let cache = Locked<Cached?>(nil)
 
-    public init(directory: String) { self.directory = directory }
+    /// What the cached records were decoded from.
+    struct FileIdentity: Equatable, Sendable {
+        var device: UInt64
+        var inode: UInt64
+        var size: Int64
+        var modified: timespec
+        var changed: timespec
 
-    /// All records, re-read from disk (another process may have created or revoked one).
+        static func == (a: Self, b: Self) -> Bool {
+            a.device == b.device && a.inode == b.inode && a.size == b.size
+                && a.modified.tv_sec == b.modified.tv_sec && a.modified.tv_nsec == b.modified.tv_nsec
+                && a.changed.tv_sec == b.changed.tv_sec && a.changed.tv_nsec == b.changed.tv_nsec
+        }
+    }
+
+    private struct Cached: Sendable {
+        /// nil: the file did not exist.
+        var identity: FileIdentity?
+        var records: [RelayTokenRecord]
+    }
+
+    /// - Parameter readFile: reads a whole file (nil when it cannot); injected by tests to count reads.
+    public init(
+        directory: String,
+        readFile: @escaping @Sendable (String) -> [UInt8]? = { FileManager.default.contents(atPath: $0).map { [UInt8]($0) } }
+    ) {
+        self.directory = directory
+        self.readFile = readFile
+    }
+
+    /// All records as the file holds them now (another process may have created or revoked one); read again only
+    /// when the file changed since it was last read.
     public func list() throws(RelayTokenStoreError) -> [RelayTokenRecord] {
-        let records = try load()
-        cache.withLock { $0 = records }
-        return records
+        try current()
     }
 
     /// Creates a token and returns its secret text (shown once) and its record.
@@ -79,7 +87,7 @@ public final class RelayTokenStore: Sendable {
         let hash = Self.sha256Hex(token)
         let record = RelayTokenRecord(
             id: String(hash.prefix(12)), name: name, scope: scope, sha256: hash, createdAtMs: nowMs)
-        var records = try load()
+        var records = try load().records
         records.append(record)
         try save(records)
         return (token, record)
@@ -87,7 +95,7 @@ public final class RelayTokenStore: Sendable {
 
     /// Removes the token whose id (or unique id prefix, or name) matches; returns the removed record.
     public func revoke(_ key: String) throws(RelayTokenStoreError) -> RelayTokenRecord {
-        var records = try load()
+        var records = try load().records
         let matches = records.indices.filter { records[$0].id.hasPrefix(key) || records[$0].name == key }
         guard !key.isEmpty, let first = matches.first else {
             throw RelayTokenStoreError("No token with id or name '\(key)'; `hr-gateway token list` shows them.")
@@ -100,9 +108,10 @@ public final class RelayTokenStore: Sendable {
         return removed
     }
 
-    /// The principal for a presented token, or nil. Reads the file when it changed on disk since the last lookup.
+    /// The principal for a presented token, or nil. Costs a `stat`; reads the file only when it changed on disk
+    /// since it was last read. A file that cannot be read or decoded keeps the records last read.
     public func authenticate(_ token: String) -> RelayPrincipal? {
-        let records = (try? load()) ?? cache.withLock { $0 } ?? []
+        let records = (try? current()) ?? cache.withLock { $0?.records } ?? []
         let presented = Array(SHA256.hash(data: Array(token.utf8)))
         var found: RelayTokenRecord?
         for r in records {
@@ -112,15 +121,35 @@ public final class RelayTokenStore: Sendable {
         return found.map { RelayPrincipal(consumerId: $0.id, name: $0.name, scope: $0.scope) }
     }
 
+    /// The cached records when the file is unchanged, else the file read again (and cached).
+    private func current() throws(RelayTokenStoreError) -> [RelayTokenRecord] {
+        let identity = Self.identity(of: path)
+        if let cached = cache.withLock({ $0 }), cached.identity == identity { return cached.records }
+        let loaded = try load()
+        cache.withLock { $0 = loaded }
+        return loaded.records
+    }
+
+    /// The identity of the file at `path`, nil when there is none.
+    static func identity(of path: String) -> FileIdentity? {
+        var st = stat()
+        guard stat(path, &st) == 0 else { return nil }
+        return FileIdentity(
+            device: UInt64(st.st_dev), inode: UInt64(st.st_ino), size: Int64(st.st_size),
+            modified: st.st_mtim, changed: st.st_ctim)
+    }
+
     // MARK: File
 
-    private func load() throws(RelayTokenStoreError) -> [RelayTokenRecord] {
-        guard FileManager.default.fileExists(atPath: path) else { return [] }
-        guard let data = FileManager.default.contents(atPath: path) else {
+    /// Reads and decodes the file, with the identity it had before the read (so that a change during the read is
+    /// seen at the next lookup).
+    private func load() throws(RelayTokenStoreError) -> Cached {
+        guard let identity = Self.identity(of: path) else { return Cached(identity: nil, records: []) }
+        guard let bytes = readFile(path) else {
             throw RelayTokenStoreError("Cannot read \(path): check its permissions.")
         }
         do {
-            return try JSONDecoder().decode([RelayTokenRecord].self, from: data)
+            return Cached(identity: identity, records: try JSONDecoder().decode([RelayTokenRecord].self, from: Data(bytes)))
         } catch {
             throw RelayTokenStoreError("\(path) is not a token file (\(error)); move it away to start afresh.")
         }
@@ -145,7 +174,8 @@ public final class RelayTokenStore: Sendable {
         } catch {
             throw RelayTokenStoreError("Cannot write \(path): \(error).")
         }
-        cache.withLock { $0 = records }
+        // Read back at the next lookup: stat-ing the file here could see another process's newer file.
+        cache.withLock { $0 = nil }
     }
 
     // MARK: Helpers
