@@ -72,7 +72,7 @@ public struct RelayTLSFiles: Sendable, Equatable {
         try Self.writeFile(certificatePEM, to: certificatePath, mode: 0o644)
     }
 
-    /// A self-signed certificate for a server (not a CA) and its private key, both PEM.
+    /// A self-signed server certificate (its own root, path length 0) and its private key, both PEM.
     static func makeSelfSigned(commonName: String, now: Date) throws -> (certificate: String, key: String) {
         let key = P256.Signing.PrivateKey()
         let signer = Certificate.PrivateKey(key)
@@ -80,8 +80,10 @@ public struct RelayTLSFiles: Sendable, Equatable {
         var names: [GeneralName] = [.dnsName("localhost")]
         if commonName != "localhost" { names.insert(.dnsName(commonName), at: 0) }
         let extensions = try Certificate.Extensions {
-            Critical(BasicConstraints.notCertificateAuthority)
-            Critical(KeyUsage(digitalSignature: true))
+            // Its own trust anchor: a client that pins it trusts it as the only root, which BoringSSL accepts only
+            // from a CA certificate (as `openssl req -x509` makes by default).
+            Critical(BasicConstraints.isCertificateAuthority(maxPathLength: 0))
+            Critical(KeyUsage(digitalSignature: true, keyCertSign: true))
             try ExtendedKeyUsage([.serverAuth])
             SubjectAlternativeNames(names)
         }
