@@ -25,14 +25,16 @@ struct HRVCommand: ParsableCommand {
               pnn50                    100 * nn50 / number of differences (percent)
               resp_rate_rr_bpm         breaths per minute from sinus arrhythmia
               resp_rate_rr_confidence  0-1: how clearly the breathing peak stands out
-              vlf_ms2, lf_ms2, hf_ms2  band powers 0.0033-0.04, 0.04-0.15, 0.15-0.4 Hz (VLF: 240 s or more)
+              vlf_ms2, lf_ms2, hf_ms2  power in 0.0033-0.04, 0.04-0.15, 0.15-0.4 Hz
+                                       (LF, HF: 120 s or more; VLF: 240 s or more)
               total_power_ms2          VLF + LF + HF (240 s or more)
-              lf_hf, lf_nu, hf_nu      LF/HF; 100 LF/(LF+HF); 100 HF/(LF+HF) (120 s or more)
+              lf_hf, lf_nu, hf_nu      LF/HF; 100 LF/(LF+HF); 100 HF/(LF+HF)
               lf_peak_hz, hf_peak_hz   spectral peaks in LF and HF
               sd1_ms, sd2_ms, sd1_sd2  Poincare descriptors (20 intervals or more)
-              dfa_alpha1, dfa_alpha2   DFA, boxes 4-16 and 16-64 beats (50 / 256 intervals or more)
-              sampen                   sample entropy, m = 2, r = 0.2 SD (100 intervals or more)
-              stress_index             Baevsky stress index, 50 ms bins (50 intervals or more)
+              dfa_alpha1, dfa_alpha2   DFA, boxes 4-16 and 16-64 beats
+                                       (50 / 256 intervals or more)
+              sampen                   sample entropy, m = 2, r = 0.2 SD (100 or more)
+              stress_index             Baevsky stress index, 50 ms bins (50 or more)
             Frequency-domain and nonlinear metrics use the longest uninterrupted run; each is left out when it is \
             too short (see docs/hrv.md).
 

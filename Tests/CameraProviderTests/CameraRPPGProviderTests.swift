@@ -159,7 +159,7 @@ private func session(_ id: String) -> SessionConfig {
         }
         clock.advance(byMs: 30_000)
         let frame = try #require(probe.events.last)
-        #expect(frame.type == "session_frame", "the session goes on")
+        #expect(frame.type == "session_frame", "the session goes on: \(probe.events.suffix(4).map(\.jsonValue))")
         #expect(frame.metrics?.hrMeanBpm == 64)
         #expect(frame.metrics?.sampleCount == 10)
         #expect(frame.metrics?.cameraHrBpm == nil)
