@@ -86,7 +86,8 @@ import Testing
         try process.run()
         // A session that never ends (today's fault with a backward step) is killed after 30 s instead of hanging.
         let pid = process.processIdentifier
-        DispatchQueue.global().asyncAfter(deadline: .now() + 30) { kill(pid, SIGKILL) }
+        let killer = DispatchWorkItem { kill(pid, SIGKILL) }
+        DispatchQueue.global().asyncAfter(deadline: .now() + 30, execute: killer)
         let reader = out.fileHandleForReading
         var buffer = Data()
         func readLine() -> String? {
@@ -111,6 +112,7 @@ import Testing
             }
         }
         process.waitUntilExit()
+        killer.cancel()  // the pid may be reused once the gateway has exited
         #expect(process.terminationStatus == 0)
 
         let frames = lines.filter { $0.json["type"] == .string("session_frame") }
