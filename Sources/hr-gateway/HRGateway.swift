@@ -1,4 +1,5 @@
 import ArgumentParser
+import Foundation
 
 @main
 struct HRGateway: AsyncParsableCommand {
@@ -18,4 +19,20 @@ struct HRGateway: AsyncParsableCommand {
             WebhookCommand.self,
         ]
     )
+
+    /// Swift on Linux finds argv by walking back from `environ`, which must still point into the initial stack. A
+    /// preloaded library that edits the environment in its constructor moves `environ` to the heap (libfaketime
+    /// does, so the clock-step test and anyone running the gateway under `faketime` hit it), and
+    /// `CommandLine.arguments` comes back empty: the root help instead of the subcommand. The kernel's copy of argv,
+    /// /proc/self/cmdline, is then read instead.
+    static func main() async {
+        await main(CommandLine.arguments.isEmpty ? kernelArguments().map { Array($0.dropFirst()) } : nil)
+    }
+
+    /// argv as the kernel holds it, or nil when /proc is not readable.
+    static func kernelArguments() -> [String]? {
+        guard let data = FileManager.default.contents(atPath: "/proc/self/cmdline"), !data.isEmpty else { return nil }
+        return data.split(separator: 0, omittingEmptySubsequences: false).dropLast(data.last == 0 ? 1 : 0)
+            .map { String(decoding: $0, as: UTF8.self) }
+    }
 }

@@ -13,26 +13,68 @@ import Testing
         return dirs.map { "\($0)/libfaketimeMT.so.1" }.first { FileManager.default.fileExists(atPath: $0) }
     }
 
+    /// libfaketime 0.9.10 rewrites every absolute timer it sees (`timer_settime`, `timerfd_settime` with
+    /// TFD_TIMER_ABSTIME) by the fake wall-clock offset, whatever the timer's clock and despite
+    /// FAKETIME_DONT_FAKE_MONOTONIC (its source says "only CLOCK_REALTIME is handled"). libdispatch, under every
+    /// Swift concurrency sleep, arms absolute CLOCK_MONOTONIC / CLOCK_BOOTTIME timerfds, so with the wall clock an
+    /// hour back each sleep is pushed an hour late (frames stop), an hour forward it fires at once (the session ends
+    /// early), although `ContinuousClock.now` stays right. No FAKETIME setting turns that off, so this shim,
+    /// preloaded ahead of libfaketime, hands `timerfd_settime` straight to the kernel. The wall clock
+    /// (`clock_gettime(CLOCK_REALTIME)`, `gettimeofday`, `Date()`) is still faked, and so are libfaketime's other
+    /// waits (nanosleep, poll, pthread_cond_timedwait on the real-time clock): a wait our code computed from the
+    /// wall clock still shows up as a stall or an early fire.
+    static let timerfdShimSource = """
+        #define _GNU_SOURCE
+        #include <sys/syscall.h>
+        #include <unistd.h>
+        struct itimerspec;
+        int timerfd_settime(int fd, int flags, const struct itimerspec *new_value, struct itimerspec *old_value) {
+            return (int)syscall(SYS_timerfd_settime, fd, flags, new_value, old_value);
+        }
+        """
+
+    /// Builds the shim with the C compiler on PATH (the Swift toolchain brings clang).
+    static func buildTimerfdShim(in dir: URL) throws -> String? {
+        let source = dir.appendingPathComponent("timerfd-shim.c")
+        let library = dir.appendingPathComponent("timerfd-shim.so")
+        try timerfdShimSource.write(to: source, atomically: true, encoding: .utf8)
+        let path = ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin"
+        for compiler in ["clang", "cc", "gcc"] {
+            guard let exe = path.split(separator: ":").map({ "\($0)/\(compiler)" })
+                .first(where: { FileManager.default.isExecutableFile(atPath: $0) })
+            else { continue }
+            let p = Process()
+            p.executableURL = URL(fileURLWithPath: exe)
+            p.arguments = ["-shared", "-fPIC", "-O2", "-o", library.path, source.path]
+            try p.run()
+            p.waitUntilExit()
+            if p.terminationStatus == 0 { return library.path }
+        }
+        return nil
+    }
+
     struct Line {
         let at: ContinuousClock.Instant
         let json: JSONValue
     }
 
-    // Disabled, not passing yet: spawned from the test runner the gateway prints the root help instead of running
-    // `stream` (not yet understood), and run by hand under libfaketime a backward step stalls the timers of the
-    // Swift runtime's sleeps (frames stopped for about 25 s) although SessionClock.monotonicMs() stays right. The
-    // injected-clock tests (GatewayEngineTests.ClockStepTests) cover the engine's behaviour meanwhile.
-    @Test(.disabled("libfaketime run not working yet; see the comment above"), arguments: [-3600, 3600])
+    @Test(arguments: [-3600, 3600])
     func aWallClockStepMidSessionChangesOnlyTheTimestamps(stepSec: Int) throws {
         let lib = try #require(Self.libfaketime, "libfaketime is missing: apt-get install faketime")
-        let rc = FileManager.default.temporaryDirectory.appendingPathComponent("hrg-faketime-\(getpid())-\(stepSec).rc").path
-        defer { try? FileManager.default.removeItem(atPath: rc) }
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("hrg-faketime-\(getpid())-\(stepSec)")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let shim = try #require(try Self.buildTimerfdShim(in: dir), "no C compiler (clang, cc) to build the timerfd shim")
+        let rc = dir.appendingPathComponent("faketime.rc").path
         try "+0\n".write(toFile: rc, atomically: true, encoding: .utf8)
-        // Through env(1), so that only the gateway runs with libfaketime preloaded.
+        // Through env(1), so that only the gateway runs with libfaketime preloaded. libfaketime's constructor edits
+        // the environment, which leaves Swift's CommandLine.arguments empty; the gateway then reads
+        // /proc/self/cmdline (HRGateway.main).
         let process = Process()
         process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
         process.arguments = [
-            "LD_PRELOAD=\(lib)", "FAKETIME_TIMESTAMP_FILE=\(rc)", "FAKETIME_NO_CACHE=1", "FAKETIME_DONT_FAKE_MONOTONIC=1",
+            "LD_PRELOAD=\(shim):\(lib)", "FAKETIME_TIMESTAMP_FILE=\(rc)", "FAKETIME_NO_CACHE=1",
+            "FAKETIME_DONT_FAKE_MONOTONIC=1",
             "HR_GATEWAY_STATE_DIR=\(CLI.stateDir)", CLI.executable.path,
             "stream", "--simulate", "--model", "sdk-mock", "--format", "jsonl", "--emit-interval", "1",
             "--duration", "10", "--no-record-db",
@@ -44,7 +86,8 @@ import Testing
         try process.run()
         // A session that never ends (today's fault with a backward step) is killed after 30 s instead of hanging.
         let pid = process.processIdentifier
-        DispatchQueue.global().asyncAfter(deadline: .now() + 30) { kill(pid, SIGKILL) }
+        let killer = DispatchWorkItem { kill(pid, SIGKILL) }
+        DispatchQueue.global().asyncAfter(deadline: .now() + 30, execute: killer)
         let reader = out.fileHandleForReading
         var buffer = Data()
         func readLine() -> String? {
@@ -69,6 +112,7 @@ import Testing
             }
         }
         process.waitUntilExit()
+        killer.cancel()  // the pid may be reused once the gateway has exited
         #expect(process.terminationStatus == 0)
 
         let frames = lines.filter { $0.json["type"] == .string("session_frame") }
