@@ -3,8 +3,8 @@ import GatewayEngine
 import Testing
 
 /// Reads a pipe on a thread of its own and keeps every line with the moment it arrived.
+// @unchecked Sendable: `lines` is only touched under `lock`; `arrived` is a semaphore.
 final class TimedLines: @unchecked Sendable {
-    // @unchecked Sendable: `lines` is only touched under `lock`; `arrived` is a semaphore.
     private let lock = NSLock()
     private var lines: [(at: ContinuousClock.Instant, text: String)] = []
     private let arrived = DispatchSemaphore(value: 0)
