@@ -18,17 +18,11 @@ public struct BlueZNotification: Sendable, Hashable {
 
 /// An `observe(_:)` registration; `cancel()` stops the calls.
 public final class BlueZObservation: Sendable {
-    private let cancellation: Mutex<(@Sendable () -> Void)?>
+    private let cancellation: OnceAction
 
-    init(cancel: @escaping @Sendable () -> Void) { cancellation = Mutex(cancel) }
+    init(cancel: @escaping @Sendable () -> Void) { cancellation = OnceAction(cancel) }
 
-    public func cancel() {
-        let body = cancellation.withLock { body -> (@Sendable () -> Void)? in
-            defer { body = nil }
-            return body
-        }
-        body?()
-    }
+    public func cancel() { cancellation.run() }
 }
 
 /// How `writeValue` writes.

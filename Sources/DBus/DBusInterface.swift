@@ -185,17 +185,27 @@ public struct DBusSubscription<Element: Sendable>: AsyncSequence, Sendable {
 /// A handler registered with `DBusConnection.receive(anyOf:handler:)`. `cancel()` (or releasing the last reference)
 /// stops the calls and removes the match rules.
 public final class DBusHandlerRegistration: Sendable {
-    private let cancellation: Mutex<(@Sendable () -> Void)?>
+    private let cancellation: OnceAction
 
-    init(cancel: @escaping @Sendable () -> Void) { cancellation = Mutex(cancel) }
+    init(cancel: @escaping @Sendable () -> Void) { cancellation = OnceAction(cancel) }
 
-    public func cancel() {
-        let body = cancellation.withLock { body -> (@Sendable () -> Void)? in
+    public func cancel() { cancellation.run() }
+
+    deinit { cancel() }
+}
+
+/// An action that runs at most once, whichever thread asks first; later calls do nothing. The action runs outside
+/// the lock, so it may call back into its owner. Used by the registrations that `cancel()` hands back.
+public final class OnceAction: Sendable {
+    private let action: Mutex<(@Sendable () -> Void)?>
+
+    public init(_ action: @escaping @Sendable () -> Void) { self.action = Mutex(action) }
+
+    public func run() {
+        let body = action.withLock { body -> (@Sendable () -> Void)? in
             defer { body = nil }
             return body
         }
         body?()
     }
-
-    deinit { cancel() }
 }
