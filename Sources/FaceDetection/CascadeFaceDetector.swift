@@ -41,11 +41,14 @@ public final class CascadeFaceDetector: FaceDetector {
     /// The Debian package that installs the cascade files.
     public static let cascadePackage = "opencv-data"
     /// The cascade used when none is configured.
-    public static let defaultCascadePath = "/usr/share/opencv4/lbpcascades/lbpcascade_frontalface.xml"
-    /// Other frontal-face cascades from the same package (slower, for `--face-cascade`).
+    /// Haar `alt2`: on the real dev videos at 160x120 it finds the face on 84-99 % of calls where the LBP cascade
+    /// finds 15-85 % (docs/rppg.md, "Cascade choice"), for about 3x the time per call.
+    public static let defaultCascadePath = "/usr/share/opencv4/haarcascades/haarcascade_frontalface_alt2.xml"
+    /// Other frontal-face cascades from the same package (for `--face-cascade`): the LBP cascade is about 3x
+    /// faster but misses more faces; `lbpcascade_frontalface_improved` needs a larger detection image.
     public static let alternativeCascadePaths = [
+        "/usr/share/opencv4/lbpcascades/lbpcascade_frontalface.xml",
         "/usr/share/opencv4/lbpcascades/lbpcascade_frontalface_improved.xml",
-        "/usr/share/opencv4/haarcascades/haarcascade_frontalface_alt2.xml",
     ]
 
     public let cascadePath: String
@@ -70,7 +73,7 @@ public final class CascadeFaceDetector: FaceDetector {
     /// Loads a cascade file; throws `cascadeNotFound` (with the package to install), `cascadeNotReadable` or
     /// `invalidCascade`.
     public init(
-        cascadePath: String = CascadeFaceDetector.defaultCascadePath, scaleFactor: Double = 1.15,
+        cascadePath: String = CascadeFaceDetector.defaultCascadePath, scaleFactor: Double = 1.1,
         minimumNeighbours: Int = 3
     ) throws(FaceDetectorError) {
         var handle: OpaquePointer?

@@ -61,7 +61,7 @@ public struct ROIConfiguration: Sendable, Equatable {
     public var boxSmoothing: Double = 0.2
     /// Smallest face width as a fraction of the frame width.
     public var minimumFaceWidthFraction: Double = 0.08
-    /// Fewest skin samples (after subsampling) over forehead and cheeks for a usable frame.
+    /// Fewest skin samples (after subsampling) in the measured region for a usable frame.
     public var minimumSkinSamples: Int = 40
     /// Skin samples with luma below this make the frame `tooDark`.
     public var minimumMeanLuma: Double = 40
@@ -91,7 +91,8 @@ public struct ROIConfiguration: Sendable, Equatable {
 public struct ROIMeasurement: Sendable, Equatable {
     public var timestampSeconds: Double
     public var status: ROIStatus
-    /// Skin-sample-weighted mean over forehead and both cheeks; `nil` when no skin sample was found.
+    /// Skin mean of the measured region (the central face with a detector, forehead and cheeks without);
+    /// `nil` when no skin sample was found.
     public var whole: RGBMean?
     public var forehead: RGBMean?
     public var leftCheek: RGBMean?
@@ -128,7 +129,7 @@ public struct ROIMeasurement: Sendable, Equatable {
     }
 }
 
-/// Finds the face, holds a steady box on it, and measures forehead/cheek skin means in raw frames.
+/// Finds the face, holds a steady box on it, and measures its skin mean in raw frames.
 ///
 /// With a ``FaceDetector`` (the normal case; the `FaceDetection` target wraps OpenCV's cascade classifier):
 /// 1. Every `detectionIntervalSeconds` (default 0.2 s, 5 Hz) the frame is shrunk by an integer factor to about
@@ -139,16 +140,17 @@ public struct ROIMeasurement: Sendable, Equatable {
 ///    twice that, so detector jitter never moves the ROI. A detection far from the box (no overlap) replaces it
 ///    at once. Detector misses hold the box for `faceLostSeconds`, then the frames are `noFace`.
 /// 3. Between detections nothing is searched: the held box is measured as is.
-/// 4. Fine pass inside the box: one sample per 2x2 pixels in the forehead (x 30-70 %, y 8-25 % of the box) and
-///    cheeks (x 18-38 % and 62-82 %, y 50-70 %); only samples passing the skin test (Cb/Cr/Y) are summed, in the
-///    camera's own channels (YCbCr, converted to RGB once per region, or RGB). Skin outside the box is never
-///    looked at.
+/// 4. Fine pass inside the box: one sample per 2x2 pixels over the central face (x 20-80 %, y 10-95 % of the
+///    box); only samples passing the skin test (Cb/Cr/Y) are summed, in the camera's own channels (YCbCr,
+///    converted to RGB once per region, or RGB), into `whole`; the forehead (x 30-70 %, y 8-25 %) and cheek
+///    (x 18-38 % and 62-82 %, y 50-70 %) samples among them also into their own means. Skin outside the box is
+///    never looked at.
 /// 5. Status: `noFace`, `tooFewSkinPixels`, `tooDark`, `tooBright` from the samples, and `moving` when the
 ///    detection moved by more than `movingFraction` of the box width since the previous detection.
 ///
 /// Without a detector (`detector: nil`, kept for pure-Swift use and signal tests on synthetic video) the face is
 /// the largest 4-connected group of skin blocks on every frame (height capped at 1.35x width), exponentially
-/// smoothed (`boxSmoothing`), with the forehead at y 8-25 % and cheeks at x 15-40 % / 60-85 %, y 45-70 %. A
+/// smoothed (`boxSmoothing`), and `whole` is the forehead (y 8-25 %) and cheeks (x 15-40 % / 60-85 %, y 45-70 %). A
 /// skin-coloured wall, hand or desk can become that "face"; use a detector for real scenes.
 ///
 /// Forehead top edge (breathing motion, both modes): skin fraction of the central columns on every second row
@@ -172,6 +174,10 @@ public struct FaceROITracker: Sendable {
     private var previousDetection: PixelBox?
     private var moving = false
     private var grey: [UInt8] = []
+    /// The box the previous frame was measured with, and the per-channel gain that keeps `whole` continuous
+    /// across box moves.
+    private var measuredBox: PixelBox?
+    private var continuityGain = RGBMean(r: 1, g: 1, b: 1)
 
     public init(configuration: ROIConfiguration = ROIConfiguration(), detector: (any FaceDetector)? = nil) {
         self.configuration = configuration
@@ -226,6 +232,8 @@ public struct FaceROITracker: Sendable {
         averaged = nil
         previousDetection = nil
         moving = false
+        measuredBox = nil
+        continuityGain = RGBMean(r: 1, g: 1, b: 1)
     }
 
     private mutating func run<R: PixelReader>(_ reader: R, layout: FrameLayout, t: Double) -> ROIMeasurement {
@@ -247,41 +255,30 @@ public struct FaceROITracker: Sendable {
         var m = ROIMeasurement(timestampSeconds: t, status: .noFace, whole: nil, forehead: nil, leftCheek: nil,
                                rightCheek: nil, skinSamples: 0, faceBox: smoothed, verticalPosition: nil,
                                boxSource: source)
-        guard let box = smoothed else { return m }
-
-        let regions: [(x0: Double, x1: Double, y0: Double, y1: Double)] = detector == nil
-            ? [(0.30, 0.70, 0.08, 0.25), (0.15, 0.40, 0.45, 0.70), (0.60, 0.85, 0.45, 0.70)]
-            : [(0.30, 0.70, 0.08, 0.25), (0.18, 0.38, 0.50, 0.70), (0.62, 0.82, 0.50, 0.70)]
-        let rule = skinRule
-        var sums = [RegionSums](repeating: RegionSums(), count: 3)
-        var clipped = 0
-        var visited = 0
-        for (i, reg) in regions.enumerated() {
-            let x0 = evenFloor(box.x + reg.x0 * box.width, limit: layout.width)
-            let x1 = evenFloor(box.x + reg.x1 * box.width, limit: layout.width)
-            let y0 = evenFloor(box.y + reg.y0 * box.height, limit: layout.height)
-            let y1 = evenFloor(box.y + reg.y1 * box.height, limit: layout.height)
-            var y = y0
-            while y < y1 {
-                var x = x0
-                while x < x1 {
-                    let p = reader.read(x, y)
-                    visited += 1
-                    if p.luma > cfg.lumaRange.upperBound { clipped += 1 }
-                    if rule.test(p) {
-                        sums[i].add(p)
-                    }
-                    x += 2
-                }
-                y += 2
-            }
+        guard let box = smoothed else {
+            measuredBox = nil
+            continuityGain = RGBMean(r: 1, g: 1, b: 1)
+            return m
         }
-        var total = RegionSums()
-        for s in sums { total.merge(s) }
+
+        let scan = self.scan(reader, box: box, layout: layout)
+        let (sums, clipped, visited) = (scan.sums, scan.clipped, scan.visited)
+        let total = scan.total
+        // Continuity across box moves: the frame is measured with the previous box too, and the means are scaled so
+        // that the trace does not step where the region changed (a step is broadband and swamps the pulse).
+        if detector != nil, let previous = measuredBox, previous != box,
+           let new = total.mean(R.nativeIsRGB), let old = self.scan(reader, box: previous, layout: layout).total.mean(R.nativeIsRGB),
+           new.r > 0, new.g > 0, new.b > 0 {
+            continuityGain = RGBMean(r: continuityGain.r * old.r / new.r, g: continuityGain.g * old.g / new.g,
+                                     b: continuityGain.b * old.b / new.b)
+        }
+        measuredBox = box
         m.forehead = sums[0].mean(R.nativeIsRGB)
         m.leftCheek = sums[1].mean(R.nativeIsRGB)
         m.rightCheek = sums[2].mean(R.nativeIsRGB)
-        m.whole = total.mean(R.nativeIsRGB)
+        m.whole = total.mean(R.nativeIsRGB).map {
+            RGBMean(r: $0.r * continuityGain.r, g: $0.g * continuityGain.g, b: $0.b * continuityGain.b)
+        }
         m.skinSamples = total.count
         m.verticalPosition = foreheadEdge(reader, box: box, layout: layout)
 
@@ -295,6 +292,55 @@ public struct FaceROITracker: Sendable {
             m.status = moving && detector != nil ? .moving : .ok
         }
         return m
+    }
+
+    /// Sums of the skin samples in the measured regions of `box` (see the type's documentation).
+    private func scan<R: PixelReader>(_ reader: R, box: PixelBox, layout: FrameLayout) -> (sums: [RegionSums], total: RegionSums, clipped: Int, visited: Int) {
+        let cfg = configuration
+        // Regions as fractions of the box. With a detector the whole central face (x 20-80 %, y 10-95 %) is
+        // measured: on compressed real video its skin mean carries the pulse far better than forehead and cheeks
+        // alone (docs/rppg.md, "The measured region"); forehead and cheek means are kept for diagnostics. Without a
+        // detector the box is a skin blob, and only forehead and cheeks are measured.
+        typealias Region = (x0: Double, x1: Double, y0: Double, y1: Double)
+        let named: [Region] = detector == nil
+            ? [(0.30, 0.70, 0.08, 0.25), (0.15, 0.40, 0.45, 0.70), (0.60, 0.85, 0.45, 0.70)]
+            : [(0.30, 0.70, 0.08, 0.25), (0.18, 0.38, 0.50, 0.70), (0.62, 0.82, 0.50, 0.70)]
+        let scanned: [Region] = detector == nil ? named : [(0.20, 0.80, 0.10, 0.95)]
+        func pixels(_ reg: Region) -> (x0: Int, x1: Int, y0: Int, y1: Int) {
+            (evenFloor(box.x + reg.x0 * box.width, limit: layout.width), evenFloor(box.x + reg.x1 * box.width, limit: layout.width),
+             evenFloor(box.y + reg.y0 * box.height, limit: layout.height), evenFloor(box.y + reg.y1 * box.height, limit: layout.height))
+        }
+        let namedPixels = named.map(pixels)
+        let rule = skinRule
+        var sums = [RegionSums](repeating: RegionSums(), count: named.count)
+        var total = RegionSums()
+        var clipped = 0
+        var visited = 0
+        for (i, reg) in scanned.enumerated() {
+            let (x0, x1, y0, y1) = pixels(reg)
+            var y = y0
+            while y < y1 {
+                var x = x0
+                while x < x1 {
+                    let p = reader.read(x, y)
+                    visited += 1
+                    if p.luma > cfg.lumaRange.upperBound { clipped += 1 }
+                    if rule.test(p) {
+                        total.add(p)
+                        if scanned.count == named.count {
+                            sums[i].add(p)
+                        } else {
+                            for (j, n) in namedPixels.enumerated() where x >= n.x0 && x < n.x1 && y >= n.y0 && y < n.y1 {
+                                sums[j].add(p)
+                            }
+                        }
+                    }
+                    x += 2
+                }
+                y += 2
+            }
+        }
+        return (sums, total, clipped, visited)
     }
 
     /// Shrinks the frame to grey at about `detectionWidth` and asks the detector: around the held box first, then

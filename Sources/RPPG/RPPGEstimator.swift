@@ -1,3 +1,11 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
 /// Settings of the streaming estimator. The defaults follow docs/rppg.md.
 public struct RPPGConfiguration: Sendable, Equatable {
     /// Pulse search band in Hz. Default 0.7-3.0 (42-180 bpm); the upper end may be raised to 4.0 (240 bpm).
@@ -103,6 +111,8 @@ public struct RPPGEstimate: Sendable, Equatable {
     public var confidence: Double
     /// de Haan SNR of the POS pulse signal, dB (-30 when there is no spectrum yet).
     public var snrDb: Double
+    /// SNR of the POS peak alone (no harmonic) against the rest of 0.5-4 Hz, dB: the confidence's evidence.
+    public var fundamentalSnrDb: Double = -30
     /// Breathing rate, breaths per minute; `nil` unless `breathingConfidence >= breathingConfidenceThreshold`.
     public var breathingRateBpm: Double?
     /// 0-1.
@@ -131,13 +141,18 @@ public struct RPPGEstimate: Sendable, Equatable {
 /// restarts the windows) → POS and CHROM over the last
 /// `windowSeconds` → zoomed periodogram peak in the pulse band with parabolic refinement.
 ///
-/// Pulse confidence (0-1) = 0.5·P + 0.4·S + 0.1·A, where
-/// - P = clamp((peakRatio − 0.3) / 0.4): peak ratio of the POS spectrum;
-/// - S = clamp((snrDb + 3) / 9): de Haan SNR of the POS signal;
-/// - A = 1 when POS and CHROM peaks are within 3 bpm, falling linearly to 0 at 12 bpm.
-/// It is 0 while the window is shorter than `minimumWindowSeconds`, when a channel mean is below 1 (of 255), and
-/// when the spectral maximum sits on the edge of the band.
-/// `hrBpm` is reported only when confidence ≥ `confidenceThreshold` (default 0.5, checked on real face video and on pulse-free synthetic video).
+/// Pulse confidence (0-1) = clamp((E + 6) / 5) · G, calibrated on real compressed face video (docs/rppg.md,
+/// "Confidence calibration"), where
+/// - E = the POS spectrum's fundamental SNR in dB (power within ±0.1 Hz of the peak against all other power in
+///   0.5-4 Hz, no credit for a harmonic), plus 2.5 dB when the peak continues the last reading (within 5 bpm of a
+///   reading at most 3 s old);
+/// - G = 1 when the POS and CHROM peaks agree within 3 bpm or the peak continues the last reading, else 0.5;
+/// - windows shorter than 10 s (warm-up) lose the dB by which flat noise rises around a peak in them
+///   (``shortWindowPenaltyDb(_:)``: 1.7 dB at 7 s, 3.3 dB at 5 s).
+/// With the default threshold 0.5 a new reading needs E ≥ -3.5 dB and POS/CHROM agreement (or E ≥ -1 dB without
+/// it); a reading that continues the last one needs E ≥ -6 dB. It is 0 while the window is shorter than
+/// `minimumWindowSeconds`, when a channel mean is below 1 (of 255), and when the spectral maximum sits on the edge
+/// of the band. `hrBpm` is reported only when confidence ≥ `confidenceThreshold`.
 ///
 /// Breathing confidence = 0.8·clamp((peakRatio − 0.2) / 0.5) of the better of two sources (a source whose maximum
 /// sits on the band edge is dropped) — the vertical head
@@ -234,11 +249,11 @@ public struct RPPGEstimator: Sendable {
                     result.chromHrBpm = sc?.perMinute
                     result.snrDb = sp.snrDb
                     result.peakRatio = sp.peakRatio
-                    let p = clamp01((sp.peakRatio - 0.3) / 0.4)
-                    let s = clamp01((sp.snrDb + 3) / 9)
-                    var a = 0.0
-                    if let sc { a = clamp01(1 - (abs(sc.perMinute - sp.perMinute) - 3) / 9) }
-                    result.confidence = sp.atBandEdge ? 0 : clamp01(0.5 * p + 0.4 * s + 0.1 * a)
+                    result.fundamentalSnrDb = sp.fundamentalSnrDb
+                    result.confidence = Self.pulseConfidence(
+                        pos: sp, chromBpm: sc?.perMinute,
+                        lastReadingBpm: tracked.flatMap { t - $0.t <= Self.continuitySeconds + 1e-9 ? 60 * $0.hz : nil },
+                        windowSeconds: result.windowSeconds)
                     if result.confidence >= cfg.confidenceThreshold {
                         result.hrBpm = sp.perMinute
                         tracked = (sp.frequencyHz, t)
@@ -270,6 +285,35 @@ public struct RPPGEstimator: Sendable {
             }
         }
         return result
+    }
+
+    /// A peak within this many bpm of the last reading continues it.
+    static let continuityBpm = 5.0
+    /// ... when that reading is at most this old, seconds.
+    static let continuitySeconds = 3.0
+    /// POS and CHROM peaks this close (bpm) agree.
+    static let agreementBpm = 3.0
+
+    /// The pulse confidence rule (see the type's documentation and docs/rppg.md, "Confidence calibration").
+    static func pulseConfidence(
+        pos sp: SpectralRate, chromBpm: Double?, lastReadingBpm: Double?, windowSeconds: Double
+    ) -> Double {
+        guard !sp.atBandEdge else { return 0 }
+        let continues = lastReadingBpm.map { abs(sp.perMinute - $0) <= continuityBpm } ?? false
+        let agrees = chromBpm.map { abs(sp.perMinute - $0) <= agreementBpm } ?? false
+        let evidence = sp.fundamentalSnrDb + (continues ? 2.5 : 0) - shortWindowPenaltyDb(windowSeconds)
+        return clamp01((evidence + 6) / 5) * (agrees || continues ? 1 : 0.5)
+    }
+
+    /// How much more of the 0.5-4 Hz band flat noise puts around a peak in a window shorter than 10 s (the peak
+    /// region is ±max(0.1 Hz, 1/window) wide), in dB: a short warm-up window needs that much more SNR, so that
+    /// noise is not read as a pulse more often than at the calibrated 10 s.
+    static func shortWindowPenaltyDb(_ seconds: Double) -> Double {
+        func share(_ d: Double) -> Double {
+            let w = max(0.1, 1 / max(d, 1))
+            return 2 * w / max(0.1, 3.5 - 2 * w)
+        }
+        return max(0, 10 * log10(share(seconds) / share(10)))
     }
 
     private func mean(_ v: [Double]) -> Double {

@@ -124,8 +124,12 @@ public struct SpectralRate: Sendable, Equatable {
     /// de Haan & Jeanne (2013) SNR in dB: power around the peak and its second harmonic against the rest of the
     /// noise band, clamped to -30 ... +40 dB.
     public var snrDb: Double
-    /// The maximum sits on the first or last grid point of the band: a trend or an out-of-band component, not a
-    /// rhythm inside the band.
+    /// Power within ±max(snrHalfWidth, 1/window) of the peak alone against all other power in the noise band, dB,
+    /// clamped to -30 ... +40 dB. Unlike `snrDb` it gives no credit for a second harmonic, which compressed real
+    /// video rarely keeps; it is the pulse confidence's main evidence (docs/rppg.md).
+    public var fundamentalSnrDb: Double = -30
+    /// The maximum sits on the edge of the band, or closer to it than the window's resolution (1 / duration): a
+    /// trend or an out-of-band component, not a rhythm inside the band.
     public var atBandEdge: Bool
 }
 
@@ -188,7 +192,11 @@ public enum RateSpectrum {
         guard bandHi > band.lowerBound, hi > noiseBand.lowerBound else { return nil }
         let spectrum = ZoomSpectrum(signal: signal, sampleRate: sampleRate, from: noiseBand.lowerBound, to: hi, step: step)
         let searchBand = band.lowerBound...bandHi
-        guard let (f0, atEdge) = spectrum.peak(searchBand, prior: prior) else { return nil }
+        guard let (f0, onEdgePoint) = spectrum.peak(searchBand, prior: prior) else { return nil }
+        // A peak closer to the band's edge than the window's resolution (1 / duration) cannot be told from the tail
+        // of a component outside the band (a trend, slow motion), so it counts as on the edge.
+        let resolution = 1 / duration
+        let atEdge = onEdgePoint || f0 - searchBand.lowerBound < resolution || searchBand.upperBound - f0 < resolution
 
         let half = max(floorHalfWidth, 1 / duration)
         let inBand = spectrum.energy(searchBand)
@@ -202,18 +210,16 @@ public enum RateSpectrum {
         let w = max(snrHalfWidth, 1 / duration)
         let total = spectrum.energy(noiseBand.lowerBound...hi)
         var signalPower = spectrum.energy(max(noiseBand.lowerBound, f0 - w)...min(hi, f0 + w))
+        let fundamental = signalPower
         if 2 * f0 - 2 * w < hi {
             signalPower += spectrum.energy((2 * f0 - 2 * w)...min(hi, 2 * f0 + 2 * w))
         }
-        let noise = total - signalPower
-        let snr: Double
-        if noise <= 0 {
-            snr = 40
-        } else if signalPower <= 0 {
-            snr = -30
-        } else {
-            snr = max(-30, min(40, 10 * log10(signalPower / noise)))
+        func decibels(_ signal: Double, _ noise: Double) -> Double {
+            if noise <= 0 { return 40 }
+            if signal <= 0 { return -30 }
+            return max(-30, min(40, 10 * log10(signal / noise)))
         }
-        return SpectralRate(frequencyHz: f0, peakRatio: ratio, snrDb: snr, atBandEdge: atEdge)
+        return SpectralRate(frequencyHz: f0, peakRatio: ratio, snrDb: decibels(signalPower, total - signalPower),
+                            fundamentalSnrDb: decibels(fundamental, total - fundamental), atBandEdge: atEdge)
     }
 }

@@ -1,3 +1,4 @@
+import FaceDetection
 import Foundation
 import RPPG
 
@@ -92,11 +93,16 @@ public enum AccuracyEvaluation {
 
     /// Scores one subject: the video through ``OfflineAnalysis`` with the frames CSV's clock (an extra trailing
     /// video frame has no time and is dropped), the plain POS peer on the same per-frame ROI means.
-    public static func evaluate(dir: String, subject: String, configuration: RPPGConfiguration) throws -> SubjectEvaluation {
+    public static func evaluate(
+        dir: String, subject: String, configuration: RPPGConfiguration,
+        faceCascade: String = CascadeFaceDetector.defaultCascadePath
+    ) throws -> SubjectEvaluation {
         let frames = try readFrames(framesPath(dir: dir, subject: subject))
         let video = ((dir as NSString).appendingPathComponent("videos") as NSString).appendingPathComponent("\(subject).mp4")
         var roi: [(t: Double, rgb: RGBMean)] = []
-        let run = try OfflineAnalysis.analyze(video: video, configuration: configuration, frameTimes: frames.frameTimes) { m in
+        let estimator = try OfflineAnalysis.makeVideoEstimator(configuration: configuration, faceCascade: faceCascade)
+        let run = try OfflineAnalysis.analyze(video: video, configuration: configuration, frameTimes: frames.frameTimes,
+                                              estimator: estimator) { m in
             if m.status == .ok || m.status == .moving, let w = m.whole { roi.append((m.timestampSeconds, w)) }
         }
         var result = SubjectEvaluation(name: subject)

@@ -1,18 +1,21 @@
+import FaceDetection
 import Foundation
 import RPPG
 import RPPGAnalysis
 
-/// `hr-gateway-bench rppg-eval DIR [--bounds FILE] [--curve]`: camera pulse accuracy on real recordings.
+/// `hr-gateway-bench rppg-eval DIR [--bounds FILE] [--curve] [--face-cascade XML]`: camera pulse accuracy on real recordings.
 /// Exit 0 when the figures hold the bounds, 1 when they fall below them, 2 when DIR or the bounds cannot be read.
 func runRPPGEval(arguments: [String]) {
     var dir: String?
     var boundsPath: String?
     var curve = false
+    var faceCascade = CascadeFaceDetector.defaultCascadePath
     var it = arguments.makeIterator()
     while let a = it.next() {
         switch a {
         case "--bounds": boundsPath = it.next()
         case "--curve": curve = true
+        case "--face-cascade": faceCascade = it.next() ?? faceCascade
         default: dir = a
         }
     }
@@ -20,7 +23,7 @@ func runRPPGEval(arguments: [String]) {
         FileHandle.standardError.write(Data("rppg-eval: FAILED: \(message)\n".utf8))
         exit(code)
     }
-    guard let dir else { fail("usage: hr-gateway-bench rppg-eval DIR [--bounds FILE] [--curve]") }
+    guard let dir else { fail("usage: hr-gateway-bench rppg-eval DIR [--bounds FILE] [--curve] [--face-cascade XML]") }
     var isDir: ObjCBool = false
     guard FileManager.default.fileExists(atPath: dir, isDirectory: &isDir), isDir.boolValue else {
         fail("data folder \(dir) is missing: nothing was evaluated (ubfc-dev lives in ../shared/data/rppg/ubfc-dev)")
@@ -54,7 +57,7 @@ func runRPPGEval(arguments: [String]) {
     for subject in subjects {
         let r: SubjectEvaluation
         do {
-            r = try AccuracyEvaluation.evaluate(dir: dir, subject: subject, configuration: config)
+            r = try AccuracyEvaluation.evaluate(dir: dir, subject: subject, configuration: config, faceCascade: faceCascade)
         } catch {
             fail("\(subject): \(error)")
         }
@@ -81,6 +84,22 @@ func runRPPGEval(arguments: [String]) {
             let w5 = Double(kept.filter { $0.error <= 5 }.count) / Double(kept.count)
             print(String(format: "  %9.2f  %7.1f %%  %5.2f  %5.1f %%", th, 100 * Double(kept.count) / Double(max(1, ours.windows)), mae, 100 * w5))
         }
+        print("per subject (coverage / MAE / <=5bpm of the candidates at or above each threshold):")
+        let thresholds = [0.3, 0.4, 0.5, 0.6, 0.7]
+        print("  \(pad("subject", 11))" + thresholds.map { String(format: " | %-22@", "threshold \($0)" as NSString) }.joined())
+        for r in results {
+            var line = "  \(pad(r.name, 11))"
+            for th in thresholds {
+                let kept = r.candidates.filter { $0.confidence >= th }
+                let cov = Double(kept.count) / Double(max(1, r.ours.windows))
+                let mae = kept.isEmpty ? nil : kept.map(\.error).reduce(0, +) / Double(kept.count)
+                let w5 = kept.isEmpty ? nil : Double(kept.filter { $0.error <= 5 }.count) / Double(kept.count)
+                line += " | \(pct(cov)) \(bpm(mae)) \(pct(w5))"
+            }
+            print(line)
+        }
+        print("  (a reading that continues the last one gets 2.5 dB of credit, so these curves are read off the run at the")
+        print("   configured threshold; a run at another threshold answers slightly differently)")
     }
     print(String(format: "rppg-eval took %.1f s", Date().timeIntervalSince(started)))
 

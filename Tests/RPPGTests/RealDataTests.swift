@@ -72,16 +72,18 @@ import Testing
             #expect((0...1).contains(e.confidence))
             #expect(e.snrDb.isFinite)
         }
-        // The data are weak (whole-trace SNR < 0 dB for every method in the reference table): few windows may
-        // claim a reading.
-        let confident = full.filter { $0.hrBpm != nil }.count
-        #expect(Double(confident) <= 0.25 * Double(full.count), "\(confident) of \(full.count) windows confident")
+        // The data are weak (whole-trace SNR < 0 dB for every method in the reference table): at most a third of
+        // the windows may claim a reading, and those stay near the truth (only the recording's mean heart rate is
+        // known, so "near" is 12 bpm: the curator's own windowed POS median is up to 11 bpm off it).
+        let ref = try Self.reference(region: id.0, video: id.1, roi: id.2)
+        let confident = full.compactMap(\.hrBpm)
+        #expect(Double(confident.count) <= Double(full.count) / 3, "\(confident.count) of \(full.count) windows confident")
+        for hr in confident { #expect(abs(hr - ref.gt) <= 12, "confident \(hr) bpm vs truth \(ref.gt)") }
         #expect(Self.median(full.map(\.snrDb)) < 3)
 
         // Same method family on the same trace: our windowed POS median lands near the curator's POS/CHROM
         // windowed medians (which used 0.75-2.5 Hz), and is no further from the reference than a weak rPPG
         // result plus a margin.
-        let ref = try Self.reference(region: id.0, video: id.1, roi: id.2)
         let ours = Self.median(full.compactMap(\.candidateHrBpm))
         let nearest = min(abs(ours - ref.posWin10Median), abs(ours - ref.chromWin10Median))
         #expect(nearest <= 8, "ours \(ours), curator POS \(ref.posWin10Median), CHROM \(ref.chromWin10Median)")

@@ -8,13 +8,22 @@ import Testing
         (0..<Int(fs * seconds)).map { sin(2 * Double.pi * hz * Double($0) / fs + phase) }
     }
 
-    @Test(arguments: [0.8, 1.234, 2.5, 2.95])
+    @Test(arguments: [0.8, 1.234, 2.5, 2.85])
     func sinusoidRateIsRecovered(_ hz: Double) throws {
         let r = try #require(RateSpectrum.pulse(Self.sine(hz, fs: 30, seconds: 10), sampleRate: 30))
         #expect(abs(r.perMinute - hz * 60) <= 0.3)
         #expect(r.peakRatio > 0.9)
         #expect(r.snrDb > 10)
         #expect(!r.atBandEdge)
+    }
+
+    /// A peak closer to the band edge than the window's resolution (0.1 Hz at 10 s) cannot be told from an
+    /// out-of-band component's tail: it is flagged, at both ends; one resolution further in, it is not.
+    @Test(arguments: [(0.74, true), (2.95, true), (0.85, false), (2.85, false)])
+    func peaksWithinTheResolutionOfTheEdgeAreFlagged(_ c: (hz: Double, flagged: Bool)) throws {
+        let r = try #require(RateSpectrum.pulse(Self.sine(c.hz, fs: 30, seconds: 10), sampleRate: 30))
+        #expect(abs(r.perMinute - c.hz * 60) <= 0.3)
+        #expect(r.atBandEdge == c.flagged)
     }
 
     @Test func noiseHasLowPeakRatioAndSNR() throws {
