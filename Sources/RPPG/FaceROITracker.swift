@@ -97,6 +97,10 @@ public struct ROIMeasurement: Sendable, Equatable {
     public var forehead: RGBMean?
     public var leftCheek: RGBMean?
     public var rightCheek: RGBMean?
+    /// Mean of the scene beside the face (two strips left and right of the box, as wide as half the box, clipped
+    /// to the frame; no skin test), with a detector only: a light that flickers or a screen that flashes changes
+    /// it as well as the face, and the estimator distrusts a pulse peak the background shares.
+    public var background: RGBMean?
     /// Skin samples behind `whole` (after subsampling: one sample per 2x2 pixels).
     public var skinSamples: Int
     /// The smoothed face box, when a face is tracked.
@@ -125,7 +129,7 @@ public struct ROIMeasurement: Sendable, Equatable {
     /// The input the pulse estimator takes from this frame (`rgb` is `nil` unless ``isUsable``).
     public var sample: RPPGSample {
         RPPGSample(tSeconds: timestampSeconds, rgb: isUsable ? whole : nil,
-                   verticalPosition: isUsable ? verticalPosition : nil)
+                   verticalPosition: isUsable ? verticalPosition : nil, background: isUsable ? background : nil)
     }
 }
 
@@ -276,6 +280,7 @@ public struct FaceROITracker: Sendable {
         m.forehead = sums[0].mean(R.nativeIsRGB)
         m.leftCheek = sums[1].mean(R.nativeIsRGB)
         m.rightCheek = sums[2].mean(R.nativeIsRGB)
+        if detector != nil { m.background = backgroundMean(reader, box: box, layout: layout) }
         m.whole = total.mean(R.nativeIsRGB).map {
             RGBMean(r: $0.r * continuityGain.r, g: $0.g * continuityGain.g, b: $0.b * continuityGain.b)
         }
@@ -292,6 +297,27 @@ public struct FaceROITracker: Sendable {
             m.status = moving && detector != nil ? .moving : .ok
         }
         return m
+    }
+
+    /// Mean of the strips beside the box (x -60..-10 % and 110..160 % of the box width, the box's rows), one
+    /// sample per 4x4 pixels; `nil` when fewer than 64 samples fall inside the frame.
+    private func backgroundMean<R: PixelReader>(_ reader: R, box: PixelBox, layout: FrameLayout) -> RGBMean? {
+        var sums = RegionSums()
+        let y0 = evenFloor(box.y, limit: layout.height), y1 = evenFloor(box.y + box.height, limit: layout.height)
+        for (a, b) in [(-0.6, -0.1), (1.1, 1.6)] {
+            let x0 = evenFloor(box.x + a * box.width, limit: layout.width)
+            let x1 = evenFloor(box.x + b * box.width, limit: layout.width)
+            var y = y0
+            while y < y1 {
+                var x = x0
+                while x < x1 {
+                    sums.add(reader.read(x, y))
+                    x += 4
+                }
+                y += 4
+            }
+        }
+        return sums.count >= 64 ? sums.mean(R.nativeIsRGB) : nil
     }
 
     /// Sums of the skin samples in the measured regions of `box` (see the type's documentation).

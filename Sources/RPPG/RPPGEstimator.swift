@@ -26,9 +26,9 @@ public struct RPPGConfiguration: Sendable, Equatable {
     /// dev set's fixed box) but not yet through the whole video path with the skin-blob ROI; re-judge with
     /// `hr-gateway-bench rppg-eval --curve` when the ROI stage changes.
     public var pulseTrackingSigmaHz: Double? = nil
-    /// Pulse readings below this confidence are withheld (`hrBpm == nil`). Calibrated on real face video
-    /// (docs/rppg.md, "Confidence calibration").
-    public var confidenceThreshold: Double = 0.5
+    /// Pulse readings below this confidence are withheld (`hrBpm == nil`). Calibrated on real face video,
+    /// leave-one-subject-out (docs/rppg.md, "Confidence calibration").
+    public var confidenceThreshold: Double = 0.4
     /// Breathing search band in Hz. Default 0.08-0.7 (4.8-42 breaths/min).
     public var breathingBandHz: ClosedRange<Double> = 0.08...0.7
     /// Length of the breathing analysis window, seconds.
@@ -91,11 +91,14 @@ public struct RPPGSample: Sendable, Equatable {
     public var rgb: RGBMean?
     /// Vertical head position in pixels (see ``ROIMeasurement/verticalPosition``), the breathing motion source.
     public var verticalPosition: Double?
+    /// Mean colour of the scene beside the face (``ROIMeasurement/background``), when measured.
+    public var background: RGBMean?
 
-    public init(tSeconds: Double, rgb: RGBMean?, verticalPosition: Double? = nil) {
+    public init(tSeconds: Double, rgb: RGBMean?, verticalPosition: Double? = nil, background: RGBMean? = nil) {
         self.tSeconds = tSeconds
         self.rgb = rgb
         self.verticalPosition = verticalPosition
+        self.background = background
     }
 }
 
@@ -113,6 +116,9 @@ public struct RPPGEstimate: Sendable, Equatable {
     public var snrDb: Double
     /// SNR of the POS peak alone (no harmonic) against the rest of 0.5-4 Hz, dB: the confidence's evidence.
     public var fundamentalSnrDb: Double = -30
+    /// The background's power at the pulse peak relative to its own strongest component, 0-1, when the scene beside
+    /// the face was measured over the whole window (see ``RPPGEstimator``).
+    public var backgroundShare: Double?
     /// Breathing rate, breaths per minute; `nil` unless `breathingConfidence >= breathingConfidenceThreshold`.
     public var breathingRateBpm: Double?
     /// 0-1.
@@ -147,10 +153,14 @@ public struct RPPGEstimate: Sendable, Equatable {
 ///   0.5-4 Hz, no credit for a harmonic), plus 2.5 dB when the peak continues the last reading (within 5 bpm of a
 ///   reading at most 3 s old);
 /// - G = 1 when the POS and CHROM peaks agree within 3 bpm or the peak continues the last reading, else 0.5;
+/// - a peak the background shares is distrusted: when the scene beside the face (``ROIMeasurement/background``)
+///   was measured over the whole window, the confidence is multiplied by clamp(2·(1 − B)), B being the
+///   background green's power at the peak over its strongest component in the band (a flickering lamp or a
+///   flashing screen lights the wall too; a pulse does not);
 /// - windows shorter than 10 s (warm-up) lose the dB by which flat noise rises around a peak in them
 ///   (``shortWindowPenaltyDb(_:)``: 1.7 dB at 7 s, 3.3 dB at 5 s).
-/// With the default threshold 0.5 a new reading needs E ≥ -3.5 dB and POS/CHROM agreement (or E ≥ -1 dB without
-/// it); a reading that continues the last one needs E ≥ -6 dB. It is 0 while the window is shorter than
+/// With the default threshold 0.4 a new reading needs E ≥ -4 dB and POS/CHROM agreement (or E ≥ -2 dB without
+/// it); a reading that continues the last one needs E ≥ -6.5 dB. It is 0 while the window is shorter than
 /// `minimumWindowSeconds`, when a channel mean is below 1 (of 255), and when the spectral maximum sits on the edge
 /// of the band. `hrBpm` is reported only when confidence ≥ `confidenceThreshold`.
 ///
@@ -212,8 +222,9 @@ public struct RPPGEstimator: Sendable {
         // since the last usable frame restarts the windows.
         if let lastValid = grid.lastTime, t - lastValid > configuration.maximumGapSeconds { grid.reset() }
         if let rgb = sample.rgb, rgb.r.isFinite, rgb.g.isFinite, rgb.b.isFinite {
+            let bg = sample.background.flatMap { $0.g.isFinite ? $0.g : nil }
             grid.add(t: t, rgb: rgb, position: sample.verticalPosition.flatMap { $0.isFinite ? $0 : nil },
-                     rate: configuration.sampleRateHz)
+                     background: bg, rate: configuration.sampleRateHz)
             grid.trim(keep: Int((max(configuration.windowSeconds, configuration.breathingWindowSeconds) + 2) * configuration.sampleRateHz))
         }
         guard t >= nextTick - 1e-9, let first = firstTime else { return nil }
@@ -250,10 +261,15 @@ public struct RPPGEstimator: Sendable {
                     result.snrDb = sp.snrDb
                     result.peakRatio = sp.peakRatio
                     result.fundamentalSnrDb = sp.fundamentalSnrDb
+                    let bgWindow = Array(grid.background.suffix(n))
+                    if grid.backgroundMissing.suffix(n).allSatisfy({ !$0 }) {
+                        result.backgroundShare = Self.backgroundShare(bgWindow, atHz: sp.frequencyHz, sampleRate: fs,
+                                                                      band: cfg.pulseBandHz)
+                    }
                     result.confidence = Self.pulseConfidence(
                         pos: sp, chromBpm: sc?.perMinute,
                         lastReadingBpm: tracked.flatMap { t - $0.t <= Self.continuitySeconds + 1e-9 ? 60 * $0.hz : nil },
-                        windowSeconds: result.windowSeconds)
+                        windowSeconds: result.windowSeconds) * clamp01(2 * (1 - (result.backgroundShare ?? 0)))
                     if result.confidence >= cfg.confidenceThreshold {
                         result.hrBpm = sp.perMinute
                         tracked = (sp.frequencyHz, t)
@@ -305,6 +321,23 @@ public struct RPPGEstimator: Sendable {
         return clamp01((evidence + 6) / 5) * (agrees || continues ? 1 : 0.5)
     }
 
+    /// Power of the mean-normalised background green at `hz` (the largest grid point within ±0.02 Hz) over its
+    /// largest power in `band`, 0-1; `nil` when the background is flat or missing.
+    static func backgroundShare(_ bg: [Double], atHz hz: Double, sampleRate: Double, band: ClosedRange<Double>) -> Double? {
+        guard bg.count >= 4 else { return nil }
+        var m = 0.0
+        for v in bg { m += v }
+        m /= Double(bg.count)
+        guard m >= 1 else { return nil }
+        let spectrum = ZoomSpectrum(signal: bg.map { $0 / m }, sampleRate: sampleRate, from: band.lowerBound,
+                                    to: band.upperBound, step: RateSpectrum.pulseStep)
+        guard let top = spectrum.power.max(), top > 0 else { return nil }
+        let k = spectrum.index(of: hz)
+        let lo = max(0, k - 2), hi = min(spectrum.power.count - 1, k + 2)
+        guard lo <= hi else { return nil }
+        return min(1, spectrum.power[lo...hi].max()! / top)
+    }
+
     /// How much more of the 0.5-4 Hz band flat noise puts around a peak in a window shorter than 10 s (the peak
     /// region is ±max(0.1 Hz, 1/window) wide), in dB: a short warm-up window needs that much more SNR, so that
     /// noise is not read as a pulse more often than at the calibrated 10 s.
@@ -334,10 +367,12 @@ struct UniformGrid {
     var b: [Double] = []
     var position: [Double] = []
     var positionMissing: [Bool] = []
+    var background: [Double] = []
+    var backgroundMissing: [Bool] = []
     var lastTime: Double?
     private var start = 0.0
     private var produced = 0
-    private var last: (t: Double, rgb: RGBMean, pos: Double?)?
+    private var last: (t: Double, rgb: RGBMean, pos: Double?, bg: Double?)?
 
     mutating func reset() {
         r.removeAll(keepingCapacity: true)
@@ -345,20 +380,22 @@ struct UniformGrid {
         b.removeAll(keepingCapacity: true)
         position.removeAll(keepingCapacity: true)
         positionMissing.removeAll(keepingCapacity: true)
+        background.removeAll(keepingCapacity: true)
+        backgroundMissing.removeAll(keepingCapacity: true)
         produced = 0
         last = nil
         lastTime = nil
     }
 
-    mutating func add(t: Double, rgb: RGBMean, position pos: Double?, rate: Double) {
+    mutating func add(t: Double, rgb: RGBMean, position pos: Double?, background bg: Double? = nil, rate: Double) {
         defer {
-            last = (t, rgb, pos)
+            last = (t, rgb, pos, bg)
             lastTime = t
         }
         guard let prev = last else {
             start = t
             produced = 1
-            push(rgb, pos)
+            push(rgb, pos, bg)
             return
         }
         let span = t - prev.t
@@ -375,17 +412,21 @@ struct UniformGrid {
             case let (nil, b?): p = b
             case (nil, nil): p = nil
             }
-            push(c, p)
+            var q: Double?
+            if let a = prev.bg, let b = bg { q = a + w * (b - a) }
+            push(c, p, q)
             produced += 1
         }
     }
 
-    private mutating func push(_ c: RGBMean, _ p: Double?) {
+    private mutating func push(_ c: RGBMean, _ p: Double?, _ q: Double?) {
         r.append(c.r)
         g.append(c.g)
         b.append(c.b)
         position.append(p ?? position.last ?? 0)
         positionMissing.append(p == nil)
+        background.append(q ?? background.last ?? 0)
+        backgroundMissing.append(q == nil)
     }
 
     /// Drops old samples once the buffers hold twice `keep`.
@@ -397,5 +438,7 @@ struct UniformGrid {
         b.removeFirst(drop)
         position.removeFirst(drop)
         positionMissing.removeFirst(drop)
+        background.removeFirst(drop)
+        backgroundMissing.removeFirst(drop)
     }
 }

@@ -27,7 +27,8 @@ struct AnalyzeCommand: ParsableCommand {
 
             OUTPUT
               One row per window ending at t_s seconds from the start of the file.
-              hr_bpm only when confidence (0-1) >= 0.5; below that: no reading.
+              hr_bpm only when confidence (0-1) >= 0.4; below that: no reading
+              (calibrated on real compressed webcam video: docs/rppg.md).
               First reading after 5 s of usable frames, breathing after 20 s.
               snr_db: de Haan SNR of the pulse (about +5..+10 dB on good webcam
               video, below 0 dB when there is no usable pulse).

@@ -72,12 +72,12 @@ import Testing
             #expect((0...1).contains(e.confidence))
             #expect(e.snrDb.isFinite)
         }
-        // The data are weak (whole-trace SNR < 0 dB for every method in the reference table): at most a third of
-        // the windows may claim a reading, and those stay near the truth (only the recording's mean heart rate is
-        // known, so "near" is 12 bpm: the curator's own windowed POS median is up to 11 bpm off it).
+        // The data are weak (whole-trace SNR < 0 dB for every method in the reference table): at most half of the
+        // windows may claim a reading, and every one that does stays near the truth (only the recording's mean
+        // heart rate is known, so "near" is 12 bpm: the curator's own windowed POS median is up to 11 bpm off it).
         let ref = try Self.reference(region: id.0, video: id.1, roi: id.2)
         let confident = full.compactMap(\.hrBpm)
-        #expect(Double(confident.count) <= Double(full.count) / 3, "\(confident.count) of \(full.count) windows confident")
+        #expect(Double(confident.count) <= Double(full.count) / 2, "\(confident.count) of \(full.count) windows confident")
         for hr in confident { #expect(abs(hr - ref.gt) <= 12, "confident \(hr) bpm vs truth \(ref.gt)") }
         #expect(Self.median(full.map(\.snrDb)) < 3)
 
