@@ -4,7 +4,8 @@ import Foundation
 public enum SpectrumMethod: String, Sendable, CaseIterable {
     /// Welch's method on RR resampled at 4 Hz with a natural cubic spline (as neurokit2 `hrv_frequency` with
     /// `psd_method="welch", interpolation_rate=4`): mean removed, Hann segments of half the series (at most
-    /// 2 / lowest band edge seconds), 50 % overlap, zero-padded to twice the segment, one-sided density.
+    /// 2 / lowest band edge seconds), 50 % overlap, zero-padded to twice the segment, one-sided density; bins below
+    /// 4 / duration (two cycles in half the series) left out, as neurokit2 does.
     case welch
     /// Lomb-Scargle periodogram on the beat times themselves (no resampling), scaled to a one-sided density.
     case lombScargle = "lomb"
@@ -134,7 +135,12 @@ public enum FrequencyDomain {
             power[k] *= scale
             if k != 0 && !(nfft % 2 == 0 && k == nfft / 2) { power[k] *= 2 }
         }
-        return (f, power)
+        // Frequencies below two cycles in half the series (4 / duration) are not resolved by the segments and carry
+        // the window's leakage of the lowest components; they are left out, as neurokit2 leaves them out (its
+        // default `min_frequency`). This is what VLF rests on with short series: 0.0133 Hz at 5 minutes.
+        let lowest = 4 * rate / Double(n)
+        let keep = f.indices.filter { f[$0] >= lowest - 1e-12 }
+        return (keep.map { f[$0] }, keep.map { power[$0] })
     }
 
     /// Lomb-Scargle periodogram (ms²/Hz, one-sided) of RR against beat time, 0.001 Hz steps up to 0.5 Hz. The

@@ -23,8 +23,8 @@ import Testing
         var r = HRVResult()
         r.addExtendedMetrics(of: rr)
         let values = Dictionary(uniqueKeysWithValues: r.extendedMetricValues.map { ($0.key, $0.value) })
-        // Welch LF and HF within 10 % (the tolerance). VLF is not compared: see docs/hrv.md.
-        for key in ["lf_ms2", "hf_ms2"] {
+        // Welch VLF, LF and HF within 10 % (the tolerance).
+        for key in ["vlf_ms2", "lf_ms2", "hf_ms2"] {
             let v = try #require(values[key], "\(key) missing")
             let e = try #require(ref[key])
             #expect(abs(v / e - 1) < 0.10, "\(dataset) \(key): \(v) vs neurokit2 \(e)")
