@@ -156,7 +156,8 @@ public struct RPPGEstimate: Sendable, Equatable {
 /// - a peak the background shares is distrusted: when the scene beside the face (``ROIMeasurement/background``)
 ///   was measured over the whole window, the confidence is multiplied by clamp(2·(1 − B)), B being the
 ///   background green's power at the peak over its strongest component in the band (a flickering lamp or a
-///   flashing screen lights the wall too; a pulse does not);
+///   flashing screen lights the wall too; a pulse does not), or 0 when that power is under a tenth of the face
+///   green's at the peak (a quiet wall);
 /// - windows shorter than 10 s (warm-up) lose the dB by which flat noise rises around a peak in them
 ///   (``shortWindowPenaltyDb(_:)``: 1.7 dB at 7 s, 3.3 dB at 5 s).
 /// With the default threshold 0.4 a new reading needs E ≥ -4 dB and POS/CHROM agreement (or E ≥ -2 dB without
@@ -263,8 +264,8 @@ public struct RPPGEstimator: Sendable {
                     result.fundamentalSnrDb = sp.fundamentalSnrDb
                     let bgWindow = Array(grid.background.suffix(n))
                     if grid.backgroundMissing.suffix(n).allSatisfy({ !$0 }) {
-                        result.backgroundShare = Self.backgroundShare(bgWindow, atHz: sp.frequencyHz, sampleRate: fs,
-                                                                      band: cfg.pulseBandHz)
+                        result.backgroundShare = Self.backgroundShare(bgWindow, face: g, atHz: sp.frequencyHz,
+                                                                      sampleRate: fs, band: cfg.pulseBandHz)
                     }
                     result.confidence = Self.pulseConfidence(
                         pos: sp, chromBpm: sc?.perMinute,
@@ -322,20 +323,27 @@ public struct RPPGEstimator: Sendable {
     }
 
     /// Power of the mean-normalised background green at `hz` (the largest grid point within ±0.02 Hz) over its
-    /// largest power in `band`, 0-1; `nil` when the background is flat or missing.
-    static func backgroundShare(_ bg: [Double], atHz hz: Double, sampleRate: Double, band: ClosedRange<Double>) -> Double? {
-        guard bg.count >= 4 else { return nil }
-        var m = 0.0
-        for v in bg { m += v }
-        m /= Double(bg.count)
-        guard m >= 1 else { return nil }
-        let spectrum = ZoomSpectrum(signal: bg.map { $0 / m }, sampleRate: sampleRate, from: band.lowerBound,
-                                    to: band.upperBound, step: RateSpectrum.pulseStep)
-        guard let top = spectrum.power.max(), top > 0 else { return nil }
-        let k = spectrum.index(of: hz)
-        let lo = max(0, k - 2), hi = min(spectrum.power.count - 1, k + 2)
+    /// largest power in `band`, 0-1; 0 when the background's power there is under a tenth of the face green's (a
+    /// quiet wall with sensor noise cannot explain the face's peak); `nil` when the background is flat or missing.
+    static func backgroundShare(
+        _ bg: [Double], face: [Double], atHz hz: Double, sampleRate: Double, band: ClosedRange<Double>
+    ) -> Double? {
+        func normalisedSpectrum(_ v: [Double]) -> ZoomSpectrum? {
+            guard v.count >= 4 else { return nil }
+            var m = 0.0
+            for x in v { m += x }
+            m /= Double(v.count)
+            guard m >= 1 else { return nil }
+            return ZoomSpectrum(signal: v.map { $0 / m }, sampleRate: sampleRate, from: band.lowerBound,
+                                to: band.upperBound, step: RateSpectrum.pulseStep)
+        }
+        guard let b = normalisedSpectrum(bg), let top = b.power.max(), top > 0 else { return nil }
+        let k = b.index(of: hz)
+        let lo = max(0, k - 2), hi = min(b.power.count - 1, k + 2)
         guard lo <= hi else { return nil }
-        return min(1, spectrum.power[lo...hi].max()! / top)
+        let atPeak = b.power[lo...hi].max()!
+        if let f = normalisedSpectrum(face), atPeak < 0.1 * f.power[lo...hi].max()! { return 0 }
+        return min(1, atPeak / top)
     }
 
     /// How much more of the 0.5-4 Hz band flat noise puts around a peak in a window shorter than 10 s (the peak

@@ -42,6 +42,19 @@ import Testing
         }
     }
 
+    @Test func aQuietWallDoesNotVetoThePulse() throws {
+        // The wall's only component sits at the pulse rate (as sensor noise or a faint reflection might), but at a
+        // thousandth of the face's amplitude: it cannot explain the face's peak.
+        let samples = Self.trace(flicker: false).map { s -> RPPGSample in
+            let wave = sin(2 * Double.pi * 1.5 * s.tSeconds)
+            let faint = 90 + 0.0005 * wave
+            return RPPGSample(tSeconds: s.tSeconds, rgb: s.rgb, background: RGBMean(r: faint, g: faint, b: faint))
+        }
+        let estimates = try Self.run(samples)
+        #expect(!estimates.isEmpty)
+        #expect(estimates.allSatisfy { $0.backgroundShare == 0 && $0.hrBpm != nil }, "\(estimates.first!)")
+    }
+
     @Test func withoutABackgroundTheRuleIsNotApplied() throws {
         let samples = Self.trace(flicker: true).map { RPPGSample(tSeconds: $0.tSeconds, rgb: $0.rgb) }
         let estimates = try Self.run(samples)
