@@ -30,9 +30,10 @@ public struct FaceDetectorError: Error, Sendable, Equatable, CustomStringConvert
 
 /// OpenCV's cascade face detector (objdetect: LBP or Haar cascades) through the `CFaceDetect` shim.
 ///
-/// The cascade files come from Debian's `opencv-data` under `/usr/share/opencv4/`. The default is the LBP frontal
-/// face cascade: 24 px window, several times faster than the Haar cascades at the same size, and what keeps
-/// detection well inside the per-frame budget at 5 Hz. OpenCV runs single-threaded (the shim sets
+/// The cascade files come from Debian's `opencv-data` under `/usr/share/opencv4/`. The default is the Haar `alt2`
+/// frontal face cascade (20 px window): about 3x the LBP cascade's time per call, but it keeps real faces that the
+/// LBP cascade loses, and at 5 Hz the whole per-frame path still runs at about 1 700 frames/s on one core
+/// (docs/rppg.md, "Measured speed"). OpenCV runs single-threaded (the shim sets
 /// `cv::setNumThreads(1)` for the process): detection takes time from the frame loop, not from other cores.
 ///
 /// Calls are serialised by a mutex; one detector may be shared, but trackers on different threads then wait
@@ -41,7 +42,7 @@ public final class CascadeFaceDetector: FaceDetector {
     /// The Debian package that installs the cascade files.
     public static let cascadePackage = "opencv-data"
     /// The cascade used when none is configured.
-    /// Haar `alt2`: on the real dev videos at 160x120 it finds the face on 84-99 % of calls where the LBP cascade
+    /// Haar `alt2`: on the real dev videos at 160x120 it finds the face on 84-96 % of calls where the LBP cascade
     /// finds 15-85 % (docs/rppg.md, "Cascade choice"), for about 3x the time per call.
     public static let defaultCascadePath = "/usr/share/opencv4/haarcascades/haarcascade_frontalface_alt2.xml"
     /// Other frontal-face cascades from the same package (for `--face-cascade`): the LBP cascade is about 3x

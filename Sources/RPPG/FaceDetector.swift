@@ -30,7 +30,7 @@ public struct FaceSearch: Sendable, Equatable {
 /// Finds faces in a downscaled grey frame. ``FaceROITracker`` calls it a few times per second and holds the box in
 /// between. The `FaceDetection` target implements it with OpenCV's cascade classifier; tests can inject their own.
 public protocol FaceDetector: Sendable {
-    /// Short name for reports, e.g. `opencv-cascade lbpcascade_frontalface.xml`.
+    /// Short name for reports, e.g. `opencv-cascade haarcascade_frontalface_alt2.xml`.
     var name: String { get }
     /// Faces in `image` within `search`, in the image's pixels. A detector that fails on an image reports no face
     /// (and counts the failure itself).
