@@ -246,7 +246,7 @@ public struct RPPGEstimator: Sendable {
             let n = min(available, Int((cfg.windowSeconds * fs).rounded()) + 1)
             let r = Array(grid.r.suffix(n)), g = Array(grid.g.suffix(n)), b = Array(grid.b.suffix(n))
             result.windowSeconds = Double(n - 1) / fs
-            if mean(r) >= 1, mean(g) >= 1, mean(b) >= 1 {
+            if Self.mean(r) >= 1, Self.mean(g) >= 1, Self.mean(b) >= 1 {
                 let l = Int((cfg.projectionWindowSeconds * fs).rounded(.up))
                 let pos = PulseProjection.pos(r: r, g: g, b: b, windowLength: l)
                 let chrom = PulseProjection.chrom(r: r, g: g, b: b, windowLength: l)
@@ -288,7 +288,7 @@ public struct RPPGEstimator: Sendable {
                 sources.append(s)
             }
             let g = Array(grid.g.suffix(n))
-            let gm = mean(g)
+            let gm = Self.mean(g)
             if gm >= 1, let s = RateSpectrum.breathing(g.map { $0 / gm }, sampleRate: fs, bandHz: cfg.breathingBandHz),
                !s.atBandEdge {
                 sources.append(s)
@@ -329,11 +329,8 @@ public struct RPPGEstimator: Sendable {
         _ bg: [Double], face: [Double], atHz hz: Double, sampleRate: Double, band: ClosedRange<Double>
     ) -> Double? {
         func normalisedSpectrum(_ v: [Double]) -> ZoomSpectrum? {
-            guard v.count >= 4 else { return nil }
-            var m = 0.0
-            for x in v { m += x }
-            m /= Double(v.count)
-            guard m >= 1 else { return nil }
+            let m = mean(v)
+            guard v.count >= 4, m >= 1 else { return nil }
             return ZoomSpectrum(signal: v.map { $0 / m }, sampleRate: sampleRate, from: band.lowerBound,
                                 to: band.upperBound, step: RateSpectrum.pulseStep)
         }
@@ -357,7 +354,7 @@ public struct RPPGEstimator: Sendable {
         return max(0, 10 * log10(share(seconds) / share(10)))
     }
 
-    private func mean(_ v: [Double]) -> Double {
+    private static func mean(_ v: [Double]) -> Double {
         guard !v.isEmpty else { return 0 }
         var s = 0.0
         for e in v { s += e }
