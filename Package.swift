@@ -20,6 +20,9 @@ let package = Package(
         .library(name: "V4L2Capture", targets: ["V4L2Capture"]),
         .library(name: "RPPG", targets: ["RPPG"]),
         .library(name: "FaceDetection", targets: ["FaceDetection"]),
+        // libHRGatewayOpenCV.so: the face detector's OpenCV side, loaded at run time by CFaceDetect (see below).
+        // `swift build` and `swift build --build-tests` build it; with `--product hr-gateway`, build it too.
+        .library(name: "HRGatewayOpenCV", type: .dynamic, targets: ["CFaceDetectOpenCV"]),
         .library(name: "BLEHeartRate", targets: ["BLEHeartRate"]),
     ],
     dependencies: [
@@ -54,9 +57,14 @@ let package = Package(
 
         // MARK: Face detection (OpenCV objdetect from libopencv-objdetect-dev; cascades from opencv-data)
         // Debian 12 ships no opencv4.pc without the whole libopencv-dev, so the include path and libraries are named.
+        // CFaceDetect is the C API and a loader; the OpenCV code is CFaceDetectOpenCV, built as its own shared library
+        // (the HRGatewayOpenCV product, beside the executables) and opened on first use, so that a process that
+        // streams a strap never maps OpenCV and what it pulls in (about 10 MB resident).
+        .target(name: "CFaceDetect", cSettings: [.define("_GNU_SOURCE")], linkerSettings: [.linkedLibrary("dl")]),
         .target(
-            name: "CFaceDetect",
-            cxxSettings: [.unsafeFlags(["-I/usr/include/opencv4"])],
+            name: "CFaceDetectOpenCV",
+            // include/CFaceDetect.h is a link to CFaceDetect's header: one declaration of the types for both sides.
+            cxxSettings: [.unsafeFlags(["-I/usr/include/opencv4", "-fvisibility=hidden"])],
             linkerSettings: [
                 .linkedLibrary("opencv_objdetect"), .linkedLibrary("opencv_imgproc"), .linkedLibrary("opencv_core"),
                 .linkedLibrary("stdc++"),

@@ -128,7 +128,9 @@ public final class BlueZClient: Sendable {
         if let owner = try await BlueZError.mapping({ try await connection.nameOwner(of: BlueZ.busName) }) {
             try await client.mirror(owner: owner, generation: generation, initial: true)
         } else {
-            logger.warning("bluetoothd is not running; waiting for org.bluez to appear on the bus")
+            // Whether to wait for it is the caller's choice (`bluetoothdRunning`); the strap provider and `scan`
+            // say at once that it is missing, so a warning here would promise a wait that does not happen.
+            logger.debug("bluetoothd is not running; the mirror fills in when org.bluez appears on the bus")
             await client.finishMirror(owner: nil, tree: BlueZObjectTree(), generation: generation, initial: true)
         }
         return client

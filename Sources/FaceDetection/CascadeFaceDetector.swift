@@ -17,6 +17,8 @@ public struct FaceDetectorError: Error, Sendable, Equatable, CustomStringConvert
         case badArgument = "bad_argument"
         /// OpenCV raised an error while detecting.
         case openCVError = "opencv_error"
+        /// The detector's OpenCV library (libHRGatewayOpenCV.so, or OpenCV's own libraries) could not be loaded.
+        case libraryUnavailable = "library_unavailable"
     }
 
     public let code: Code
@@ -41,6 +43,10 @@ public struct FaceDetectorError: Error, Sendable, Equatable, CustomStringConvert
 public final class CascadeFaceDetector: FaceDetector {
     /// The Debian package that installs the cascade files.
     public static let cascadePackage = "opencv-data"
+    /// The SwiftPM product holding the OpenCV side, loaded on the first cascade (libHRGatewayOpenCV.so).
+    public static let libraryProduct = "HRGatewayOpenCV"
+    /// The Debian package with OpenCV's objdetect libraries (and headers, for building).
+    public static let libraryPackage = "libopencv-objdetect-dev"
     /// The cascade used when none is configured.
     /// Haar `alt2`: on the real dev videos at 160x120 it finds the face on 84-96 % of calls where the LBP cascade
     /// finds 15-85 % (docs/rppg.md, "Cascade choice"), for about 3x the time per call.
@@ -186,6 +192,12 @@ public final class CascadeFaceDetector: FaceDetector {
             return FaceDetectorError(code: .badFrame, description: message)
         case CFD_BAD_ARGUMENT.rawValue:
             return FaceDetectorError(code: .badArgument, description: message)
+        case CFD_LIBRARY_UNAVAILABLE.rawValue:
+            return FaceDetectorError(
+                code: .libraryUnavailable,
+                description: message + ". It is built beside hr-gateway by `swift build` (or `swift build "
+                    + "--product \(libraryProduct)`) and needs OpenCV's libraries: sudo apt-get install "
+                    + "\(libraryPackage); HR_GATEWAY_OPENCV_LIBRARY=PATH names it explicitly")
         default:
             return FaceDetectorError(code: .openCVError, description: message)
         }

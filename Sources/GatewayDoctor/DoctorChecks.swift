@@ -100,7 +100,7 @@ public struct DoctorFacts: Sendable, Equatable {
     public struct FaceCascade: Sendable, Equatable {
         public var path: String
         public var loaded: Bool
-        /// `cascade_not_found`, `cascade_not_readable`, `invalid_cascade` when it did not load.
+        /// `cascade_not_found`, `cascade_not_readable`, `invalid_cascade`, `library_unavailable` when it did not load.
         public var errorCode: String?
         public var error: String?
         /// The Debian package that provides the file.
@@ -229,6 +229,13 @@ public struct DoctorFacts: Sendable, Equatable {
                 "face cascade \(faceCascade.path) missing: camera pulse cannot find faces (straps unaffected)",
                 fix: "sudo apt-get install \(faceCascade.package) (it provides /usr/share/opencv4/), "
                     + "or pass --face-cascade FILE"))
+        } else if faceCascade.errorCode == "library_unavailable" {
+            checks.append(DoctorCheck(
+                "face detector", .warning,
+                "the face detector's OpenCV library did not load: camera pulse cannot find faces (straps unaffected). "
+                    + (faceCascade.error ?? ""),
+                fix: "build libHRGatewayOpenCV.so beside hr-gateway (swift build --product HRGatewayOpenCV) and "
+                    + "install OpenCV's libraries (sudo apt-get install libopencv-objdetect-dev)"))
         } else if !faceCascade.path.isEmpty {
             checks.append(DoctorCheck(
                 "face detector", .warning, faceCascade.error ?? "\(faceCascade.path) did not load",

@@ -1,11 +1,13 @@
 import GatewayEngine
 import ServiceLifecycle
+import Synchronization
 
 /// The session's sinks, attached in one place: samples through a tap on each provider, events through one engine
 /// observer that encodes each event once and hands it to every sink in attachment order.
 public final class SessionOutputs: Sendable {
     private let sinks: Locked<[any SessionSink]>
     private let observation = Locked<ObservationToken?>(nil)
+    private let received = Atomic<Int>(0)
 
     public init(_ sinks: [any SessionSink] = []) { self.sinks = Locked(sinks) }
 
@@ -14,9 +16,13 @@ public final class SessionOutputs: Sendable {
 
     public var all: [any SessionSink] { sinks.withLock { $0 } }
 
+    /// Samples the providers have delivered so far.
+    public var samplesReceived: Int { received.load(ordering: .relaxed) }
+
     /// `provider`, with every sample shown to each sink (on the provider's thread) before the engine has it.
     public func tap(_ provider: any BiosignalProvider) -> any BiosignalProvider {
-        TappedProvider(provider, onSample: { [sinks] sample in
+        TappedProvider(provider, onSample: { [self] sample in
+            received.add(1, ordering: .relaxed)
             for sink in sinks.withLock({ $0 }) { sink.receive(sample: sample) }
         })
     }

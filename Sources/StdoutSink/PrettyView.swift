@@ -15,6 +15,8 @@ public struct PrettyView: Sendable {
     public var lastSample: [String: BiosignalSample] = [:]
     public var sources: [String: SensorStatus] = [:]
     public var ended: String?
+    /// The session ended with `session_error`.
+    public var failed = false
     /// Shown under the end of the session (e.g. where it was recorded and how to export it).
     public var endNote: String?
 
@@ -41,6 +43,7 @@ public struct PrettyView: Sendable {
             ended = "session ended after \(duration) s"
         case .error(_, let code, let message):
             ended = "session error \(code.rawValue): \(message)"
+            failed = true
         case .sensorStatus(_, let at, let status):
             sources[status.deviceId ?? status.source] = status
             nowMs = at
@@ -101,7 +104,11 @@ public struct PrettyView: Sendable {
         lines.append("")
         if let ended {
             lines.append(ended)
-            if let endNote { lines.append(endNote) }
+            if failed && lastSample.isEmpty {
+                lines.append(Self.nothingReceivedNote)
+            } else if let endNote {
+                lines.append(endNote)
+            }
         } else if let durationSec {
             lines.append("Ends by itself after \(Self.clock(durationSec)); Ctrl-C stops it earlier, with its summary.")
         } else {
@@ -109,6 +116,12 @@ public struct PrettyView: Sendable {
         }
         return lines.joined(separator: "\n") + "\n"
     }
+
+    /// Said instead of the end note when a session failed before any source delivered a sample: there is nothing to
+    /// export, and the failed attempt stays listed (so that a headless service shows why it recorded nothing).
+    public static let nothingReceivedNote =
+        "Nothing was received, so there is nothing to export (the attempt is listed as failed in `hr-gateway sessions list`).\n"
+        + "`hr-gateway doctor` checks, step by step, what the sources need."
 
     static func num(_ x: Double, _ decimals: Int) -> String { String(format: "%.\(decimals)f", x) }
 

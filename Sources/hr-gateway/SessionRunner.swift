@@ -73,8 +73,10 @@ struct SessionRunner {
         outputs.observe(engine)
         defer { outputs.detach() }
 
+        // The live view shows a session error on its last screen; saying it on stderr too would repeat it.
+        let sayError = output == .jsonl
         let session = SessionService(engine: engine, config: config, stopWhenSourcesEnd: stopWhenSourcesEnd) { message in
-            FileHandle.standardError.write(Data("error: \(message)\n".utf8))
+            if sayError { FileHandle.standardError.write(Data("error: \(message)\n".utf8)) }
         }
         let group = ServiceGroup(configuration: ServiceGroupConfiguration(
             services: outputs.services + [
@@ -87,8 +89,9 @@ struct SessionRunner {
         }
         defer { signals.finishing() }
         try await group.run()
-        if output == .jsonl, let endNote, isatty(STDERR_FILENO) == 1 {
-            FileHandle.standardError.write(Data((endNote + "\n").utf8))
+        if output == .jsonl, isatty(STDERR_FILENO) == 1 {
+            let note = session.exitStatus != 0 && outputs.samplesReceived == 0 ? PrettyView.nothingReceivedNote : endNote
+            if let note { FileHandle.standardError.write(Data((note + "\n").utf8)) }
         }
         return session.exitStatus
     }

@@ -32,6 +32,8 @@ import Testing
         let binary = stage + "/opt/hrg/bin/hr-gateway"
         #expect(FileManager.default.isExecutableFile(atPath: binary))
         #expect(try mode(binary) == 0o755)
+        // The face detector's library, where the installed binary looks for it (bin/../lib/hr-gateway/).
+        #expect(FileManager.default.fileExists(atPath: stage + "/opt/hrg/lib/hr-gateway/libHRGatewayOpenCV.so"))
         let unit = try String(contentsOfFile: stage + "/etc/systemd/system/hr-gateway.service", encoding: .utf8)
         #expect(unit.contains("ExecStart=/opt/hrg/bin/hr-gateway stream $HR_GATEWAY_SOURCE --format jsonl"))
         #expect(!unit.contains("/usr/local/bin"), "every path follows --prefix")
@@ -81,6 +83,8 @@ import Testing
         let r = try install(["--dry-run", "--binary", "/nonexistent/hr-gateway", "--prefix", "/opt/x"])
         #expect(r.status == 0, "\(r.output)")
         #expect(r.output.contains("+ install -D -m 0755 /nonexistent/hr-gateway /opt/x/bin/hr-gateway"))
+        #expect(r.output.contains(
+            "+ install -D -m 0644 /nonexistent/libHRGatewayOpenCV.so /opt/x/lib/hr-gateway/libHRGatewayOpenCV.so"))
         #expect(r.output.contains("/etc/dbus-1/system.d/hr-gateway.conf"))
         #expect(!FileManager.default.fileExists(atPath: "/opt/x/bin/hr-gateway"))
         let bad = try install(["--prefix", "relative"])

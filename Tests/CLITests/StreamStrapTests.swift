@@ -67,5 +67,23 @@ import Testing
         #expect(r.status != 0)
         #expect(r.stderr.contains("bluetoothd"), "\(r.stderr)")
         #expect(r.lines.last?.contains("\"session_error\"") == true)
+        #expect(!r.stderr.contains("waiting for org.bluez"), "no wait is promised when none happens: \(r.stderr)")
+    }
+
+    /// On the live view the failure is said once (on its last screen, not again on stderr), without a claim that
+    /// something was recorded, and with the way to find out more.
+    @Test func withoutBluetoothdTheLiveViewSaysItOnceAndPointsToDoctor() throws {
+        let bus = try PrivateBusDaemon()
+        defer { bus.stop() }
+        let r = try CLI.run(["stream", "--strap", "auto", "--format", "pretty", "--duration", "5"],
+                            environment: ["DBUS_SYSTEM_BUS_ADDRESS": bus.address])
+        #expect(r.status != 0)
+        let lastScreen = r.stdout.components(separatedBy: "\u{1B}[H").last ?? ""
+        let said = (lastScreen + r.stderr).components(separatedBy: "bluetoothd is not running").count - 1
+        #expect(lastScreen.contains("session error sensor_unavailable: ble_hrm: bluetoothd is not running"), "\(r.stdout)")
+        #expect(said == 1, "said \(said) times: \(r.stdout) \(r.stderr)")
+        #expect(!r.stdout.contains("Recorded as session"), "\(r.stdout)")
+        #expect(lastScreen.contains("Nothing was received"), "\(r.stdout)")
+        #expect(lastScreen.contains("hr-gateway doctor"), "\(r.stdout)")
     }
 }

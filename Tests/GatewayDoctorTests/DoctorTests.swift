@@ -135,6 +135,17 @@ func tempStateDir() -> String {
         #expect(missing.stdout.split(separator: "\n").contains {
             $0.hasPrefix("warn  face detector") && $0.contains("/nonexistent/cascade.xml") && $0.contains("opencv-data")
         }, "\(missing.stdout)")
+
+        // The OpenCV side is a library opened at run time: when it cannot be opened, doctor says so and how to fix
+        // it (and straps are unaffected).
+        let noLibrary = try runGateway(["doctor"], environment: [
+            "DBUS_SYSTEM_BUS_ADDRESS": daemon.address, "HR_GATEWAY_STATE_DIR": state,
+            "HR_GATEWAY_OPENCV_LIBRARY": "/nonexistent/libHRGatewayOpenCV.so",
+        ])
+        let said = noLibrary.stdout.split(separator: "\n").first { $0.hasPrefix("warn  face detector") }
+        #expect(said?.contains("/nonexistent/libHRGatewayOpenCV.so") == true, "\(noLibrary.stdout)")
+        #expect(said?.contains("straps unaffected") == true, "\(noLibrary.stdout)")
+        #expect(said?.contains("swift build --product HRGatewayOpenCV") == true, "\(noLibrary.stdout)")
     }
 
     @Test func withoutASystemBusTheReasonIsOneSentenceWithItsFix() throws {

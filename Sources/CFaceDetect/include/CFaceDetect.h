@@ -1,5 +1,8 @@
 // CFaceDetect: OpenCV's cascade face detector (objdetect, C++) behind a small C API that Swift can import.
 //
+// This target is only the API and a loader (loader.c); the OpenCV code is the CFaceDetectOpenCV target, a shared
+// library opened on the first cfd_cascade_open, so that processes without a camera never map OpenCV.
+//
 // Debian: libopencv-objdetect-dev (headers and libraries), opencv-data (the cascade files under
 // /usr/share/opencv4/). Every C++ exception is caught here and returned as a status code with a message.
 #ifndef C_FACE_DETECT_H
@@ -27,6 +30,8 @@ typedef enum {
     CFD_BAD_ARGUMENT = 5,
     /// OpenCV raised an exception while detecting.
     CFD_OPENCV_ERROR = 6,
+    /// The OpenCV side (libHRGatewayOpenCV.so) or one of OpenCV's own libraries could not be loaded.
+    CFD_LIBRARY_UNAVAILABLE = 7,
 } cfd_status;
 
 typedef struct {

@@ -1,3 +1,6 @@
+// The OpenCV side of CFaceDetect, built as its own shared library (libHRGatewayOpenCV.so) that CFaceDetect's
+// loader opens on first use: OpenCV and what it pulls in (dnn, protobuf, BLAS, X11: about 10 MB resident) are
+// mapped only by processes that detect faces, not by every `hr-gateway` that streams a strap.
 #include "CFaceDetect.h"
 
 #include <cerrno>
@@ -14,6 +17,9 @@
 #include <opencv2/core.hpp>
 #include <opencv2/objdetect.hpp>
 
+// The loader finds these by name (dlsym); nothing else is exported.
+#define CFD_EXPORT __attribute__((visibility("default")))
+
 struct cfd_cascade {
     cv::CascadeClassifier classifier;
     int32_t window = 24;
@@ -24,7 +30,8 @@ static void put_message(char *message, size_t size, const std::string &text) {
     std::snprintf(message, size, "%s", text.c_str());
 }
 
-extern "C" int cfd_cascade_open(const char *path, cfd_cascade **out, char *message, size_t message_size) {
+extern "C" CFD_EXPORT int cfd_impl_cascade_open(const char *path, cfd_cascade **out, char *message,
+                                                 size_t message_size) {
     if (out == nullptr) return CFD_BAD_ARGUMENT;
     *out = nullptr;
     if (path == nullptr || path[0] == '\0') {
@@ -64,11 +71,13 @@ extern "C" int cfd_cascade_open(const char *path, cfd_cascade **out, char *messa
     return CFD_OK;
 }
 
-extern "C" void cfd_cascade_close(cfd_cascade *cascade) { delete cascade; }
+extern "C" CFD_EXPORT void cfd_impl_cascade_close(cfd_cascade *cascade) { delete cascade; }
 
-extern "C" int32_t cfd_cascade_window(const cfd_cascade *cascade) { return cascade ? cascade->window : 0; }
+extern "C" CFD_EXPORT int32_t cfd_impl_cascade_window(const cfd_cascade *cascade) {
+    return cascade ? cascade->window : 0;
+}
 
-extern "C" int cfd_cascade_detect(
+extern "C" CFD_EXPORT int cfd_impl_cascade_detect(
     cfd_cascade *cascade, const uint8_t *pixels, int32_t width, int32_t height, int32_t bytes_per_row,
     cfd_rect search, int32_t min_size, int32_t max_size, double scale_factor, int32_t min_neighbors,
     cfd_rect *out, int32_t capacity, int32_t *count, char *message, size_t message_size) {

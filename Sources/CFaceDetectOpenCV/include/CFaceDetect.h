@@ -1,0 +1,1 @@
+../../CFaceDetect/include/CFaceDetect.h
