@@ -305,7 +305,14 @@ final class StrapSession: Sendable {
             case BlueZ.gattCharacteristicInterface:
                 if let bytes = changed["Value"]?.bytes {
                     let (mono, wall) = stamps(at: receivedAt)
-                    events.yield(.notification(charPath: path.rawValue, bytes: bytes, monotonicNs: mono, wallMs: wall))
+                    let event = StrapEvent.notification(
+                        charPath: path.rawValue, bytes: bytes, monotonicNs: mono, wallMs: wall)
+                    // With nothing ahead of it, a notification is handled here, on the D-Bus thread, sparing it the
+                    // hop to the machine's task; its actions (sample, status, timers) are all synchronous.
+                    let inline = events.handleInlineIfIdle {
+                        performInline(machine.withLock { $0.handle(event) })
+                    }
+                    if !inline { events.yield(event) }
                 }
             case BlueZ.deviceInterface:
                 if path.rawValue == ours {
@@ -363,10 +370,9 @@ final class StrapSession: Sendable {
             switch action {
             case .status, .sample, .malformed: continue
             case let .schedule(timer, afterMs, token):
-                let handle = clock.schedule(afterMs: afterMs) { [events] in events.yield(.timer(timer, token: token)) }
-                timers.withLock { $0.updateValue(handle, forKey: timer) }?.cancel()
+                arm(timer, afterMs: afterMs, token: token)
             case .cancel(let timer):
-                timers.withLock { $0.removeValue(forKey: timer) }?.cancel()
+                disarm(timer)
             case .startDiscovery:
                 spawn { await self.startDiscovery() }
             case .stopDiscovery:
@@ -391,6 +397,41 @@ final class StrapSession: Sendable {
                 spawn { await self.readDetails(DBusObjectPath(devicePath)) }
             }
         }
+        report(actions)
+    }
+
+    /// `perform` for what a notification yields, on the caller's thread: timers, statuses, samples and drops are
+    /// synchronous. Anything else (no notification yields it today) goes to a task, after the rest.
+    private func performInline(_ actions: [StrapAction]) {
+        var later: [StrapAction] = []
+        for action in actions {
+            switch action {
+            case let .schedule(timer, afterMs, token):
+                arm(timer, afterMs: afterMs, token: token)
+            case .cancel(let timer):
+                disarm(timer)
+            case .status, .sample, .malformed:
+                continue
+            default:
+                later.append(action)
+            }
+        }
+        report(actions)
+        if !later.isEmpty {
+            let pending = later
+            spawn { await self.perform(pending) }
+        }
+    }
+
+    private func arm(_ timer: StrapTimer, afterMs: Int64, token: UInt64) {
+        let handle = clock.schedule(afterMs: afterMs) { [events] in events.yield(.timer(timer, token: token)) }
+        timers.withLock { $0.updateValue(handle, forKey: timer) }?.cancel()
+    }
+
+    private func disarm(_ timer: StrapTimer) { timers.withLock { $0.removeValue(forKey: timer) }?.cancel() }
+
+    /// Statuses, samples and dropped measurements, in the machine's order.
+    private func report(_ actions: [StrapAction]) {
         for action in actions {
             switch action {
             case .status(let s): sink.status(s)

@@ -22,6 +22,9 @@ final class StrapEventQueue: Sendable {
         var full = false
         var dropped = 0
         var highWater = 0
+        /// An event is being handled on the caller's thread (`handleInlineIfIdle`): the waiting reader stays
+        /// suspended and new events queue behind it.
+        var inline = false
 
         var count: Int { buffer.count - head }
 
@@ -33,6 +36,14 @@ final class StrapEventQueue: Sendable {
                 head = 0
             }
             return event
+        }
+
+        /// The first event, and whether taking it brought a full queue down to half (time to resume reading).
+        mutating func take(capacity: Int) -> (StrapEvent, drained: Bool) {
+            let event = removeFirst()
+            guard full, count <= capacity / 2 else { return (event, false) }
+            full = false
+            return (event, true)
         }
     }
 
@@ -53,6 +64,9 @@ final class StrapEventQueue: Sendable {
     /// The most events that waited at once.
     var highWater: Int { state.withLock { $0.highWater } }
 
+    /// Whether the reader is suspended in `next()` waiting for an event.
+    var readerWaiting: Bool { state.withLock { $0.waiter != nil } }
+
     /// Whether the queue asked its sources to hold back and has not yet released them.
     var isFull: Bool { state.withLock { $0.full } }
 
@@ -62,7 +76,7 @@ final class StrapEventQueue: Sendable {
         enum Outcome { case resume(CheckedContinuation<StrapEvent?, Never>), queued(becameFull: Bool), dropped }
         let outcome = state.withLock { state -> Outcome in
             if state.finished { return .dropped }
-            if let waiter = state.waiter {
+            if !state.inline, let waiter = state.waiter {
                 state.waiter = nil
                 return .resume(waiter)
             }
@@ -99,17 +113,40 @@ final class StrapEventQueue: Sendable {
                     state.waiter = continuation
                     return (nil, false, true)
                 }
-                let event = state.removeFirst()
-                var drained = false
-                if state.full, state.count <= capacity / 2 {
-                    state.full = false
-                    drained = true
-                }
+                let (event, drained) = state.take(capacity: capacity)
                 return (event, drained, false)
             }
             if drained { onDrained() }
             if !waiting { continuation.resume(returning: event) }
         }
+    }
+
+    /// Runs `body` on the calling thread, as if it were the reader handling one event, when the reader is idle:
+    /// waiting in `next()` with nothing queued and no other inline handler running. Events yielded meanwhile queue
+    /// behind it and reach the reader afterwards, so the order of handling is the order of arrival. Returns false
+    /// (and does not run `body`) when the reader is busy or events are waiting: the caller then `yield`s.
+    ///
+    /// This spares a notification the hop from the D-Bus thread to the reader's task when nothing is ahead of it.
+    func handleInlineIfIdle(_ body: () -> Void) -> Bool {
+        let idle = state.withLock { state -> Bool in
+            guard !state.finished, !state.inline, state.waiter != nil, state.count == 0 else { return false }
+            state.inline = true
+            return true
+        }
+        guard idle else { return false }
+        body()
+        let (waiter, event, drained) = state.withLock {
+            state -> (CheckedContinuation<StrapEvent?, Never>?, StrapEvent?, Bool) in
+            state.inline = false
+            // finish() resumed the reader already; otherwise hand it what queued behind the inline event.
+            guard state.count > 0, let waiter = state.waiter else { return (nil, nil, false) }
+            state.waiter = nil
+            let (event, drained) = state.take(capacity: capacity)
+            return (waiter, event, drained)
+        }
+        if drained { onDrained() }
+        if let waiter, let event { waiter.resume(returning: event) }
+        return true
     }
 
     /// Ends the queue: the reader gets what is left, then `nil`; later events are ignored.

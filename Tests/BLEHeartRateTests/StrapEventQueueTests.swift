@@ -59,4 +59,36 @@ struct StrapEventQueueTests {
         #expect(got.last == notification(1))
         #expect(got.count == 2)
     }
+
+    /// A notification with nothing ahead of it is handled on the D-Bus thread; anything that arrives meanwhile waits
+    /// behind it, and a busy reader or a non-empty queue means the usual way (yield).
+    @Test func anIdleReaderLetsOneEventBeHandledInlineAndKeepsTheOrder() async {
+        let queue = StrapEventQueue(capacity: 8)
+        let log = Mutex<[String]>([])
+        #expect(!queue.handleInlineIfIdle { log.withLock { $0.append("ran") } }, "no reader waits yet")
+        #expect(log.withLock { $0 }.isEmpty)
+
+        let reader = Task {
+            while let e = await queue.next() {
+                if case .notification(_, _, let n, _) = e { log.withLock { $0.append("reader \(n)") } }
+            }
+        }
+        while !queue.readerWaiting { await Task.yield() }
+        let ran = queue.handleInlineIfIdle {
+            log.withLock { $0.append("inline 1") }
+            queue.yield(notification(2))   // arrives while the inline event is handled
+            #expect(queue.readerWaiting, "the reader is not woken while an event is handled inline")
+            #expect(!queue.handleInlineIfIdle { log.withLock { $0.append("nested") } }, "one inline handler at a time")
+        }
+        #expect(ran)
+        while log.withLock({ $0.count }) < 2 { await Task.yield() }
+        #expect(log.withLock { $0 } == ["inline 1", "reader 2"], "handled in arrival order")
+
+        // A finished queue handles nothing more, inline or not.
+        while !queue.readerWaiting { await Task.yield() }
+        queue.finish()
+        #expect(!queue.handleInlineIfIdle { log.withLock { $0.append("after finish") } })
+        await reader.value
+        #expect(log.withLock { $0 } == ["inline 1", "reader 2"])
+    }
 }
