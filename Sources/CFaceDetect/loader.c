@@ -66,10 +66,16 @@ static void load(void) {
                 *slash = '\0';
                 char path[PATH_MAX + 64];
                 snprintf(path, sizeof path, "%s/" CFD_LIBRARY_NAME, exe);
-                if (access(path, F_OK) == 0) handle = try_open(path);
+                int beside = access(path, F_OK) == 0;
+                if (beside) handle = try_open(path);
                 if (handle == NULL) {
                     snprintf(path, sizeof path, "%s/../lib/hr-gateway/" CFD_LIBRARY_NAME, exe);
-                    if (access(path, F_OK) == 0) handle = try_open(path);
+                    if (access(path, F_OK) == 0) {
+                        handle = try_open(path);
+                    } else if (!beside) {
+                        // Neither file exists: say where it was looked for, then the loader's own search answers.
+                        snprintf(api.failure, sizeof api.failure, "not in %s nor in %s/../lib/hr-gateway", exe, exe);
+                    }
                 }
             }
         }
