@@ -67,11 +67,14 @@ public final class RelayHub: Sendable {
     /// Names this hub's `relay_seq` space; a gateway restart starts a new one.
     public let epoch: String
     public let controller: (any RelayController)?
-    private let nowMs: @Sendable () -> Int64
+    /// Wall clock for `server_time_ms` and stored timestamps; its monotonic clock for ages (the live ring's retention,
+    /// the command memo's lifetime), so that a wall-clock step neither empties nor pins them.
+    private let clock: any SessionClock
 
     private struct Stored {
         var seq: Int64
-        var atMs: Int64
+        /// When it was published, on the monotonic clock.
+        var atMonotonicMs: Int64
         var value: [String: JSONValue]
         var text: String
     }
@@ -107,14 +110,14 @@ public final class RelayHub: Sendable {
         controller: (any RelayController)?,
         configuration: RelayHubConfiguration = RelayHubConfiguration(),
         epoch: String = UUID().uuidString.lowercased(),
-        nowMs: @escaping @Sendable () -> Int64 = { SystemSessionClock().nowMs() },
+        clock: any SessionClock = SystemSessionClock(),
         store: (any RelayOutbox)? = nil,
         onStoreFailure: (@Sendable (String) -> Void)? = nil
     ) {
         self.controller = controller
         self.configuration = configuration
         self.epoch = epoch
-        self.nowMs = nowMs
+        self.clock = clock
         self.commands = CommandMemo(ttlMs: configuration.idempotencyMs, limit: configuration.idempotencyLimit)
         self.store = store
         self.storeFailure = onStoreFailure
@@ -125,7 +128,7 @@ public final class RelayHub: Sendable {
                 s.acked = snapshot.cursors
                 for e in snapshot.events {
                     guard let value = (try? JSONValue(parsing: e.text))?.objectValue else { continue }
-                    s.outbox.append(Stored(seq: e.seq, atMs: e.atMs, value: value, text: e.text))
+                    s.outbox.append(Stored(seq: e.seq, atMonotonicMs: clock.monotonicMs(), value: value, text: e.text))
                 }
             }
         }
@@ -168,13 +171,14 @@ public final class RelayHub: Sendable {
     public func publish(_ encoded: EncodedEvent) {
         let event = encoded.event
         let delivery = RelayDelivery(for: event)
-        let now = nowMs()
+        let now = clock.nowMs()
+        let monotonicNow = clock.monotonicMs()
         state.withLock { s in
             s.lastSeq += 1
             guard case .object(var o) = encoded.value else { return }
             o["relay_seq"] = .int(s.lastSeq)
             o["delivery"] = .string(delivery.rawValue)
-            let stored = Stored(seq: s.lastSeq, atMs: now, value: o, text: JSONValue.object(o).jsonString)
+            let stored = Stored(seq: s.lastSeq, atMonotonicMs: monotonicNow, value: o, text: JSONValue.object(o).jsonString)
             switch delivery {
             case .reliable:
                 // On disk before any consumer can see it.
@@ -187,7 +191,7 @@ public final class RelayHub: Sendable {
             case .live, .state:
                 persist { try $0.reserve(through: stored.seq) }
                 s.ring.append(stored)
-                trimRing(&s, now: now)
+                trimRing(&s, monotonicNow: monotonicNow)
             }
             var stateChanged = true
             switch event {
@@ -214,10 +218,10 @@ public final class RelayHub: Sendable {
         }
     }
 
-    private func trimRing(_ s: inout State, now: Int64) {
+    private func trimRing(_ s: inout State, monotonicNow: Int64) {
         while s.ringHead < s.ring.count,
             s.ring.count - s.ringHead > configuration.liveRetentionCount
-                || now - s.ring[s.ringHead].atMs > configuration.liveRetentionMs
+                || monotonicNow - s.ring[s.ringHead].atMonotonicMs > configuration.liveRetentionMs
         {
             s.ringTrimmedThrough = s.ring[s.ringHead].seq
             // Release the event now: the slot itself goes at the next compaction, which may be an hour away at a
@@ -356,7 +360,7 @@ public final class RelayHub: Sendable {
         let last = state.withLock { $0.lastSeq }
         return JSONValue.object([
             "type": .string("heartbeat"), "delivery": .string("live"),
-            "relay_seq_last": .int(last), "server_time_ms": .int(nowMs()),
+            "relay_seq_last": .int(last), "server_time_ms": .int(clock.nowMs()),
         ]).jsonString
     }
 
@@ -406,7 +410,7 @@ public final class RelayHub: Sendable {
         case "get_status", "start_session", "stop_session", "ingest_hsi_metrics":
             if let id {
                 let key = connection.principal.consumerId + "\u{0}" + id.jsonString
-                outcome = await commands.run(key: key, message: message, nowMs: nowMs()) {
+                outcome = await commands.run(key: key, message: message, monotonicMs: clock.monotonicMs()) {
                     await self.execute(command, message, connection)
                 }
             } else {
@@ -570,7 +574,7 @@ actor CommandMemo {
     /// Runs `body` once per key; a repeat of the same message gets the first result, a different message with the
     /// same key an `id_reused` error.
     func run(
-        key: String, message: JSONValue, nowMs: Int64,
+        key: String, message: JSONValue, monotonicMs nowMs: Int64,
         _ body: @escaping @Sendable () async -> Result<[String: JSONValue], RelayCommandError>
     ) async -> Result<[String: JSONValue], RelayCommandError> {
         let reused = RelayCommandError(

@@ -87,6 +87,8 @@ public final class WebhookForwarder: Sendable {
     public let timeoutSec: Double
     private let transport: any WebhookTransport
     private let now: @Sendable () -> Int64
+    /// Milliseconds on a monotonic clock: the grace deadline of `drain(forMs:)` is measured on it.
+    private let monotonic: @Sendable () -> Int64
     private let random: @Sendable () -> Double
     private let sleep: @Sendable (Int64) async throws -> Void
     private let onWarning: @Sendable (String) -> Void
@@ -97,6 +99,7 @@ public final class WebhookForwarder: Sendable {
         backoff: WebhookBackoff = WebhookBackoff(),
         timeoutSec: Double = 10,
         now: @escaping @Sendable () -> Int64 = { Int64((Date().timeIntervalSince1970 * 1000).rounded()) },
+        monotonic: @escaping @Sendable () -> Int64 = { SystemSessionClock().monotonicMs() },
         random: @escaping @Sendable () -> Double = { Double.random(in: 0..<1) },
         sleep: @escaping @Sendable (Int64) async throws -> Void = { try await Task.sleep(for: .milliseconds($0)) },
         onWarning: @escaping @Sendable (String) -> Void = { _ in }
@@ -106,6 +109,7 @@ public final class WebhookForwarder: Sendable {
         self.backoff = backoff
         self.timeoutSec = timeoutSec
         self.now = now
+        self.monotonic = monotonic
         self.random = random
         self.sleep = sleep
         self.onWarning = onWarning
@@ -166,7 +170,7 @@ public final class WebhookForwarder: Sendable {
         let start = now()
         // Hold the claimed items a little past the request timeout so a crash mid-request only delays them.
         let items = try outbox.claimDue(
-            nowMs: start, leaseUntilMs: start + Int64(timeoutSec * 1000) + 5_000, ignoringSchedule: ignoringSchedule)
+            nowMs: start, leaseUntilMs: start + leaseMs, ignoringSchedule: ignoringSchedule, horizonMs: horizonMs)
         var blocked: [String: Int64] = [:]
         for item in items {
             if let retryAt = blocked[item.url] {
@@ -201,23 +205,42 @@ public final class WebhookForwarder: Sendable {
         return report
     }
 
-    /// Delivers until the outbox is empty or `deadlineMs` has passed, waiting between passes for the next item to
-    /// fall due. The first pass ignores the schedule when `immediately` (a flush by hand). Returns the items left.
+    /// Delivers until the outbox is empty or `graceMs` have passed (on the monotonic clock, so that a wall-clock step
+    /// neither cuts the grace short nor stretches it by the step), waiting between passes for the next item to fall
+    /// due. The first pass ignores the schedule when `immediately` (a flush by hand). Returns the items left.
     @discardableResult
-    public func drain(untilMs deadlineMs: Int64, immediately: Bool = false) async throws(WebhookError) -> Int {
+    public func drain(forMs graceMs: Int64, immediately: Bool = false) async throws(WebhookError) -> Int {
+        let deadline = monotonic() + graceMs
         var first = true
         while true {
             let report = try await deliverDue(ignoringSchedule: first && immediately)
             first = false
             if report.remaining == 0 { return 0 }
             if Task.isCancelled { return report.remaining }
-            guard let due = try outbox.nextDueMs() else { return 0 }
             let t = now()
-            if due > deadlineMs || t >= deadlineMs { return report.remaining }
-            if due > t {
-                do { try await sleep(due - t) } catch { return report.remaining }
+            guard let due = try nextDue(at: t) else { return 0 }
+            let wait = max(0, due - t)
+            let left = deadline - monotonic()
+            if left <= 0 || wait > left { return report.remaining }
+            if wait > 0 {
+                do { try await sleep(wait) } catch { return report.remaining }
             }
         }
+    }
+
+    /// How long a claimed item is held: a little past the request timeout.
+    private var leaseMs: Int64 { Int64(timeoutSec * 1000) + 5_000 }
+
+    /// No schedule lies further ahead than this (the longest backoff with its jitter, or a lease, plus a minute);
+    /// one that does was made before the wall clock stepped back, and is due now (`WebhookOutbox.claimDue`).
+    private var horizonMs: Int64 {
+        max(Int64(Double(backoff.maxMs) * (1 + backoff.jitter)), leaseMs) + 60_000
+    }
+
+    /// The next schedule, with one beyond the horizon (the wall clock stepped back) counted as due now.
+    private func nextDue(at t: Int64) throws(WebhookError) -> Int64? {
+        guard let due = try outbox.nextDueMs() else { return nil }
+        return due > t + horizonMs ? t : due
     }
 
     /// Delivers as items fall due until cancelled, checking at least every `pollMs` for items added meanwhile.
@@ -229,7 +252,7 @@ public final class WebhookForwarder: Sendable {
                 onWarning("\(error)")
             }
             let t = now()
-            let due = (try? outbox.nextDueMs()) ?? nil
+            let due = (try? nextDue(at: t)) ?? nil
             let wait = min(pollMs, max(1, (due ?? t + pollMs) - t))
             do { try await sleep(wait) } catch { return }
         }

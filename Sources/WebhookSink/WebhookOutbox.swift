@@ -219,17 +219,21 @@ public final class WebhookOutbox: Sendable {
     /// `leaseUntilMs` so that another process does not post them meanwhile.
     /// Batches left forming (by a process that ended without sealing them) are sealed first once no sample has
     /// joined them for `idleBatchMs`, or at once with `ignoringSchedule`.
+    ///
+    /// Schedules are wall-clock times (they outlive the process). An item scheduled more than `horizonMs` after
+    /// `nowMs` is due as well: no backoff or lease is that long, so the wall clock was stepped back since it was
+    /// scheduled (NTP on a machine without a real-time clock), and waiting for it would add the step to the delay.
     public func claimDue(
         nowMs: Int64, leaseUntilMs: Int64, limit: Int = 100, ignoringSchedule: Bool = false,
-        idleBatchMs: Int64 = WebhookOutbox.idleBatchMs
+        idleBatchMs: Int64 = WebhookOutbox.idleBatchMs, horizonMs: Int64 = .max / 4
     ) throws(WebhookError) -> [OutboxItem] {
         try write { db in
             _ = try sealIdle(db, idleMs: ignoringSchedule ? 0 : idleBatchMs, nowMs: nowMs)
             let rows = ignoringSchedule
                 ? try Row.fetchAll(db, sql: "SELECT * FROM outbox ORDER BY id LIMIT ?", arguments: [limit])
                 : try Row.fetchAll(
-                    db, sql: "SELECT * FROM outbox WHERE next_attempt_ms <= ? ORDER BY id LIMIT ?",
-                    arguments: [nowMs, limit])
+                    db, sql: "SELECT * FROM outbox WHERE next_attempt_ms <= ? OR next_attempt_ms > ? ORDER BY id LIMIT ?",
+                    arguments: [nowMs, nowMs + horizonMs, limit])
             let items = rows.map(Self.item)
             for item in items {
                 try db.execute(

@@ -63,9 +63,8 @@ struct WebhookDelivery: Sendable {
             batcher?.flush()
             loop.cancel()
             await loop.value
-            let deadline = Int64((Date().timeIntervalSince1970 + Double(delivery.graceSec)) * 1000)
             do {
-                let left = try await delivery.forwarder.drain(untilMs: deadline)
+                let left = try await delivery.forwarder.drain(forMs: Int64(delivery.graceSec) * 1000)
                 if left > 0 {
                     let message = "webhook: \(left) item(s) not delivered yet, kept in \(delivery.forwarder.outbox.path); "
                         + "the next `hr-gateway stream` or `hr-gateway webhook flush` delivers them"

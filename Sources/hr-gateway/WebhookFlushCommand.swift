@@ -42,8 +42,7 @@ struct WebhookFlushCommand: AsyncParsableCommand {
             // Samples a session left forming (it was killed, or is still running) go out now too.
             try forwarder.sealAllBatches()
             before = try forwarder.outbox.pending().count
-            let deadline = Int64((Date().timeIntervalSince1970 + Double(timeout ?? settings.webhookGraceSec)) * 1000)
-            left = try await forwarder.drain(untilMs: deadline, immediately: true)
+            left = try await forwarder.drain(forMs: Int64(timeout ?? settings.webhookGraceSec) * 1000, immediately: true)
         } catch { throw CommandFailure("\(error)") }
         print("Delivered \(max(0, before - left)) of \(before) webhook item(s); \(left) left in \(forwarder.outbox.path).")
         if left > 0 {

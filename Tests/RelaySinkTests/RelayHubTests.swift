@@ -23,7 +23,7 @@ struct Rig {
         let clock = ManualSessionClock(startMs: 1_000_000)
         self.clock = clock
         engine = SessionEngine(providers: [SimulatedBiosignalProvider(seed: 3, clock: clock)], clock: clock)
-        hub = RelayHub(controller: EngineRelayController(engine: engine), configuration: configuration, nowMs: { clock.nowMs() })
+        hub = RelayHub(controller: EngineRelayController(engine: engine), configuration: configuration, clock: clock)
         token = hub.attach(to: engine)
     }
 
@@ -179,6 +179,34 @@ func types(_ m: [[String: JSONValue]]) -> [String] { m.compactMap { $0["type"]?.
         #expect(hello["replayed"]?.intValue == 240)
         let replayed = try messages(second.queue).filter { $0["replayed"] == .bool(true) }
         #expect(replayed.first?["relay_seq"]?.intValue == lastSeen + 1)
+    }
+
+    /// The live ring keeps events for a retention measured on the monotonic clock: an NTP step of the wall clock by
+    /// an hour forward empties nothing, and one back keeps nothing longer.
+    @Test func aWallClockStepNeitherEmptiesNorPinsTheResumeBuffer() async throws {
+        var configuration = RelayHubConfiguration()
+        configuration.liveRetentionMs = 60_000
+        let rig = Rig(configuration: configuration)
+        let c = rig.hub.connect(Rig.phone)
+        _ = await rig.send(start.replacingOccurrences(of: "600", with: "3600"), c)
+        for _ in 0..<30 {
+            rig.clock.advance(byMs: 1000)
+            _ = c.queue.drain()
+        }
+        let before = rig.hub.resumeBufferLive
+        #expect(before > 0)
+        rig.clock.stepWallClock(byMs: 3_600_000)
+        rig.clock.advance(byMs: 1000)
+        _ = c.queue.drain()
+        #expect(rig.hub.resumeBufferLive >= before, "a step forward drops nothing: \(rig.hub.resumeBufferLive) < \(before)")
+        rig.clock.stepWallClock(byMs: -7_200_000)
+        // Two minutes later (monotonic) everything from before the steps is past the 60 s retention.
+        for _ in 0..<120 {
+            rig.clock.advance(byMs: 1000)
+            _ = c.queue.drain()
+        }
+        let live = rig.hub.resumeBufferLive
+        #expect(live > 0 && live <= 30, "a minute of frames, not the frames from before the step back: \(live)")
     }
 
     @Test func eventsLeavingTheResumeBufferAreReleasedAtOnce() async throws {

@@ -16,7 +16,7 @@ import Testing
         let store = try RelayOutboxStore(directory: directory)
         let clock = ManualSessionClock(startMs: 1_000_000)
         let engine = SessionEngine(providers: [SimulatedBiosignalProvider(seed: 3, clock: clock)], clock: clock)
-        let hub = RelayHub(controller: EngineRelayController(engine: engine), nowMs: { clock.nowMs() }, store: store)
+        let hub = RelayHub(controller: EngineRelayController(engine: engine), clock: clock, store: store)
         return (Rig(clock: clock, engine: engine, hub: hub, token: hub.attach(to: engine)), store)
     }
 

@@ -207,13 +207,13 @@ private func forwarder(_ dir: String, _ now: ManualNow, backoff: WebhookBackoff 
         let waits = Locked<[Int64]>([])
         let f = WebhookForwarder(
             outbox: try WebhookOutbox(directory: tempDir()), backoff: WebhookBackoff(baseMs: 1_000, jitter: 0),
-            timeoutSec: 5, now: { now.value },
+            timeoutSec: 5, now: { now.value }, monotonic: { now.value },
             sleep: { ms in
                 waits.withLock { $0.append(ms) }
                 now.advance(ms)
             })
         try f.enqueue(summary(), to: server.url)
-        let left = try await f.drain(untilMs: now.value + 60_000)
+        let left = try await f.drain(forMs: 60_000)
         #expect(left == 0)
         #expect(waits.withLock { $0 } == [1_000, 2_000])
         #expect(server.accepted().count == 1)
@@ -223,12 +223,49 @@ private func forwarder(_ dir: String, _ now: ManualNow, backoff: WebhookBackoff 
         let now = ManualNow()
         let f = WebhookForwarder(
             outbox: try WebhookOutbox(directory: tempDir()), backoff: WebhookBackoff(baseMs: 1_000, jitter: 0),
-            timeoutSec: 5, now: { now.value }, sleep: { ms in now.advance(ms) })
+            timeoutSec: 5, now: { now.value }, monotonic: { now.value }, sleep: { ms in now.advance(ms) })
         try f.enqueue(summary(), to: URL(string: "http://127.0.0.1:\(closedPort())/hook")!)
-        let left = try await f.drain(untilMs: now.value + 10_000)
+        let left = try await f.drain(forMs: 10_000)
         #expect(left == 1)
         // Attempts at 0, 1, 3 and 7 s; the next (15 s) is past the deadline.
         #expect(try f.outbox.pending().first?.attempts == 4)
+    }
+
+    /// Schedules are wall-clock times (they outlive the process), but an NTP step back must not add an hour to a
+    /// retry, and the grace period is measured on the monotonic clock: neither stretched by a step back nor cut
+    /// short by a step forward.
+    @Test func aWallClockStepNeitherDelaysRetriesNorChangesTheGrace() async throws {
+        let server = try FlakyServer(failing: 2)
+        let wall = ManualNow()
+        let mono = ManualNow()
+        let waits = Locked<[Int64]>([])
+        let f = WebhookForwarder(
+            outbox: try WebhookOutbox(directory: tempDir()), backoff: WebhookBackoff(baseMs: 1_000, jitter: 0),
+            timeoutSec: 5, now: { wall.value }, monotonic: { mono.value },
+            sleep: { ms in
+                waits.withLock { $0.append(ms) }
+                wall.advance(ms)
+                mono.advance(ms)
+            })
+        try f.enqueue(summary(), to: server.url)
+        #expect(try await f.deliverDue().failed == 1, "the first attempt fails; the retry is due 1 s later")
+        wall.advance(-3_600_000)
+        let left = try await f.drain(forMs: 10_000)
+        #expect(left == 0, "delivered within the grace")
+        #expect(server.accepted().count == 1)
+        #expect(waits.withLock { $0 }.allSatisfy { $0 <= 2_000 }, "no wait of an hour: \(waits.withLock { $0 })")
+
+        // A step forward mid-grace does not end it: the next retries still happen.
+        let down = WebhookForwarder(
+            outbox: try WebhookOutbox(directory: tempDir()), backoff: WebhookBackoff(baseMs: 1_000, jitter: 0),
+            timeoutSec: 5, now: { wall.value }, monotonic: { mono.value },
+            sleep: { ms in
+                wall.advance(ms + 3_600_000)
+                mono.advance(ms)
+            })
+        try down.enqueue(summary(), to: URL(string: "http://127.0.0.1:\(closedPort())/hook")!)
+        #expect(try await down.drain(forMs: 10_000) == 1)
+        #expect(try down.outbox.pending().first?.attempts == 4, "attempts at 0, 1, 3 and 7 s of monotonic time")
     }
 
     @Test func aClaimedItemIsNotClaimedAgainByAnotherProcessUntilItsLeaseEnds() throws {
