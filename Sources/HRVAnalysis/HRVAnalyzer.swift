@@ -39,8 +39,8 @@ public struct HRVOptions: Sendable, Equatable {
 public struct HRVResult: Sendable, Equatable {
     /// RR intervals analysed (after correction).
     public var rrCount: Int
-    /// Beats the correction moved, inserted or removed, plus input values dropped as invalid (not finite or not
-    /// positive).
+    /// Beats the correction moved, inserted or removed, plus input values dropped as invalid (not finite, not
+    /// positive, or over a minute).
     public var artifactCount: Int
     public var meanRRMs: Double?
     /// 60000 / mean RR (the rate of the average interval, not the mean of instantaneous rates).
@@ -110,15 +110,16 @@ public struct HRVResult: Sendable, Equatable {
 /// differences); NN50 = count of |difference| > 50 ms (strict); pNN50 = 100 × NN50 / number of differences.
 public enum HRVAnalyzer {
     /// Analyses contiguous runs of RR intervals. Successive differences and beat times are never taken across
-    /// the boundary between two segments (a link loss or a gap in the recording). Values that are not finite or
-    /// not positive are dropped and end the segment they are in.
+    /// the boundary between two segments (a link loss or a gap in the recording). Values that are not finite, not
+    /// positive or longer than `RRFile.maximumMs` (a minute: a pause, not a beat; and far larger values would
+    /// overflow the sums of squares) are dropped and end the segment they are in.
     public static func analyze(segments: [[Double]], options: HRVOptions = HRVOptions()) -> HRVResult {
         var invalid = 0
         var runs: [[Double]] = []
         for segment in segments {
             var current: [Double] = []
             for v in segment {
-                if v.isFinite && v > 0 {
+                if v.isFinite && v > 0 && v <= RRFile.maximumMs {
                     current.append(v)
                 } else {
                     invalid += 1
