@@ -183,6 +183,14 @@ let package = Package(
             swiftSettings: strict
         ),
 
+        // MARK: MQTT (libmosquitto from libmosquitto-dev): status, events, last will to a real broker
+        .systemLibrary(name: "CMosquitto", pkgConfig: "libmosquitto", providers: [.apt(["libmosquitto-dev"])]),
+        .target(
+            name: "MQTTSink",
+            dependencies: ["CMosquitto", "GatewayEngine", "GatewaySink", .product(name: "Logging", package: "swift-log")],
+            swiftSettings: strict
+        ),
+
         // MARK: Webhook store-and-forward (durable outbox in the state directory, POST with retries)
         .target(
             name: "WebhookSink",
@@ -215,7 +223,7 @@ let package = Package(
                 "GatewayEngine", "HRVAnalysis", "SimulatedProvider", "ReplayProvider", "StdoutSink",
                 "BLEHeartRate", "BlueZ", "DBus", "V4L2Capture", "RPPG", "RPPGAnalysis", "FaceDetection", "CameraProvider",
                 "SessionStore", "GatewayConfig", "GatewayDoctor", "GatewayLogging", "RelayCore", "RelayStore",
-                "RelayWebServer", "RelayWSClient", "WebhookSink", "GatewaySink",
+                "RelayWebServer", "RelayWSClient", "WebhookSink", "GatewaySink", "MQTTSink",
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "UnixSignals", package: "swift-service-lifecycle"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),

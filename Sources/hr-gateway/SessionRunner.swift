@@ -3,6 +3,7 @@ import GatewayEngine
 import GatewaySink
 import HRVAnalysis
 import Logging
+import MQTTSink
 import RelayCore
 import RelayWSClient
 import ReplayProvider
@@ -32,6 +33,8 @@ struct SessionRunner {
     var uplink: (options: UplinkOptions, stateDirectory: String)? = nil
     /// Posts the summary (and sample batches) to a webhook through the durable outbox; nil without `--webhook`.
     var webhook: WebhookDelivery? = nil
+    /// Publishes status and events to an MQTT broker; nil without `--mqtt`.
+    var mqtt: MQTTSink? = nil
     /// Said when the session has ended (where it was recorded, how to export it): under the live view, or on a
     /// terminal's standard error with jsonl output.
     var endNote: String? = nil
@@ -61,6 +64,7 @@ struct SessionRunner {
         }
         if let hub { outputs.attach(RelayHubSink(hub: hub)) }
         if let webhook { outputs.attach(WebhookOutput(webhook, sessionId: config.sessionId)) }
+        if let mqtt { outputs.attach(mqtt) }
         if let recordPath { outputs.attach(RecordFileSink(writer: try SampleFileWriter(path: recordPath))) }
         if let recorder { outputs.attach(StoreSink(recorder: recorder)) }
         switch output {

@@ -126,6 +126,8 @@ struct StreamCommand: AsyncParsableCommand {
 
     @OptionGroup(title: "Dial out") var uplink: UplinkOptions
 
+    @OptionGroup(title: "MQTT") var mqtt: MQTTOptions
+
     enum OutputFormat: String, ExpressibleByArgument, CaseIterable {
         case jsonl, pretty
     }
@@ -141,6 +143,7 @@ struct StreamCommand: AsyncParsableCommand {
         try session.check()
         try relay.check()
         try uplink.check()
+        try mqtt.check()
     }
 
     func run() async throws {
@@ -172,6 +175,7 @@ struct StreamCommand: AsyncParsableCommand {
             relay: relay.listen == nil ? nil : (relay, try store.directory()),
             uplink: uplink.connect == nil ? nil : (uplink, try store.directory()),
             webhook: delivery,
+            mqtt: try mqtt.sink(sources: providers.map(\.name)),
             endNote: recorder.flatMap { $0.isRecording ? Self.recordedNote($0, stateDir: store.stateDir) : nil }
         ).run()
         if exitCode != 0 { throw ExitCode(exitCode) }

@@ -1,0 +1,190 @@
+import CMosquitto
+import Foundation
+import Synchronization
+
+/// One connection to an MQTT broker through libmosquitto: its network thread (`mosquitto_loop_start`) connects,
+/// keeps alive, reconnects with backoff and retransmits unacknowledged QoS 1 messages; this class publishes and
+/// counts what the broker has acknowledged.
+///
+/// Thread safety: after `start()`, libmosquitto's own locks make `mosquitto_publish` safe from any thread while
+/// its network thread runs; the callbacks run on that thread and touch only `state` (a Mutex).
+public final class MQTTConnection: Sendable {
+    private struct State: ~Copyable {
+        var connected = false
+        var everConnected = false
+        /// QoS 1 messages sent and not yet acknowledged, by message id.
+        var pending: Set<Int32> = []
+        /// QoS 0 messages queued whose send libmosquitto has not reported yet.
+        var unreported: Set<Int32> = []
+        /// Reports that arrived before `publish` had recorded the id (the network thread was faster).
+        var early: Set<Int32> = []
+        var lastError: String?
+        var waiters: [CheckedContinuation<Void, Never>] = []
+        var refused = 0
+        var stopped = false
+    }
+
+    /// The libmosquitto client. `nonisolated(unsafe)`: libmosquitto serialises access itself (see above), and the
+    /// handle is destroyed only in `deinit`, after `stop()` has joined the network thread.
+    nonisolated(unsafe) private let handle: OpaquePointer
+    private let state = Mutex(State())
+    public let broker: MQTTBrokerURL
+    private let keepAliveSec: Int32
+
+    private static let library: Void = { _ = mosquitto_lib_init() }()
+
+    /// - Parameters:
+    ///   - will: published by the broker, retained, if the connection drops without a clean disconnect.
+    ///   - caFile: trust anchors for `mqtts://` (PEM); nil uses the system's.
+    public init(
+        clientId: String, broker: MQTTBrokerURL, will: (topic: String, payload: String)? = nil, caFile: String? = nil,
+        keepAliveSec: Int32 = 30
+    ) throws(MQTTError) {
+        _ = Self.library
+        guard let h = mosquitto_new(clientId, true, nil) else {
+            throw MQTTError(.library, "libmosquitto could not create a client (out of memory or a bad client id)")
+        }
+        handle = h
+        self.broker = broker
+        self.keepAliveSec = keepAliveSec
+        mosquitto_user_data_set(h, Unmanaged.passUnretained(self).toOpaque())
+        _ = mosquitto_int_option(h, MOSQ_OPT_PROTOCOL_VERSION, MQTT_PROTOCOL_V311)
+        _ = mosquitto_reconnect_delay_set(h, 1, 30, true)
+        if let user = broker.username {
+            try check(mosquitto_username_pw_set(h, user, broker.password), "user name and password")
+        }
+        if broker.tls {
+            let ca = caFile ?? "/etc/ssl/certs/ca-certificates.crt"
+            guard FileManager.default.isReadableFile(atPath: ca) else {
+                throw MQTTError(.tls, "mqtts: CA file \(ca) is not readable (--mqtt-ca FILE names one)")
+            }
+            try check(mosquitto_tls_set(h, ca, nil, nil, nil, nil), "TLS with CA file \(ca)", code: .tls)
+        }
+        if let will {
+            let bytes = Array(will.payload.utf8)
+            try check(mosquitto_will_set(h, will.topic, Int32(bytes.count), bytes, 1, true), "last will")
+        }
+        mosquitto_connect_callback_set(h) { _, object, rc in
+            guard let object else { return }
+            Unmanaged<MQTTConnection>.fromOpaque(object).takeUnretainedValue().connected(rc)
+        }
+        mosquitto_disconnect_callback_set(h) { _, object, rc in
+            guard let object else { return }
+            Unmanaged<MQTTConnection>.fromOpaque(object).takeUnretainedValue().disconnected(rc)
+        }
+        mosquitto_publish_callback_set(h) { _, object, mid in
+            guard let object else { return }
+            Unmanaged<MQTTConnection>.fromOpaque(object).takeUnretainedValue().acknowledged(mid)
+        }
+    }
+
+    deinit {
+        stop()
+        mosquitto_destroy(handle)
+    }
+
+    private func check(_ rc: Int32, _ what: String, code: MQTTError.Code = .library) throws(MQTTError) {
+        guard rc == MOSQ_ERR_SUCCESS.rawValue else {
+            throw MQTTError(code, "\(what): \(String(cString: mosquitto_strerror(rc)))")
+        }
+    }
+
+    /// Starts connecting in the background and the network thread. Fails only when the broker's address cannot be
+    /// used at all (a name that does not resolve); a broker that is down is retried with backoff.
+    public func start() throws(MQTTError) {
+        let rc = mosquitto_connect_async(handle, broker.host, Int32(broker.port), keepAliveSec)
+        // MOSQ_ERR_ERRNO: the first attempt failed (refused, unreachable); the network thread retries it.
+        if rc != MOSQ_ERR_SUCCESS.rawValue && rc != MOSQ_ERR_ERRNO.rawValue {
+            throw MQTTError(.connect, "cannot connect to \(broker): \(String(cString: mosquitto_strerror(rc)))")
+        }
+        try check(mosquitto_loop_start(handle), "starting the MQTT network thread")
+    }
+
+    /// Queues a message. QoS 1 messages are counted until the broker acknowledges them (libmosquitto retransmits
+    /// them after a reconnection); libmosquitto reports QoS 0 ones when sent. Returns false when libmosquitto refused it (counted in `refused`).
+    @discardableResult
+    public func publish(topic: String, payload: String, qos: Int32, retain: Bool) -> Bool {
+        var mid: Int32 = 0
+        let bytes = Array(payload.utf8)
+        let rc = mosquitto_publish(handle, &mid, topic, Int32(bytes.count), bytes, qos, retain)
+        guard rc == MOSQ_ERR_SUCCESS.rawValue else {
+            state.withLock {
+                $0.refused += 1
+                $0.lastError = String(cString: mosquitto_strerror(rc))
+            }
+            return false
+        }
+        // Each id goes into one set by whichever side comes first and out of it by the other, so none stays.
+        state.withLock { s in
+            if s.early.remove(mid) == nil {
+                if qos > 0 { s.pending.insert(mid) } else { s.unreported.insert(mid) }
+            }
+        }
+        return true
+    }
+
+    /// QoS 1 messages not acknowledged yet.
+    public var unacknowledged: Int { state.withLock { $0.pending.count } }
+    /// Messages libmosquitto refused to queue, and why the last one was.
+    public var refused: (count: Int, lastError: String?) { state.withLock { ($0.refused, $0.lastError) } }
+    public var isConnected: Bool { state.withLock { $0.connected } }
+
+    /// Waits until every QoS 1 message is acknowledged or `timeoutMs` has passed; returns how many are left.
+    public func waitForAcknowledgements(timeoutMs: Int64) async -> Int {
+        let timer = Task { [weak self] in
+            try? await Task.sleep(for: .milliseconds(timeoutMs))
+            self?.wakeWaiters()
+        }
+        defer { timer.cancel() }
+        await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
+            let done = state.withLock { s -> Bool in
+                if s.pending.isEmpty || s.stopped { return true }
+                s.waiters.append(c)
+                return false
+            }
+            if done { c.resume() }
+        }
+        return unacknowledged
+    }
+
+    private func wakeWaiters() {
+        let waiters = state.withLock { s -> [CheckedContinuation<Void, Never>] in
+            defer { s.waiters = [] }
+            return s.waiters
+        }
+        for w in waiters { w.resume() }
+    }
+
+    /// Disconnects cleanly (the broker then does not publish the will) and joins the network thread. Idempotent.
+    public func stop() {
+        let first = state.withLock { s -> Bool in
+            defer { s.stopped = true }
+            return !s.stopped
+        }
+        guard first else { return }
+        _ = mosquitto_disconnect(handle)
+        _ = mosquitto_loop_stop(handle, false)
+        wakeWaiters()
+    }
+
+    // MARK: Callbacks (libmosquitto's network thread)
+
+    private func connected(_ rc: Int32) {
+        state.withLock { s in
+            s.connected = rc == 0
+            if rc == 0 { s.everConnected = true } else { s.lastError = String(cString: mosquitto_connack_string(rc)) }
+        }
+    }
+
+    private func disconnected(_ rc: Int32) {
+        state.withLock { $0.connected = false }
+    }
+
+    private func acknowledged(_ mid: Int32) {
+        let wake = state.withLock { s -> Bool in
+            if s.unreported.remove(mid) == nil, s.pending.remove(mid) == nil { s.early.insert(mid) }
+            return s.pending.isEmpty && !s.waiters.isEmpty
+        }
+        if wake { wakeWaiters() }
+    }
+}

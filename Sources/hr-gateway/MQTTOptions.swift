@@ -1,0 +1,63 @@
+import ArgumentParser
+import Foundation
+import MQTTSink
+
+/// `--mqtt` and its companions, shared by the commands that run a session.
+struct MQTTOptions: ParsableArguments {
+    @Option(help: ArgumentHelp(
+        "Publish to an MQTT broker: mqtt://[user[:password]@]HOST[:PORT] (1883) or mqtts://… (8883, TLS). "
+            + "Topics: hr-gateway/ID/status (retained; \"offline\" by last will if the gateway dies) and "
+            + "hr-gateway/ID/event (every event; session start, summary and error at QoS 1).",
+        valueName: "url"))
+    var mqtt: String?
+
+    @Option(help: ArgumentHelp("With mqtts://: the CA certificate (PEM) to trust. Default: the system's.", valueName: "file"))
+    var mqttCa: String?
+
+    @Option(help: ArgumentHelp(
+        "With --mqtt: a file holding the password (first line), instead of putting it in the URL.", valueName: "file"))
+    var mqttPasswordFile: String?
+
+    @Option(help: ArgumentHelp(
+        "With --mqtt: this gateway's ID in every topic. Default: the host name.", valueName: "id"))
+    var gatewayId: String?
+
+    @Option(help: ArgumentHelp(
+        "With --mqtt: seconds to wait at the end for the broker to acknowledge the QoS 1 messages.", valueName: "sec"))
+    var mqttGrace: Int = 10
+
+    func check() throws {
+        guard let mqtt else {
+            if mqttCa != nil || mqttPasswordFile != nil || gatewayId != nil {
+                throw ValidationError("--mqtt-ca, --mqtt-password-file and --gateway-id go with --mqtt URL.")
+            }
+            return
+        }
+        do { _ = try MQTTBrokerURL(parsing: mqtt) } catch { throw ValidationError("--mqtt: \(error)") }
+        do { _ = try MQTTTopics(gatewayId: resolvedGatewayId) } catch { throw ValidationError("--gateway-id: \(error)") }
+        if mqttGrace < 0 { throw ValidationError("--mqtt-grace must be 0 or more seconds.") }
+    }
+
+    var resolvedGatewayId: String {
+        if let gatewayId { return gatewayId }
+        var name = [CChar](repeating: 0, count: 256)
+        guard gethostname(&name, name.count) == 0 else { return "gateway" }
+        let host = String(decoding: name.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        return host.isEmpty ? "gateway" : host
+    }
+
+    /// The sink, connecting in the background; nil without `--mqtt`.
+    func sink(sources: [String]) throws -> MQTTSink? {
+        guard let mqtt else { return nil }
+        var broker = try MQTTBrokerURL(parsing: mqtt)
+        if let file = mqttPasswordFile {
+            guard let text = try? String(contentsOfFile: file, encoding: .utf8) else {
+                throw CommandFailure("--mqtt-password-file: cannot read \(file)")
+            }
+            broker.password = String(text.split(separator: "\n", omittingEmptySubsequences: false).first ?? "")
+        }
+        return try MQTTSink(
+            broker: broker, topics: try MQTTTopics(gatewayId: resolvedGatewayId), caFile: mqttCa, sources: sources,
+            graceMs: Int64(mqttGrace) * 1000)
+    }
+}

@@ -1,0 +1,168 @@
+import Foundation
+import GatewayEngine
+import Testing
+
+/// A process whose standard output (and, merged, its standard error) is read line by line while it runs.
+final class Spawned {
+    let process = Process()
+    private let out = Pipe()
+    private var buffer = Data()
+
+    init(_ path: String, _ arguments: [String]) throws {
+        process.executableURL = URL(fileURLWithPath: path)
+        process.arguments = arguments
+        process.standardOutput = out
+        process.standardError = out
+        process.standardInput = FileHandle.nullDevice
+        try process.run()
+    }
+
+    /// The next line, or nil at end of output.
+    func readLine() -> String? {
+        while true {
+            if let nl = buffer.firstIndex(of: 0x0A) {
+                let line = buffer[buffer.startIndex..<nl]
+                buffer.removeSubrange(buffer.startIndex...nl)
+                return String(decoding: line, as: UTF8.self)
+            }
+            let chunk = out.fileHandleForReading.availableData
+            if chunk.isEmpty { return buffer.isEmpty ? nil : String(decoding: buffer, as: UTF8.self) }
+            buffer.append(chunk)
+        }
+    }
+
+    /// Reads lines until one satisfies `done`; returns every line read (nil: the output ended first).
+    func read(until done: (String) -> Bool) -> [String]? {
+        var lines: [String] = []
+        while let line = readLine() {
+            lines.append(line)
+            if done(line) { return lines }
+        }
+        return nil
+    }
+
+    /// Ends it at once (a broker or subscriber started for one test has nothing to save).
+    func stop() {
+        if process.isRunning { kill(process.processIdentifier, SIGKILL) }
+        process.waitUntilExit()
+    }
+
+    deinit { if process.isRunning { kill(process.processIdentifier, SIGKILL) } }
+}
+
+/// A real mosquitto broker on 127.0.0.1 (Debian's `mosquitto`, installed by scripts/test), started for one test.
+final class Broker {
+    let port: Int
+    private let daemon: Spawned
+    private let dir: String
+
+    init() throws {
+        port = Self.freePort()
+        dir = FileManager.default.temporaryDirectory.appendingPathComponent("mqtt-\(UUID().uuidString)").path
+        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        let config = "\(dir)/mosquitto.conf"
+        try "listener \(port) 127.0.0.1\nallow_anonymous true\npersistence false\n"
+            .write(toFile: config, atomically: true, encoding: .utf8)
+        daemon = try Spawned("/usr/sbin/mosquitto", ["-c", config, "-v"])
+        guard daemon.read(until: { $0.contains(" running") }) != nil else {
+            throw BrokerError("mosquitto did not start (is Debian's mosquitto installed? scripts/test installs it)")
+        }
+    }
+
+    /// `mosquitto_sub` (Debian's mosquitto-clients) on `topic`, returned once the broker has confirmed the
+    /// subscription; prints `topic payload` lines (and its debug lines).
+    func subscribe(_ topic: String) throws -> Spawned {
+        // stdbuf: mosquitto_sub writes through stdio, which holds lines back when its output is a pipe.
+        let sub = try Spawned(
+            "/usr/bin/stdbuf", ["-oL", "/usr/bin/mosquitto_sub", "-h", "127.0.0.1", "-p", "\(port)", "-t", topic, "-v", "-d", "-q", "1"])
+        guard sub.read(until: { $0.contains("SUBACK") }) != nil else { throw BrokerError("mosquitto_sub did not subscribe") }
+        return sub
+    }
+
+    func stop() {
+        daemon.stop()
+        try? FileManager.default.removeItem(atPath: dir)
+    }
+
+    static func freePort() -> Int {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(fd) }
+        var addr = sockaddr_in()
+        addr.sin_family = sa_family_t(AF_INET)
+        addr.sin_addr.s_addr = inet_addr("127.0.0.1")
+        addr.sin_port = 0
+        var len = socklen_t(MemoryLayout<sockaddr_in>.size)
+        _ = withUnsafeMutablePointer(to: &addr) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, len) }
+        }
+        _ = withUnsafeMutablePointer(to: &addr) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &len) }
+        }
+        return Int(UInt16(bigEndian: addr.sin_port))
+    }
+}
+
+struct BrokerError: Error, CustomStringConvertible {
+    let description: String
+    init(_ d: String) { description = d }
+}
+
+/// `stream --mqtt` against a real mosquitto, read by a client we did not write (mosquitto_sub).
+@Suite(.serialized) struct MQTTCLITests {
+    /// (topic, JSON payload) from mosquitto_sub's `-v` lines, skipping its debug lines.
+    func messages(_ lines: [String]) -> [(topic: String, json: JSONValue)] {
+        lines.compactMap { line in
+            guard line.hasPrefix("hr-gateway/"), let space = line.firstIndex(of: " ") else { return nil }
+            guard let json = try? JSONValue(parsing: String(line[line.index(after: space)...])) else { return nil }
+            return (String(line[..<space]), json)
+        }
+    }
+
+    @Test func aSessionIsPublishedWithItsStatusAndEveryEvent() throws {
+        let broker = try Broker()
+        defer { broker.stop() }
+        let sub = try broker.subscribe("hr-gateway/gw1/#")
+        defer { sub.stop() }
+        let r = try CLI.run(["stream", "--simulate", "--duration", "3", "--format", "jsonl", "--no-record-db",
+                             "--mqtt", "mqtt://127.0.0.1:\(broker.port)", "--gateway-id", "gw1"])
+        #expect(r.status == 0, "\(r.stderr)")
+        let lines = try #require(sub.read { $0.hasPrefix("hr-gateway/gw1/status") && $0.contains("\"offline\"") })
+        let got = messages(lines)
+        let status = got.filter { $0.topic == "hr-gateway/gw1/status" }.map { $0.json["state"] }
+        #expect(status == [.string("online"), .string("offline")], "\(lines)")
+        #expect(got.first?.json["version"] == .string(GatewayVersion.current))
+        #expect(got.first?.json["gateway_id"] == .string("gw1"))
+        // Every event the gateway printed, in the same order, unchanged.
+        let published = got.filter { $0.topic == "hr-gateway/gw1/event" }.map(\.json)
+        let printed = try r.lines.map { try JSONValue(parsing: $0) }
+        #expect(published == printed)
+        #expect(published.first?["type"] == .string("session_started"))
+        #expect(published.last?["type"] == .string("session_summary"))
+    }
+
+    @Test func aGatewayKilledMidSessionIsMarkedOfflineByItsLastWill() throws {
+        let broker = try Broker()
+        defer { broker.stop() }
+        let sub = try broker.subscribe("hr-gateway/gw2/#")
+        defer { sub.stop() }
+        let cli = try RunningCLI(["stream", "--simulate", "--duration", "60", "--format", "jsonl", "--no-record-db",
+                                  "--mqtt", "mqtt://127.0.0.1:\(broker.port)", "--gateway-id", "gw2"])
+        let first = try #require(sub.read { $0.contains("\"session_frame\"") })
+        #expect(messages(first).first?.json["state"] == .string("online"))
+        cli.signal(SIGKILL)
+        _ = cli.wait()
+        let rest = try #require(sub.read { $0.hasPrefix("hr-gateway/gw2/status") })
+        let will = try #require(messages(rest).last)
+        #expect(will.json["state"] == .string("offline"))
+        #expect(will.json["reason"] == .string("connection lost"))
+    }
+
+    @Test func aBadBrokerURLIsRefusedWithTheFormExpected() throws {
+        let r = try CLI.run(["stream", "--simulate", "--duration", "1", "--mqtt", "http://127.0.0.1:1883"])
+        #expect(r.status != 0)
+        #expect(r.stderr.contains("mqtt://[user[:password]@]HOST[:PORT]"), "\(r.stderr)")
+        let id = try CLI.run(["stream", "--simulate", "--duration", "1", "--mqtt", "mqtt://127.0.0.1", "--gateway-id", "a/b"])
+        #expect(id.status != 0)
+        #expect(id.stderr.contains("gateway id"), "\(id.stderr)")
+    }
+}
