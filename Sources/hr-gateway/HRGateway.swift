@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import GatewayEngine
 
 @main
 struct HRGateway: AsyncParsableCommand {
@@ -12,6 +13,7 @@ struct HRGateway: AsyncParsableCommand {
             connects to `hr-gateway serve --strap auto --listen 0.0.0.0:8765` with a token from \
             `hr-gateway token create`. Every subcommand has its own --help with examples.
             """,
+        version: GatewayVersion.current,
         subcommands: [
             StreamCommand.self, ServeCommand.self, AttachCommand.self, TokenCommand.self,
             ScanCommand.self, EmulateStrapCommand.self, CamerasCommand.self,

@@ -131,6 +131,7 @@ struct BrokerError: Error, CustomStringConvertible {
         let status = got.filter { $0.topic == "hr-gateway/gw1/status" }.map { $0.json["state"] }
         #expect(status == [.string("online"), .string("offline")], "\(lines)")
         #expect(got.first?.json["version"] == .string(GatewayVersion.current))
+        #expect(try CLI.run(["--version"]).stdout == GatewayVersion.current + "\n", "the status says what --version says")
         #expect(got.first?.json["gateway_id"] == .string("gw1"))
         // Every event the gateway printed, in the same order, unchanged.
         let published = got.filter { $0.topic == "hr-gateway/gw1/event" }.map(\.json)
