@@ -22,12 +22,39 @@ public final class MQTTConnection: Sendable {
         var waiters: [CheckedContinuation<Void, Never>] = []
         var refused = 0
         var stopped = false
+        /// Messages published while not connected, sent in order once the broker accepts the connection.
+        var held: [Held] = []
+
+        var unacknowledged: Int { pending.count + held.reduce(0) { $0 + ($1.qos > 0 ? 1 : 0) } }
+
+        mutating func hold(_ message: Held) {
+            if held.count >= MQTTConnection.holdLimit {
+                let victim = held.firstIndex { $0.qos == 0 } ?? 0
+                held.remove(at: victim)
+                refused += 1
+                lastError = "more than \(MQTTConnection.holdLimit) messages held while the broker was unreachable"
+            }
+            held.append(message)
+        }
     }
+
+    private struct Held {
+        var topic: String
+        var payload: [UInt8]
+        var qos: Int32
+        var retain: Bool
+    }
+
+    /// Messages held while the broker is unreachable, at most; past it the oldest QoS 0 message (a frame) goes
+    /// first, counted in `refused`.
+    public static let holdLimit = 10_000
 
     /// The libmosquitto client. `nonisolated(unsafe)`: libmosquitto serialises access itself (see above), and the
     /// handle is destroyed only in `deinit`, after `stop()` has joined the network thread.
     nonisolated(unsafe) private let handle: OpaquePointer
     private let state = Mutex(State())
+    /// Retries the first connection (see `start()`).
+    private let retry = Mutex<Task<Void, Never>?>(nil)
     public let broker: MQTTBrokerURL
     private let keepAliveSec: Int32
 
@@ -80,6 +107,8 @@ public final class MQTTConnection: Sendable {
 
     deinit {
         stop()
+        // A retry that started the network thread while stop() ran would leave it running: end it for sure.
+        _ = mosquitto_loop_stop(handle, true)
         mosquitto_destroy(handle)
     }
 
@@ -89,24 +118,61 @@ public final class MQTTConnection: Sendable {
         }
     }
 
-    /// Starts connecting in the background and the network thread. Fails only when the broker's address cannot be
-    /// used at all (a name that does not resolve); a broker that is down is retried with backoff.
-    public func start() throws(MQTTError) {
-        let rc = mosquitto_connect_async(handle, broker.host, Int32(broker.port), keepAliveSec)
-        // MOSQ_ERR_ERRNO: the first attempt failed (refused, unreachable); the network thread retries it.
-        if rc != MOSQ_ERR_SUCCESS.rawValue && rc != MOSQ_ERR_ERRNO.rawValue {
-            throw MQTTError(.connect, "cannot connect to \(broker): \(String(cString: mosquitto_strerror(rc)))")
+    /// Starts connecting in the background. Once connected, libmosquitto's network thread keeps the link and
+    /// reconnects with backoff (1 s doubling to 30 s) after a loss; until the first connection (a broker that is
+    /// down, a name that does not resolve yet) this class retries with the same backoff. Messages published
+    /// meanwhile are held. Returns why the first attempt failed, for a warning.
+    @discardableResult
+    public func start() throws(MQTTError) -> String? {
+        guard let failure = attemptConnection() else { return nil }
+        let task = Task { [weak self] in
+            var delayMs = 1_000
+            while !Task.isCancelled {
+                try? await Task.sleep(for: .milliseconds(delayMs))
+                guard let self, !Task.isCancelled, !self.state.withLock({ $0.stopped }) else { return }
+                if self.attemptConnection() == nil { return }
+                delayMs = min(delayMs * 2, 30_000)
+            }
         }
-        try check(mosquitto_loop_start(handle), "starting the MQTT network thread")
+        retry.withLock { $0 = task }
+        return failure
     }
 
-    /// Queues a message. QoS 1 messages are counted until the broker acknowledges them (libmosquitto retransmits
-    /// them after a reconnection); libmosquitto reports QoS 0 ones when sent. Returns false when libmosquitto refused it (counted in `refused`).
+    /// One connection attempt and, when it is under way, the network thread; nil on success, else why not.
+    private func attemptConnection() -> String? {
+        let rc = mosquitto_connect_async(handle, broker.host, Int32(broker.port), keepAliveSec)
+        guard rc == MOSQ_ERR_SUCCESS.rawValue else {
+            return rc == MOSQ_ERR_ERRNO.rawValue ? String(cString: strerror(errno)) : String(cString: mosquitto_strerror(rc))
+        }
+        let loop = mosquitto_loop_start(handle)
+        return loop == MOSQ_ERR_SUCCESS.rawValue ? nil : String(cString: mosquitto_strerror(loop))
+    }
+
+    /// Queues a message; while the broker is unreachable it is held and sent, in order, on connection. QoS 1
+    /// messages are counted until the broker acknowledges them (libmosquitto retransmits them after a
+    /// reconnection); libmosquitto reports QoS 0 ones when sent. Returns false when it was refused (counted in
+    /// `refused`).
     @discardableResult
     public func publish(topic: String, payload: String, qos: Int32, retain: Bool) -> Bool {
+        let message = Held(topic: topic, payload: Array(payload.utf8), qos: qos, retain: retain)
+        let hold = state.withLock { s -> Bool in
+            guard !s.connected else { return false }
+            s.hold(message)
+            return true
+        }
+        return hold ? true : send(message)
+    }
+
+    /// Hands one message to libmosquitto; one refused for want of a connection (it just dropped) is held.
+    private func send(_ message: Held) -> Bool {
         var mid: Int32 = 0
-        let bytes = Array(payload.utf8)
-        let rc = mosquitto_publish(handle, &mid, topic, Int32(bytes.count), bytes, qos, retain)
+        let rc = mosquitto_publish(
+            handle, &mid, message.topic, Int32(message.payload.count), message.payload, message.qos, message.retain)
+        let qos = message.qos
+        if rc == MOSQ_ERR_NO_CONN.rawValue {
+            state.withLock { $0.hold(message) }
+            return true
+        }
         guard rc == MOSQ_ERR_SUCCESS.rawValue else {
             state.withLock {
                 $0.refused += 1
@@ -123,8 +189,8 @@ public final class MQTTConnection: Sendable {
         return true
     }
 
-    /// QoS 1 messages not acknowledged yet.
-    public var unacknowledged: Int { state.withLock { $0.pending.count } }
+    /// QoS 1 messages not acknowledged yet (sent, or held for want of a connection).
+    public var unacknowledged: Int { state.withLock { $0.unacknowledged } }
     /// Messages libmosquitto refused to queue, and why the last one was.
     public var refused: (count: Int, lastError: String?) { state.withLock { ($0.refused, $0.lastError) } }
     public var isConnected: Bool { state.withLock { $0.connected } }
@@ -138,7 +204,7 @@ public final class MQTTConnection: Sendable {
         defer { timer.cancel() }
         await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
             let done = state.withLock { s -> Bool in
-                if s.pending.isEmpty || s.stopped { return true }
+                if s.unacknowledged == 0 || s.stopped { return true }
                 s.waiters.append(c)
                 return false
             }
@@ -162,6 +228,7 @@ public final class MQTTConnection: Sendable {
             return !s.stopped
         }
         guard first else { return }
+        retry.withLock { $0 }?.cancel()
         _ = mosquitto_disconnect(handle)
         _ = mosquitto_loop_stop(handle, false)
         wakeWaiters()
@@ -170,9 +237,23 @@ public final class MQTTConnection: Sendable {
     // MARK: Callbacks (libmosquitto's network thread)
 
     private func connected(_ rc: Int32) {
-        state.withLock { s in
-            s.connected = rc == 0
-            if rc == 0 { s.everConnected = true } else { s.lastError = String(cString: mosquitto_connack_string(rc)) }
+        guard rc == 0 else {
+            state.withLock { $0.lastError = String(cString: mosquitto_connack_string(rc)) }
+            return
+        }
+        // Send what was held, in order; `connected` flips only once nothing is left, so that a message published
+        // meanwhile queues behind the held ones instead of overtaking them.
+        while true {
+            let batch = state.withLock { s -> [Held] in
+                if s.held.isEmpty {
+                    s.connected = true
+                    s.everConnected = true
+                }
+                defer { s.held = [] }
+                return s.held
+            }
+            if batch.isEmpty { return }
+            for message in batch { _ = send(message) }
         }
     }
 
@@ -183,7 +264,7 @@ public final class MQTTConnection: Sendable {
     private func acknowledged(_ mid: Int32) {
         let wake = state.withLock { s -> Bool in
             if s.unreported.remove(mid) == nil, s.pending.remove(mid) == nil { s.early.insert(mid) }
-            return s.pending.isEmpty && !s.waiters.isEmpty
+            return s.unacknowledged == 0 && !s.waiters.isEmpty
         }
         if wake { wakeWaiters() }
     }

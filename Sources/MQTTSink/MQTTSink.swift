@@ -46,7 +46,9 @@ public final class MQTTSink: SessionSink {
             clientId: "hr-gateway-\(topics.gatewayId)-\(getpid())", broker: broker,
             will: (topics.status, Self.status("offline", gatewayId: topics.gatewayId, sources: sources, reason: "connection lost")),
             caFile: caFile)
-        try connection.start()
+        if let failure = try connection.start() {
+            logger.warning("mqtt: \(broker) not reachable yet (\(failure)); retrying, and holding messages until it is")
+        }
     }
 
     /// The status document.

@@ -14,6 +14,13 @@ final class Spawned {
         process.standardOutput = out
         process.standardError = out
         process.standardInput = FileHandle.nullDevice
+        // The test runner's threads may block SIGTERM and SIGINT, and a spawned process inherits that mask: unblock
+        // them here so that the broker can be stopped as a service manager stops it.
+        var set = sigset_t()
+        sigemptyset(&set)
+        sigaddset(&set, SIGTERM)
+        sigaddset(&set, SIGINT)
+        pthread_sigmask(SIG_UNBLOCK, &set, nil)
         try process.run()
     }
 
@@ -56,13 +63,21 @@ final class Broker {
     private let daemon: Spawned
     private let dir: String
 
-    init() throws {
-        port = Self.freePort()
-        dir = FileManager.default.temporaryDirectory.appendingPathComponent("mqtt-\(UUID().uuidString)").path
+    private let keepDirectory: Bool
+
+    /// - Parameter persistentIn: keep the broker's state (persistent sessions, retained messages) in this folder
+    ///   across a restart on the same port.
+    init(port: Int = Broker.freePort(), persistentIn folder: String? = nil) throws {
+        self.port = port
+        keepDirectory = folder != nil
+        dir = folder ?? FileManager.default.temporaryDirectory.appendingPathComponent("mqtt-\(UUID().uuidString)").path
         try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
         let config = "\(dir)/mosquitto.conf"
-        try "listener \(port) 127.0.0.1\nallow_anonymous true\npersistence false\n"
+        let persistence = folder == nil ? "persistence false\n" : "persistence true\npersistence_location \(dir)/\n"
+        try "listener \(port) 127.0.0.1\nallow_anonymous true\n\(persistence)"
             .write(toFile: config, atomically: true, encoding: .utf8)
+        // The broker drops privileges to the mosquitto user when started as root: let it write its state.
+        _ = chmod(dir, 0o777)
         daemon = try Spawned("/usr/sbin/mosquitto", ["-c", config, "-v"])
         guard daemon.read(until: { $0.contains(" running") }) != nil else {
             throw BrokerError("mosquitto did not start (is Debian's mosquitto installed? scripts/test installs it)")
@@ -70,18 +85,28 @@ final class Broker {
     }
 
     /// `mosquitto_sub` (Debian's mosquitto-clients) on `topic`, returned once the broker has confirmed the
-    /// subscription; prints `topic payload` lines (and its debug lines).
-    func subscribe(_ topic: String) throws -> Spawned {
+    /// subscription, with the lines read until then; prints `topic payload` lines (and its debug lines). With
+    /// `clientId`, a persistent session: the broker keeps the subscription, and QoS 1 messages, while it is away.
+    func subscribe(_ topic: String, clientId: String? = nil) throws -> (Spawned, [String]) {
+        let session = clientId.map { ["-c", "-i", $0] } ?? []
         // stdbuf: mosquitto_sub writes through stdio, which holds lines back when its output is a pipe.
-        let sub = try Spawned(
-            "/usr/bin/stdbuf", ["-oL", "/usr/bin/mosquitto_sub", "-h", "127.0.0.1", "-p", "\(port)", "-t", topic, "-v", "-d", "-q", "1"])
-        guard sub.read(until: { $0.contains("SUBACK") }) != nil else { throw BrokerError("mosquitto_sub did not subscribe") }
-        return sub
+        let sub = try Spawned("/usr/bin/stdbuf", ["-oL", "/usr/bin/mosquitto_sub", "-h", "127.0.0.1", "-p", "\(port)",
+                                                  "-t", topic, "-v", "-d", "-q", "1"] + session)
+        guard let lines = sub.read(until: { $0.contains("SUBACK") }) else {
+            throw BrokerError("mosquitto_sub did not subscribe")
+        }
+        return (sub, lines)
+    }
+
+    /// Stops the broker as a service manager would (it saves its state).
+    func terminate() {
+        kill(daemon.process.processIdentifier, SIGTERM)
+        daemon.process.waitUntilExit()
     }
 
     func stop() {
         daemon.stop()
-        try? FileManager.default.removeItem(atPath: dir)
+        if !keepDirectory { try? FileManager.default.removeItem(atPath: dir) }
     }
 
     static func freePort() -> Int {
@@ -121,7 +146,7 @@ struct BrokerError: Error, CustomStringConvertible {
     @Test func aSessionIsPublishedWithItsStatusAndEveryEvent() throws {
         let broker = try Broker()
         defer { broker.stop() }
-        let sub = try broker.subscribe("hr-gateway/gw1/#")
+        let (sub, _) = try broker.subscribe("hr-gateway/gw1/#")
         defer { sub.stop() }
         let r = try CLI.run(["stream", "--simulate", "--duration", "3", "--format", "jsonl", "--no-record-db",
                              "--mqtt", "mqtt://127.0.0.1:\(broker.port)", "--gateway-id", "gw1"])
@@ -144,7 +169,7 @@ struct BrokerError: Error, CustomStringConvertible {
     @Test func aGatewayKilledMidSessionIsMarkedOfflineByItsLastWill() throws {
         let broker = try Broker()
         defer { broker.stop() }
-        let sub = try broker.subscribe("hr-gateway/gw2/#")
+        let (sub, _) = try broker.subscribe("hr-gateway/gw2/#")
         defer { sub.stop() }
         let cli = try RunningCLI(["stream", "--simulate", "--duration", "60", "--format", "jsonl", "--no-record-db",
                                   "--mqtt", "mqtt://127.0.0.1:\(broker.port)", "--gateway-id", "gw2"])
@@ -156,6 +181,41 @@ struct BrokerError: Error, CustomStringConvertible {
         let will = try #require(messages(rest).last)
         #expect(will.json["state"] == .string("offline"))
         #expect(will.json["reason"] == .string("connection lost"))
+    }
+
+    /// The broker is down when the session starts and comes back during it: what was published meanwhile is held
+    /// and sent in order, and nothing at QoS 1 is lost (read through a persistent subscriber session).
+    @Test func whatIsPublishedWhileTheBrokerIsDownArrivesOnceItIsBack() throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("mqtt-\(UUID().uuidString)").path
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let port = Broker.freePort()
+        var broker = try Broker(port: port, persistentIn: dir)
+        let (probe, _) = try broker.subscribe("hr-gateway/gw3/#", clientId: "probe-gw3")
+        probe.stop()
+        broker.terminate()
+
+        let cli = try RunningCLI(["stream", "--simulate", "--duration", "4", "--format", "jsonl", "--no-record-db",
+                                  "--mqtt", "mqtt://127.0.0.1:\(port)", "--gateway-id", "gw3", "--mqtt-grace", "30"])
+        #expect(cli.readLine()?.contains("\"session_started\"") == true, "the session runs without the broker")
+        broker = try Broker(port: port, persistentIn: dir)
+        defer { broker.stop() }
+        var printed: [String] = []
+        while let line = cli.readLine() { printed.append(line) }
+        #expect(cli.wait() == 0)
+        #expect(printed.last?.contains("\"session_summary\"") == true)
+
+        let (sub, early) = try broker.subscribe("hr-gateway/gw3/#", clientId: "probe-gw3")
+        defer { sub.stop() }
+        var lines = early
+        if !messages(lines).contains(where: { $0.topic.hasSuffix("/status") && $0.json["state"] == .string("offline") }) {
+            lines += try #require(sub.read { $0.hasPrefix("hr-gateway/gw3/status") && $0.contains("\"offline\"") })
+        }
+        let got = messages(lines)
+        let types = got.map { $0.topic.hasSuffix("/status") ? "status " + ($0.json["state"]?.stringValue ?? "?")
+                                                              : $0.json["type"]?.stringValue ?? "?" }
+        // The QoS 1 messages, in order (QoS 0 frames are not kept for an absent subscriber).
+        #expect(types.filter { $0.hasPrefix("status") || $0 == "session_started" || $0 == "session_summary" }
+                == ["status online", "session_started", "session_summary", "status offline"], "\(types)")
     }
 
     @Test func aBadBrokerURLIsRefusedWithTheFormExpected() throws {
