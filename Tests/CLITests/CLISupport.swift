@@ -61,11 +61,35 @@ enum CLI {
     }
 }
 
+/// Lines read from a pipe as they come (blocking until one is complete), then what is left at end of file.
+final class PipeLines {
+    private let handle: FileHandle
+    private var buffer = Data()
+
+    init(_ handle: FileHandle) { self.handle = handle }
+
+    func next() -> String? {
+        while true {
+            if let nl = buffer.firstIndex(of: 0x0A) {
+                let line = buffer[buffer.startIndex..<nl]
+                buffer.removeSubrange(buffer.startIndex...nl)
+                return String(decoding: line, as: UTF8.self)
+            }
+            let chunk = handle.availableData
+            if chunk.isEmpty {
+                defer { buffer = Data() }
+                return buffer.isEmpty ? nil : String(decoding: buffer, as: UTF8.self)
+            }
+            buffer.append(chunk)
+        }
+    }
+}
+
 /// A started `hr-gateway` whose output is read line by line while it runs.
 final class RunningCLI {
     let process = Process()
     private let out = Pipe()
-    private var buffer = Data()
+    private lazy var lines = PipeLines(out.fileHandleForReading)
 
     init(_ arguments: [String], environment: [String: String] = [:]) throws {
         process.executableURL = CLI.executable
@@ -81,18 +105,7 @@ final class RunningCLI {
     }
 
     /// The next line of standard output, or nil at end of file.
-    func readLine() -> String? {
-        while true {
-            if let nl = buffer.firstIndex(of: 0x0A) {
-                let line = buffer[buffer.startIndex..<nl]
-                buffer.removeSubrange(buffer.startIndex...nl)
-                return String(decoding: line, as: UTF8.self)
-            }
-            let chunk = out.fileHandleForReading.availableData
-            if chunk.isEmpty { return buffer.isEmpty ? nil : String(decoding: buffer, as: UTF8.self) }
-            buffer.append(chunk)
-        }
-    }
+    func readLine() -> String? { lines.next() }
 
     func signal(_ sig: Int32) { kill(process.processIdentifier, sig) }
 

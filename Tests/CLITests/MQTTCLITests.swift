@@ -1,14 +1,16 @@
 import Foundation
 import GatewayEngine
 import Testing
+import WebhookTestSupport
 
 /// A process whose standard output (and, merged, its standard error) is read line by line while it runs.
 final class Spawned {
     let process = Process()
     private let out = Pipe()
-    private var buffer = Data()
+    private let lines: PipeLines
 
     init(_ path: String, _ arguments: [String]) throws {
+        lines = PipeLines(out.fileHandleForReading)
         process.executableURL = URL(fileURLWithPath: path)
         process.arguments = arguments
         process.standardOutput = out
@@ -25,18 +27,7 @@ final class Spawned {
     }
 
     /// The next line, or nil at end of output.
-    func readLine() -> String? {
-        while true {
-            if let nl = buffer.firstIndex(of: 0x0A) {
-                let line = buffer[buffer.startIndex..<nl]
-                buffer.removeSubrange(buffer.startIndex...nl)
-                return String(decoding: line, as: UTF8.self)
-            }
-            let chunk = out.fileHandleForReading.availableData
-            if chunk.isEmpty { return buffer.isEmpty ? nil : String(decoding: buffer, as: UTF8.self) }
-            buffer.append(chunk)
-        }
-    }
+    func readLine() -> String? { lines.next() }
 
     /// Reads lines until one satisfies `done`; returns every line read (nil: the output ended first).
     func read(until done: (String) -> Bool) -> [String]? {
@@ -109,22 +100,8 @@ final class Broker {
         if !keepDirectory { try? FileManager.default.removeItem(atPath: dir) }
     }
 
-    static func freePort() -> Int {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        defer { close(fd) }
-        var addr = sockaddr_in()
-        addr.sin_family = sa_family_t(AF_INET)
-        addr.sin_addr.s_addr = inet_addr("127.0.0.1")
-        addr.sin_port = 0
-        var len = socklen_t(MemoryLayout<sockaddr_in>.size)
-        _ = withUnsafeMutablePointer(to: &addr) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, len) }
-        }
-        _ = withUnsafeMutablePointer(to: &addr) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &len) }
-        }
-        return Int(UInt16(bigEndian: addr.sin_port))
-    }
+    /// A port nothing listens on yet (`WebhookTestSupport.closedPort`).
+    static func freePort() -> Int { closedPort() }
 }
 
 struct BrokerError: Error, CustomStringConvertible {
