@@ -33,6 +33,16 @@ public struct GatewayConfiguration: Sendable, Equatable {
     public var webhookBackoffMaxSec = 300
     /// Undelivered items kept; beyond, the oldest are dropped with a warning.
     public var webhookMaxItems = 10_000
+    /// MQTT broker (`mqtt://[user[:password]@]HOST[:PORT]` or `mqtts://…`); nil: none.
+    public var mqttURL: String?
+    /// The gateway's ID in MQTT topics; nil: the host name.
+    public var mqttGatewayId: String?
+    /// CA certificate (PEM) for `mqtts://`; nil: the system's.
+    public var mqttCAFile: String?
+    /// File holding the broker password (first line).
+    public var mqttPasswordFile: String?
+    /// Seconds to wait at the end for the broker's acknowledgements.
+    public var mqttGraceSec = 10
     /// The file these values came from, if any.
     public var sourcePath: String?
 
@@ -114,7 +124,7 @@ public struct GatewayConfiguration: Sendable, Equatable {
                         throw fail(nil, key, "log_level must be one of \(LogLevelSetting.allCases.map(\.rawValue).joined(separator: ", ")), got \"\(s)\"")
                     }
                     c.logLevel = level
-                case "store", "session", "webhook", "relay", "strap", "camera":
+                case "store", "session", "webhook", "mqtt", "relay", "strap", "camera":
                     guard let section = value.table else {
                         throw fail(nil, key, "\(key) must be a table ([\(key)]), got a \(value.type)")
                     }
@@ -163,6 +173,27 @@ public struct GatewayConfiguration: Sendable, Equatable {
                                 c.webhookBackoffMaxSec = try positive(v, key, k)
                             case ("webhook", "max_items"):
                                 c.webhookMaxItems = try positive(v, key, k)
+                            case ("mqtt", "url"):
+                                let u = try string(v, key, k)
+                                guard u.isEmpty || Self.isMQTTURL(u) else {
+                                    throw fail(key, k, "mqtt.url must be mqtt://[user[:password]@]HOST[:PORT] or mqtts://…, "
+                                        + "got \"\(u)\"")
+                                }
+                                c.mqttURL = u.isEmpty ? nil : u
+                            case ("mqtt", "gateway_id"):
+                                let id = try string(v, key, k)
+                                guard !id.contains(where: { "/+#".contains($0) }) else {
+                                    throw fail(key, k, "mqtt.gateway_id must not contain '/', '+' or '#', got \"\(id)\"")
+                                }
+                                c.mqttGatewayId = id.isEmpty ? nil : id
+                            case ("mqtt", "ca_file"):
+                                let f = try string(v, key, k)
+                                c.mqttCAFile = f.isEmpty ? nil : f
+                            case ("mqtt", "password_file"):
+                                let f = try string(v, key, k)
+                                c.mqttPasswordFile = f.isEmpty ? nil : f
+                            case ("mqtt", "grace_sec"):
+                                c.mqttGraceSec = try positive(v, key, k, allowZero: true)
                             case ("relay", _), ("strap", _), ("camera", _):
                                 warnings.append("\(path) line \(lines.locate(section: key, key: k).map(String.init) ?? "?"): "
                                     + "\(key).\(k) is not used by this version (the [\(key)] options are still being added)")
@@ -221,11 +252,28 @@ public struct GatewayConfiguration: Sendable, Equatable {
             webhookURL = u
         }
         if let e = try positive("HR_GATEWAY_EMIT_INTERVAL_SEC") { emitIntervalSec = e }
+        if let u = env["HR_GATEWAY_MQTT"], !u.isEmpty {
+            guard Self.isMQTTURL(u) else {
+                throw bad("HR_GATEWAY_MQTT", "must be mqtt://[user[:password]@]HOST[:PORT] or mqtts://…, got \"\(u)\"")
+            }
+            mqttURL = u
+        }
+        if let id = env["HR_GATEWAY_GATEWAY_ID"], !id.isEmpty {
+            guard !id.contains(where: { "/+#".contains($0) }) else {
+                throw bad("HR_GATEWAY_GATEWAY_ID", "must not contain '/', '+' or '#', got \"\(id)\"")
+            }
+            mqttGatewayId = id
+        }
     }
 }
 
 extension GatewayConfiguration {
     /// An absolute http or https URL with a host.
+    public static func isMQTTURL(_ text: String) -> Bool {
+        guard let c = URLComponents(string: text), let scheme = c.scheme?.lowercased(), let host = c.host else { return false }
+        return (scheme == "mqtt" || scheme == "mqtts") && !host.isEmpty
+    }
+
     public static func isWebhookURL(_ text: String) -> Bool {
         guard let c = URLComponents(string: text), let scheme = c.scheme?.lowercased(), let host = c.host else { return false }
         return (scheme == "http" || scheme == "https") && !host.isEmpty

@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import GatewayConfig
 import MQTTSink
 
 /// `--mqtt` and its companions, shared by the commands that run a session.
@@ -23,41 +24,41 @@ struct MQTTOptions: ParsableArguments {
     var gatewayId: String?
 
     @Option(help: ArgumentHelp(
-        "With --mqtt: seconds to wait at the end for the broker to acknowledge the QoS 1 messages.", valueName: "sec"))
-    var mqttGrace: Int = 10
+        "With --mqtt: seconds to wait at the end for the broker to acknowledge the QoS 1 messages (default 10).",
+        valueName: "sec"))
+    var mqttGrace: Int?
 
     func check() throws {
-        guard let mqtt else {
-            if mqttCa != nil || mqttPasswordFile != nil || gatewayId != nil {
-                throw ValidationError("--mqtt-ca, --mqtt-password-file and --gateway-id go with --mqtt URL.")
-            }
-            return
+        if let mqtt {
+            do { _ = try MQTTBrokerURL(parsing: mqtt) } catch { throw ValidationError("--mqtt: \(error)") }
         }
-        do { _ = try MQTTBrokerURL(parsing: mqtt) } catch { throw ValidationError("--mqtt: \(error)") }
-        do { _ = try MQTTTopics(gatewayId: resolvedGatewayId) } catch { throw ValidationError("--gateway-id: \(error)") }
-        if mqttGrace < 0 { throw ValidationError("--mqtt-grace must be 0 or more seconds.") }
+        if let gatewayId {
+            do { _ = try MQTTTopics(gatewayId: gatewayId) } catch { throw ValidationError("--gateway-id: \(error)") }
+        }
+        if let g = mqttGrace, g < 0 { throw ValidationError("--mqtt-grace must be 0 or more seconds.") }
     }
 
-    var resolvedGatewayId: String {
-        if let gatewayId { return gatewayId }
+    static func hostName() -> String {
         var name = [CChar](repeating: 0, count: 256)
         guard gethostname(&name, name.count) == 0 else { return "gateway" }
         let host = String(decoding: name.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
         return host.isEmpty ? "gateway" : host
     }
 
-    /// The sink, connecting in the background; nil without `--mqtt`.
-    func sink(sources: [String]) throws -> MQTTSink? {
-        guard let mqtt else { return nil }
+    /// The sink, connecting in the background; nil without `--mqtt` (or `[mqtt] url`, or `HR_GATEWAY_MQTT`). The
+    /// command line overrides the configuration.
+    func sink(sources: [String], settings: GatewayConfiguration) throws -> MQTTSink? {
+        guard let mqtt = mqtt ?? settings.mqttURL else { return nil }
         var broker = try MQTTBrokerURL(parsing: mqtt)
-        if let file = mqttPasswordFile {
+        if let file = mqttPasswordFile ?? settings.mqttPasswordFile {
             guard let text = try? String(contentsOfFile: file, encoding: .utf8) else {
                 throw CommandFailure("--mqtt-password-file: cannot read \(file)")
             }
             broker.password = String(text.split(separator: "\n", omittingEmptySubsequences: false).first ?? "")
         }
+        let id = gatewayId ?? settings.mqttGatewayId ?? Self.hostName()
         return try MQTTSink(
-            broker: broker, topics: try MQTTTopics(gatewayId: resolvedGatewayId), caFile: mqttCa, sources: sources,
-            graceMs: Int64(mqttGrace) * 1000)
+            broker: broker, topics: try MQTTTopics(gatewayId: id), caFile: mqttCa ?? settings.mqttCAFile,
+            sources: sources, graceMs: Int64(mqttGrace ?? settings.mqttGraceSec) * 1000)
     }
 }

@@ -195,6 +195,33 @@ struct BrokerError: Error, CustomStringConvertible {
                 == ["status online", "session_started", "session_summary", "status offline"], "\(types)")
     }
 
+    /// The broker and the ID from the configuration file, overridden by the environment, as a service sets them.
+    @Test func theBrokerComesFromTheConfigurationOrTheEnvironment() throws {
+        let broker = try Broker()
+        defer { broker.stop() }
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("mqtt-conf-\(UUID().uuidString)").path
+        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let config = dir + "/hr-gateway.toml"
+        try "[mqtt]\nurl = \"mqtt://127.0.0.1:\(broker.port)\"\ngateway_id = \"from-file\"\ngrace_sec = 5\n"
+            .write(toFile: config, atomically: true, encoding: .utf8)
+        let (sub, _) = try broker.subscribe("hr-gateway/+/status")
+        defer { sub.stop() }
+        let r = try CLI.run(["stream", "--simulate", "--duration", "1", "--format", "jsonl", "--no-record-db"],
+                            environment: ["HR_GATEWAY_CONFIG": config])
+        #expect(r.status == 0, "\(r.stderr)")
+        #expect(sub.read { $0.hasPrefix("hr-gateway/from-file/status") && $0.contains("\"offline\"") } != nil)
+        let e = try CLI.run(["stream", "--simulate", "--duration", "1", "--format", "jsonl", "--no-record-db"],
+                            environment: ["HR_GATEWAY_CONFIG": config, "HR_GATEWAY_GATEWAY_ID": "from-env"])
+        #expect(e.status == 0, "\(e.stderr)")
+        #expect(sub.read { $0.hasPrefix("hr-gateway/from-env/status") && $0.contains("\"offline\"") } != nil)
+
+        try "[mqtt]\nurl = \"http://127.0.0.1\"\n".write(toFile: config, atomically: true, encoding: .utf8)
+        let check = try CLI.run(["config", "check", "--config", config])
+        #expect(check.status != 0)
+        #expect((check.stdout + check.stderr).contains("mqtt.url must be mqtt://"), "\(check.stdout)\(check.stderr)")
+    }
+
     @Test func aBadBrokerURLIsRefusedWithTheFormExpected() throws {
         let r = try CLI.run(["stream", "--simulate", "--duration", "1", "--mqtt", "http://127.0.0.1:1883"])
         #expect(r.status != 0)
