@@ -182,7 +182,7 @@ public struct GatewayConfiguration: Sendable, Equatable {
                                 c.mqttURL = u.isEmpty ? nil : u
                             case ("mqtt", "gateway_id"):
                                 let id = try string(v, key, k)
-                                guard !id.contains(where: { "/+#".contains($0) }) else {
+                                guard Self.isGatewayId(id) else {
                                     throw fail(key, k, "mqtt.gateway_id must not contain '/', '+' or '#', got \"\(id)\"")
                                 }
                                 c.mqttGatewayId = id.isEmpty ? nil : id
@@ -259,7 +259,7 @@ public struct GatewayConfiguration: Sendable, Equatable {
             mqttURL = u
         }
         if let id = env["HR_GATEWAY_GATEWAY_ID"], !id.isEmpty {
-            guard !id.contains(where: { "/+#".contains($0) }) else {
+            guard Self.isGatewayId(id) else {
                 throw bad("HR_GATEWAY_GATEWAY_ID", "must not contain '/', '+' or '#', got \"\(id)\"")
             }
             mqttGatewayId = id
@@ -269,6 +269,9 @@ public struct GatewayConfiguration: Sendable, Equatable {
 
 extension GatewayConfiguration {
     /// An absolute http or https URL with a host.
+    /// Usable as one level of an MQTT topic: no level separator or wildcard.
+    public static func isGatewayId(_ id: String) -> Bool { !id.contains { "/+#\u{0}".contains($0) } }
+
     public static func isMQTTURL(_ text: String) -> Bool {
         guard let c = URLComponents(string: text), let scheme = c.scheme?.lowercased(), let host = c.host else { return false }
         return (scheme == "mqtt" || scheme == "mqtts") && !host.isEmpty

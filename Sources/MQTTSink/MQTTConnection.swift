@@ -11,7 +11,6 @@ import Synchronization
 public final class MQTTConnection: Sendable {
     private struct State: ~Copyable {
         var connected = false
-        var everConnected = false
         /// QoS 1 messages sent and not yet acknowledged, by message id.
         var pending: Set<Int32> = []
         /// QoS 0 messages queued whose send libmosquitto has not reported yet.
@@ -245,10 +244,7 @@ public final class MQTTConnection: Sendable {
         // meanwhile queues behind the held ones instead of overtaking them.
         while true {
             let batch = state.withLock { s -> [Held] in
-                if s.held.isEmpty {
-                    s.connected = true
-                    s.everConnected = true
-                }
+                if s.held.isEmpty { s.connected = true }
                 defer { s.held = [] }
                 return s.held
             }
