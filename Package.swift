@@ -187,7 +187,10 @@ let package = Package(
         .systemLibrary(name: "CMosquitto", pkgConfig: "libmosquitto", providers: [.apt(["libmosquitto-dev"])]),
         .target(
             name: "MQTTSink",
-            dependencies: ["CMosquitto", "GatewayEngine", "GatewaySink", .product(name: "Logging", package: "swift-log")],
+            dependencies: [
+                "CMosquitto", "GatewayEngine", "GatewaySink", "GatewayStorage", .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
             swiftSettings: strict
         ),
 

@@ -36,6 +36,9 @@ public struct MQTTBrokerURL: Sendable, Equatable, CustomStringConvertible {
                   password: components.password)
     }
 
+    /// `host:port`, the key under which the outbox keeps this broker's messages.
+    public var destination: String { "\(host):\(port)" }
+
     /// The URL without the password.
     public var description: String {
         let user = username.map { "\($0)\(password == nil ? "" : ":***")@" } ?? ""
@@ -50,6 +53,8 @@ public struct MQTTError: Error, Sendable, Equatable, CustomStringConvertible {
         case library = "library"
         case connect = "connect"
         case tls = "tls"
+        /// The durable outbox in the state directory cannot be opened or written.
+        case outbox = "outbox"
     }
 
     public let code: Code

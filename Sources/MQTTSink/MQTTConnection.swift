@@ -4,15 +4,18 @@ import Synchronization
 
 /// One connection to an MQTT broker through libmosquitto: its network thread (`mosquitto_loop_start`) connects,
 /// keeps alive, reconnects with backoff and retransmits unacknowledged QoS 1 messages; this class publishes and
-/// counts what the broker has acknowledged.
+/// counts what the broker has acknowledged, reporting each acknowledged message's tag (the sink's outbox row).
+/// Subscriptions are made again on every connection (the session is clean) and their messages handed to
+/// `onMessage`; connection changes (up, refused, lost) go to `onLink`.
 ///
-/// Thread safety: after `start()`, libmosquitto's own locks make `mosquitto_publish` safe from any thread while
-/// its network thread runs; the callbacks run on that thread and touch only `state` (a Mutex).
+/// Thread safety: after `start()`, libmosquitto's own locks make `mosquitto_publish` and `mosquitto_subscribe` safe
+/// from any thread while its network thread runs; the callbacks run on that thread and touch only `state` and
+/// `handlers` (Mutexes). Handlers are called outside the locks.
 public final class MQTTConnection: Sendable {
     private struct State: ~Copyable {
         var connected = false
-        /// QoS 1 messages sent and not yet acknowledged, by message id.
-        var pending: Set<Int32> = []
+        /// QoS 1 messages sent and not yet acknowledged, by message id, with their tags.
+        var pending: [Int32: Int64?] = [:]
         /// QoS 0 messages queued whose send libmosquitto has not reported yet.
         var unreported: Set<Int32> = []
         /// Reports that arrived before `publish` had recorded the id (the network thread was faster).
@@ -42,6 +45,22 @@ public final class MQTTConnection: Sendable {
         var payload: [UInt8]
         var qos: Int32
         var retain: Bool
+        var tag: Int64?
+    }
+
+    /// What happened to the link, for the sink's log.
+    public enum LinkEvent: Sendable, Equatable {
+        case connected
+        /// The broker answered CONNACK with a refusal (bad user name or password, not authorised, …).
+        case refused(code: Int32, reason: String)
+        case lost(reason: String)
+    }
+
+    private struct Handlers: Sendable {
+        var acknowledged: (@Sendable (Int64) -> Void)?
+        var message: (@Sendable (String, [UInt8]) -> Void)?
+        var link: (@Sendable (LinkEvent) -> Void)?
+        var subscriptions: [String] = []
     }
 
     /// Messages held while the broker is unreachable, at most; past it the oldest QoS 0 message (a frame) goes
@@ -52,6 +71,7 @@ public final class MQTTConnection: Sendable {
     /// handle is destroyed only in `deinit`, after `stop()` has joined the network thread.
     nonisolated(unsafe) private let handle: OpaquePointer
     private let state = Mutex(State())
+    private let handlers = Mutex(Handlers())
     /// Retries the first connection (see `start()`).
     private let retry = Mutex<Task<Void, Never>?>(nil)
     public let broker: MQTTBrokerURL
@@ -102,6 +122,36 @@ public final class MQTTConnection: Sendable {
             guard let object else { return }
             Unmanaged<MQTTConnection>.fromOpaque(object).takeUnretainedValue().acknowledged(mid)
         }
+        mosquitto_message_callback_set(h) { _, object, message in
+            guard let object, let message, let topic = message.pointee.topic else { return }
+            let count = Int(max(0, message.pointee.payloadlen))
+            let bytes = message.pointee.payload.map {
+                Array(UnsafeRawBufferPointer(start: $0, count: count))
+            } ?? []
+            Unmanaged<MQTTConnection>.fromOpaque(object).takeUnretainedValue().received(String(cString: topic), bytes)
+        }
+    }
+
+    /// Called with the tag of each message the broker has acknowledged (QoS 1) or libmosquitto has sent (QoS 0),
+    /// on the network thread: it must not block.
+    public func onAcknowledged(_ handler: @escaping @Sendable (Int64) -> Void) {
+        handlers.withLock { $0.acknowledged = handler }
+    }
+
+    /// Called for each message on a subscribed topic, on the network thread: it must not block.
+    public func onMessage(_ handler: @escaping @Sendable (_ topic: String, _ payload: [UInt8]) -> Void) {
+        handlers.withLock { $0.message = handler }
+    }
+
+    /// Called when the link comes up, is refused, or is lost, on the network thread.
+    public func onLink(_ handler: @escaping @Sendable (LinkEvent) -> Void) {
+        handlers.withLock { $0.link = handler }
+    }
+
+    /// Subscribes to `topic` (QoS 1) now if connected, and again on every connection.
+    public func subscribe(_ topic: String) {
+        handlers.withLock { $0.subscriptions.append(topic) }
+        if isConnected { _ = mosquitto_subscribe(handle, nil, topic, 1) }
     }
 
     deinit {
@@ -152,8 +202,8 @@ public final class MQTTConnection: Sendable {
     /// reconnection); libmosquitto reports QoS 0 ones when sent. Returns false when it was refused (counted in
     /// `refused`).
     @discardableResult
-    public func publish(topic: String, payload: String, qos: Int32, retain: Bool) -> Bool {
-        let message = Held(topic: topic, payload: Array(payload.utf8), qos: qos, retain: retain)
+    public func publish(topic: String, payload: String, qos: Int32, retain: Bool, tag: Int64? = nil) -> Bool {
+        let message = Held(topic: topic, payload: Array(payload.utf8), qos: qos, retain: retain, tag: tag)
         let hold = state.withLock { s -> Bool in
             guard !s.connected else { return false }
             s.hold(message)
@@ -180,11 +230,12 @@ public final class MQTTConnection: Sendable {
             return false
         }
         // Each id goes into one set by whichever side comes first and out of it by the other, so none stays.
-        state.withLock { s in
-            if s.early.remove(mid) == nil {
-                if qos > 0 { s.pending.insert(mid) } else { s.unreported.insert(mid) }
-            }
+        let alreadyAcknowledged = state.withLock { s -> Bool in
+            if s.early.remove(mid) != nil { return true }
+            if qos > 0 { s.pending[mid] = .some(message.tag) } else { s.unreported.insert(mid) }
+            return false
         }
+        if alreadyAcknowledged, let tag = message.tag { handlers.withLock { $0.acknowledged }?(tag) }
         return true
     }
 
@@ -236,10 +287,15 @@ public final class MQTTConnection: Sendable {
     // MARK: Callbacks (libmosquitto's network thread)
 
     private func connected(_ rc: Int32) {
+        let link = handlers.withLock { $0.link }
         guard rc == 0 else {
-            state.withLock { $0.lastError = String(cString: mosquitto_connack_string(rc)) }
+            let reason = String(cString: mosquitto_connack_string(rc))
+            state.withLock { $0.lastError = reason }
+            link?(.refused(code: rc, reason: reason))
             return
         }
+        link?(.connected)
+        for topic in handlers.withLock({ $0.subscriptions }) { _ = mosquitto_subscribe(handle, nil, topic, 1) }
         // Send what was held, in order; `connected` flips only once nothing is left, so that a message published
         // meanwhile queues behind the held ones instead of overtaking them.
         while true {
@@ -254,14 +310,29 @@ public final class MQTTConnection: Sendable {
     }
 
     private func disconnected(_ rc: Int32) {
-        state.withLock { $0.connected = false }
+        let (wasConnected, stopped) = state.withLock { s -> (Bool, Bool) in
+            defer { s.connected = false }
+            return (s.connected, s.stopped)
+        }
+        // rc 0 is our own disconnect; a refused connection was reported as such already.
+        if wasConnected && !stopped && rc != 0 {
+            handlers.withLock { $0.link }?(.lost(reason: String(cString: mosquitto_strerror(rc))))
+        }
     }
 
     private func acknowledged(_ mid: Int32) {
-        let wake = state.withLock { s -> Bool in
-            if s.unreported.remove(mid) == nil, s.pending.remove(mid) == nil { s.early.insert(mid) }
-            return s.unacknowledged == 0 && !s.waiters.isEmpty
+        let (wake, tag) = state.withLock { s -> (Bool, Int64?) in
+            var tag: Int64?
+            if s.unreported.remove(mid) == nil {
+                if let entry = s.pending.removeValue(forKey: mid) { tag = entry } else { s.early.insert(mid) }
+            }
+            return (s.unacknowledged == 0 && !s.waiters.isEmpty, tag)
         }
+        if let tag { handlers.withLock { $0.acknowledged }?(tag) }
         if wake { wakeWaiters() }
+    }
+
+    private func received(_ topic: String, _ payload: [UInt8]) {
+        handlers.withLock { $0.message }?(topic, payload)
     }
 }

@@ -2,6 +2,7 @@ import Foundation
 import GatewayEngine
 import GatewaySink
 import Logging
+import Synchronization
 
 /// The topics of one gateway: everything under `hr-gateway/<ID>/`.
 public struct MQTTTopics: Sendable, Equatable {
@@ -19,35 +20,110 @@ public struct MQTTTopics: Sendable, Equatable {
     public var status: String { "hr-gateway/\(gatewayId)/status" }
     /// Every engine event, unchanged, one per message.
     public var event: String { "hr-gateway/\(gatewayId)/event" }
+    /// Commands in: the relay's command dictionaries (`start_session`, `stop_session`, `get_status`, …).
+    public var command: String { "hr-gateway/\(gatewayId)/cmd" }
+    /// Their `command_result`s.
+    public var commandResult: String { "hr-gateway/\(gatewayId)/cmd_result" }
+    /// The latest values of one device (heart rate, RMSSD, battery, contact, state), for Home Assistant and
+    /// dashboards.
+    public func deviceState(_ deviceId: String) -> String {
+        "hr-gateway/\(gatewayId)/device/\(HomeAssistantDiscovery.slug(deviceId))/state"
+    }
 }
 
-/// Publishes the session to an MQTT broker (libmosquitto): the gateway's retained status (online while it runs,
-/// offline after a clean end, and by the broker's last will after a crash or a lost link) and every event on
-/// `hr-gateway/<ID>/event`: `session_started`, `session_summary` and `session_error` at QoS 1, the rest at QoS 0.
-/// At the end it waits up to `graceMs` for the broker's acknowledgements.
+/// Publishes the session to an MQTT broker (libmosquitto):
+/// - the gateway's retained status: online while it runs, offline after a clean end, and by the broker's last will
+///   after a crash or a lost link;
+/// - every event on `hr-gateway/<ID>/event`: `session_started`, `session_summary` and `session_error` at QoS 1
+///   through the durable outbox (`MQTTOutbox`), the rest at QoS 0;
+/// - each device's latest values on its state topic, and Home Assistant discovery configs for them;
+/// - with `acceptCommands`, the relay's commands from `hr-gateway/<ID>/cmd`, answered on `…/cmd_result`.
+///
+/// At the end it waits up to `graceMs` for the broker's acknowledgements; what is left stays in the outbox for the
+/// next run with the same broker and gateway ID.
 public final class MQTTSink: SessionSink {
     public let name = "mqtt"
     public let topics: MQTTTopics
+    public let broker: MQTTBrokerURL
     private let connection: MQTTConnection
     private let queue = SinkQueue<EncodedEvent>()
+    private let outbox: MQTTOutbox?
+    private let outboxWrites = DispatchQueue(label: "hr-gateway.mqtt.outbox")
     private let graceMs: Int64
     private let sources: [String]
     private let logger: Logger
+    private let discovery: HomeAssistantDiscovery
+    private let board = Mutex(DeviceBoard())
+    private let commandHandler = Mutex<(@Sendable (String) async -> String?)?>(nil)
+    private let commands: (stream: AsyncStream<[UInt8]>, continuation: AsyncStream<[UInt8]>.Continuation)
+    private let lastLink = Mutex<MQTTConnection.LinkEvent?>(nil)
 
+    /// Largest command accepted from the broker, in bytes; larger ones are answered with `payload_too_large`.
+    public static let maxCommandBytes = 65_536
+
+    /// - Parameters:
+    ///   - stateDirectory: where the outbox lives; nil keeps QoS 1 messages in memory only (with a warning).
     public init(
         broker: MQTTBrokerURL, topics: MQTTTopics, caFile: String? = nil, sources: [String], graceMs: Int64 = 10_000,
-        logger: Logger = Logger(label: "hr-gateway.mqtt")
+        stateDirectory: String?, logger: Logger = Logger(label: "hr-gateway.mqtt")
     ) throws(MQTTError) {
         self.topics = topics
+        self.broker = broker
         self.graceMs = graceMs
         self.sources = sources
         self.logger = logger
+        discovery = HomeAssistantDiscovery(topics: topics)
+        commands = AsyncStream.makeStream(of: [UInt8].self, bufferingPolicy: .bufferingNewest(256))
+        var outbox: MQTTOutbox?
+        if let stateDirectory {
+            do { outbox = try MQTTOutbox(directory: stateDirectory) } catch {
+                logger.warning("mqtt: \(error); QoS 1 events will not survive a restart")
+            }
+        }
+        self.outbox = outbox
         connection = try MQTTConnection(
             clientId: "hr-gateway-\(topics.gatewayId)-\(getpid())", broker: broker,
             will: (topics.status, Self.status("offline", gatewayId: topics.gatewayId, sources: sources, reason: "connection lost")),
             caFile: caFile)
+        connection.onAcknowledged { [outbox, outboxWrites, logger] id in
+            guard let outbox else { return }
+            // Off libmosquitto's network thread: a database another process holds must not stall the link.
+            outboxWrites.async {
+                do { try outbox.remove(id: id) } catch { logger.warning("mqtt: \(error)") }
+            }
+        }
+        connection.onLink { [weak self] event in self?.linkChanged(event) }
+        connection.onMessage { [commands] _, payload in commands.continuation.yield(payload) }
         if let failure = try connection.start() {
             logger.warning("mqtt: \(broker) not reachable yet (\(failure)); retrying, and holding messages until it is")
+        }
+    }
+
+    /// Answers commands from `hr-gateway/<ID>/cmd` with `handler` (a command's JSON text in, its `command_result`
+    /// out, nil for none); results go to `hr-gateway/<ID>/cmd_result` at QoS 1. Call before the session runs.
+    public func acceptCommands(_ handler: @escaping @Sendable (String) async -> String?) {
+        commandHandler.withLock { $0 = handler }
+        connection.subscribe(topics.command)
+    }
+
+    /// Says once per change what the link did: an operator reading the journal needs the refusal and its cause.
+    private func linkChanged(_ event: MQTTConnection.LinkEvent) {
+        let previous = lastLink.withLock { last -> MQTTConnection.LinkEvent? in
+            defer { last = event }
+            return last
+        }
+        guard previous != event else { return }
+        switch event {
+        case .connected:
+            if previous != nil { logger.notice("mqtt: connected to \(broker)") }
+        case .refused(let code, let reason):
+            let hint = code == 4 || code == 5
+                ? "check the user name and password (--mqtt mqtt://USER@HOST with --mqtt-password-file FILE) and the broker's ACL"
+                : "check the broker's settings"
+            logger.error(
+                "mqtt: \(broker) refused the connection: \(reason); \(hint). Still retrying; QoS 1 events wait in the outbox.")
+        case .lost(let reason):
+            logger.warning("mqtt: lost the link to \(broker) (\(reason)); reconnecting, QoS 1 events are kept")
         }
     }
 
@@ -69,25 +145,107 @@ public final class MQTTSink: SessionSink {
         }
     }
 
+    public func receive(sample: BiosignalSample) { board.withLock { $0.record(sample) } }
+
     public func receive(event: EncodedEvent) { queue.push(event) }
+
+    /// Ends `run()` after what is queued, outside a service group (`serve`): it then says offline and waits for the
+    /// acknowledgements as at a graceful shutdown.
+    public func close() { queue.close() }
 
     public func run() async throws {
         let online = Self.status("online", gatewayId: topics.gatewayId, sources: sources)
         connection.publish(topic: topics.status, payload: online, qos: 1, retain: true)
-        await queue.drain { [connection, topics] e in
-            connection.publish(topic: topics.event, payload: e.json, qos: Self.qos(e.event), retain: false)
-        }
+        publishLeftovers()
+        let answering = Task { await answerCommands() }
+        await queue.drain { [self] e in publish(e) }
+        commands.continuation.finish()
+        await answering.value
         let offline = Self.status("offline", gatewayId: topics.gatewayId, sources: sources, reason: "stopped")
         connection.publish(topic: topics.status, payload: offline, qos: 1, retain: true)
         let left = await connection.waitForAcknowledgements(timeoutMs: graceMs)
+        connection.stop()
+        outboxWrites.sync {}
         if left > 0 {
-            logger.warning(
-                "mqtt: \(left) QoS 1 message(s) not acknowledged by \(connection.broker) within \(graceMs / 1000) s; they are lost (is the broker reachable?)")
+            let kept = (try? outbox?.count(broker: broker.destination, gatewayId: topics.gatewayId)) ?? nil
+            let fate = kept.map {
+                "\($0) event(s) stay in \(outbox?.path ?? "the outbox") and are sent on the next run with this broker and gateway ID"
+            } ?? "they are lost (no outbox)"
+            logger.warning("mqtt: \(left) QoS 1 message(s) not acknowledged by \(broker) within \(graceMs / 1000) s; \(fate).")
         }
         let refused = connection.refused
         if refused.count > 0 {
             logger.warning("mqtt: \(refused.count) message(s) could not be queued (\(refused.lastError ?? "?"))")
         }
-        connection.stop()
+    }
+
+    /// QoS 1 events an earlier run left unacknowledged, oldest first, before anything new.
+    private func publishLeftovers() {
+        guard let outbox else { return }
+        do {
+            let items = try outbox.adoptLeftovers(broker: broker.destination, gatewayId: topics.gatewayId)
+            if !items.isEmpty {
+                logger.notice("mqtt: sending \(items.count) QoS 1 event(s) left from an earlier run")
+            }
+            for item in items {
+                connection.publish(topic: item.topic, payload: item.payload, qos: item.qos, retain: item.retain, tag: item.id)
+            }
+        } catch {
+            logger.warning("mqtt: \(error)")
+        }
+    }
+
+    private func publish(_ e: EncodedEvent) {
+        let qos = Self.qos(e.event)
+        var tag: Int64?
+        if qos > 0, let outbox {
+            do {
+                let (id, dropped) = try outbox.add(
+                    broker: broker.destination, gatewayId: topics.gatewayId, topic: topics.event, payload: e.json,
+                    qos: qos, retain: false, nowMs: Int64(Date().timeIntervalSince1970 * 1000))
+                tag = id
+                if dropped > 0 { logger.warning("mqtt: outbox full; dropped its \(dropped) oldest event(s)") }
+            } catch {
+                logger.warning("mqtt: \(error); publishing without it")
+            }
+        }
+        connection.publish(topic: topics.event, payload: e.json, qos: qos, retain: false, tag: tag)
+        publishDevices(after: e.event)
+    }
+
+    /// Device states changed by `event`, and the discovery configs of metrics seen for the first time.
+    private func publishDevices(after event: SessionEvent) {
+        let updates = board.withLock { b -> [(key: String, source: String, state: String, fresh: [HomeAssistantDiscovery.Metric])] in
+            b.record(event).compactMap { key in
+                guard let d = b.devices[key] else { return nil }
+                return (key, d.source, d.stateDocument.jsonString, b.unannounced(key))
+            }
+        }
+        for u in updates {
+            for metric in u.fresh {
+                connection.publish(
+                    topic: discovery.configTopic(device: u.key, metric: metric),
+                    payload: discovery.config(device: u.key, source: u.source, metric: metric).jsonString, qos: 1,
+                    retain: true)
+            }
+            connection.publish(topic: topics.deviceState(u.key), payload: u.state, qos: 0, retain: false)
+        }
+    }
+
+    /// One command at a time, in arrival order.
+    private func answerCommands() async {
+        for await payload in commands.stream {
+            guard let handler = commandHandler.withLock({ $0 }) else { continue }
+            let result: String?
+            if payload.count > Self.maxCommandBytes {
+                result = JSONValue.object([
+                    "type": .string("command_result"), "ok": .bool(false), "error_code": .string("payload_too_large"),
+                    "message": .string("Command of \(payload.count) bytes is over the limit of \(Self.maxCommandBytes) bytes."),
+                ]).jsonString
+            } else {
+                result = await handler(String(decoding: payload, as: UTF8.self))
+            }
+            if let result { connection.publish(topic: topics.commandResult, payload: result, qos: 1, retain: false) }
+        }
     }
 }

@@ -372,6 +372,23 @@ public final class RelayHub: Sendable {
         if let reply { connection.queue.push(reply.jsonString, droppable: false) }
     }
 
+    /// Answers one command that arrived outside a relay connection (MQTT's `cmd` topic): parsed, checked,
+    /// remembered by `id` and answered exactly as on the relay, under `principal`. `hello` and `ack` belong to a
+    /// relay connection and are refused. Nil when no result is due (a success without `id`).
+    public func command(_ text: String, principal: RelayPrincipal) async -> JSONValue? {
+        if text.utf8.count <= configuration.maxCommandBytes, let m = try? JSONValue(parsing: text, maxDepth: 16),
+            let name = m["command"]?.stringValue, name == "hello" || name == "ack"
+        {
+            let id: JSONValue? = switch m["id"] { case .string?, .int?: m["id"]; default: nil }
+            return RelayCommandError(
+                "unsupported", "\(name) belongs to a relay WebSocket connection; here send start_session, "
+                    + "stop_session, get_status or ingest_hsi_metrics.").result(id: id, command: name)
+        }
+        let connection = RelayConnection(
+            id: 0, principal: principal, queue: ConsumerQueue(liveLimit: 1, limit: 1), startSeq: 0)
+        return await response(to: text, from: connection)
+    }
+
     /// The `command_result` for a frame, or nil when none is due (a success without `id`, an `ack`).
     func response(to text: String, from connection: RelayConnection) async -> JSONValue? {
         if text.utf8.count > configuration.maxCommandBytes {

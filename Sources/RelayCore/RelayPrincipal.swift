@@ -21,4 +21,7 @@ public struct RelayPrincipal: Sendable, Equatable, Hashable {
 
     /// The principal of loopback dev mode (no token).
     public static let anonymous = RelayPrincipal(consumerId: "anonymous", name: "anonymous", scope: .control)
+
+    /// Commands from the MQTT broker's `cmd` topic: who may send them is the broker's ACL, not a token.
+    public static let mqtt = RelayPrincipal(consumerId: "mqtt", name: "mqtt", scope: .control)
 }

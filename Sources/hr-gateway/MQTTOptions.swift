@@ -7,8 +7,10 @@ import MQTTSink
 struct MQTTOptions: ParsableArguments {
     @Option(help: ArgumentHelp(
         "Publish to an MQTT broker: mqtt://[user[:password]@]HOST[:PORT] (1883) or mqtts://… (8883, TLS). "
-            + "Topics: hr-gateway/ID/status (retained; \"offline\" by last will if the gateway dies) and "
-            + "hr-gateway/ID/event (every event; session start, summary and error at QoS 1).",
+            + "Topics: hr-gateway/ID/status (retained; \"offline\" by last will if the gateway dies), "
+            + "hr-gateway/ID/event (every event; session start, summary and error at QoS 1, kept in the state "
+            + "directory until the broker has them), hr-gateway/ID/cmd in and cmd_result out (the relay's commands), "
+            + "hr-gateway/ID/device/DEVICE/state, and Home Assistant discovery under homeassistant/sensor/.",
         valueName: "url"))
     var mqtt: String?
 
@@ -47,7 +49,8 @@ struct MQTTOptions: ParsableArguments {
 
     /// The sink, connecting in the background; nil without `--mqtt` (or `[mqtt] url`, or `HR_GATEWAY_MQTT`). The
     /// command line overrides the configuration.
-    func sink(sources: [String], settings: GatewayConfiguration) throws -> MQTTSink? {
+    /// QoS 1 events wait in `mqtt-outbox.sqlite` in `stateDirectory` until the broker acknowledges them.
+    func sink(sources: [String], settings: GatewayConfiguration, stateDirectory: String) throws -> MQTTSink? {
         guard let mqtt = mqtt ?? settings.mqttURL else { return nil }
         var broker = try MQTTBrokerURL(parsing: mqtt)
         if let file = mqttPasswordFile ?? settings.mqttPasswordFile {
@@ -59,6 +62,6 @@ struct MQTTOptions: ParsableArguments {
         let id = gatewayId ?? settings.mqttGatewayId ?? Self.hostName()
         return try MQTTSink(
             broker: broker, topics: try MQTTTopics(gatewayId: id), caFile: mqttCa ?? settings.mqttCAFile,
-            sources: sources, graceMs: Int64(mqttGrace ?? settings.mqttGraceSec) * 1000)
+            sources: sources, graceMs: Int64(mqttGrace ?? settings.mqttGraceSec) * 1000, stateDirectory: stateDirectory)
     }
 }

@@ -1,6 +1,8 @@
 import ArgumentParser
 import Foundation
 import GatewayEngine
+import GatewaySink
+import MQTTSink
 import RelayCore
 
 struct ServeCommand: AsyncParsableCommand {
@@ -39,23 +41,39 @@ struct ServeCommand: AsyncParsableCommand {
 
     @OptionGroup(title: "Dial out") var uplink: UplinkOptions
 
+    @OptionGroup(title: "MQTT") var mqtt: MQTTOptions
+
     func validate() throws {
         try source.check()
         try source.checkReplay(store: store)
-        if relay.listen == nil && uplink.connect == nil {
-            throw ValidationError("serve needs --listen HOST:PORT (such as 0.0.0.0:8765), --connect URL, or both.")
+        if relay.listen == nil && uplink.connect == nil && mqtt.mqtt == nil && (try? store.settings().mqttURL) == nil {
+            throw ValidationError(
+                "serve needs --listen HOST:PORT (such as 0.0.0.0:8765), --connect URL, --mqtt URL, or several of them.")
         }
+        try mqtt.check()
         try uplink.check()
         try relay.check()
     }
 
     func run() async throws {
         let clock = SystemSessionClock()
-        let engine = SessionEngine(providers: try source.providers(clock: clock, store: store))
+        let providers = try source.providers(clock: clock, store: store)
+        let outputs = SessionOutputs()
+        let engine = SessionEngine(providers: providers.map(outputs.tap))
         let runtime: RelayRuntime? = relay.listen == nil
             ? nil : try await RelayRuntime.start(relay, stateDirectory: try store.directory(), engine: engine)
         let hub = try runtime?.hub ?? RelayHub.forGateway(engine: engine, stateDirectory: store.directory())
         let ownObservation = runtime == nil ? hub.attach(to: engine) : nil
+        // MQTT: events of every session started here, and commands from hr-gateway/ID/cmd through the same hub.
+        let mqttSink = try mqtt.sink(
+            sources: providers.map(\.name), settings: try store.settings(), stateDirectory: try store.directory())
+        var publishing: Task<Void, Never>?
+        if let mqttSink {
+            mqttSink.acceptCommands { text in await hub.command(text, principal: .mqtt)?.jsonString }
+            outputs.attach(mqttSink)
+            outputs.observe(engine)
+            publishing = Task { try? await mqttSink.run() }
+        }
         let dialer = uplink.uplink(hub: hub)
         let dialing = dialer.map { UplinkOptions.start($0) }
         let (stopped, stop) = AsyncStream<Void>.makeStream()
@@ -83,6 +101,9 @@ struct ServeCommand: AsyncParsableCommand {
         if let dialer, let dialing { await uplink.finish(dialer, task: dialing) }
         await runtime?.stop()
         hub.closeAll()
+        outputs.detach()
+        mqttSink?.close()
+        await publishing?.value
         ownObservation?.cancel()
         await engine.dispose()
         if let message = await failure.value, !signalled.withLock({ $0 }) {

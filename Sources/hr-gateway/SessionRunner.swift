@@ -64,7 +64,13 @@ struct SessionRunner {
         }
         if let hub { outputs.attach(RelayHubSink(hub: hub)) }
         if let webhook { outputs.attach(WebhookOutput(webhook, sessionId: config.sessionId)) }
-        if let mqtt { outputs.attach(mqtt) }
+        if let mqtt {
+            // Commands over MQTT go through the relay's hub (the same checks, memo by id and results); without a
+            // relay, one that keeps nothing on disk.
+            let commandHub = hub ?? RelayHub(controller: EngineRelayController(engine: engine), store: nil)
+            mqtt.acceptCommands { text in await commandHub.command(text, principal: .mqtt)?.jsonString }
+            outputs.attach(mqtt)
+        }
         if let recordPath { outputs.attach(RecordFileSink(writer: try SampleFileWriter(path: recordPath))) }
         if let recorder { outputs.attach(StoreSink(recorder: recorder)) }
         switch output {

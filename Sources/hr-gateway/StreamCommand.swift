@@ -175,7 +175,7 @@ struct StreamCommand: AsyncParsableCommand {
             relay: relay.listen == nil ? nil : (relay, try store.directory()),
             uplink: uplink.connect == nil ? nil : (uplink, try store.directory()),
             webhook: delivery,
-            mqtt: try mqtt.sink(sources: providers.map(\.name), settings: settings),
+            mqtt: try mqtt.sink(sources: providers.map(\.name), settings: settings, stateDirectory: try store.directory()),
             endNote: recorder.flatMap { $0.isRecording ? Self.recordedNote($0, stateDir: store.stateDir) : nil }
         ).run()
         if exitCode != 0 { throw ExitCode(exitCode) }
