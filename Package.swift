@@ -311,6 +311,7 @@ let package = Package(
             name: "WebhookSinkTests", dependencies: ["WebhookSink", "WebhookTestSupport", "GatewayEngine"],
             swiftSettings: strict
         ),
+        .testTarget(name: "MQTTSinkTests", dependencies: ["MQTTSink", "GatewayEngine"], swiftSettings: strict),
         .testTarget(
             name: "DBusTests", dependencies: ["DBus", "DBusTestSupport"], resources: [.copy("Data")], swiftSettings: strict
         ),
