@@ -32,6 +32,7 @@ let package = Package(
         .package(url: "https://github.com/LebJe/TOMLKit", from: "0.6.0"),
         .package(url: "https://github.com/hummingbird-project/hummingbird", exact: "2.28.1", traits: []),
         .package(url: "https://github.com/hummingbird-project/hummingbird-websocket", exact: "2.8.1"),
+        .package(url: "https://github.com/swift-server/swift-prometheus", exact: "2.4.1"),
         .package(url: "https://github.com/apple/swift-crypto", exact: "3.12.3"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
         // The relay's self-signed certificate (X.509 in Swift on swift-crypto; needs swift-crypto 3.12.3 or later).
@@ -194,6 +195,19 @@ let package = Package(
             swiftSettings: strict
         ),
 
+        // MARK: Prometheus metrics (swift-prometheus): a sink for what the session shows, collectors read when
+        // scraped, and the --metrics-listen server; the relay serves the same text on its port.
+        .target(
+            name: "GatewayMetrics",
+            dependencies: [
+                "GatewayEngine", "GatewaySink",
+                .product(name: "Prometheus", package: "swift-prometheus"),
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: strict
+        ),
+
         // MARK: Webhook store-and-forward (durable outbox in the state directory, POST with retries)
         .target(
             name: "WebhookSink",
@@ -226,7 +240,7 @@ let package = Package(
                 "GatewayEngine", "HRVAnalysis", "SimulatedProvider", "ReplayProvider", "StdoutSink",
                 "BLEHeartRate", "BlueZ", "DBus", "V4L2Capture", "RPPG", "RPPGAnalysis", "FaceDetection", "CameraProvider",
                 "SessionStore", "GatewayConfig", "GatewayDoctor", "GatewayLogging", "RelayCore", "RelayStore",
-                "RelayWebServer", "RelayWSClient", "WebhookSink", "GatewaySink", "MQTTSink",
+                "RelayWebServer", "RelayWSClient", "WebhookSink", "GatewaySink", "MQTTSink", "GatewayMetrics",
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "UnixSignals", package: "swift-service-lifecycle"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
@@ -312,6 +326,7 @@ let package = Package(
             swiftSettings: strict
         ),
         .testTarget(name: "MQTTSinkTests", dependencies: ["MQTTSink", "GatewayEngine"], swiftSettings: strict),
+        .testTarget(name: "GatewayMetricsTests", dependencies: ["GatewayMetrics", "GatewayEngine"], swiftSettings: strict),
         .testTarget(
             name: "DBusTests", dependencies: ["DBus", "DBusTestSupport"], resources: [.copy("Data")], swiftSettings: strict
         ),

@@ -130,7 +130,9 @@ public final class BLEHeartRateProvider: BiosignalProvider {
     /// are never dropped: a full queue stops reading the D-Bus socket instead.
     public var flow: StrapFlow {
         session.withLock { s in
-            s.map { StrapFlow(droppedEvents: $0.events.dropped, queueHighWater: $0.events.highWater) } ?? StrapFlow()
+            s.map {
+                StrapFlow(droppedEvents: $0.events.dropped, queueHighWater: $0.events.highWater, queueDepth: $0.events.depth)
+            } ?? StrapFlow()
         }
     }
 }
@@ -139,10 +141,13 @@ public final class BLEHeartRateProvider: BiosignalProvider {
 public struct StrapFlow: Sendable, Equatable {
     public var droppedEvents = 0
     public var queueHighWater = 0
+    /// Events waiting now.
+    public var queueDepth = 0
 
-    public init(droppedEvents: Int = 0, queueHighWater: Int = 0) {
+    public init(droppedEvents: Int = 0, queueHighWater: Int = 0, queueDepth: Int = 0) {
         self.droppedEvents = droppedEvents
         self.queueHighWater = queueHighWater
+        self.queueDepth = queueDepth
     }
 }
 

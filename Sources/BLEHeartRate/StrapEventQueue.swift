@@ -61,6 +61,9 @@ final class StrapEventQueue: Sendable {
     /// Advertisements dropped because the queue was full.
     var dropped: Int { state.withLock { $0.dropped } }
 
+    /// Events waiting now.
+    var depth: Int { state.withLock { $0.count } }
+
     /// The most events that waited at once.
     var highWater: Int { state.withLock { $0.highWater } }
 

@@ -149,6 +149,10 @@ public final class MQTTSink: SessionSink {
 
     public func receive(event: EncodedEvent) { queue.push(event) }
 
+    /// QoS 1 events of this broker and gateway ID waiting in the outbox (nil without one).
+    public var outboxDepth: Int? { try? outbox?.count(broker: broker.destination, gatewayId: topics.gatewayId) }
+    public var isConnected: Bool { connection.isConnected }
+
     /// Ends `run()` after what is queued, outside a service group (`serve`): it then says offline and waits for the
     /// acknowledgements as at a graceful shutdown.
     public func close() { queue.close() }

@@ -160,6 +160,9 @@ public final class RelayHub: Sendable {
     var resumeBufferLive: Int { state.withLock { $0.ring.count - $0.ringHead } }
     public var lastSeq: Int64 { state.withLock { $0.lastSeq } }
     /// True when no connected consumer has anything left to send.
+    /// Reliable events kept until every consumer has acknowledged them.
+    public var outboxDepth: Int { state.withLock { $0.outbox.count } }
+
     public var allQueuesEmpty: Bool { state.withLock { $0.connections.values.allSatisfy { $0.queue.isEmpty } } }
 
     // MARK: Events

@@ -28,6 +28,8 @@ public struct RelayServerConfiguration: Sendable {
     public var ping: Duration = .seconds(10)
     /// How often the token store is read again to end the connections of revoked tokens.
     public var tokenRecheck: Duration = .seconds(2)
+    /// Serves `GET /metrics` (with the same token as the relay) with this Prometheus text; nil: no such page.
+    public var metrics: (@Sendable () -> String)?
 
     public init(host: String, port: Int) {
         self.host = host
@@ -83,6 +85,16 @@ public struct RelayServer: Sendable {
                 status: .ok,
                 headers: [.contentType: "text/html; charset=utf-8", .cacheControl: "no-store"],
                 body: .init(byteBuffer: ByteBuffer(string: DashboardPage.html)))
+        }
+        if let metrics = configuration.metrics {
+            router.get("/metrics") { request, _ -> Response in
+                guard server.authenticate(request) != nil else {
+                    throw HTTPError(.unauthorized, message: "A valid relay token is required (Authorization: Bearer TOKEN).\n")
+                }
+                return Response(
+                    status: .ok, headers: [.contentType: "text/plain; version=0.0.4; charset=utf-8"],
+                    body: .init(byteBuffer: ByteBuffer(string: metrics())))
+            }
         }
         router.get("/v1/relay") { request, _ -> Response in
             guard server.authenticate(request) != nil else {

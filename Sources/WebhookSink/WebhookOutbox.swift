@@ -177,6 +177,11 @@ public final class WebhookOutbox: Sendable {
         return result
     }
 
+    /// Items waiting for delivery.
+    public func count() throws(WebhookError) -> Int {
+        try read { db in try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM outbox") ?? 0 }
+    }
+
     /// Samples committed but not yet in an outbox item.
     public func formingSampleCount() throws(WebhookError) -> Int {
         try read { db in try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM batch_samples") ?? 0 }

@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import GatewayMetrics
 import GatewayEngine
 import RelayCore
 import RelayStore
@@ -69,7 +70,7 @@ final class RelayRuntime: Sendable {
     /// `observe: false` the caller publishes the events to `hub` itself (`stream`, through a `RelayHubSink`).
     static func start(
         _ options: RelayOptions, stateDirectory: String, engine: SessionEngine, announceOnStderr: Bool = false,
-        observe: Bool = true
+        observe: Bool = true, metrics: GatewayMetrics? = nil
     ) async throws -> RelayRuntime {
         let (host, port) = try RelayOptions.split(options.listen ?? "127.0.0.1:0")
         let tokens = RelayTokenStore(directory: stateDirectory)
@@ -84,6 +85,7 @@ final class RelayRuntime: Sendable {
         var config = RelayServerConfiguration(host: host, port: port)
         config.allowAnonymous = options.noAuth
         config.tls = try options.tlsFiles(stateDirectory: stateDirectory)
+        if let metrics { config.metrics = { metrics.exposition() } }
         let hub = RelayHub.forGateway(engine: engine, stateDirectory: stateDirectory)
         let observation = observe ? hub.attach(to: engine) : nil
         let server = RelayServer(hub: hub, tokens: options.noAuth ? nil : tokens, configuration: config)

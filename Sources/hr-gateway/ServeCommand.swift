@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import GatewayEngine
+import GatewayMetrics
 import GatewaySink
 import MQTTSink
 import RelayCore
@@ -32,6 +33,12 @@ struct ServeCommand: AsyncParsableCommand {
                   --start focus --duration 60
               hr-gateway serve --simulate --token SECRET \\
                   --connect wss://phone-relay.example/gw
+              hr-gateway serve --simulate --gateway-id gym-1 \\
+                  --mqtt mqtt://gym-1@broker.lan --mqtt-password-file /etc/hr-gateway/mqtt.pw \\
+                  --metrics-listen 127.0.0.1:9464
+
+            With --mqtt, sessions are started and stopped by the same command dictionaries published on \
+            hr-gateway/ID/cmd (results on hr-gateway/ID/cmd_result); who may publish there is the broker's ACL.
             """
     )
 
@@ -43,6 +50,8 @@ struct ServeCommand: AsyncParsableCommand {
 
     @OptionGroup(title: "MQTT") var mqtt: MQTTOptions
 
+    @OptionGroup(title: "Metrics") var metrics: MetricsOptions
+
     func validate() throws {
         try source.check()
         try source.checkReplay(store: store)
@@ -51,6 +60,7 @@ struct ServeCommand: AsyncParsableCommand {
                 "serve needs --listen HOST:PORT (such as 0.0.0.0:8765), --connect URL, --mqtt URL, or several of them.")
         }
         try mqtt.check()
+        try metrics.check()
         try uplink.check()
         try relay.check()
     }
@@ -60,8 +70,11 @@ struct ServeCommand: AsyncParsableCommand {
         let providers = try source.providers(clock: clock, store: store)
         let outputs = SessionOutputs()
         let engine = SessionEngine(providers: providers.map(outputs.tap))
+        let gatewayMetrics = relay.listen == nil && metrics.metricsListen == nil ? nil : GatewayMetrics()
         let runtime: RelayRuntime? = relay.listen == nil
-            ? nil : try await RelayRuntime.start(relay, stateDirectory: try store.directory(), engine: engine)
+            ? nil
+            : try await RelayRuntime.start(
+                relay, stateDirectory: try store.directory(), engine: engine, metrics: gatewayMetrics)
         let hub = try runtime?.hub ?? RelayHub.forGateway(engine: engine, stateDirectory: store.directory())
         let ownObservation = runtime == nil ? hub.attach(to: engine) : nil
         // MQTT: events of every session started here, and commands from hr-gateway/ID/cmd through the same hub.
@@ -71,9 +84,18 @@ struct ServeCommand: AsyncParsableCommand {
         if let mqttSink {
             mqttSink.acceptCommands { text in await hub.command(text, principal: .mqtt)?.jsonString }
             outputs.attach(mqttSink)
-            outputs.observe(engine)
             publishing = Task { try? await mqttSink.run() }
         }
+        var metricsServer: MetricsServerSink?
+        if let gatewayMetrics {
+            outputs.attach(MetricsSink(metrics: gatewayMetrics))
+            gatewayMetrics.collectOutbox("relay") { hub.outboxDepth }
+            if let mqttSink { gatewayMetrics.collectOutbox("mqtt") { mqttSink.outboxDepth } }
+            if let listen = metrics.metricsListen {
+                metricsServer = try await MetricsServerSink.start(gatewayMetrics, listen: listen)
+            }
+        }
+        if !outputs.all.isEmpty { outputs.observe(engine) }
         let dialer = uplink.uplink(hub: hub)
         let dialing = dialer.map { UplinkOptions.start($0) }
         let (stopped, stop) = AsyncStream<Void>.makeStream()
@@ -104,6 +126,7 @@ struct ServeCommand: AsyncParsableCommand {
         outputs.detach()
         mqttSink?.close()
         await publishing?.value
+        await metricsServer?.stop()
         ownObservation?.cancel()
         await engine.dispose()
         if let message = await failure.value, !signalled.withLock({ $0 }) {

@@ -1,5 +1,7 @@
+import BLEHeartRate
 import Foundation
 import GatewayEngine
+import GatewayMetrics
 import GatewaySink
 import HRVAnalysis
 import Logging
@@ -35,6 +37,8 @@ struct SessionRunner {
     var webhook: WebhookDelivery? = nil
     /// Publishes status and events to an MQTT broker; nil without `--mqtt`.
     var mqtt: MQTTSink? = nil
+    /// Prometheus metrics: kept by a sink, served on the relay's port with `--listen` and on `--metrics-listen`.
+    var metrics: (metrics: GatewayMetrics, listen: String?)? = nil
     /// Said when the session has ended (where it was recorded, how to export it): under the live view, or on a
     /// terminal's standard error with jsonl output.
     var endNote: String? = nil
@@ -49,7 +53,7 @@ struct SessionRunner {
         if let relay {
             let runtime = try await RelayRuntime.start(
                 relay.options, stateDirectory: relay.stateDirectory, engine: engine, announceOnStderr: true,
-                observe: false)
+                observe: false, metrics: metrics?.metrics)
             outputs.attach(RelayServerSink(runtime: runtime))
         }
         var hub: RelayHub? = outputs.all.compactMap { ($0 as? RelayServerSink)?.runtime.hub }.first
@@ -62,7 +66,10 @@ struct SessionRunner {
                 outputs.attach(UplinkSink(options: uplink.options, dialer: dialer))
             }
         }
-        if let hub { outputs.attach(RelayHubSink(hub: hub)) }
+        if let hub {
+            outputs.attach(RelayHubSink(hub: hub))
+            metrics?.metrics.collectOutbox("relay") { hub.outboxDepth }
+        }
         if let webhook { outputs.attach(WebhookOutput(webhook, sessionId: config.sessionId)) }
         if let mqtt {
             // Commands over MQTT go through the relay's hub (the same checks, memo by id and results); without a
@@ -70,6 +77,16 @@ struct SessionRunner {
             let commandHub = hub ?? RelayHub(controller: EngineRelayController(engine: engine), store: nil)
             mqtt.acceptCommands { text in await commandHub.command(text, principal: .mqtt)?.jsonString }
             outputs.attach(mqtt)
+            metrics?.metrics.collectOutbox("mqtt") { mqtt.outboxDepth }
+            metrics?.metrics.addCollector { m in
+                m.gauge("hr_gateway_mqtt_connected", help: "1 while the MQTT broker link is up.", mqtt.isConnected ? 1 : 0)
+            }
+        }
+        if let webhook { metrics?.metrics.collectOutbox("webhook") { try? webhook.forwarder.outbox.count() } }
+        if let metrics {
+            outputs.attach(MetricsSink(metrics: metrics.metrics))
+            metrics.metrics.collectStraps(providers.compactMap { $0 as? BLEHeartRateProvider })
+            if let listen = metrics.listen { outputs.attach(try await MetricsServerSink.start(metrics.metrics, listen: listen)) }
         }
         if let recordPath { outputs.attach(RecordFileSink(writer: try SampleFileWriter(path: recordPath))) }
         if let recorder { outputs.attach(StoreSink(recorder: recorder)) }

@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import GatewayMetrics
 import GatewayConfig
 import GatewayEngine
 import HRVAnalysis
@@ -128,6 +129,8 @@ struct StreamCommand: AsyncParsableCommand {
 
     @OptionGroup(title: "MQTT") var mqtt: MQTTOptions
 
+    @OptionGroup(title: "Metrics") var metrics: MetricsOptions
+
     enum OutputFormat: String, ExpressibleByArgument, CaseIterable {
         case jsonl, pretty
     }
@@ -144,6 +147,7 @@ struct StreamCommand: AsyncParsableCommand {
         try relay.check()
         try uplink.check()
         try mqtt.check()
+        try metrics.check()
     }
 
     func run() async throws {
@@ -176,6 +180,8 @@ struct StreamCommand: AsyncParsableCommand {
             uplink: uplink.connect == nil ? nil : (uplink, try store.directory()),
             webhook: delivery,
             mqtt: try mqtt.sink(sources: providers.map(\.name), settings: settings, stateDirectory: try store.directory()),
+            metrics: relay.listen == nil && metrics.metricsListen == nil
+                ? nil : (GatewayMetrics(), metrics.metricsListen),
             endNote: recorder.flatMap { $0.isRecording ? Self.recordedNote($0, stateDir: store.stateDir) : nil }
         ).run()
         if exitCode != 0 { throw ExitCode(exitCode) }

@@ -1,0 +1,93 @@
+import ArgumentParser
+import BLEHeartRate
+import Foundation
+import GatewayEngine
+import GatewayMetrics
+import GatewaySink
+
+/// `--metrics-listen`, shared by the commands that run sessions.
+struct MetricsOptions: ParsableArguments {
+    @Option(help: ArgumentHelp(
+        "Serve Prometheus metrics at http://HOST:PORT/metrics, without a token: bind it where only the scraper "
+            + "reaches it (such as 127.0.0.1:9464). With --listen the relay's port serves /metrics too, with the "
+            + "relay's token.",
+        valueName: "host:port"))
+    var metricsListen: String?
+
+    func check() throws {
+        if let metricsListen {
+            do { _ = try RelayOptions.split(metricsListen) } catch {
+                throw ValidationError("--metrics-listen: \(error)")
+            }
+        }
+    }
+}
+
+/// `--metrics-listen`: the metrics server, listening before the session starts, stopped at shutdown.
+final class MetricsServerSink: SessionSink {
+    let name = "metrics-server"
+    private let task: Task<Void, any Error>
+
+    private init(task: Task<Void, any Error>) { self.task = task }
+
+    /// Starts listening on `listen` (HOST:PORT; port 0 picks one) and says where on standard error.
+    static func start(_ metrics: GatewayMetrics, listen: String) async throws -> MetricsServerSink {
+        let (host, port) = try RelayOptions.split(listen)
+        let (ports, continuation) = AsyncStream<Int>.makeStream()
+        let task = Task {
+            defer { continuation.finish() }
+            try await MetricsServer(metrics: metrics, host: host, port: port).run { continuation.yield($0) }
+        }
+        var it = ports.makeAsyncIterator()
+        guard let bound = await it.next() else {
+            do { try await task.value } catch { throw CommandFailure("--metrics-listen cannot listen on \(listen): \(error)") }
+            throw CommandFailure("--metrics-listen: the metrics server stopped before listening on \(listen)")
+        }
+        let shown = host.contains(":") ? "[\(host)]" : host
+        FileHandle.standardError.write(Data("metrics: serving http://\(shown):\(bound)/metrics\n".utf8))
+        return MetricsServerSink(task: task)
+    }
+
+    func receive(event: EncodedEvent) {}
+
+    func run() async throws {
+        await untilGracefulShutdown()
+        task.cancel()
+        _ = try? await task.value
+    }
+
+    /// Stops the server outside a service group (`serve`).
+    func stop() async {
+        task.cancel()
+        _ = try? await task.value
+    }
+}
+
+extension GatewayMetrics {
+    /// Figures read when scraped from each strap: advertisements dropped by its full queue, the queue's depth and
+    /// high-water mark.
+    func collectStraps(_ straps: [BLEHeartRateProvider]) {
+        guard !straps.isEmpty else { return }
+        addCollector { m in
+            for (index, strap) in straps.enumerated() {
+                let label = [("strap", strap.details.address ?? "strap\(index + 1)")]
+                let flow = strap.flow
+                m.setCounter("hr_gateway_strap_events_dropped_total", help: "Repeated advertisements dropped by a full strap queue.",
+                             labels: label, to: flow.droppedEvents)
+                m.gauge("hr_gateway_strap_queue_depth", help: "Events waiting in the strap's queue.", labels: label,
+                        Double(flow.queueDepth))
+                m.gauge("hr_gateway_strap_queue_high_water", help: "The most events that waited in the strap's queue.",
+                        labels: label, Double(flow.queueHighWater))
+            }
+        }
+    }
+
+    /// An outbox's depth, read when scraped (nil: unknown, not set).
+    func collectOutbox(_ name: String, _ depth: @escaping @Sendable () -> Int?) {
+        addCollector { m in
+            guard let d = depth() else { return }
+            m.gauge("hr_gateway_outbox_depth", help: "Items waiting in each durable outbox.", labels: [("outbox", name)],
+                    Double(d))
+        }
+    }
+}
