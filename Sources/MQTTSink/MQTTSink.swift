@@ -232,7 +232,7 @@ public final class MQTTSink: SessionSink {
                     payload: discovery.config(device: u.key, source: u.source, metric: metric).jsonString, qos: 1,
                     retain: true)
             }
-            connection.publish(topic: topics.deviceState(u.key), payload: u.state, qos: 0, retain: false)
+            connection.publish(topic: topics.deviceState(u.key), payload: u.state, qos: 0, retain: true)
         }
     }
 

@@ -18,7 +18,7 @@ struct HRGateway: AsyncParsableCommand {
             StreamCommand.self, ServeCommand.self, AttachCommand.self, TokenCommand.self,
             ScanCommand.self, EmulateStrapCommand.self, CamerasCommand.self,
             SessionsCommand.self, HRVCommand.self, AnalyzeCommand.self, ConfigCommand.self, DoctorCommand.self,
-            WebhookCommand.self,
+            WebhookCommand.self, FleetCommand.self,
         ]
     )
 

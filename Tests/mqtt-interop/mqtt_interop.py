@@ -250,6 +250,13 @@ def main():
                       and c["unique_id"] == f"hr-gateway_{name}_simulated_strap_{metric}"
                       and c["device"]["identifiers"], f"{name}: Home Assistant config {topic}")
         late.close()
+        fleet = subprocess.run([BINARY, "fleet", "--mqtt", url("watcher"), "--json", "--wait", "2"],
+                               capture_output=True, text=True, timeout=60)
+        board = {g["gateway_id"]: g for g in json.loads(fleet.stdout or "{}").get("gateways", [])}
+        check(fleet.returncode == 0 and all(board.get(n, {}).get("state") == "offline"
+                                            and [d["device"] for d in board[n]["devices"]] == ["simulated_strap"]
+                                            and "hr_bpm" in board[n]["devices"][0] for n in ("gw-a", "gw-b")),
+              f"fleet --json lists both gateways and their strap from the retained topics: {sorted(board)}")
         state_msgs = [json.loads(p) for t, p, _, _ in watcher.all() if t == "hr-gateway/gw-a/device/simulated_strap/state"]
         check(any("hr_bpm" in s and "rmssd_ms" in s for s in state_msgs), "gw-a: device state carries hr_bpm and rmssd_ms")
 
