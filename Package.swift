@@ -252,7 +252,7 @@ let package = Package(
             name: "hr-gateway-bench",
             dependencies: [
                 "GatewayEngine", "HRVAnalysis", "DBus", "DBusTestSupport", "RPPG", "RPPGAnalysis", "RPPGSynthetic", "FaceDetection", "BLEHeartRate", "V4L2Capture",
-                "RelayCore", "RelayWebServer", "RelayWSClient",
+                "RelayCore", "RelayWebServer", "RelayWSClient", "MQTTSink", "GatewaySink", "SimulatedProvider",
                 .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: strict

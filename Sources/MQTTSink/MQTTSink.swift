@@ -138,7 +138,7 @@ public final class MQTTSink: SessionSink {
     }
 
     /// QoS 1 for what a fleet must not miss (a session's start and end), 0 for frames and statuses.
-    static func qos(_ event: SessionEvent) -> Int32 {
+    public static func qos(_ event: SessionEvent) -> Int32 {
         switch event {
         case .started, .summary, .error: 1
         default: 0

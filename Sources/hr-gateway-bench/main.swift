@@ -8,6 +8,9 @@ let benchmarks: [(name: String, about: String, run: () async -> Void)] = [
         await runStrapBenchmark(arguments: Array(CommandLine.arguments.dropFirst(2)))
     }),
     ("relay", "relay delivery latency (p50/p99) to 100 WebSocket consumers on loopback, and the gateway's CPU", runRelayBenchmark),
+    ("mqtt-fleet", "50 simulated gateways x 4 straps into one mosquitto: latency to a subscriber, CPU, reliable events across a broker restart", {
+        await runMQTTFleetBenchmark(arguments: Array(CommandLine.arguments.dropFirst(2)))
+    }),
     ("rppg", "rPPG ROI + POS/CHROM frames/s at 640x480, accuracy on synthetic and real data [DATA_DIR]", {
         runRPPGBenchmark(arguments: Array(CommandLine.arguments.dropFirst(2)))
     }),
