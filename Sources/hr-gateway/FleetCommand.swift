@@ -21,7 +21,8 @@ struct FleetCommand: AsyncParsableCommand {
             Examples:
               hr-gateway fleet --mqtt mqtt://broker.lan
               hr-gateway fleet --mqtt mqtt://ops@broker.lan --mqtt-password-file ~/.mqtt.pw
-              hr-gateway fleet --mqtt mqtts://broker.example --json --wait 5 | jq '.gateways[].devices'
+              hr-gateway fleet --mqtt mqtts://broker.example --json --wait 5 \\
+                  | jq '.gateways[].devices'
 
             The user needs read access to hr-gateway/# in the broker's ACL (docs/fleet.md).
             """

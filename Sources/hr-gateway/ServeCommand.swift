@@ -34,7 +34,7 @@ struct ServeCommand: AsyncParsableCommand {
               hr-gateway serve --simulate --token SECRET \\
                   --connect wss://phone-relay.example/gw
               hr-gateway serve --simulate --gateway-id gym-1 \\
-                  --mqtt mqtt://gym-1@broker.lan --mqtt-password-file /etc/hr-gateway/mqtt.pw \\
+                  --mqtt mqtt://gym-1@broker.lan --mqtt-password-file mqtt.pw \\
                   --metrics-listen 127.0.0.1:9464
 
             With --mqtt, sessions are started and stopped by the same command dictionaries published on \
