@@ -289,7 +289,8 @@ public final class MQTTConnection: Sendable {
     private func connected(_ rc: Int32) {
         let link = handlers.withLock { $0.link }
         guard rc == 0 else {
-            let reason = String(cString: mosquitto_connack_string(rc))
+            var reason = String(cString: mosquitto_connack_string(rc))
+            while reason.hasSuffix(".") { reason.removeLast() }
             state.withLock { $0.lastError = reason }
             link?(.refused(code: rc, reason: reason))
             return
