@@ -124,15 +124,7 @@ private func runDFATimelineBenchmark() {
 /// Injected artefacts in the real clean NSRDB excerpt: hr-gateway's median corrector beside the neurokit2 Kubios
 /// method (our port, which KubiosTests check against neurokit2 0.2.13 output on the shared series).
 private func runArtifactBenchmark() {
-    let path = "../shared/data/hrv/rr_nsrdb_short_pyhrv_raw.csv"
-    guard let text = try? String(contentsOfFile: path, encoding: .utf8) else {
-        print("artefact benchmark: \(path) is missing (run from the checkout with ../shared/data beside it); skipped")
-        return
-    }
-    var lines = text.split(whereSeparator: \.isNewline).map(String.init)
-    let header = lines.removeFirst().split(separator: ",").map(String.init)
-    guard let column = header.firstIndex(of: "rr_ms") else { return }
-    let clean = lines.compactMap { Double($0.split(separator: ",", omittingEmptySubsequences: false).map(String.init)[column]) }
+    guard let clean = loadCleanSeries() else { return }
     let cleanRMSSD = ArtifactBenchmark.rmssd(clean)
     let cleanAlpha1 = NonlinearHRV.alpha1(clean) ?? 0
     let minutes = clean.reduce(0, +) / 60000
@@ -165,6 +157,59 @@ private func runArtifactBenchmark() {
     print("  total: hr-gateway \(totals[0])/300 found, \(totals[1]) false alarms; Kubios \(totals[2])/300 found, "
         + "\(totals[3]) false alarms (targets per run: >= 29/30 found, <= 1 false alarm per 30 min, "
         + "RMSSD within 2 %, alpha1 within 0.03)")
+}
+
+private let cleanSeriesPath = "../shared/data/hrv/rr_nsrdb_short_pyhrv_raw.csv"
+
+/// The clean NSRDB excerpt's RR (ms), or nil (said) when ../shared/data is not beside the checkout.
+private func loadCleanSeries() -> [Double]? {
+    guard let text = try? String(contentsOfFile: cleanSeriesPath, encoding: .utf8) else {
+        print("artefact benchmark: \(cleanSeriesPath) is missing (run from the checkout with ../shared/data beside it); skipped")
+        return nil
+    }
+    var lines = text.split(whereSeparator: \.isNewline).map(String.init)
+    let header = lines.removeFirst().split(separator: ",").map(String.init)
+    guard let column = header.firstIndex(of: "rr_ms") else { return nil }
+    return lines.compactMap { Double($0.split(separator: ",", omittingEmptySubsequences: false).map(String.init)[column]) }
+}
+
+/// `hr-gateway-bench artifacts-export DIR`: the artefact benchmark's 10 injected series and, for each, where the
+/// artefacts are and what hr-gateway's median corrector made of them, as CSV files for a peer to score the same
+/// series (scripts/artifact-bench runs neurokit2 on them and prints both side by side).
+///   DIR/clean.csv                 rr_ms
+///   DIR/seedN.csv                 rr_ms (the corrupted series)
+///   DIR/seedN_artifacts.csv       kind,first,last (interval indices in the corrupted series)
+///   DIR/hr-gateway.csv            seed,found,injected,false_alarms,rmssd_err_pct,alpha1_err
+func runArtifactExport(arguments: [String]) {
+    guard let dir = arguments.first else {
+        print("usage: hr-gateway-bench artifacts-export DIR")
+        return
+    }
+    guard let clean = loadCleanSeries() else { return }
+    try? FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+    func write(_ name: String, _ text: String) {
+        do { try text.write(toFile: dir + "/" + name, atomically: true, encoding: .utf8) } catch {
+            print("artifacts-export: cannot write \(dir)/\(name): \(error)")
+        }
+    }
+    func column(_ rr: [Double]) -> String { "rr_ms\n" + rr.map { String($0) }.joined(separator: "\n") + "\n" }
+    write("clean.csv", column(clean))
+    let cleanRMSSD = ArtifactBenchmark.rmssd(clean)
+    let cleanAlpha1 = NonlinearHRV.alpha1(clean) ?? 0
+    var summary = "seed,found,injected,false_alarms,rmssd_err_pct,alpha1_err\n"
+    for seed in UInt64(1)...10 {
+        let c = ArtifactBenchmark.inject(into: clean, seed: seed)
+        write("seed\(seed).csv", column(c.rrMs))
+        write("seed\(seed)_artifacts.csv", "kind,first,last\n"
+            + c.artifacts.map { "\($0.kind.rawValue),\($0.first),\($0.last)" }.joined(separator: "\n") + "\n")
+        let m = ArtifactCorrector.correct(c.rrMs)
+        let s = ArtifactBenchmark.score(flagged: m.findings.map(\.index), artifacts: c.artifacts)
+        let e = 100 * (ArtifactBenchmark.rmssd(m.rrMs) / cleanRMSSD - 1)
+        let a = (NonlinearHRV.alpha1(m.rrMs) ?? .nan) - cleanAlpha1
+        summary += "\(seed),\(s.found),\(s.injected),\(s.falseAlarms),\(e),\(a)\n"
+    }
+    write("hr-gateway.csv", summary)
+    print("artifacts-export: 10 injected series of \(clean.count) beats and hr-gateway's scores in \(dir)")
 }
 
 private func format3(_ v: Double) -> String { String(format: "%.3f", v) }

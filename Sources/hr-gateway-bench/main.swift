@@ -20,6 +20,8 @@ let requested = CommandLine.arguments.dropFirst().first
 if requested == "rppg-eval" {
     // Not part of `all`: it needs a data folder and fails when the figures fall below the recorded bounds.
     runRPPGEval(arguments: Array(CommandLine.arguments.dropFirst(2)))
+} else if requested == "artifacts-export" {
+    runArtifactExport(arguments: Array(CommandLine.arguments.dropFirst(2)))
 } else if requested == "render-face" {
     runRenderFace(arguments: Array(CommandLine.arguments.dropFirst(2)))
 } else if requested == "relay-consumers" {
