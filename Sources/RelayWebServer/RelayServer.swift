@@ -86,6 +86,12 @@ public struct RelayServer: Sendable {
                 headers: [.contentType: "text/html; charset=utf-8", .cacheControl: "no-store"],
                 body: .init(byteBuffer: ByteBuffer(string: DashboardPage.html)))
         }
+        router.get("/overlay") { _, _ -> Response in
+            Response(
+                status: .ok,
+                headers: [.contentType: "text/html; charset=utf-8", .cacheControl: "no-store"],
+                body: .init(byteBuffer: ByteBuffer(string: OverlayPage.html)))
+        }
         if let metrics = configuration.metrics {
             router.get("/metrics") { request, _ -> Response in
                 guard server.authenticate(request) != nil else {

@@ -316,11 +316,24 @@ def check_frame(snap, frame):
     shown_as(snap["resp"], x.get("resp_rate_rr_bpm"), 1, "breathing")
 
 
+OVERLAY = """(() => {
+  const v = document.getElementById("value"), h = document.getElementById("heart");
+  const cs = (el) => getComputedStyle(el);
+  return {
+    text: v.textContent.trim(), seq: v.dataset.seq ? Number(v.dataset.seq) : null, source: v.dataset.source || null,
+    unit: document.getElementById("unit").textContent, conn: document.body.dataset.conn,
+    bodyBackground: cs(document.body).backgroundColor, htmlBackground: cs(document.documentElement).backgroundColor,
+    color: cs(v).color, fontSize: cs(document.body).fontSize, beating: h.classList.contains("beat"),
+    period: cs(h).animationDuration,
+  };
+})()"""
+
+
 def frame_with_seq(gw, seq):
     return gw.wait_event(lambda e: e.get("type") == "session_frame" and e.get("seq") == seq)
 
 
-async def run_checks(gw, tab, bad, token):
+async def run_checks(gw, tab, bad, overlay, token):
     results = []
 
     async def check(name, body):
@@ -412,13 +425,35 @@ async def run_checks(gw, tab, bad, token):
         with open(SCREENSHOT, "wb") as f:
             f.write(base64.b64decode(shot["data"]))
 
+    async def overlay_page():
+        await overlay.navigate(f"{base}overlay?color=00ff66&size=90#token={token}")
+        snap = await overlay.poll(OVERLAY, lambda s: s["seq"] and s["source"] == "sample" and s["text"] != "–",
+                                  "the overlay shows no heart rate from a sample")
+        frame = gw.wait_event(lambda e: e.get("type") == "biosignal_frame" and e.get("seq") == snap["seq"])
+        assert frame, f"the gateway printed no biosignal_frame with seq {snap['seq']}"
+        newest = max(frame["samples"], key=lambda x: x["timestamp_ms"])
+        shown_as(snap["text"], newest["bpm"], 0, "overlay heart rate")
+        assert snap["bodyBackground"] == "rgba(0, 0, 0, 0)" and snap["htmlBackground"] == "rgba(0, 0, 0, 0)", snap
+        assert snap["color"] == "rgb(0, 255, 102)" and snap["fontSize"] == "90px" and snap["unit"] == "bpm", snap
+        period = float(snap["period"].rstrip("s"))
+        assert snap["beating"] and abs(period - 60 / newest["bpm"]) < 0.01, f"heart beat period {snap['period']}"
+        await overlay.navigate(f"{base}overlay?metric=rmssd&label=0#token={token}")
+        snap = await overlay.poll(OVERLAY, lambda s: s["seq"] and s["text"] != "–", "the overlay shows no RMSSD")
+        shown_as(snap["text"], frame_with_seq(gw, snap["seq"])["metrics"]["rmssd_ms"], 0, "overlay RMSSD")
+        assert snap["source"] == "frame" and snap["unit"] == "", snap
+        await overlay.navigate(f"{base}overlay#token=hrg_not_a_real_token")
+        snap = await overlay.poll(OVERLAY, lambda s: s["conn"] == "refused", "the overlay does not mark a refused token")
+        assert snap["text"] == "–", snap
+
     async def only_local_requests():
         local = (f"http://127.0.0.1:{gw.port}/", f"ws://127.0.0.1:{gw.port}/")
         assert f"ws://127.0.0.1:{gw.port}/v1/relay" in tab.requests, tab.requests
         assert any(u.startswith(base) for u in tab.requests), tab.requests
-        foreign = [u for u in tab.requests + bad.requests if not u.startswith(local) and not u.startswith("data:")]
+        pages = tab.requests + bad.requests + overlay.requests
+        foreign = [u for u in pages if not u.startswith(local) and not u.startswith("data:")]
         assert not foreign, f"requests outside 127.0.0.1:{gw.port}: {foreign}"
-        assert not tab.errors and not bad.errors, f"script errors: {tab.errors + bad.errors}"
+        assert not tab.errors and not bad.errors and not overlay.errors, \
+            f"script errors: {tab.errors + bad.errors + overlay.errors}"
 
     async def summary_on_sigterm():
         code = gw.stop()
@@ -437,6 +472,7 @@ async def run_checks(gw, tab, bad, token):
     await check("a wrong token shows an authentication failure, no numbers", wrong_token())
     await check("breathing from RR appears; every frame shown on the way equals the emitted one", breathing())
     await check("HR chart and RR tachogram are drawn", charts())
+    await check("the OBS overlay: transparent, the newest reading, colour, size, beat, RMSSD, a refused token", overlay_page())
     if SCREENSHOT:
         await check(f"screenshot saved to {SCREENSHOT}", screenshot())
     await check("every request stays on 127.0.0.1:PORT (no CDN), no script errors", only_local_requests())
@@ -463,7 +499,8 @@ async def main():
         cdp = await CDP.connect(browser.devtools)
         tab = await Tab.open(cdp)
         bad = await Tab.open(cdp, isolated=True)
-        results = await run_checks(gw, tab, bad, token)
+        overlay = await Tab.open(cdp, isolated=True)
+        results = await run_checks(gw, tab, bad, overlay, token)
     except SetupError as e:
         print(f"FAIL setup: {e}")
         results = [False]

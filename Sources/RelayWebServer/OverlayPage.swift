@@ -1,0 +1,118 @@
+/// The page served at `GET /overlay`: a heart-rate overlay for streaming software (an OBS browser source), on a
+/// transparent background, with a heart that beats at the current rate. No external resources.
+///
+/// Query string (all optional):
+/// - `metric`: `hr` (default: the newest reading of any strap or camera, else the frame's mean), `rmssd` (ms);
+/// - `color`: CSS colour of the number and the heart (`ff4455`, `%23ff4455` or a name; default `#ff4455`);
+/// - `size`: height of the number in CSS pixels (16–600, default 120);
+/// - `label`: `0` hides the unit;
+/// - `heart`: `0` hides the heart;
+/// - `shadow`: `0` removes the outline that keeps the number readable on any video.
+///
+/// The token comes from the URL fragment (`/overlay#token=TOKEN`), as for the dashboard; a read-only token is enough.
+/// The number goes blank (`–`) when no reading came for 10 s, and the overlay says nothing else on screen: connection
+/// problems are shown as a small mark only (`data-conn` on `<body>` says which).
+/// Stable ids for tests: `value` (with `data-seq` of the event shown and `data-source`), `unit`, `heart`.
+enum OverlayPage {
+    static let html = #"""
+<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>hr-gateway overlay</title>
+<link rel="icon" href="data:,">
+<style>
+  html, body { background: transparent; margin: 0; overflow: hidden; }
+  body { font-family: system-ui, sans-serif; font-weight: 800; display: flex; align-items: center; gap: .25em;
+         padding: .2em; color: var(--color); font-size: var(--size); line-height: 1; }
+  body.shadow { text-shadow: 0 0 .06em #000, 0 0 .12em #000; }
+  #heart { font-size: .6em; display: inline-block; transform-origin: center; }
+  #heart.beat { animation: beat var(--period) ease-out infinite; }
+  @keyframes beat { 0% { transform: scale(1.25); } 25% { transform: scale(1); } 100% { transform: scale(1); } }
+  #unit { font-size: .3em; font-weight: 600; opacity: .85; align-self: flex-end; margin-bottom: .35em; }
+  #value[data-stale="1"] { opacity: .5; }
+  #mark { position: fixed; right: 2px; top: 2px; width: 6px; height: 6px; border-radius: 3px; background: #f80;
+          display: none; }
+  body[data-conn="refused"] #mark, body[data-conn="disconnected"] #mark { display: block; }
+</style>
+</head>
+<body data-conn="connecting">
+<span id="heart">&#x2764;</span><span id="value">–</span><span id="unit"></span><span id="mark"></span>
+<script>
+"use strict";
+const $ = (id) => document.getElementById(id);
+const q = new URLSearchParams(location.search);
+const metric = q.get("metric") === "rmssd" ? "rmssd" : "hr";
+function colour(v) {
+  if (!v) return "#ff4455";
+  return /^[0-9a-fA-F]{3,8}$/.test(v) ? "#" + v : v;
+}
+const size = Math.min(600, Math.max(16, Number(q.get("size")) || 120));
+document.body.style.setProperty("--color", colour(q.get("color")));
+document.body.style.setProperty("--size", size + "px");
+document.body.style.setProperty("--period", "1s");
+if (q.get("shadow") !== "0") document.body.classList.add("shadow");
+if (q.get("heart") === "0") $("heart").style.display = "none";
+$("unit").textContent = q.get("label") === "0" ? "" : (metric === "hr" ? "bpm" : "ms RMSSD");
+let lastAt = 0, retry = 500, ws = null;
+
+function token() {
+  const fromUrl = /[#&]token=([^&]+)/.exec(location.hash);
+  if (fromUrl) localStorage.setItem("hrg-token", decodeURIComponent(fromUrl[1]));
+  return localStorage.getItem("hrg-token") || "";
+}
+
+function show(v, seq, source) {
+  if (!(typeof v === "number" && isFinite(v) && v > 0)) return;
+  $("value").textContent = v.toFixed(0);
+  $("value").dataset.seq = String(seq);
+  $("value").dataset.source = source;
+  $("value").dataset.stale = "0";
+  lastAt = Date.now();
+  if (metric === "hr") {
+    document.body.style.setProperty("--period", (60 / Math.min(240, Math.max(25, v))).toFixed(3) + "s");
+    $("heart").classList.add("beat");
+  }
+}
+
+setInterval(() => {
+  if (lastAt && Date.now() - lastAt > 10000) {
+    $("value").textContent = "–"; $("value").dataset.stale = "1"; $("heart").classList.remove("beat");
+  }
+}, 1000);
+
+function handle(m) {
+  if (metric === "hr" && m.type === "biosignal_frame" && m.samples && m.samples.length) {
+    const s = m.samples.reduce((a, b) => (b.timestamp_ms >= a.timestamp_ms ? b : a));
+    show(s.bpm, m.seq, "sample");
+  } else if (m.type === "session_frame" && m.metrics) {
+    if (metric === "rmssd") { if (m.metrics.rr_count) show(m.metrics.rmssd_ms, m.seq, "frame"); }
+    else if (Date.now() - lastAt > 3000 || $("value").dataset.source !== "sample") show(m.metrics.hr_mean_bpm, m.seq, "frame");
+  }
+  if (m.delivery === "reliable") ws.send(JSON.stringify({command: "ack", relay_seq: m.relay_seq}));
+}
+
+function connect() {
+  const t = token();
+  let opened = false;
+  const url = (location.protocol === "https:" ? "wss://" : "ws://") + location.host + "/v1/relay";
+  ws = new WebSocket(url, t ? ["hrrelay.v1", "bearer." + t] : ["hrrelay.v1"]);
+  ws.onopen = () => { opened = true; retry = 500; document.body.dataset.conn = "connected"; };
+  ws.onmessage = (e) => handle(JSON.parse(e.data));
+  ws.onclose = async () => {
+    if (!opened) {
+      const status = await fetch("/v1/relay", {headers: t ? {Authorization: "Bearer " + t} : {}, cache: "no-store"})
+        .then((r) => r.status, () => 0);
+      if (status === 401) { document.body.dataset.conn = "refused"; return; }
+    }
+    document.body.dataset.conn = "disconnected";
+    setTimeout(connect, retry); retry = Math.min(retry * 2, 10000);
+  };
+}
+connect();
+</script>
+</body>
+</html>
+"""#
+}
