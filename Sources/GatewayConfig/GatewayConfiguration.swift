@@ -17,6 +17,8 @@ public struct GatewayConfiguration: Sendable, Equatable {
     /// Delete sessions older than this many days before each session; nil keeps them forever.
     public var keepDays: Int?
     public var mode: SessionMode = .focus
+    /// Paced-breathing pattern for breathing sessions (`session.pattern`); nil: none.
+    public var breathingPattern: BreathingPattern?
     public var windowSec = 60
     public var emitIntervalSec = 5
     /// Webhook receiving each session_summary (store-and-forward); nil: none.
@@ -147,6 +149,15 @@ public struct GatewayConfiguration: Sendable, Equatable {
                                     throw fail(key, k, "session.mode must be focus, breathing or typing, got \"\(s)\"")
                                 }
                                 c.mode = m
+                            case ("session", "pattern"):
+                                let s = try string(v, key, k)
+                                if s.isEmpty {
+                                    c.breathingPattern = nil
+                                } else {
+                                    do throws(SessionError) { c.breathingPattern = try BreathingPattern(parsing: s) } catch {
+                                        throw fail(key, k, "session.pattern: \(error.message)")
+                                    }
+                                }
                             case ("session", "window_sec"):
                                 c.windowSec = try positive(v, key, k)
                             case ("session", "emit_interval_sec"):

@@ -54,6 +54,9 @@ public struct SessionConfig: Sendable, Equatable {
     public var windowLabel: String?
     /// Emit `biosignal_frame` events.
     public var includeRawSamples: Bool
+    /// Paced breathing (mode `breathing` only): `breathing_cue` events and the heart's answer in the metrics. The
+    /// `pattern` key of the dictionary, an addition SDK consumers may ignore.
+    public var breathingPattern: BreathingPattern?
 
     public init(
         sessionId: String,
@@ -61,7 +64,8 @@ public struct SessionConfig: Sendable, Equatable {
         durationSec: Int,
         profile: ComputeProfile = ComputeProfile(),
         windowLabel: String? = nil,
-        includeRawSamples: Bool = false
+        includeRawSamples: Bool = false,
+        breathingPattern: BreathingPattern? = nil
     ) {
         self.sessionId = sessionId
         self.mode = mode
@@ -69,6 +73,7 @@ public struct SessionConfig: Sendable, Equatable {
         self.profile = profile
         self.windowLabel = windowLabel
         self.includeRawSamples = includeRawSamples
+        self.breathingPattern = breathingPattern
     }
 
     /// Decodes the SDK dictionary. Errors, in the SDK's order and words: "Missing session_id",
@@ -92,6 +97,12 @@ public struct SessionConfig: Sendable, Equatable {
             windowLabel: json["window_label"]?.stringValue,
             includeRawSamples: json["include_raw_samples"]?.boolValue ?? false
         )
+        if let p = json["pattern"] {
+            guard let text = p.stringValue else {
+                throw .invalidState("pattern must be a string such as \"box\", \"4-7-8\" or \"4-2-6-0\"")
+            }
+            breathingPattern = try BreathingPattern(parsing: text)
+        }
         try validate()
     }
 
@@ -111,6 +122,9 @@ public struct SessionConfig: Sendable, Equatable {
         if let raw = profile.rawEmitIntervalSec, raw <= 0 {
             throw .invalidState("raw_emit_interval_sec must be positive, got \(raw)")
         }
+        if let p = breathingPattern, mode != .breathing {
+            throw .invalidState("A breathing pattern (\(p.name)) needs mode breathing, not \(mode.rawValue)")
+        }
     }
 
     /// The SDK dictionary (as Dart's `toJson` writes it).
@@ -123,6 +137,7 @@ public struct SessionConfig: Sendable, Equatable {
             "include_raw_samples": .bool(includeRawSamples),
         ]
         if let label = windowLabel { o["window_label"] = .string(label) }
+        if let p = breathingPattern { o["pattern"] = .string(p.name) }
         return .object(o)
     }
 }

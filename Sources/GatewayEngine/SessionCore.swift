@@ -31,6 +31,9 @@ struct SessionCore {
     let endMs: Int64
     var hsi: [String: JSONValue]
     private(set) var liveDFA = LiveDFATracker()
+    /// Paced breathing: the pattern's phases, when the first breath starts (monotonic), and the next cue to emit.
+    private let pacer: (phases: [(phase: BreathingCue.Phase, durationMs: Int64)], originMs: Int64)?
+    private(set) var cueIndex = 0
 
     init(config: SessionConfig, startedAt: Instant, hsi: [String: JSONValue], hrvOptions: HRVOptions) {
         self.config = config
@@ -45,12 +48,37 @@ struct SessionCore {
             nextRawMs = startedMonoMs + Int64(config.profile.rawEmitIntervalSec ?? config.profile.emitIntervalSec) * 1000
         }
         endMs = startedMonoMs + Int64(config.durationSec) * 1000
+        if let p = config.breathingPattern, !p.phases.isEmpty {
+            pacer = (p.phases, startedMonoMs + BreathingCue.firstBreathAfterMs)
+        } else {
+            pacer = nil
+        }
+    }
+
+    /// When cue `index` is emitted (monotonic): its phase's start less the lead.
+    private func cueDeadline(_ index: Int) -> Int64? {
+        guard let pacer else { return nil }
+        return phaseStart(index, pacer) - BreathingCue.cueLeadMs
+    }
+
+    private func phaseStart(_ index: Int, _ pacer: (phases: [(phase: BreathingCue.Phase, durationMs: Int64)], originMs: Int64)) -> Int64 {
+        let count = pacer.phases.count
+        let cycleMs = pacer.phases.reduce(0) { $0 + $1.durationMs }
+        let within = pacer.phases.prefix(index % count).reduce(0) { $0 + $1.durationMs }
+        return pacer.originMs + Int64(index / count) * cycleMs + within
+    }
+
+    /// The paced breaths on the samples' clock, for the metrics.
+    private var pacing: SessionMetrics.Pacing? {
+        guard let p = config.breathingPattern, pacer != nil else { return nil }
+        return SessionMetrics.Pacing(
+            rateBpm: p.rateBpm, originMs: startedAtMs + BreathingCue.firstBreathAfterMs, cycleMs: p.cycleMs)
     }
 
     var started: SessionEvent { .started(sessionId: config.sessionId, startedAtMs: startedAtMs) }
 
     /// The earliest pending deadline (monotonic).
-    var nextDeadlineMs: Int64 { min(nextFrameMs, nextRawMs ?? .max, endMs) }
+    var nextDeadlineMs: Int64 { min(nextFrameMs, nextRawMs ?? .max, endMs, cueDeadline(cueIndex) ?? .max) }
 
     mutating func append(_ sample: BiosignalSample) {
         window.append(sample)
@@ -64,7 +92,18 @@ struct SessionCore {
         let nowMs = now.monotonicMs
         var events: [SessionEvent] = []
         while nextDeadlineMs <= nowMs {
-            if nextFrameMs <= nowMs, nextFrameMs <= (nextRawMs ?? .max), nextFrameMs <= endMs {
+            if let cue = cueDeadline(cueIndex), cue <= nowMs, cue < endMs, let pacer, let pattern = config.breathingPattern {
+                // A cue that fell behind (a stalled clock) is skipped rather than sent late: it would mislead.
+                let start = phaseStart(cueIndex, pacer)
+                if start >= nowMs {
+                    let (phase, duration) = pacer.phases[cueIndex % pacer.phases.count]
+                    let cue = BreathingCue(
+                        phase: phase, phaseDurationMs: duration, cycle: cueIndex / pacer.phases.count + 1,
+                        startsAtMs: now.wallMs + (start - nowMs), pattern: pattern.name, rateBpm: pattern.rateBpm)
+                    events.append(.breathingCue(sessionId: config.sessionId, emittedAtMs: now.wallMs, cue: cue))
+                }
+                cueIndex += 1
+            } else if nextFrameMs <= nowMs, nextFrameMs <= (nextRawMs ?? .max), nextFrameMs <= endMs {
                 if let frame = makeFrame(wallMs: now.wallMs, behavior: behavior) {
                     events.append(frame)
                     events += dfaThresholdEvents(wallMs: now.wallMs)
@@ -93,7 +132,7 @@ struct SessionCore {
     }
 
     func metrics() -> SessionMetrics {
-        var m = SessionMetrics.compute(window: window.samples, hsi: hsi, options: hrvOptions)
+        var m = SessionMetrics.compute(window: window.samples, hsi: hsi, options: hrvOptions, pacing: pacing)
         m.liveDFA = liveDFA.latest
         return m
     }

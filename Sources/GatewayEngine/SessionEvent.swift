@@ -13,6 +13,8 @@ public enum SessionEvent: Sendable, Equatable {
     case sensorStatus(sessionId: String, emittedAtMs: Int64, status: SensorStatus)
     /// Live DFA alpha1 crossed 0.75 or 0.5 (not part of the SDK; never terminal; docs/hrv.md §10).
     case dfaThreshold(sessionId: String, emittedAtMs: Int64, crossing: DFAThresholdCrossing)
+    /// A paced-breathing phase starts at `cue.startsAtMs` (not part of the SDK; never terminal; docs/engine.md).
+    case breathingCue(sessionId: String, emittedAtMs: Int64, cue: BreathingCue)
 
     /// The wire `type`.
     public var type: String {
@@ -24,13 +26,14 @@ public enum SessionEvent: Sendable, Equatable {
         case .error: "session_error"
         case .sensorStatus: "sensor_status"
         case .dfaThreshold: "dfa_threshold"
+        case .breathingCue: "breathing_cue"
         }
     }
 
     public var sessionId: String {
         switch self {
         case .started(let id, _), .frame(let id, _, _, _, _), .biosignalFrame(let id, _, _, _), .summary(let id, _, _, _),
-            .error(let id, _, _), .sensorStatus(let id, _, _), .dfaThreshold(let id, _, _):
+            .error(let id, _, _), .sensorStatus(let id, _, _), .dfaThreshold(let id, _, _), .breathingCue(let id, _, _):
             id
         }
     }
@@ -80,6 +83,14 @@ public enum SessionEvent: Sendable, Equatable {
             o["direction"] = .string(c.direction.rawValue)
             o["dfa_alpha1"] = .double(c.alpha1)
             o["previous_dfa_alpha1"] = .double(c.previousAlpha1)
+        case .breathingCue(_, let at, let cue):
+            o["emitted_at_ms"] = .int(at)
+            o["phase"] = .string(cue.phase.rawValue)
+            o["phase_duration_ms"] = .int(cue.phaseDurationMs)
+            o["cycle"] = .int(Int64(cue.cycle))
+            o["starts_at_ms"] = .int(cue.startsAtMs)
+            o["pattern"] = .string(cue.pattern)
+            o["paced_rate_bpm"] = .double((cue.rateBpm * 100).rounded() / 100)
         }
         return .object(o)
     }

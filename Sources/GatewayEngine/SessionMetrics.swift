@@ -25,6 +25,15 @@ public struct SessionMetrics: Sendable, Equatable {
     /// The latest live DFA alpha1 estimate (every 20 s over the last 120 s of RR; docs/hrv.md §10).
     public var liveDFA: DFAEstimate?
 
+    /// Paced breathing (docs/hrv.md §12): the paced rate, RSA amplitude averaged over the whole paced breaths in the
+    /// window, how many, adherence of the RR-derived breathing rate to the paced one, and coherence.
+    public var pacedBreathingRateBpm: Double?
+    public var rsaAmplitudeBpm: Double?
+    public var rsaBreaths: Int?
+    public var breathingAdherence: Double?
+    public var coherence: Double?
+    public var coherencePeakHz: Double?
+
     public var cameraHrBpm: Double?
     public var cameraConfidence: Double?
     public var breathingRateBpm: Double?
@@ -59,6 +68,12 @@ public struct SessionMetrics: Sendable, Equatable {
             put("live_dfa_rr_count", d.rrCount)
             if let r = d.withheldReason { o["live_dfa_withheld"] = .string(r) }
         }
+        put("paced_breathing_rate_bpm", pacedBreathingRateBpm)
+        put("rsa_amplitude_bpm", rsaAmplitudeBpm)
+        put("rsa_breaths", rsaBreaths)
+        put("breathing_adherence", breathingAdherence)
+        put("coherence", coherence)
+        put("coherence_peak_hz", coherencePeakHz)
         put("camera_hr_bpm", cameraHrBpm)
         put("camera_confidence", cameraConfidence)
         put("breathing_rate_bpm", breathingRateBpm)
@@ -78,10 +93,24 @@ extension SessionMetrics {
 
     /// Computes the metrics over `window`. `hsi` holds the last ingested HSI metrics; its `hrv.sdnn_ms`,
     /// `hrv.rmssd_ms` and `hrv.pnn50` override the local values (the SDK's contract).
+    /// The paced breaths of a breathing session: breath k starts at `originMs` + k·`cycleMs` (wall clock, the
+    /// samples' clock).
+    public struct Pacing: Sendable, Equatable {
+        public var rateBpm: Double
+        public var originMs: Int64
+        public var cycleMs: Int64
+        public init(rateBpm: Double, originMs: Int64, cycleMs: Int64) {
+            self.rateBpm = rateBpm
+            self.originMs = originMs
+            self.cycleMs = cycleMs
+        }
+    }
+
     public static func compute(
         window: [BiosignalSample],
         hsi: [String: JSONValue],
-        options: HRVOptions
+        options: HRVOptions,
+        pacing: Pacing? = nil
     ) -> SessionMetrics {
         var m = SessionMetrics()
         m.sampleCount = window.count
@@ -123,6 +152,13 @@ extension SessionMetrics {
             m.breathingRateBpm = camera.last(where: { $0.breathingRateBpm != nil })?.breathingRateBpm
         }
 
+        if let pacing {
+            m.pacedBreathingRateBpm = (pacing.rateBpm * 100).rounded() / 100
+            if let best = groups.max(by: { rrTotal($0.samples) < rrTotal($1.samples) }), rrTotal(best.samples) > 0 {
+                m.applyPacedBreathing(of: best.samples, pacing: pacing)
+            }
+        }
+
         if let v = hsi["hrv.sdnn_ms"]?.doubleValue { m.hrSdnnMs = v }
         if let v = hsi["hrv.rmssd_ms"]?.doubleValue { m.rmssdMs = v }
         if let v = hsi["hrv.pnn50"]?.doubleValue { m.pnn50 = v }
@@ -140,6 +176,38 @@ extension SessionMetrics {
         respRateRRBpm = result.respirationRateBpm
         respRateRRConfidence = result.respirationConfidence
         extendedHRV = Dictionary(result.extendedMetricValues.map { ($0.key, $0.value) }, uniquingKeysWith: { a, _ in a })
+    }
+
+    /// RSA per paced breath, adherence and coherence (docs/hrv.md §12), from one device's beats.
+    mutating func applyPacedBreathing(of samples: [BiosignalSample], pacing: Pacing) {
+        // Beat times: each notification's last interval ends at its timestamp, earlier ones before it.
+        var beats: [PacedBreathing.Beat] = []
+        for s in samples {
+            let rr = (s.rrIntervalsMs ?? []).filter { $0.isFinite && $0 > 0 }
+            var end = Double(s.timestampMs)
+            var own: [PacedBreathing.Beat] = []
+            for r in rr.reversed() {
+                own.append(PacedBreathing.Beat(endMs: end, rrMs: r))
+                end -= r
+            }
+            beats += own.reversed()
+        }
+        if let rsa = PacedBreathing.rsaAmplitude(
+            beats: beats, originMs: Double(pacing.originMs), cycleMs: Double(pacing.cycleMs))
+        {
+            rsaAmplitudeBpm = Self.round1(rsa.meanBpm)
+            rsaBreaths = rsa.breaths
+        }
+        if let measured = respRateRRBpm {
+            breathingAdherence = PacedBreathing.adherence(measuredBpm: measured, pacedBpm: pacing.rateBpm)
+                .map { ($0 * 1000).rounded() / 1000 }
+        }
+        if let longest = Self.rrSegments(samples).max(by: { $0.count < $1.count }),
+            let c = PacedBreathing.coherence(longest)
+        {
+            coherence = (c.score * 1000).rounded() / 1000
+            coherencePeakHz = (c.peakHz * 10000).rounded() / 10000
+        }
     }
 
     /// Splits the RR intervals of one device into uninterrupted runs. A run ends at a flagged gap, a sample without

@@ -36,7 +36,7 @@ public enum RelayDelivery: String, Sendable {
     public init(for event: SessionEvent) {
         switch event {
         case .started, .summary, .error, .dfaThreshold: self = .reliable
-        case .frame, .biosignalFrame, .sensorStatus: self = .live
+        case .frame, .biosignalFrame, .sensorStatus, .breathingCue: self = .live
         }
     }
 }

@@ -29,6 +29,14 @@ public final class SimulatedBiosignalProvider: BiosignalProvider {
         /// Probability that a beat is premature (followed by a compensatory pause).
         public var ectopicProbability: Double
 
+        /// A body breathing at `pacedRateBpm`, as a paced-breathing user does, whose RSA is largest at
+        /// `resonanceRateBpm` (about three times the spontaneous amplitude there, falling off over about ±1 /min): the
+        /// simulated answer to a pacer, so that coherence and the resonance search can be shown without a strap.
+        public static func paced(at pacedRateBpm: Double, resonanceRateBpm: Double = 5.5) -> Physiology {
+            let offset = (pacedRateBpm - resonanceRateBpm) / 1.0
+            return Physiology(breathingRateBpm: pacedRateBpm, rsaAmplitudeMs: 45 * (1 + 2 * exp(-offset * offset)))
+        }
+
         public init(
             meanHeartRateBpm: Double = 64,
             breathingRateBpm: Double = 12,

@@ -19,6 +19,8 @@ public struct PrettyView: Sendable {
     public var failed = false
     /// Shown under the end of the session (e.g. where it was recorded and how to export it).
     public var endNote: String?
+    /// The latest paced-breathing cue.
+    public var cue: BreathingCue?
 
     public init(sessionId: String = "", mode: String = "", durationSec: Int? = nil, endNote: String? = nil) {
         self.sessionId = sessionId
@@ -48,6 +50,9 @@ public struct PrettyView: Sendable {
             sources[status.deviceId ?? status.source] = status
             nowMs = at
         case .dfaThreshold(_, let at, _):
+            nowMs = at
+        case .breathingCue(_, let at, let cue):
+            self.cue = cue
             nowMs = at
         }
     }
@@ -82,12 +87,24 @@ public struct PrettyView: Sendable {
             if let c = m.respRateRRConfidence { breathing += " (confidence \(Self.num(c, 2)))" }
             if let cam = m.breathingRateBpm { breathing += "   camera \(Self.num(cam, 1)) /min" }
             lines.append("Breathing    " + breathing)
+            if let paced = m.pacedBreathingRateBpm {
+                var answer = "paced \(Self.num(paced, 2)) /min"
+                if let a = m.breathingAdherence { answer += "   adherence \(Self.num(100 * a, 0)) %" }
+                if let r = m.rsaAmplitudeBpm { answer += "   RSA \(Self.num(r, 1)) bpm" }
+                if let c = m.coherence { answer += "   coherence \(Self.num(c, 2))" }
+                lines.append("Heart answer " + answer)
+            }
             if let cam = m.cameraHrBpm {
                 lines.append("Camera       \(Self.num(cam, 1)) bpm   confidence \(Self.num(m.cameraConfidence ?? 0, 2))")
             }
             lines.append("Window       \(m.sampleCount) samples")
         } else {
             lines.append("HRV          waiting for the first frame")
+        }
+        if let cue {
+            let arrow = [BreathingCue.Phase.inhale: "breathe in", .hold: "hold", .exhale: "breathe out", .holdOut: "hold"]
+            lines.append("Pacer        \(arrow[cue.phase] ?? cue.phase.rawValue) for \(Self.num(Double(cue.phaseDurationMs) / 1000, 1)) s"
+                + "   breath \(cue.cycle)   \(cue.pattern), \(Self.num(cue.rateBpm, 2)) /min")
         }
         lines.append("")
         if sources.isEmpty { lines.append("Sources      starting") }

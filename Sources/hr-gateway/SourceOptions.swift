@@ -67,8 +67,11 @@ struct SourceOptions: ParsableArguments {
         } catch { throw ValidationError("--replay \(replay): \(error)") }
     }
 
-    /// The chosen sources, ready for a `SessionEngine`. A `--replay` that is not a file is looked up in `store`.
-    func providers(clock: any SessionClock, store: StoreOptions) throws -> [any BiosignalProvider] {
+    /// The chosen sources, ready for a `SessionEngine`. A `--replay` that is not a file is looked up in `store`. With
+    /// `pacedRateBpm` (a paced breathing session), the simulated strap breathes at that rate (docs/engine.md).
+    func providers(clock: any SessionClock, store: StoreOptions, pacedRateBpm: Double? = nil) throws
+        -> [any BiosignalProvider]
+    {
         var providers: [any BiosignalProvider] = []
         if !straps.isEmpty {
             var logger = Logger(label: "hr-gateway.strap")
@@ -76,7 +79,9 @@ struct SourceOptions: ParsableArguments {
             providers += try makeStrapProviders(specs: straps, adapter: adapter, logger: logger)
         }
         if simulate {
-            providers.append(SimulatedBiosignalProvider(model: model, seed: seed, clock: clock))
+            let physiology = pacedRateBpm.map { SimulatedBiosignalProvider.Physiology.paced(at: $0) }
+                ?? SimulatedBiosignalProvider.Physiology()
+            providers.append(SimulatedBiosignalProvider(model: model, physiology: physiology, seed: seed, clock: clock))
         }
         if let replay {
             if FileManager.default.fileExists(atPath: replay) {

@@ -152,9 +152,10 @@ struct StreamCommand: AsyncParsableCommand {
 
     func run() async throws {
         let clock = SystemSessionClock()
-        let providers = try source.providers(clock: clock, store: store)
         let settings = try store.settings()
         let config = session.config(defaults: settings)
+        let providers = try source.providers(
+            clock: clock, store: store, pacedRateBpm: config.breathingPattern?.rateBpm)
         let recorder = noRecordDb || !settings.record ? nil : openRecorder(config, settings)
         let output = format ?? (isatty(STDOUT_FILENO) == 1 ? .pretty : .jsonl)
         var delivery: WebhookDelivery?
@@ -250,6 +251,13 @@ struct SessionOptions: ParsableArguments {
             help: ArgumentHelp("Seconds between biosignal_frame events (default: the emit interval).", valueName: "sec"))
     var rawInterval: Int?
 
+    @Option(help: ArgumentHelp(
+        "Paced breathing: box (4-4-4-4), 4-7-8, coherent (6 /min), resonance (5.5 /min) or IN-HOLD-OUT[-HOLD] in "
+            + "seconds. Emits breathing_cue events and adds RSA, adherence and coherence to the frames. Implies "
+            + "--mode breathing. Default: the configuration's session.pattern in breathing mode.",
+        valueName: "pattern"))
+    var pattern: String?
+
     @Option(help: ArgumentHelp("Session id (default: a new UUID).", valueName: "id"))
     var sessionId: String?
 
@@ -261,18 +269,27 @@ struct SessionOptions: ParsableArguments {
         if let w = window, w <= 0 { throw ValidationError("--window must be a positive number of seconds.") }
         if let e = emitInterval, e <= 0 { throw ValidationError("--emit-interval must be a positive number of seconds.") }
         if let r = rawInterval, r <= 0 { throw ValidationError("--raw-interval must be a positive number of seconds.") }
+        if let pattern {
+            do { _ = try BreathingPattern(parsing: pattern) } catch { throw ValidationError("--pattern: \(error.message)") }
+            if let mode, mode != .breathing {
+                throw ValidationError("--pattern paces breathing: use it with --mode breathing (or without --mode).")
+            }
+        }
     }
 
     /// The session's configuration: these options over `defaults` (configuration file and environment).
     func config(defaults: GatewayConfiguration = GatewayConfiguration()) -> SessionConfig {
-        SessionConfig(
+        let paced = pattern.flatMap { try? BreathingPattern(parsing: $0) }
+        let mode = paced != nil ? .breathing : (mode ?? defaults.mode)
+        return SessionConfig(
             sessionId: sessionId ?? UUID().uuidString.lowercased(),
-            mode: mode ?? defaults.mode,
+            mode: mode,
             durationSec: duration ?? SessionConfig.untilStopped,
             profile: ComputeProfile(
                 windowSec: window ?? defaults.windowSec, emitIntervalSec: emitInterval ?? defaults.emitIntervalSec,
                 rawEmitIntervalSec: rawInterval),
-            includeRawSamples: raw || rawInterval != nil
+            includeRawSamples: raw || rawInterval != nil,
+            breathingPattern: paced ?? (mode == .breathing ? defaults.breathingPattern : nil)
         )
     }
 }

@@ -1,0 +1,87 @@
+/// How the heart answers paced breathing (docs/hrv.md §12): RSA amplitude per paced breath, adherence of the
+/// RR-derived breathing rate to the paced one, and a coherence score of the heart-rate spectrum.
+public enum PacedBreathing {
+    /// A beat: the time it ended (ms, the samples' clock) and its RR interval (ms).
+    public struct Beat: Sendable, Equatable {
+        public var endMs: Double
+        public var rrMs: Double
+        public init(endMs: Double, rrMs: Double) {
+            self.endMs = endMs
+            self.rrMs = rrMs
+        }
+    }
+
+    /// RSA amplitude: for each whole paced breath in the beats' span (breaths start at `originMs` + k·`cycleMs`),
+    /// the instantaneous heart rate's maximum minus its minimum (bpm, 60000/RR at each beat), averaged over the
+    /// breaths. A breath counts with at least 3 beats in it. Nil without one such breath.
+    public static func rsaAmplitude(beats: [Beat], originMs: Double, cycleMs: Double) -> (meanBpm: Double, breaths: Int)? {
+        guard cycleMs > 0, let first = beats.first?.endMs, let last = beats.last?.endMs else { return nil }
+        var k = Int(((first - originMs) / cycleMs).rounded(.up))
+        var amplitudes: [Double] = []
+        var index = 0
+        while true {
+            let start = originMs + Double(k) * cycleMs
+            let end = start + cycleMs
+            if end > last { break }
+            while index < beats.count && beats[index].endMs < start { index += 1 }
+            var lo = Double.infinity
+            var hi = -Double.infinity
+            var n = 0
+            var j = index
+            while j < beats.count && beats[j].endMs < end {
+                let hr = 60000 / beats[j].rrMs
+                if hr.isFinite {
+                    lo = Swift.min(lo, hr)
+                    hi = Swift.max(hi, hr)
+                    n += 1
+                }
+                j += 1
+            }
+            if n >= 3 { amplitudes.append(hi - lo) }
+            k += 1
+        }
+        guard !amplitudes.isEmpty else { return nil }
+        return (amplitudes.reduce(0, +) / Double(amplitudes.count), amplitudes.count)
+    }
+
+    /// Adherence of the measured breathing rate to the paced one: 1 − |measured − paced| / paced, floored at 0.
+    public static func adherence(measuredBpm: Double, pacedBpm: Double) -> Double? {
+        guard pacedBpm > 0, measuredBpm.isFinite, measuredBpm > 0 else { return nil }
+        return Swift.max(0, 1 - abs(measuredBpm - pacedBpm) / pacedBpm)
+    }
+
+    /// The band in which the coherence peak is looked for, and the peak window's half-width (HeartMath's 0.030 Hz
+    /// window).
+    public static let coherenceSearchHz = 0.04...0.26
+    public static let coherencePeakHalfWidthHz = 0.015
+    /// Coherence needs this much uninterrupted data (a frequency resolution of about 0.017 Hz with Welch's
+    /// half-length segments).
+    public static let minimumSecondsCoherence = 60.0
+
+    /// Coherence: the power within ±0.015 Hz of the highest peak in 0.04–0.26 Hz over the power in 0.0033–0.4 Hz
+    /// (Welch PSD of the 4 Hz tachogram, as for LF and HF), in 0…1. Nil under a minute of data.
+    public static func coherence(_ rr: [Double]) -> (score: Double, peakHz: Double)? {
+        guard rr.count >= 8, rr.reduce(0, +) / 1000 >= minimumSecondsCoherence else { return nil }
+        let psd = FrequencyDomain.welch(rr)
+        guard psd.f.count > 2 else { return nil }
+        var peak: Int?
+        for i in psd.f.indices where coherenceSearchHz.contains(psd.f[i]) {
+            if peak == nil || psd.p[i] > psd.p[peak!] { peak = i }
+        }
+        guard let p = peak else { return nil }
+        let peakHz = psd.f[p]
+        func power(_ lo: Double, _ hi: Double) -> Double {
+            var total = 0.0
+            for i in 1..<psd.f.count where psd.f[i - 1] >= lo && psd.f[i] <= hi {
+                total += 0.5 * (psd.p[i - 1] + psd.p[i]) * (psd.f[i] - psd.f[i - 1])
+            }
+            return total
+        }
+        // The peak window covers at least the peak's neighbouring bins, however coarse the resolution.
+        let bin = psd.f[1] - psd.f[0]
+        let half = Swift.max(coherencePeakHalfWidthHz, bin)
+        let total = power(FrequencyDomain.vlfBand.lowerBound, FrequencyDomain.hfBand.upperBound)
+        guard total > 0 else { return nil }
+        return (Swift.min(1, power(peakHz - half, peakHz + half) / total), peakHz)
+    }
+}
