@@ -69,6 +69,10 @@ let package = Package(
             linkerSettings: [
                 .linkedLibrary("opencv_objdetect"), .linkedLibrary("opencv_imgproc"), .linkedLibrary("opencv_core"),
                 .linkedLibrary("stdc++"),
+                // No Swift here: without Swift's startup object, and against the static runtime archive (from which
+                // nothing is then pulled in), the library needs no libswiftCore.so and no rpath into the toolchain,
+                // so that it loads where the release binary (its Swift runtime static) runs without a toolchain.
+                .unsafeFlags(["-nostartfiles", "-static-stdlib"]),
             ]
         ),
         .target(name: "FaceDetection", dependencies: ["CFaceDetect", "RPPG"], swiftSettings: strict),
