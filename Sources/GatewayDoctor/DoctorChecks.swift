@@ -234,8 +234,10 @@ public struct DoctorFacts: Sendable, Equatable {
                 "face detector", .warning,
                 "the face detector's OpenCV library did not load: camera pulse cannot find faces (straps unaffected). "
                     + (faceCascade.error ?? ""),
-                fix: "build libHRGatewayOpenCV.so beside hr-gateway (swift build --product HRGatewayOpenCV) and "
-                    + "install OpenCV's libraries (sudo apt-get install libopencv-objdetect-dev)"))
+                fix: "installed from the Debian package: sudo apt-get install libopencv-objdetect406 opencv-data "
+                    + "(its Recommends); built from source: build libHRGatewayOpenCV.so beside hr-gateway "
+                    + "(swift build --product HRGatewayOpenCV) and install OpenCV's libraries "
+                    + "(sudo apt-get install libopencv-objdetect-dev)"))
         } else if !faceCascade.path.isEmpty {
             checks.append(DoctorCheck(
                 "face detector", .warning, faceCascade.error ?? "\(faceCascade.path) did not load",

@@ -54,6 +54,8 @@ public final class MQTTConnection: Sendable {
         /// The broker answered CONNACK with a refusal (bad user name or password, not authorised, …).
         case refused(code: Int32, reason: String)
         case lost(reason: String)
+        /// libmosquitto reported an error on the link (a TLS handshake that failed, a name that does not resolve…).
+        case failed(reason: String)
     }
 
     private struct Handlers: Sendable {
@@ -121,6 +123,10 @@ public final class MQTTConnection: Sendable {
         mosquitto_publish_callback_set(h) { _, object, mid in
             guard let object else { return }
             Unmanaged<MQTTConnection>.fromOpaque(object).takeUnretainedValue().acknowledged(mid)
+        }
+        mosquitto_log_callback_set(h) { _, object, level, text in
+            guard let object, let text, level & Int32(MOSQ_LOG_ERR) != 0 else { return }
+            Unmanaged<MQTTConnection>.fromOpaque(object).takeUnretainedValue().logged(String(cString: text))
         }
         mosquitto_message_callback_set(h) { _, object, message in
             guard let object, let message, let topic = message.pointee.topic else { return }
@@ -331,6 +337,11 @@ public final class MQTTConnection: Sendable {
         }
         if let tag { handlers.withLock { $0.acknowledged }?(tag) }
         if wake { wakeWaiters() }
+    }
+
+    private func logged(_ error: String) {
+        state.withLock { $0.lastError = error }
+        handlers.withLock { $0.link }?(.failed(reason: error))
     }
 
     private func received(_ topic: String, _ payload: [UInt8]) {

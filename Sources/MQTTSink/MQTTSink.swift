@@ -124,6 +124,11 @@ public final class MQTTSink: SessionSink {
                 "mqtt: \(broker) refused the connection: \(reason); \(hint). Still retrying; QoS 1 events wait in the outbox.")
         case .lost(let reason):
             logger.warning("mqtt: lost the link to \(broker) (\(reason)); reconnecting, QoS 1 events are kept")
+        case .failed(let reason):
+            let hint = broker.tls && (reason.contains("certificate") || reason.contains("SSL") || reason.contains("TLS"))
+                ? "the broker's certificate is not trusted: give its CA with --mqtt-ca FILE (PEM)"
+                : "check the broker's address and that it is running"
+            logger.error("mqtt: \(broker): \(reason); \(hint). Still retrying; QoS 1 events wait in the outbox.")
         }
     }
 

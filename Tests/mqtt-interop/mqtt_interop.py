@@ -12,7 +12,9 @@ Checks, each printed as it passes:
      (retained, pointing at the device state topic, availability tied to the status topic);
   4. the ACL: a gateway that claims another ID is not heard under it;
   5. commands over MQTT to `serve`: start_session answered on cmd_result, the same id answered again without a
-     second session, stop_session, a malformed command answered with bad_json; a read-only user cannot command.
+     second session, stop_session, a malformed command answered with bad_json; a read-only user cannot command;
+  6. mqtts:// to a TLS listener whose certificate a private CA signed, trusted with --mqtt-ca (and refused with a
+     clear error without it).
 """
 import json
 import os
@@ -309,6 +311,57 @@ def main():
         serve.send_signal(signal.SIGINT)
         serve.communicate(timeout=30)
         ctl.close()
+
+        # 6. TLS: a private CA, a server certificate for 127.0.0.1, a second mosquitto listening with TLS only.
+        tls_dir = os.path.join(root, "tls")
+        os.makedirs(tls_dir)
+        os.chmod(tls_dir, 0o755)
+        ca_key, ca_pem = os.path.join(tls_dir, "ca.key"), os.path.join(tls_dir, "ca.pem")
+        key, csr, crt = (os.path.join(tls_dir, n) for n in ("server.key", "server.csr", "server.pem"))
+        ext = os.path.join(tls_dir, "ext.cnf")
+        with open(ext, "w") as f:
+            f.write("subjectAltName=IP:127.0.0.1\n")
+        run = lambda *a: subprocess.run(a, check=True, capture_output=True)
+        run("openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", ca_key, "-out", ca_pem, "-days", "2",
+            "-subj", "/CN=hr-gateway interop CA")
+        run("openssl", "req", "-newkey", "rsa:2048", "-nodes", "-keyout", key, "-out", csr, "-subj", "/CN=127.0.0.1")
+        run("openssl", "x509", "-req", "-in", csr, "-CA", ca_pem, "-CAkey", ca_key, "-CAcreateserial", "-out", crt,
+            "-days", "2", "-extfile", ext)
+        for p_ in (key, crt, ca_pem):
+            os.chmod(p_, 0o644)
+        tls_port = free_port()
+        tls_conf = os.path.join(tls_dir, "mosquitto.conf")
+        with open(tls_conf, "w") as f:
+            f.write(f"listener {tls_port} 127.0.0.1\nallow_anonymous true\ncertfile {crt}\nkeyfile {key}\n")
+        tls_log = open(os.path.join(tls_dir, "broker.log"), "w")
+        tls_broker = subprocess.Popen([MOSQUITTO, "-c", tls_conf, "-v"], stdout=tls_log, stderr=subprocess.STDOUT)
+        try:
+            deadline = time.monotonic() + 10
+            while time.monotonic() < deadline:
+                try:
+                    socket.create_connection(("127.0.0.1", tls_port), timeout=0.2).close()
+                    break
+                except OSError:
+                    time.sleep(0.05)
+            sub = subprocess.Popen(["mosquitto_sub", "-h", "127.0.0.1", "-p", str(tls_port), "--cafile", ca_pem,
+                                    "-t", "hr-gateway/tls-gw/event", "-C", "3", "-W", "40"],
+                                   stdout=subprocess.PIPE, text=True)
+            time.sleep(1)
+            p = gateway(["stream", "--simulate", "--duration", "2", "--mqtt", f"mqtts://127.0.0.1:{tls_port}",
+                         "--mqtt-ca", ca_pem, "--gateway-id", "tls-gw"], os.path.join(root, "state-tls"))
+            out, err = p.communicate(timeout=60)
+            got, _ = sub.communicate(timeout=60)
+            kinds = [json.loads(line).get("type") for line in got.splitlines() if line.startswith("{")]
+            check(p.returncode == 0 and kinds[:1] == ["session_started"] and "session_summary" in kinds,
+                  f"mqtts with --mqtt-ca: events arrive over TLS ({kinds}; stderr {err[-200:]!r})")
+            p = gateway(["stream", "--simulate", "--duration", "1", "--mqtt", f"mqtts://127.0.0.1:{tls_port}",
+                         "--gateway-id", "tls-gw", "--mqtt-grace", "2"], os.path.join(root, "state-tls2"))
+            out, err = p.communicate(timeout=60)
+            check(p.returncode == 0 and "--mqtt-ca" in err and "not acknowledged" in err and "stay in" in err,
+                  f"mqtts without the CA: said with what to do, the events stay in the outbox ({err[:300]!r})")
+        finally:
+            tls_broker.terminate()
+            tls_broker.wait()
     finally:
         broker.stop()
         shutil.rmtree(root, ignore_errors=True)
