@@ -257,6 +257,7 @@ let package = Package(
             dependencies: [
                 "GatewayEngine", "HRVAnalysis", "DBus", "DBusTestSupport", "RPPG", "RPPGAnalysis", "RPPGSynthetic", "FaceDetection", "BLEHeartRate", "V4L2Capture",
                 "RelayCore", "RelayWebServer", "RelayWSClient", "MQTTSink", "GatewaySink", "SimulatedProvider",
+                "WebhookTestSupport",
                 .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: strict

@@ -4,6 +4,7 @@ import GatewaySink
 import MQTTSink
 import SimulatedProvider
 import Synchronization
+import WebhookTestSupport
 
 /// `hr-gateway-bench mqtt-fleet [--gateways N] [--straps N] [--seconds S] [--session-sec S]`: many simulated
 /// gateways, each with its own engine, simulated straps and MQTT connection (its own gateway ID), publishing into
@@ -35,7 +36,7 @@ func runMQTTFleetBenchmark(arguments: [String]) async {
     try? FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
     _ = chmod(dir, 0o777)  // started as root, mosquitto writes its state as the mosquitto user
     defer { try? FileManager.default.removeItem(atPath: dir) }
-    let port = freeLoopbackPort()
+    let port = closedPort()
     let config = "\(dir)/mosquitto.conf"
     try? "listener \(port) 127.0.0.1\nallow_anonymous true\npersistence true\npersistence_location \(dir)/\nmax_queued_messages 100000\n"
         .write(toFile: config, atomically: true, encoding: .utf8)
@@ -100,7 +101,7 @@ func runMQTTFleetBenchmark(arguments: [String]) async {
     let stamps = Stamps()
     let stateRoot = "\(dir)/state"
     var fleet: [(engine: SessionEngine, outputs: SessionOutputs, mqtt: MQTTSink, run: Task<Void, Never>)] = []
-    let cpu0 = selfCPUSeconds()
+    let cpu0 = cpuSeconds()
     for g in 0..<gateways {
         let id = "bench-\(g)"
         let outputs = SessionOutputs()
@@ -157,7 +158,7 @@ func runMQTTFleetBenchmark(arguments: [String]) async {
     // Each sink says offline and waits for the broker's acknowledgements.
     for gw in fleet { gw.mqtt.close() }
     for gw in fleet { await gw.run.value }
-    let gatewayCPU = selfCPUSeconds() - cpu0
+    let gatewayCPU = cpuSeconds() - cpu0
     let elapsed = Date().timeIntervalSince(start)
     let left = fleet.reduce(0) { $0 + ($1.mqtt.outboxDepth ?? 0) }
     usleep(2_000_000)  // the subscriber's last deliveries
@@ -251,19 +252,6 @@ private func unblockTerminationSignals() {
     pthread_sigmask(SIG_UNBLOCK, &set, nil)
 }
 
-private func freeLoopbackPort() -> Int {
-    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-    defer { close(fd) }
-    var addr = sockaddr_in()
-    addr.sin_family = sa_family_t(AF_INET)
-    addr.sin_addr.s_addr = inet_addr("127.0.0.1")
-    addr.sin_port = 0
-    var len = socklen_t(MemoryLayout<sockaddr_in>.size)
-    _ = withUnsafeMutablePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, len) } }
-    _ = withUnsafeMutablePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &len) } }
-    return Int(UInt16(bigEndian: addr.sin_port))
-}
-
 private func canConnect(port: Int) -> Bool {
     let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
     defer { close(fd) }
@@ -286,15 +274,3 @@ private func processCPUSeconds(_ pid: Int32) -> Double {
     return (u + s) / Double(sysconf(Int32(_SC_CLK_TCK)))
 }
 
-private func realtimeNs() -> Int64 {
-    var ts = timespec()
-    clock_gettime(CLOCK_REALTIME, &ts)
-    return Int64(ts.tv_sec) * 1_000_000_000 + Int64(ts.tv_nsec)
-}
-
-private func selfCPUSeconds() -> Double {
-    var usage = rusage()
-    getrusage(RUSAGE_SELF.rawValue, &usage)
-    return Double(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec)
-        + Double(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) / 1e6
-}

@@ -215,9 +215,4 @@ private func processMemory(_ pid: Int32, _ key: String) -> Double {
     return line.dropFirst(key.count).split(whereSeparator: \.isWhitespace).first.flatMap { Double($0) } ?? .nan
 }
 
-private func cpuSeconds() -> Double {
-    var usage = rusage()
-    getrusage(RUSAGE_SELF.rawValue, &usage)
-    return Double(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec)
-        + Double(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) / 1e6
-}
+
