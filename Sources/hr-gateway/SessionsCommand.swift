@@ -26,10 +26,11 @@ struct SessionsCommand: ParsableCommand {
               hr-gateway sessions export 3f2a9c1e --format jsonl > s.jsonl
               hr-gateway stream --replay s.jsonl
               hr-gateway sessions prune --keep-days 30
+              hr-gateway sessions trend --metric rmssd --days 30
             """,
         subcommands: [
             SessionsListCommand.self, SessionsShowCommand.self, SessionsExportCommand.self, SessionsDeleteCommand.self,
-            SessionsPruneCommand.self,
+            SessionsPruneCommand.self, SessionsTrendCommand.self,
         ]
     )
 }

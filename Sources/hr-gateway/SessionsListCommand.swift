@@ -8,7 +8,8 @@ struct SessionsListCommand: ParsableCommand {
         abstract: "List recorded sessions, oldest first.",
         discussion: """
             Columns: session id, state, mode, start (local time), duration (to the end, or to the last sample of an \
-            interrupted session), samples, RR intervals, devices. --json prints one JSON array with the same fields \
+            interrupted session), samples, RR intervals, devices, and for paced breathing sessions the pattern with \
+            the summary's adherence and RSA amplitude. --json prints one JSON array with the same fields \
             (times in epoch ms) and each session's configuration.
 
             Examples:
@@ -24,7 +25,8 @@ struct SessionsListCommand: ParsableCommand {
     @OptionGroup var store: StoreOptions
 
     func run() throws {
-        let sessions = try store.open().list()
+        let opened = try store.open()
+        let sessions = try opened.list()
         if json {
             print(JSONValue.array(sessions.map(\.jsonValue)).jsonString)
             return
@@ -33,12 +35,12 @@ struct SessionsListCommand: ParsableCommand {
             print("No sessions in \(try store.directory())/sessions.sqlite.")
             return
         }
-        let rows = [["SESSION", "STATE", "MODE", "STARTED", "DURATION", "SAMPLES", "RR", "DEVICES"]]
+        let rows = [["SESSION", "STATE", "MODE", "STARTED", "DURATION", "SAMPLES", "RR", "DEVICES", "PACING"]]
             + sessions.map { s in
                 [s.id, s.state.rawValue, s.mode, SessionText.time(s.startedAtMs), SessionText.duration(s),
-                 String(s.sampleCount), String(s.rrCount), s.devices.joined(separator: " ")]
+                 String(s.sampleCount), String(s.rrCount), s.devices.joined(separator: " "), pacing(s, opened)]
             }
-        let widths = (0..<8).map { c in rows.map { $0[c].count }.max() ?? 0 }
+        let widths = (0..<9).map { c in rows.map { $0[c].count }.max() ?? 0 }
         for row in rows {
             var line = ""
             for (c, cell) in row.enumerated() {
@@ -46,5 +48,18 @@ struct SessionsListCommand: ParsableCommand {
             }
             print(line)
         }
+    }
+
+    /// "4-7-8 adherence 92 % RSA 8.1 bpm" for a paced breathing session, "-" otherwise.
+    private func pacing(_ s: RecordedSession, _ store: SessionStore) -> String {
+        guard let pattern = s.config?["pattern"]?.stringValue else { return "-" }
+        var text = pattern
+        let summary = (try? store.events(sessionId: s.id))?.last { $0.type == "session_summary" }
+            .flatMap { try? JSONValue(parsing: $0.json) }
+        if let a = summary?["metrics"]?["breathing_adherence"]?.doubleValue {
+            text += " adherence \(Int((a * 100).rounded())) %"
+        }
+        if let r = summary?["metrics"]?["rsa_amplitude_bpm"]?.doubleValue { text += " RSA \(String(format: "%.1f", r)) bpm" }
+        return text
     }
 }

@@ -1,0 +1,84 @@
+import Foundation
+import GatewayEngine
+
+/// Per-day trends over recorded sessions, from each finished session's `session_summary` (`sessions trend`).
+public enum SessionTrends {
+    public enum Metric: String, Sendable, CaseIterable {
+        /// Mean RMSSD of the day's sessions that carried RR (ms).
+        case rmssd
+        /// Mean RSA amplitude of the day's paced breathing sessions (bpm).
+        case rsa
+        /// The day's lowest session mean heart rate (bpm): a resting value when one session was taken at rest.
+        case restingHR = "resting_hr"
+
+        public var unit: String {
+            switch self {
+            case .rmssd: "ms"
+            case .rsa, .restingHR: "bpm"
+            }
+        }
+    }
+
+    /// One day's value.
+    public struct Day: Sendable, Equatable {
+        /// yyyy-MM-dd in the time zone given.
+        public var date: String
+        public var value: Double
+        /// Sessions that contributed.
+        public var sessions: Int
+
+        public init(date: String, value: Double, sessions: Int) {
+            self.date = date
+            self.value = value
+            self.sessions = sessions
+        }
+    }
+
+    /// The value a session's summary gives for `metric`, if it has one.
+    public static func value(_ metric: Metric, summary: JSONValue) -> Double? {
+        let m = summary["metrics"]
+        func positive(_ key: String) -> Double? { m?[key]?.doubleValue.flatMap { $0.isFinite && $0 > 0 ? $0 : nil } }
+        switch metric {
+        case .rmssd:
+            guard let rr = m?["rr_count"]?.intValue, rr > 1 else { return nil }
+            return positive("rmssd_ms")
+        case .rsa: return positive("rsa_amplitude_bpm")
+        case .restingHR: return positive("hr_mean_bpm")
+        }
+    }
+
+    /// Per day, oldest first: the sessions started at or after `sinceMs` whose summary has a value for `metric`.
+    public static func days(
+        _ metric: Metric, sessions: [(startedAtMs: Int64, summary: JSONValue)], sinceMs: Int64 = .min,
+        timeZone: TimeZone = .current
+    ) -> [Day] {
+        var calendar = Calendar(identifier: .gregorian)
+        calendar.timeZone = timeZone
+        var byDay: [String: [Double]] = [:]
+        for s in sessions where s.startedAtMs >= sinceMs {
+            guard let v = value(metric, summary: s.summary) else { continue }
+            let c = calendar.dateComponents([.year, .month, .day], from: Date(timeIntervalSince1970: Double(s.startedAtMs) / 1000))
+            let key = String(format: "%04d-%02d-%02d", c.year ?? 0, c.month ?? 0, c.day ?? 0)
+            byDay[key, default: []].append(v)
+        }
+        return byDay.keys.sorted().map { key in
+            let values = byDay[key]!
+            let v = metric == .restingHR ? values.min()! : values.reduce(0, +) / Double(values.count)
+            return Day(date: key, value: v, sessions: values.count)
+        }
+    }
+}
+
+extension SessionStore {
+    /// Each finished session's start and summary (sessions without a summary, interrupted or failed, are left out).
+    public func summaries() throws(StoreError) -> [(startedAtMs: Int64, summary: JSONValue)] {
+        var out: [(startedAtMs: Int64, summary: JSONValue)] = []
+        for s in try list() {
+            guard let e = try events(sessionId: s.id).last(where: { $0.type == "session_summary" }),
+                let v = try? JSONValue(parsing: e.json)
+            else { continue }
+            out.append((s.startedAtMs, v))
+        }
+        return out
+    }
+}

@@ -1,0 +1,63 @@
+import ArgumentParser
+import Foundation
+import GatewayEngine
+import SessionStore
+
+extension SessionTrends.Metric: ExpressibleByArgument {}
+
+struct SessionsTrendCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "trend",
+        abstract: "A per-day trend of RMSSD, RSA or resting heart rate over recorded sessions.",
+        discussion: """
+            Reads the summary of every finished session in the store and prints one line per day (local time): \
+            the date, the day's value, how many sessions gave it, and a bar. rmssd is the mean RMSSD of the day's \
+            sessions with RR intervals (ms); rsa the mean RSA amplitude of its paced breathing sessions (bpm; \
+            `stream --pattern`); resting_hr the day's lowest session mean heart rate (bpm).
+
+            Examples:
+              hr-gateway sessions trend --metric rmssd --days 30
+              hr-gateway sessions trend --metric resting_hr --json | jq '.[-1]'
+            """
+    )
+
+    @Option(help: "rmssd, rsa or resting_hr.")
+    var metric: SessionTrends.Metric = .rmssd
+
+    @Option(help: ArgumentHelp("Only sessions started in the last N days.", valueName: "n"))
+    var days: Int?
+
+    @Flag(help: "Print a JSON array ({date, value, sessions, unit}) instead of the table.")
+    var json = false
+
+    @OptionGroup var store: StoreOptions
+
+    func validate() throws {
+        if let days, days <= 0 { throw ValidationError("--days must be a positive number of days.") }
+    }
+
+    func run() throws {
+        let since = days.map { Int64(Date().timeIntervalSince1970 * 1000) - Int64($0) * 86_400_000 } ?? .min
+        let trend = SessionTrends.days(metric, sessions: try store.open().summaries(), sinceMs: since)
+        if json {
+            print(JSONValue.array(trend.map { d in
+                .object(["date": .string(d.date), "value": .double((d.value * 10).rounded() / 10),
+                         "sessions": .int(Int64(d.sessions)), "unit": .string(metric.unit)])
+            }).jsonString)
+            return
+        }
+        guard let top = trend.map(\.value).max(), top > 0 else {
+            let hint = metric == .rsa ? " (RSA comes from paced breathing sessions: stream --pattern coherent)" : ""
+            print("No recorded session has a \(metric.rawValue) value\(days.map { " in the last \($0) days" } ?? "")\(hint).")
+            return
+        }
+        let label = "\(metric.rawValue.uppercased()) (\(metric.unit))"
+        let width = max(label.count, 8)
+        print("DATE        \(label.padding(toLength: width, withPad: " ", startingAt: 0))  SESSIONS")
+        for d in trend {
+            let bar = String(repeating: "#", count: max(1, Int((d.value / top * 40).rounded())))
+            let value = String(format: "%.1f", d.value).padding(toLength: width, withPad: " ", startingAt: 0)
+            print("\(d.date)  \(value)  \(String(d.sessions).padding(toLength: 8, withPad: " ", startingAt: 0))  \(bar)")
+        }
+    }
+}
