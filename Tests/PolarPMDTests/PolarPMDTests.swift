@@ -71,7 +71,7 @@ import Testing
         #expect((try? PMDSettings(decoding: [0x00]))?.values.isEmpty == true)
     }
 
-    // Constructed: a start response carrying the accelerometer factor (float32 2.44e-4 = 0x397FDF8E... as bits).
+    // Constructed: a start response carrying the accelerometer factor (float32 2.44e-4, its bits little-endian).
     @Test func startResponseFactor() throws {
         let bits = Float(2.44e-4).bitPattern
         let params: [UInt8] = [0x05, 0x01] + (0..<4).map { UInt8(truncatingIfNeeded: bits >> (8 * $0)) }
