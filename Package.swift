@@ -24,6 +24,8 @@ let package = Package(
         // `swift build` and `swift build --build-tests` build it; with `--product hr-gateway`, build it too.
         .library(name: "HRGatewayOpenCV", type: .dynamic, targets: ["CFaceDetectOpenCV"]),
         .library(name: "BLEHeartRate", targets: ["BLEHeartRate"]),
+        // Polar Measurement Data (ECG, accelerometer) protocol layer: pure encoding and decoding, no I/O.
+        .library(name: "PolarPMD", targets: ["PolarPMD"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
@@ -173,6 +175,9 @@ let package = Package(
             dependencies: ["GatewayEngine", "HRVAnalysis", "DBus", "BlueZ", .product(name: "Logging", package: "swift-log")],
             swiftSettings: strict
         ),
+        // Polar Measurement Data (PMD): control-point requests and responses, ECG/accelerometer data frames (raw and
+        // delta-compressed), per-sample sensor times and the sensor-to-host clock mapping. Pure, no dependencies.
+        .target(name: "PolarPMD", swiftSettings: strict),
 
         // MARK: State directory files (SQLite opened alike, lock files), shared by the stores
         .target(
@@ -290,6 +295,7 @@ let package = Package(
             resources: [.copy("Data")],
             swiftSettings: strict
         ),
+        .testTarget(name: "PolarPMDTests", dependencies: ["PolarPMD"], swiftSettings: strict),
         .testTarget(
             name: "CLITests",
             dependencies: ["hr-gateway", "BLEHeartRate", "DBus", "DBusTestSupport", "WebhookTestSupport", "RPPGSynthetic"],

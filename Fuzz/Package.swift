@@ -1,5 +1,6 @@
 // swift-tools-version:6.2
-// libFuzzer harnesses, kept out of the main package so its build is unaffected. Run with `scripts/fuzz-hrm`.
+// libFuzzer harnesses, kept out of the main package so its build is unaffected. Run with `scripts/fuzz-hrm` and
+// `scripts/fuzz-pmd`.
 import PackageDescription
 
 let package = Package(
@@ -10,6 +11,11 @@ let package = Package(
         .executableTarget(
             name: "FuzzHRM",
             dependencies: ["CFuzzerDriver", .product(name: "BLEHeartRate", package: "hr-gateway")],
+            swiftSettings: [.treatAllWarnings(as: .error)]
+        ),
+        .executableTarget(
+            name: "FuzzPMD",
+            dependencies: ["CFuzzerDriver", .product(name: "PolarPMD", package: "hr-gateway")],
             swiftSettings: [.treatAllWarnings(as: .error)]
         ),
     ]
