@@ -74,9 +74,13 @@ struct ServeCommand: AsyncParsableCommand {
         let runtime: RelayRuntime? = relay.listen == nil
             ? nil
             : try await RelayRuntime.start(
-                relay, stateDirectory: try store.directory(), engine: engine, metrics: gatewayMetrics)
+                relay, stateDirectory: try store.directory(), engine: engine, observe: false, metrics: gatewayMetrics)
         let hub = try runtime?.hub ?? RelayHub.forGateway(engine: engine, stateDirectory: store.directory())
-        let ownObservation = runtime == nil ? hub.attach(to: engine) : nil
+        // Every output through SessionOutputs, as in `stream`: the hub numbers and stores events on its sink's task,
+        // never on the engine's delivery path.
+        let hubSink = RelayHubSink(hub: hub)
+        outputs.attach(hubSink)
+        let relaying = Task { try? await hubSink.run() }
         // MQTT: events of every session started here, and commands from hr-gateway/ID/cmd through the same hub.
         let mqttSink = try mqtt.sink(
             sources: providers.map(\.name), settings: try store.settings(), stateDirectory: try store.directory())
@@ -95,7 +99,7 @@ struct ServeCommand: AsyncParsableCommand {
                 metricsServer = try await MetricsServerSink.start(gatewayMetrics, listen: listen)
             }
         }
-        if !outputs.all.isEmpty { outputs.observe(engine) }
+        outputs.observe(engine)
         let dialer = uplink.uplink(hub: hub)
         let dialing = dialer.map { UplinkOptions.start($0) }
         let (stopped, stop) = AsyncStream<Void>.makeStream()
@@ -120,6 +124,9 @@ struct ServeCommand: AsyncParsableCommand {
         await it.next()
         watcher.cancel()
         if let s = engine.getStatus() { try? await engine.stopSession(sessionId: s.sessionId) }
+        // The summary reaches the hub before the uplink and the consumers get their grace.
+        hubSink.close()
+        await relaying.value
         if let dialer, let dialing { await uplink.finish(dialer, task: dialing) }
         await runtime?.stop()
         hub.closeAll()
@@ -127,7 +134,6 @@ struct ServeCommand: AsyncParsableCommand {
         mqttSink?.close()
         await publishing?.value
         await metricsServer?.stop()
-        ownObservation?.cancel()
         await engine.dispose()
         if let message = await failure.value, !signalled.withLock({ $0 }) {
             FileHandle.standardError.write(Data("error: relay stopped: \(message)\n".utf8))

@@ -39,6 +39,9 @@ final class RelayHubSink: SessionSink {
     func run() async throws {
         await queue.drain { [hub] event in hub.publish(event) }
     }
+
+    /// Ends `run()` after what is queued, outside a service group (`serve`).
+    func close() { queue.close() }
 }
 
 /// `--listen`: the relay server, listening before the session starts; at shutdown it gives consumers their grace to
