@@ -59,13 +59,7 @@ struct FleetCommand: AsyncParsableCommand {
         guard let url = mqtt ?? settings.mqttURL else {
             throw ValidationError("fleet needs the broker: --mqtt mqtt://HOST (or [mqtt] url in the configuration).")
         }
-        var broker = try MQTTBrokerURL(parsing: url)
-        if let file = mqttPasswordFile ?? settings.mqttPasswordFile {
-            guard let text = try? String(contentsOfFile: file, encoding: .utf8) else {
-                throw CommandFailure("--mqtt-password-file: cannot read \(file)")
-            }
-            broker.password = String(text.split(separator: "\n", omittingEmptySubsequences: false).first ?? "")
-        }
+        let broker = try MQTTOptions.broker(url, passwordFile: mqttPasswordFile ?? settings.mqttPasswordFile)
         let board = Mutex(FleetBoard())
         let refused = Mutex<String?>(nil)
         let connection = try MQTTConnection(

@@ -40,6 +40,18 @@ struct MQTTOptions: ParsableArguments {
         if let g = mqttGrace, g < 0 { throw ValidationError("--mqtt-grace must be 0 or more seconds.") }
     }
 
+    /// The broker URL, with the password from the first line of `passwordFile` when one is given.
+    static func broker(_ url: String, passwordFile: String?) throws -> MQTTBrokerURL {
+        var broker = try MQTTBrokerURL(parsing: url)
+        if let file = passwordFile {
+            guard let text = try? String(contentsOfFile: file, encoding: .utf8) else {
+                throw CommandFailure("--mqtt-password-file: cannot read \(file)")
+            }
+            broker.password = String(text.split(separator: "\n", omittingEmptySubsequences: false).first ?? "")
+        }
+        return broker
+    }
+
     static func hostName() -> String {
         var name = [CChar](repeating: 0, count: 256)
         guard gethostname(&name, name.count) == 0 else { return "gateway" }
@@ -52,13 +64,7 @@ struct MQTTOptions: ParsableArguments {
     /// QoS 1 events wait in `mqtt-outbox.sqlite` in `stateDirectory` until the broker acknowledges them.
     func sink(sources: [String], settings: GatewayConfiguration, stateDirectory: String) throws -> MQTTSink? {
         guard let mqtt = mqtt ?? settings.mqttURL else { return nil }
-        var broker = try MQTTBrokerURL(parsing: mqtt)
-        if let file = mqttPasswordFile ?? settings.mqttPasswordFile {
-            guard let text = try? String(contentsOfFile: file, encoding: .utf8) else {
-                throw CommandFailure("--mqtt-password-file: cannot read \(file)")
-            }
-            broker.password = String(text.split(separator: "\n", omittingEmptySubsequences: false).first ?? "")
-        }
+        let broker = try Self.broker(mqtt, passwordFile: mqttPasswordFile ?? settings.mqttPasswordFile)
         let id = gatewayId ?? settings.mqttGatewayId ?? Self.hostName()
         return try MQTTSink(
             broker: broker, topics: try MQTTTopics(gatewayId: id), caFile: mqttCa ?? settings.mqttCAFile,
