@@ -50,9 +50,9 @@ import Testing
         let table = try CLI.run(["sessions", "list", "--state-dir", dir])
         #expect(table.lines.count == 2)
         let columns = table.lines.last?.split(separator: " ").map(String.init) ?? []
-        #expect(columns.count == 9, "\(table.stdout)")
+        #expect(columns.count == 10, "\(table.stdout)")
         #expect(columns.prefix(3) == ["rec-1", "completed", "focus"])
-        #expect(columns.suffix(3) == ["120", "120", "AA:BB"])
+        #expect(columns.suffix(4) == ["120", "120", "AA:BB", "-"], "no pacing for a focus session")
 
         let show = try CLI.run(["sessions", "show", "rec-1", "--json", "--state-dir", dir])
         #expect(show.status == 0, "\(show.stderr)")
