@@ -57,6 +57,9 @@ public struct SessionConfig: Sendable, Equatable {
     /// Paced breathing (mode `breathing` only): `breathing_cue` events and the heart's answer in the metrics. The
     /// `pattern` key of the dictionary, an addition SDK consumers may ignore.
     public var breathingPattern: BreathingPattern?
+    /// The resonance frequency assessment (mode `breathing`, instead of a pattern): paced steps at several rates and,
+    /// in the summary, the rate the heart answers most. The `resonance_assessment` key of the dictionary.
+    public var resonance: ResonancePlan?
 
     public init(
         sessionId: String,
@@ -65,7 +68,8 @@ public struct SessionConfig: Sendable, Equatable {
         profile: ComputeProfile = ComputeProfile(),
         windowLabel: String? = nil,
         includeRawSamples: Bool = false,
-        breathingPattern: BreathingPattern? = nil
+        breathingPattern: BreathingPattern? = nil,
+        resonance: ResonancePlan? = nil
     ) {
         self.sessionId = sessionId
         self.mode = mode
@@ -74,6 +78,7 @@ public struct SessionConfig: Sendable, Equatable {
         self.windowLabel = windowLabel
         self.includeRawSamples = includeRawSamples
         self.breathingPattern = breathingPattern
+        self.resonance = resonance
     }
 
     /// Decodes the SDK dictionary. Errors, in the SDK's order and words: "Missing session_id",
@@ -103,6 +108,7 @@ public struct SessionConfig: Sendable, Equatable {
             }
             breathingPattern = try BreathingPattern(parsing: text)
         }
+        if let r = json["resonance_assessment"] { resonance = try ResonancePlan(json: r) }
         try validate()
     }
 
@@ -125,6 +131,15 @@ public struct SessionConfig: Sendable, Equatable {
         if let p = breathingPattern, mode != .breathing {
             throw .invalidState("A breathing pattern (\(p.name)) needs mode breathing, not \(mode.rawValue)")
         }
+        if let r = resonance {
+            guard mode == .breathing else {
+                throw .invalidState("A resonance assessment needs mode breathing, not \(mode.rawValue)")
+            }
+            guard breathingPattern == nil else {
+                throw .invalidState("A resonance assessment paces its own rates: leave out pattern")
+            }
+            try r.validate()
+        }
     }
 
     /// The SDK dictionary (as Dart's `toJson` writes it).
@@ -138,6 +153,7 @@ public struct SessionConfig: Sendable, Equatable {
         ]
         if let label = windowLabel { o["window_label"] = .string(label) }
         if let p = breathingPattern { o["pattern"] = .string(p.name) }
+        if let r = resonance { o["resonance_assessment"] = r.jsonValue }
         return .object(o)
     }
 }

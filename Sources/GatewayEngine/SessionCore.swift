@@ -31,8 +31,9 @@ struct SessionCore {
     let endMs: Int64
     var hsi: [String: JSONValue]
     private(set) var liveDFA = LiveDFATracker()
-    /// Paced breathing: the pattern's phases, when the first breath starts (monotonic), and the next cue to emit.
-    private let pacer: (phases: [(phase: BreathingCue.Phase, durationMs: Int64)], originMs: Int64)?
+    /// Paced breathing: the pacer's steps (one for a pattern, several for a resonance assessment), and the next cue
+    /// to emit.
+    private let pacer: PacerSchedule?
     private(set) var cueIndex = 0
 
     init(config: SessionConfig, startedAt: Instant, hsi: [String: JSONValue], hrvOptions: HRVOptions) {
@@ -48,31 +49,33 @@ struct SessionCore {
             nextRawMs = startedMonoMs + Int64(config.profile.rawEmitIntervalSec ?? config.profile.emitIntervalSec) * 1000
         }
         endMs = startedMonoMs + Int64(config.durationSec) * 1000
-        if let p = config.breathingPattern, !p.phases.isEmpty {
-            pacer = (p.phases, startedMonoMs + BreathingCue.firstBreathAfterMs)
-        } else {
-            pacer = nil
-        }
+        pacer = PacerSchedule(config: config, originMs: startedMonoMs + BreathingCue.firstBreathAfterMs)
     }
 
     /// When cue `index` is emitted (monotonic): its phase's start less the lead.
     private func cueDeadline(_ index: Int) -> Int64? {
+        pacer?.cue(index).map { $0.startMs - BreathingCue.cueLeadMs }
+    }
+
+    /// The paced breaths on the samples' clock at `monotonicMs`, for the metrics: the step under way (or the last one).
+    private func pacing(atMonotonicMs now: Int64) -> SessionMetrics.Pacing? {
         guard let pacer else { return nil }
-        return phaseStart(index, pacer) - BreathingCue.cueLeadMs
-    }
-
-    private func phaseStart(_ index: Int, _ pacer: (phases: [(phase: BreathingCue.Phase, durationMs: Int64)], originMs: Int64)) -> Int64 {
-        let count = pacer.phases.count
-        let cycleMs = pacer.phases.reduce(0) { $0 + $1.durationMs }
-        let within = pacer.phases.prefix(index % count).reduce(0) { $0 + $1.durationMs }
-        return pacer.originMs + Int64(index / count) * cycleMs + within
-    }
-
-    /// The paced breaths on the samples' clock, for the metrics.
-    private var pacing: SessionMetrics.Pacing? {
-        guard let p = config.breathingPattern, pacer != nil else { return nil }
+        let step = pacer.step(atMs: now)
+        let segment = pacer.segments[step]
         return SessionMetrics.Pacing(
-            rateBpm: p.rateBpm, originMs: startedAtMs + BreathingCue.firstBreathAfterMs, cycleMs: p.cycleMs)
+            rateBpm: segment.pattern.rateBpm, originMs: startedAtMs + (segment.originMs - startedMonoMs),
+            cycleMs: segment.pattern.cycleMs, step: config.resonance == nil ? nil : step + 1)
+    }
+
+    /// The assessment's steps on the samples' clock.
+    private var assessmentSteps: [ResonanceAssessment.Step]? {
+        guard let plan = config.resonance, let pacer else { return nil }
+        // The plan's rates as asked (6.5, not the 6.50054 of a breath rounded to whole ms).
+        return zip(plan.rates, pacer.segments).map { rate, segment in
+            ResonanceAssessment.Step(
+                rateBpm: rate, originMs: Double(startedAtMs + (segment.originMs - startedMonoMs)),
+                cycleMs: Double(segment.pattern.cycleMs), breaths: segment.breaths ?? 0)
+        }
     }
 
     var started: SessionEvent { .started(sessionId: config.sessionId, startedAtMs: startedAtMs) }
@@ -83,7 +86,11 @@ struct SessionCore {
     mutating func append(_ sample: BiosignalSample) {
         window.append(sample)
         liveDFA.append(sample)
+        if config.resonance != nil, sample.rrIntervalsMs?.isEmpty == false { assessmentSamples.append(sample) }
     }
+
+    /// A resonance assessment's samples with RR, kept for the summary (some 700 beats for the default protocol).
+    private(set) var assessmentSamples: [BiosignalSample] = []
 
     /// Emits everything due at or before `now` (monotonic). At one instant the order is: frame, raw frame, then the summary, so
     /// when the duration is a multiple of the interval the last frame precedes the summary. A repeating timer that
@@ -92,19 +99,22 @@ struct SessionCore {
         let nowMs = now.monotonicMs
         var events: [SessionEvent] = []
         while nextDeadlineMs <= nowMs {
-            if let cue = cueDeadline(cueIndex), cue <= nowMs, cue < endMs, let pacer, let pattern = config.breathingPattern {
+            if let deadline = cueDeadline(cueIndex), deadline <= nowMs, deadline < endMs, let next = pacer?.cue(cueIndex) {
                 // A cue that fell behind (a stalled clock) is skipped rather than sent late: it would mislead.
-                let start = phaseStart(cueIndex, pacer)
-                if start >= nowMs {
-                    let (phase, duration) = pacer.phases[cueIndex % pacer.phases.count]
-                    let cue = BreathingCue(
-                        phase: phase, phaseDurationMs: duration, cycle: cueIndex / pacer.phases.count + 1,
-                        startsAtMs: now.wallMs + (start - nowMs), pattern: pattern.name, rateBpm: pattern.rateBpm)
+                if next.startMs >= nowMs {
+                    let pattern = pacer!.segments[next.step].pattern
+                    var cue = BreathingCue(
+                        phase: next.phase, phaseDurationMs: next.durationMs, cycle: next.cycle,
+                        startsAtMs: now.wallMs + (next.startMs - nowMs), pattern: pattern.name, rateBpm: pattern.rateBpm)
+                    if config.resonance != nil {
+                        cue.assessmentStep = next.step + 1
+                        cue.assessmentSteps = pacer!.segments.count
+                    }
                     events.append(.breathingCue(sessionId: config.sessionId, emittedAtMs: now.wallMs, cue: cue))
                 }
                 cueIndex += 1
             } else if nextFrameMs <= nowMs, nextFrameMs <= (nextRawMs ?? .max), nextFrameMs <= endMs {
-                if let frame = makeFrame(wallMs: now.wallMs, behavior: behavior) {
+                if let frame = makeFrame(at: now, behavior: behavior) {
                     events.append(frame)
                     events += dfaThresholdEvents(wallMs: now.wallMs)
                 }
@@ -126,28 +136,37 @@ struct SessionCore {
         .summary(
             sessionId: config.sessionId,
             durationActualSec: Int(max(0, now.monotonicMs - startedMonoMs) / 1000),
-            metrics: metrics(),
+            metrics: metrics(atMonotonicMs: now.monotonicMs, summary: true),
             behavior: behavior()
         )
     }
 
-    func metrics() -> SessionMetrics {
-        var m = SessionMetrics.compute(window: window.samples, hsi: hsi, options: hrvOptions, pacing: pacing)
+    /// The metrics at `monotonicMs`; a summary's carry the resonance assessment's result.
+    func metrics(atMonotonicMs now: Int64, summary: Bool = false) -> SessionMetrics {
+        var m = SessionMetrics.compute(
+            window: window.samples, hsi: hsi, options: hrvOptions, pacing: pacing(atMonotonicMs: now))
         m.liveDFA = liveDFA.latest
+        if summary, let steps = assessmentSteps {
+            let groups = SessionMetrics.groupByDevice(assessmentSamples)
+            let best = groups.max { SessionMetrics.rrTotal($0.samples) < SessionMetrics.rrTotal($1.samples) }
+            m.resonance = ResonanceAssessment.assess(steps: steps, beats: SessionMetrics.beats(of: best?.samples ?? []))
+        }
         return m
     }
 
     /// Crossings found by the live DFA estimate made for the frame just built.
     private var pendingCrossings: [DFAThresholdCrossing] = []
 
-    private mutating func makeFrame(wallMs: Int64, behavior: () -> BehaviorSnapshot?) -> SessionEvent? {
+    private mutating func makeFrame(at now: Instant, behavior: () -> BehaviorSnapshot?) -> SessionEvent? {
         guard !window.isEmpty else { return nil }
         seq += 1
         // Live DFA runs on the sample clock (the newest sample's time), every 20 s at the first frame due.
         if let newest = window.samples.last?.timestampMs, let update = liveDFA.update(nowMs: newest) {
             pendingCrossings = update.crossings
         }
-        return .frame(sessionId: config.sessionId, seq: seq, emittedAtMs: wallMs, metrics: metrics(), behavior: behavior())
+        return .frame(
+            sessionId: config.sessionId, seq: seq, emittedAtMs: now.wallMs, metrics: metrics(atMonotonicMs: now.monotonicMs),
+            behavior: behavior())
     }
 
     private mutating func dfaThresholdEvents(wallMs: Int64) -> [SessionEvent] {

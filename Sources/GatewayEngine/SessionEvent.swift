@@ -91,6 +91,8 @@ public enum SessionEvent: Sendable, Equatable {
             o["starts_at_ms"] = .int(cue.startsAtMs)
             o["pattern"] = .string(cue.pattern)
             o["paced_rate_bpm"] = .double((cue.rateBpm * 100).rounded() / 100)
+            if let step = cue.assessmentStep { o["assessment_step"] = .int(Int64(step)) }
+            if let steps = cue.assessmentSteps { o["assessment_steps"] = .int(Int64(steps)) }
         }
         return .object(o)
     }

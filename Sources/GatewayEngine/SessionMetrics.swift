@@ -33,6 +33,10 @@ public struct SessionMetrics: Sendable, Equatable {
     public var breathingAdherence: Double?
     public var coherence: Double?
     public var coherencePeakHz: Double?
+    /// In a resonance assessment: the step under way (from 1), and in the summary the assessment's result
+    /// (docs/hrv.md §13).
+    public var assessmentStep: Int?
+    public var resonance: ResonanceAssessment.Result?
 
     public var cameraHrBpm: Double?
     public var cameraConfidence: Double?
@@ -74,6 +78,8 @@ public struct SessionMetrics: Sendable, Equatable {
         put("breathing_adherence", breathingAdherence)
         put("coherence", coherence)
         put("coherence_peak_hz", coherencePeakHz)
+        put("assessment_step", assessmentStep)
+        if let r = resonance { o["resonance_assessment"] = Self.json(r) }
         put("camera_hr_bpm", cameraHrBpm)
         put("camera_confidence", cameraConfidence)
         put("breathing_rate_bpm", breathingRateBpm)
@@ -99,10 +105,13 @@ extension SessionMetrics {
         public var rateBpm: Double
         public var originMs: Int64
         public var cycleMs: Int64
-        public init(rateBpm: Double, originMs: Int64, cycleMs: Int64) {
+        /// The resonance assessment's step (from 1); nil for a pattern.
+        public var step: Int?
+        public init(rateBpm: Double, originMs: Int64, cycleMs: Int64, step: Int? = nil) {
             self.rateBpm = rateBpm
             self.originMs = originMs
             self.cycleMs = cycleMs
+            self.step = step
         }
     }
 
@@ -154,6 +163,7 @@ extension SessionMetrics {
 
         if let pacing {
             m.pacedBreathingRateBpm = (pacing.rateBpm * 100).rounded() / 100
+            m.assessmentStep = pacing.step
             if let best = groups.max(by: { rrTotal($0.samples) < rrTotal($1.samples) }), rrTotal(best.samples) > 0 {
                 m.applyPacedBreathing(of: best.samples, pacing: pacing)
             }
@@ -180,18 +190,7 @@ extension SessionMetrics {
 
     /// RSA per paced breath, adherence and coherence (docs/hrv.md §12), from one device's beats.
     mutating func applyPacedBreathing(of samples: [BiosignalSample], pacing: Pacing) {
-        // Beat times: each notification's last interval ends at its timestamp, earlier ones before it.
-        var beats: [PacedBreathing.Beat] = []
-        for s in samples {
-            let rr = (s.rrIntervalsMs ?? []).filter { $0.isFinite && $0 > 0 }
-            var end = Double(s.timestampMs)
-            var own: [PacedBreathing.Beat] = []
-            for r in rr.reversed() {
-                own.append(PacedBreathing.Beat(endMs: end, rrMs: r))
-                end -= r
-            }
-            beats += own.reversed()
-        }
+        let beats = Self.beats(of: samples)
         if let rsa = PacedBreathing.rsaAmplitude(
             beats: beats, originMs: Double(pacing.originMs), cycleMs: Double(pacing.cycleMs))
         {
@@ -208,6 +207,41 @@ extension SessionMetrics {
             coherence = (c.score * 1000).rounded() / 1000
             coherencePeakHz = (c.peakHz * 10000).rounded() / 10000
         }
+    }
+
+    /// One device's beats in time: each notification's last interval ends at its timestamp, earlier ones before it.
+    static func beats(of samples: [BiosignalSample]) -> [PacedBreathing.Beat] {
+        var beats: [PacedBreathing.Beat] = []
+        for s in samples {
+            let rr = (s.rrIntervalsMs ?? []).filter { $0.isFinite && $0 > 0 }
+            var end = Double(s.timestampMs)
+            var own: [PacedBreathing.Beat] = []
+            for r in rr.reversed() {
+                own.append(PacedBreathing.Beat(endMs: end, rrMs: r))
+                end -= r
+            }
+            beats += own.reversed()
+        }
+        return beats
+    }
+
+    /// The `resonance_assessment` object of a summary.
+    static func json(_ r: ResonanceAssessment.Result) -> JSONValue {
+        var o: [String: JSONValue] = [
+            "steps": .array(r.steps.map { step in
+                var s: [String: JSONValue] = [
+                    "rate_bpm": .double(step.rateBpm), "beats": .int(Int64(step.beats)), "coverage": .double(step.coverage),
+                    "rsa_breaths": .int(Int64(step.rsaBreaths)),
+                ]
+                if let v = step.lfPeakPowerMs2 { s["lf_peak_power_ms2"] = .double(v) }
+                if let v = step.lfPeakHz { s["lf_peak_hz"] = .double(v) }
+                if let v = step.rsaAmplitudeBpm { s["rsa_amplitude_bpm"] = .double(v) }
+                if let v = step.score { s["score"] = .double((v * 1000).rounded() / 1000) }
+                return .object(s)
+            }),
+        ]
+        if let rate = r.resonanceRateBpm { o["resonance_rate_bpm"] = .double(rate) }
+        return .object(o)
     }
 
     /// Splits the RR intervals of one device into uninterrupted runs. A run ends at a flagged gap, a sample without

@@ -13,10 +13,14 @@ public enum PacedBreathing {
 
     /// RSA amplitude: for each whole paced breath in the beats' span (breaths start at `originMs` + k·`cycleMs`),
     /// the instantaneous heart rate's maximum minus its minimum (bpm, 60000/RR at each beat), averaged over the
-    /// breaths. A breath counts with at least 3 beats in it. Nil without one such breath.
-    public static func rsaAmplitude(beats: [Beat], originMs: Double, cycleMs: Double) -> (meanBpm: Double, breaths: Int)? {
+    /// breaths. A breath counts with at least 3 beats in it. Nil without one such breath. Ectopic beats and
+    /// artefacts (an RR more than 20 % away from the median of the 5 beats around it) are left out: one premature
+    /// beat would otherwise add some 30 bpm to its breath.
+    public static func rsaAmplitude(beats all: [Beat], originMs: Double, cycleMs: Double) -> (meanBpm: Double, breaths: Int)? {
+        let beats = withoutEctopics(all)
         guard cycleMs > 0, let first = beats.first?.endMs, let last = beats.last?.endMs else { return nil }
-        var k = Int(((first - originMs) / cycleMs).rounded(.up))
+        // Breaths before the origin were not paced.
+        var k = Swift.max(0, Int(((first - originMs) / cycleMs).rounded(.up)))
         var amplitudes: [Double] = []
         var index = 0
         while true {
@@ -42,6 +46,20 @@ public enum PacedBreathing {
         }
         guard !amplitudes.isEmpty else { return nil }
         return (amplitudes.reduce(0, +) / Double(amplitudes.count), amplitudes.count)
+    }
+
+    /// Tolerance of `withoutEctopics`: respiratory sinus arrhythmia moves RR smoothly, so that the median of five
+    /// neighbouring beats stays within a few per cent of each of them; a premature beat and its pause are 20-30 % off.
+    public static let ectopicTolerance = 0.2
+
+    static func withoutEctopics(_ beats: [Beat]) -> [Beat] {
+        guard beats.count >= 5 else { return beats }
+        return beats.indices.compactMap { i in
+            let lo = Swift.max(0, Swift.min(i - 2, beats.count - 5))
+            let around = beats[lo..<(lo + 5)].map(\.rrMs).sorted()
+            let median = around[2]
+            return abs(beats[i].rrMs - median) <= ectopicTolerance * median ? beats[i] : nil
+        }
     }
 
     /// Adherence of the measured breathing rate to the paced one: 1 − |measured − paced| / paced, floored at 0.

@@ -28,6 +28,67 @@ public final class SimulatedBiosignalProvider: BiosignalProvider {
         public var rsaAmplitudeMs: Double
         /// Probability that a beat is premature (followed by a compensatory pause).
         public var ectopicProbability: Double
+        /// A body following a pacer that changes rate (a resonance assessment): from each step's start (ms after
+        /// the provider starts) it breathes at the step's rate with the step's RSA amplitude, the breathing phase
+        /// running on without a jump. Empty: `breathingRateBpm` and `rsaAmplitudeMs` throughout.
+        public var pacedSteps: [PacedStep] = []
+
+        public struct PacedStep: Sendable, Equatable {
+            public var startMs: Double
+            public var rateBpm: Double
+            public var rsaAmplitudeMs: Double
+            public init(startMs: Double, rateBpm: Double, rsaAmplitudeMs: Double) {
+                self.startMs = startMs
+                self.rateBpm = rateBpm
+                self.rsaAmplitudeMs = rsaAmplitudeMs
+            }
+        }
+
+        /// A body following a resonance assessment's pacer: breathing at each step's rate from when that step starts
+        /// (`offsetsMs`, from the provider's start), with the RSA of `paced(at:resonanceRateBpm:)`.
+        public static func assessment(
+            rates: [Double], offsetsMs: [Double], resonanceRateBpm: Double = 5.5
+        ) -> Physiology {
+            var p = paced(at: rates.first ?? 6, resonanceRateBpm: resonanceRateBpm)
+            p.pacedSteps = zip(rates, offsetsMs).map { rate, start in
+                PacedStep(startMs: start, rateBpm: rate,
+                          rsaAmplitudeMs: paced(at: rate, resonanceRateBpm: resonanceRateBpm).rsaAmplitudeMs)
+            }
+            return p
+        }
+
+        /// The body a session's pacer asks for: a resonance assessment's steps, a pattern's rate, or, without a pacer,
+        /// the default (12 breaths/min). Step offsets assume the provider starts with the session (within a beat).
+        public static func following(_ config: SessionConfig, resonanceRateBpm: Double = 5.5) -> Physiology {
+            if let plan = config.resonance {
+                var offsets: [Double] = []
+                var at = Double(BreathingCue.firstBreathAfterMs)
+                for step in plan.steps {
+                    offsets.append(at)
+                    at += Double(step.pattern.cycleMs * Int64(step.breaths))
+                }
+                return assessment(rates: plan.steps.map(\.pattern.rateBpm), offsetsMs: offsets, resonanceRateBpm: resonanceRateBpm)
+            }
+            if let p = config.breathingPattern { return paced(at: p.rateBpm, resonanceRateBpm: resonanceRateBpm) }
+            return Physiology()
+        }
+
+        /// Respiratory sinus arrhythmia at `t` ms after the start (ms added to the interval).
+        func rsa(atMs t: Double) -> Double {
+            guard !pacedSteps.isEmpty else {
+                return rsaAmplitudeMs * sin(2 * Double.pi * (breathingRateBpm / 60) * t / 1000)
+            }
+            var phase = 0.0
+            var from = 0.0
+            var current = pacedSteps[0]
+            for step in pacedSteps.dropFirst() where step.startMs <= t {
+                phase += 2 * Double.pi * (current.rateBpm / 60) * (step.startMs - from) / 1000
+                from = step.startMs
+                current = step
+            }
+            phase += 2 * Double.pi * (current.rateBpm / 60) * (t - from) / 1000
+            return current.rsaAmplitudeMs * sin(phase)
+        }
 
         /// A body breathing at `pacedRateBpm`, as a paced-breathing user does, whose RSA is largest at
         /// `resonanceRateBpm` (about three times the spontaneous amplitude there, falling off over about ±1 /min): the
@@ -184,7 +245,7 @@ public final class SimulatedBiosignalProvider: BiosignalProvider {
         let t = r.lastBeatMs
         let drift = 3 * sin(2 * Double.pi * t / 120_000)
         let base = 60000 / (physiology.meanHeartRateBpm + drift)
-        let rsa = physiology.rsaAmplitudeMs * sin(2 * Double.pi * (physiology.breathingRateBpm / 60) * t / 1000)
+        let rsa = physiology.rsa(atMs: t)
         var interval = base + rsa + r.generator.gaussian() * 8
         if r.compensation > 0 {
             interval = r.compensation

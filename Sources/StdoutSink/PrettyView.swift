@@ -104,7 +104,13 @@ public struct PrettyView: Sendable {
         if let cue {
             let arrow = [BreathingCue.Phase.inhale: "breathe in", .hold: "hold", .exhale: "breathe out", .holdOut: "hold"]
             lines.append("Pacer        \(arrow[cue.phase] ?? cue.phase.rawValue) for \(Self.num(Double(cue.phaseDurationMs) / 1000, 1)) s"
-                + "   breath \(cue.cycle)   \(cue.pattern), \(Self.num(cue.rateBpm, 2)) /min")
+                + "   breath \(cue.cycle)   "
+                + (cue.assessmentStep.map { "resonance assessment step \($0) of \(cue.assessmentSteps ?? $0), " } ?? "\(cue.pattern), ")
+                + "\(Self.num(cue.rateBpm, 2)) /min")
+        }
+        if ended != nil, let assessment = lastFrame?.jsonValue["resonance_assessment"] {
+            lines.append("")
+            lines += ResonanceReport.lines(assessment)
         }
         lines.append("")
         if sources.isEmpty { lines.append("Sources      starting") }

@@ -15,7 +15,7 @@ struct HRGateway: AsyncParsableCommand {
             """,
         version: GatewayVersion.current,
         subcommands: [
-            StreamCommand.self, ServeCommand.self, AttachCommand.self, TokenCommand.self,
+            StreamCommand.self, BreatheCommand.self, ServeCommand.self, AttachCommand.self, TokenCommand.self,
             ScanCommand.self, EmulateStrapCommand.self, CamerasCommand.self,
             SessionsCommand.self, HRVCommand.self, AnalyzeCommand.self, ConfigCommand.self, DoctorCommand.self,
             WebhookCommand.self, FleetCommand.self,

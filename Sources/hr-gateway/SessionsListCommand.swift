@@ -50,12 +50,18 @@ struct SessionsListCommand: ParsableCommand {
         }
     }
 
-    /// "4-7-8 adherence 92 % RSA 8.1 bpm" for a paced breathing session, "-" otherwise.
+    /// "4-7-8 adherence 92 % RSA 8.1 bpm" for a paced breathing session, "resonance 5.5/min" for a resonance
+    /// assessment ("resonance ?" when it found none), "-" otherwise.
     private func pacing(_ s: RecordedSession, _ store: SessionStore) -> String {
+        let lastSummary = { (try? store.events(sessionId: s.id))?.last { $0.type == "session_summary" }
+            .flatMap { try? JSONValue(parsing: $0.json) } }
+        if s.config?["resonance_assessment"] != nil {
+            let rate = lastSummary()?["metrics"]?["resonance_assessment"]?["resonance_rate_bpm"]?.doubleValue
+            return "resonance " + (rate.map { String(format: "%g/min", $0) } ?? "?")
+        }
         guard let pattern = s.config?["pattern"]?.stringValue else { return "-" }
         var text = pattern
-        let summary = (try? store.events(sessionId: s.id))?.last { $0.type == "session_summary" }
-            .flatMap { try? JSONValue(parsing: $0.json) }
+        let summary = lastSummary()
         if let a = summary?["metrics"]?["breathing_adherence"]?.doubleValue {
             text += " adherence \(Int((a * 100).rounded())) %"
         }

@@ -1,6 +1,7 @@
 import ArgumentParser
 import GatewayEngine
 import SessionStore
+import StdoutSink
 
 struct SessionsShowCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
@@ -48,7 +49,9 @@ struct SessionsShowCommand: ParsableCommand {
         print("config    \(s.config?.jsonString ?? s.configJSON)")
         if let end {
             if let m = end["metrics"]?.objectValue {
-                print("summary   " + m.keys.sorted().map { "\($0)=\(m[$0]!.jsonString)" }.joined(separator: " "))
+                print("summary   " + m.keys.sorted().filter { $0 != "resonance_assessment" }
+                    .map { "\($0)=\(m[$0]!.jsonString)" }.joined(separator: " "))
+                if let assessment = m["resonance_assessment"] { ResonanceReport.lines(assessment).forEach { print($0) } }
             } else if let message = end["message"]?.stringValue {
                 print("error     \(message)")
             }

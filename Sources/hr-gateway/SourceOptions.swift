@@ -68,8 +68,11 @@ struct SourceOptions: ParsableArguments {
     }
 
     /// The chosen sources, ready for a `SessionEngine`. A `--replay` that is not a file is looked up in `store`. With
-    /// `pacedRateBpm` (a paced breathing session), the simulated strap breathes at that rate (docs/engine.md).
-    func providers(clock: any SessionClock, store: StoreOptions, pacedRateBpm: Double? = nil) throws
+    /// `session` paced (a breathing pattern or a resonance assessment), the simulated strap follows the pacer
+    /// (docs/engine.md).
+    func providers(
+        clock: any SessionClock, store: StoreOptions, session: SessionConfig? = nil, simulatedResonanceBpm: Double = 5.5
+    ) throws
         -> [any BiosignalProvider]
     {
         var providers: [any BiosignalProvider] = []
@@ -79,7 +82,9 @@ struct SourceOptions: ParsableArguments {
             providers += try makeStrapProviders(specs: straps, adapter: adapter, logger: logger)
         }
         if simulate {
-            let physiology = pacedRateBpm.map { SimulatedBiosignalProvider.Physiology.paced(at: $0) }
+            let physiology = session.map {
+                SimulatedBiosignalProvider.Physiology.following($0, resonanceRateBpm: simulatedResonanceBpm)
+            }
                 ?? SimulatedBiosignalProvider.Physiology()
             providers.append(SimulatedBiosignalProvider(model: model, physiology: physiology, seed: seed, clock: clock))
         }

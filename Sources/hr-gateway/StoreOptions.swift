@@ -68,6 +68,28 @@ struct StoreOptions: ParsableArguments {
         return StateDirectory.resolve(option: stateDir, configured: file?.stateDir)
     }
 
+    /// The session store's recorder for a session, after deleting sessions older than `keepDays` (default: the
+    /// configuration's). On failure, says so once and returns nil: the session runs unrecorded.
+    func recorder(_ config: SessionConfig, _ settings: GatewayConfiguration, keepDays: Int? = nil) -> SessionRecorder? {
+        let logger = Logger(label: "hr-gateway")
+        let report: @Sendable (String) -> Void = { logger.warning("\($0)") }
+        let sessions: SessionStore
+        let dir = StateDirectory.resolve(option: stateDir, configured: settings.stateDir)
+        do { sessions = try SessionStore(directory: dir) } catch {
+            report("not recording this session: \(error)")
+            return nil
+        }
+        if let keepDays = keepDays ?? settings.keepDays, keepDays > 0 {
+            let cutoff = Int64((Date().timeIntervalSince1970 - Double(keepDays) * 86_400) * 1000)
+            do { try sessions.prune(startedBeforeMs: cutoff) } catch { report("could not delete old sessions: \(error)") }
+        }
+        let recorder = SessionRecorder(store: sessions, config: config, onFailure: report)
+        if recorder.isRecording {
+            logger.debug("recording session \(config.sessionId) into \(sessions.databasePath)")
+        }
+        return recorder
+    }
+
     /// Opens the store, or fails with a message that says what to do.
     func open() throws -> SessionStore {
         let dir = try directory()

@@ -155,8 +155,8 @@ struct StreamCommand: AsyncParsableCommand {
         let settings = try store.settings()
         let config = session.config(defaults: settings)
         let providers = try source.providers(
-            clock: clock, store: store, pacedRateBpm: config.breathingPattern?.rateBpm)
-        let recorder = noRecordDb || !settings.record ? nil : openRecorder(config, settings)
+            clock: clock, store: store, session: config)
+        let recorder = noRecordDb || !settings.record ? nil : store.recorder(config, settings, keepDays: keepDays)
         let output = format ?? (isatty(STDOUT_FILENO) == 1 ? .pretty : .jsonl)
         var delivery: WebhookDelivery?
         if let text = webhook ?? settings.webhookURL {
@@ -193,27 +193,6 @@ struct StreamCommand: AsyncParsableCommand {
         let option = stateDir.map { " --state-dir \($0)" } ?? ""
         return "Recorded as session \(recorder.sessionId) in \(recorder.databasePath).\n"
             + "Export its beats: hr-gateway sessions export \(recorder.sessionId)\(option) --format csv > beats.csv"
-    }
-
-    /// The session store's recorder; on failure, says so once and runs the session unrecorded.
-    private func openRecorder(_ config: SessionConfig, _ settings: GatewayConfiguration) -> SessionRecorder? {
-        let logger = Logger(label: "hr-gateway")
-        let report: @Sendable (String) -> Void = { logger.warning("\($0)") }
-        let sessions: SessionStore
-        let dir = StateDirectory.resolve(option: store.stateDir, configured: settings.stateDir)
-        do { sessions = try SessionStore(directory: dir) } catch {
-            report("not recording this session: \(error)")
-            return nil
-        }
-        if let keepDays = keepDays ?? settings.keepDays, keepDays > 0 {
-            let cutoff = Int64((Date().timeIntervalSince1970 - Double(keepDays) * 86_400) * 1000)
-            do { try sessions.prune(startedBeforeMs: cutoff) } catch { report("could not delete old sessions: \(error)") }
-        }
-        let recorder = SessionRecorder(store: sessions, config: config, onFailure: report)
-        if recorder.isRecording {
-            logger.debug("recording session \(config.sessionId) into \(sessions.databasePath)")
-        }
-        return recorder
     }
 }
 

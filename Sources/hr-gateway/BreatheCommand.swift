@@ -1,0 +1,165 @@
+import ArgumentParser
+import Foundation
+import GatewayEngine
+import SessionStore
+
+struct BreatheCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "breathe",
+        abstract: "Paced breathing with a pacer, and what your heart does about it; or find your resonance rate.",
+        discussion: """
+            A breathing session (mode breathing) with a pacer: breathing_cue events tell when to breathe in, hold \
+            and breathe out (the live view shows them; so do the dashboard and phones with --listen), and the \
+            frames add what the heart answers: RSA amplitude per breath, adherence of the breathing rate found in \
+            the RR intervals to the paced one, and coherence (docs/hrv.md §12).
+
+            Patterns: box (4-4-4-4), 4-7-8, coherent (6 /min, the default), resonance (5.5 /min), or your own \
+            IN-HOLD-OUT[-HOLD] in seconds (such as 4-0-6-0).
+
+            --find-resonance runs the resonance frequency assessment (Lehrer, Vaschillo & Vaschillo 2000) instead: \
+            it paces 6.5, 6, 5.5, 5 and 4.5 breaths/min (--rates) for 2 minutes each (--step-sec), inhale as long \
+            as exhale, and ranks the rates by the low-frequency peak of the heart-rate spectrum and the RSA \
+            amplitude (docs/hrv.md §13). The session ends by itself after the last step and prints the table and \
+            your resonance rate; it is stored with the session (`hr-gateway sessions show ID`). Breathe with the \
+            pacer, relaxed, through the nose if you can; sit still, and keep the strap on skin: a step with lost \
+            beats is not judged. Then practise at your rate: `hr-gateway breathe --pattern 5-0-5-0` paces 6 /min, \
+            IN-0-OUT-0 with IN = OUT = 30 / rate in general.
+
+            Recording and the configuration file work as for `stream` (see `hr-gateway stream --help`).
+
+            Examples:
+              hr-gateway breathe --strap auto
+              hr-gateway breathe --strap auto --pattern 4-7-8 --duration 300
+              hr-gateway breathe --strap auto --find-resonance
+              hr-gateway breathe --strap auto --find-resonance --rates 6,5.5,5 --step-sec 180
+              hr-gateway breathe --simulate --find-resonance --step-sec 60 --format jsonl
+              hr-gateway breathe --strap auto --listen 0.0.0.0:8765   (pacer on the dashboard)
+            """
+    )
+
+    @OptionGroup var source: SourceOptions
+
+    @Option(help: ArgumentHelp(
+        "box, 4-7-8, coherent, resonance or IN-HOLD-OUT[-HOLD] in seconds. Default: the configuration's "
+            + "session.pattern, else coherent.",
+        valueName: "pattern"))
+    var pattern: String?
+
+    @Flag(help: "Run the resonance frequency assessment instead of a pattern.")
+    var findResonance = false
+
+    @Option(help: ArgumentHelp(
+        "With --find-resonance: the paced rates in breaths/min, in order, comma-separated (3 to 10).",
+        valueName: "list"))
+    var rates: String?
+
+    @Option(parsing: .unconditional, help: ArgumentHelp(
+        "With --find-resonance: seconds per rate, 60 to 600 (in whole breaths).", valueName: "sec"))
+    var stepSec: Int?
+
+    @Option(parsing: .unconditional, help: ArgumentHelp(
+        "Stop after SEC seconds (a pattern; the assessment ends by itself). Default: until Ctrl-C.", valueName: "sec"))
+    var duration: Int?
+
+    @Option(parsing: .unconditional, help: ArgumentHelp(
+        "Sliding window for the metrics, in seconds (coherence needs a minute of beats). Default: 120.",
+        valueName: "sec"))
+    var window: Int = 120
+
+    @Option(help: ArgumentHelp("Session id (default: a new UUID).", valueName: "id"))
+    var sessionId: String?
+
+    @Option(help: ArgumentHelp(
+        "With --simulate: the breathing rate at which the simulated heart answers most (a demonstration body).",
+        valueName: "rate"))
+    var simulatedResonance: Double = 5.5
+
+    @Option(help: ArgumentHelp("Output: pretty (live view) or jsonl. Default: pretty on a terminal, jsonl otherwise."))
+    var format: StreamCommand.OutputFormat?
+
+    @Flag(help: "Do not record this session into the session store.")
+    var noRecordDb = false
+
+    @OptionGroup var store: StoreOptions
+
+    @OptionGroup(title: "Relay") var relay: RelayOptions
+
+    func validate() throws {
+        try source.check()
+        try source.checkReplay(store: store)
+        if let pattern {
+            if findResonance { throw ValidationError("--find-resonance paces its own rates: leave out --pattern.") }
+            do { _ = try BreathingPattern(parsing: pattern) } catch { throw ValidationError("--pattern: \(error.message)") }
+        }
+        if !findResonance, rates != nil || stepSec != nil {
+            throw ValidationError("--rates and --step-sec belong to --find-resonance.")
+        }
+        if findResonance, duration != nil {
+            throw ValidationError("--find-resonance ends by itself after its last step: leave out --duration.")
+        }
+        if let d = duration, d <= 0 { throw ValidationError("--duration must be a positive number of seconds.") }
+        if window <= 0 { throw ValidationError("--window must be a positive number of seconds.") }
+        if !(simulatedResonance.isFinite && (3...10).contains(simulatedResonance)) {
+            throw ValidationError("--simulated-resonance must be 3 to 10 breaths/min.")
+        }
+        if findResonance {
+            do throws(SessionError) { try plan().validate() } catch {
+                throw ValidationError(error.message.replacingOccurrences(of: "step_sec", with: "--step-sec"))
+            }
+        }
+        try relay.check()
+    }
+
+    /// The assessment asked for; throws on a rate that is not a number.
+    func plan() throws(SessionError) -> ResonancePlan {
+        var plan = ResonancePlan()
+        if let rates {
+            var values: [Double] = []
+            for part in rates.split(separator: ",", omittingEmptySubsequences: false) {
+                guard let v = Double(part.trimmingCharacters(in: .whitespaces)) else {
+                    throw .invalidState("--rates takes numbers separated by commas, such as 6.5,6,5.5,5,4.5")
+                }
+                values.append(v)
+            }
+            plan.rates = values
+        }
+        if let stepSec { plan.stepSec = stepSec }
+        return plan
+    }
+
+    func run() async throws {
+        let clock = SystemSessionClock()
+        let settings = try store.settings()
+        let resonance = findResonance ? try plan() : nil
+        let paced = try pattern.map { p throws(SessionError) in try BreathingPattern(parsing: p) }
+            ?? settings.breathingPattern ?? BreathingPattern.named.first { $0.name == "coherent" }!.pattern
+        let config = SessionConfig(
+            sessionId: sessionId ?? UUID().uuidString.lowercased(),
+            mode: .breathing,
+            durationSec: resonance?.sessionDurationSec ?? duration ?? SessionConfig.untilStopped,
+            profile: ComputeProfile(windowSec: window, emitIntervalSec: settings.emitIntervalSec),
+            breathingPattern: resonance == nil ? paced : nil,
+            resonance: resonance)
+        let providers = try source.providers(
+            clock: clock, store: store, session: config, simulatedResonanceBpm: simulatedResonance)
+        let recorder = noRecordDb || !settings.record ? nil : store.recorder(config, settings)
+        let output = format ?? (isatty(STDOUT_FILENO) == 1 ? .pretty : .jsonl)
+        if let resonance, output == .pretty {
+            let minutes = Double(resonance.sessionDurationSec) / 60
+            FileHandle.standardError.write(Data(
+                "Resonance assessment: \(resonance.rates.count) steps, about \(String(format: "%.0f", minutes.rounded(.up))) minutes.\n".utf8))
+        }
+        let exitCode = try await SessionRunner(
+            config: config,
+            providers: providers,
+            correction: .kubios,
+            output: output == .pretty ? .pretty : .jsonl,
+            recordPath: nil,
+            recorder: recorder,
+            stopWhenSourcesEnd: source.onlyReplay && duration == nil && resonance == nil,
+            relay: relay.listen == nil ? nil : (relay, try store.directory()),
+            endNote: recorder.flatMap { $0.isRecording ? StreamCommand.recordedNote($0, stateDir: store.stateDir) : nil }
+        ).run()
+        if exitCode != 0 { throw ExitCode(exitCode) }
+    }
+}
