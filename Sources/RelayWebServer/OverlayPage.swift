@@ -9,7 +9,8 @@
 /// - `heart`: `0` hides the heart;
 /// - `shadow`: `0` removes the outline that keeps the number readable on any video.
 ///
-/// The token comes from the URL fragment (`/overlay#token=TOKEN`), as for the dashboard; a read-only token is enough.
+/// The token comes from the URL fragment (`/overlay#token=TOKEN`), as for the dashboard (the connection is
+/// `/relay.js`'s, `RelayClientScript`); a read-only token is enough.
 /// The number goes blank (`–`) when no reading came for 10 s, and the overlay says nothing else on screen: connection
 /// problems are shown as a small mark only (`data-conn` on `<body>` says which).
 /// Stable ids for tests: `value` (with `data-seq` of the event shown and `data-source`), `unit`, `heart`.
@@ -39,6 +40,7 @@ enum OverlayPage {
 </head>
 <body data-conn="connecting">
 <span id="heart">&#x2764;</span><span id="value">–</span><span id="unit"></span><span id="mark"></span>
+<script src="/relay.js"></script>
 <script>
 "use strict";
 const $ = (id) => document.getElementById(id);
@@ -55,13 +57,7 @@ document.body.style.setProperty("--period", "1s");
 if (q.get("shadow") !== "0") document.body.classList.add("shadow");
 if (q.get("heart") === "0") $("heart").style.display = "none";
 $("unit").textContent = q.get("label") === "0" ? "" : (metric === "hr" ? "bpm" : "ms RMSSD");
-let lastAt = 0, retry = 500, ws = null;
-
-function token() {
-  const fromUrl = /[#&]token=([^&]+)/.exec(location.hash);
-  if (fromUrl) localStorage.setItem("hrg-token", decodeURIComponent(fromUrl[1]));
-  return localStorage.getItem("hrg-token") || "";
-}
+let lastAt = 0;
 
 function show(v, seq, source) {
   if (!(typeof v === "number" && isFinite(v) && v > 0)) return;
@@ -90,27 +86,10 @@ function handle(m) {
     if (metric === "rmssd") { if (m.metrics.rr_count) show(m.metrics.rmssd_ms, m.seq, "frame"); }
     else if (Date.now() - lastAt > 3000 || $("value").dataset.source !== "sample") show(m.metrics.hr_mean_bpm, m.seq, "frame");
   }
-  if (m.delivery === "reliable") ws.send(JSON.stringify({command: "ack", relay_seq: m.relay_seq}));
 }
 
-function connect() {
-  const t = token();
-  let opened = false;
-  const url = (location.protocol === "https:" ? "wss://" : "ws://") + location.host + "/v1/relay";
-  ws = new WebSocket(url, t ? ["hrrelay.v1", "bearer." + t] : ["hrrelay.v1"]);
-  ws.onopen = () => { opened = true; retry = 500; document.body.dataset.conn = "connected"; };
-  ws.onmessage = (e) => handle(JSON.parse(e.data));
-  ws.onclose = async () => {
-    if (!opened) {
-      const status = await fetch("/v1/relay", {headers: t ? {Authorization: "Bearer " + t} : {}, cache: "no-store"})
-        .then((r) => r.status, () => 0);
-      if (status === 401) { document.body.dataset.conn = "refused"; return; }
-    }
-    document.body.dataset.conn = "disconnected";
-    setTimeout(connect, retry); retry = Math.min(retry * 2, 10000);
-  };
-}
-connect();
+// The fragment stays in the address: an OBS browser source reloads the URL it was given.
+hrRelay.connect({onMessage: handle, keepFragment: true, onState: (state) => { document.body.dataset.conn = state; }});
 </script>
 </body>
 </html>

@@ -30,6 +30,9 @@ public struct RelayServerConfiguration: Sendable {
     public var tokenRecheck: Duration = .seconds(2)
     /// Serves `GET /metrics` (with the same token as the relay) with this Prometheus text; nil: no such page.
     public var metrics: (@Sendable () -> String)?
+    /// Serves `GET /v1/sessions` and `GET /v1/sessions/ID/export?format=F` (with the relay's token) from these
+    /// recorded sessions, for the dashboard's session list; nil: 404.
+    public var sessions: (any SessionArchive)?
 
     public init(host: String, port: Int) {
         self.host = host
@@ -85,6 +88,50 @@ public struct RelayServer: Sendable {
                 status: .ok,
                 headers: [.contentType: "text/html; charset=utf-8", .cacheControl: "no-store"],
                 body: .init(byteBuffer: ByteBuffer(string: DashboardPage.html)))
+        }
+        router.get("/relay.js") { _, _ -> Response in
+            Response(
+                status: .ok,
+                headers: [.contentType: "text/javascript; charset=utf-8", .cacheControl: "no-store"],
+                body: .init(byteBuffer: ByteBuffer(string: RelayClientScript.javascript)))
+        }
+        if let archive = configuration.sessions {
+            router.get("/v1/sessions") { request, _ -> Response in
+                guard server.authenticate(request) != nil else {
+                    throw HTTPError(.unauthorized, message: "A valid relay token is required (Authorization: Bearer TOKEN).\n")
+                }
+                let limit = request.uri.queryParameters.get("limit").flatMap { Int($0) }.map { min(max($0, 1), 500) } ?? 50
+                let text: String
+                do { text = try archive.listJSON(limit: limit) } catch {
+                    throw HTTPError(.internalServerError, message: "The session store cannot be read: \(error)\n")
+                }
+                return Response(
+                    status: .ok, headers: [.contentType: "application/json", .cacheControl: "no-store"],
+                    body: .init(byteBuffer: ByteBuffer(string: text)))
+            }
+            router.get("/v1/sessions/:id/export") { request, context -> Response in
+                guard server.authenticate(request) != nil else {
+                    throw HTTPError(.unauthorized, message: "A valid relay token is required (Authorization: Bearer TOKEN).\n")
+                }
+                let id = context.parameters.get("id") ?? ""
+                let format = request.uri.queryParameters.get("format") ?? "csv"
+                let file: SessionArchiveFile?
+                do { file = try archive.export(id: id, format: format) } catch let error as SessionArchiveError {
+                    throw HTTPError(.badRequest, message: "\(error)\n")
+                } catch {
+                    throw HTTPError(.internalServerError, message: "The session store cannot be read: \(error)\n")
+                }
+                guard let file else {
+                    throw HTTPError(.notFound, message: "No recorded session \(id.prefix(64)): see GET /v1/sessions.\n")
+                }
+                return Response(
+                    status: .ok,
+                    headers: [
+                        .contentType: file.contentType, .cacheControl: "no-store",
+                        .contentDisposition: "attachment; filename=\"\(file.filename)\"",
+                    ],
+                    body: .init(byteBuffer: ByteBuffer(string: file.body)))
+            }
         }
         router.get("/overlay") { _, _ -> Response in
             Response(

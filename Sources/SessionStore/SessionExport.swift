@@ -1,3 +1,4 @@
+import Foundation
 import GatewayEngine
 
 /// The export formats of a recorded session. Pure: store rows in, text out.
@@ -74,5 +75,37 @@ public enum SessionExport {
     private static func field(_ s: String) -> String {
         guard s.contains(where: { $0 == "," || $0 == "\"" || $0 == "\n" || $0 == "\r" }) else { return s }
         return "\"" + s.replacingOccurrences(of: "\"", with: "\"\"") + "\""
+    }
+}
+
+extension SessionStore {
+    /// Session `id` (exactly) in `format`.
+    public func export(id: String, format: SessionExport.Format) throws(StoreError) -> String {
+        guard let s = try session(id: id) else { throw .sessionNotFound(id) }
+        let samples = try samples(sessionId: id)
+        switch format {
+        case .csv: return SessionExport.csv(sessionId: id, samples: samples)
+        case .jsonl: return SessionExport.jsonl(samples: samples)
+        case .json: return SessionExport.json(session: s, samples: samples, events: try events(sessionId: id))
+        }
+    }
+
+    /// What paced a breathing session, for lists: "4-7-8 adherence 92 % RSA 8.1 bpm" for a pattern,
+    /// "resonance 5.5/min" for a resonance assessment ("resonance ?" when it found none); nil otherwise.
+    public func pacingSummary(_ s: RecordedSession) -> String? {
+        let lastSummary = { (try? self.events(sessionId: s.id))?.last { $0.type == "session_summary" }
+            .flatMap { try? JSONValue(parsing: $0.json) } }
+        if s.config?["resonance_assessment"] != nil {
+            let rate = lastSummary()?["metrics"]?["resonance_assessment"]?["resonance_rate_bpm"]?.doubleValue
+            return "resonance " + (rate.map { String(format: "%g/min", $0) } ?? "?")
+        }
+        guard let pattern = s.config?["pattern"]?.stringValue else { return nil }
+        var text = pattern
+        let summary = lastSummary()
+        if let a = summary?["metrics"]?["breathing_adherence"]?.doubleValue {
+            text += " adherence \(Int((a * 100).rounded())) %"
+        }
+        if let r = summary?["metrics"]?["rsa_amplitude_bpm"]?.doubleValue { text += " RSA \(String(format: "%.1f", r)) bpm" }
+        return text
     }
 }

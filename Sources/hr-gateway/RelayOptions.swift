@@ -86,6 +86,7 @@ final class RelayRuntime: Sendable {
         config.allowAnonymous = options.noAuth
         config.tls = try options.tlsFiles(stateDirectory: stateDirectory)
         if let metrics { config.metrics = { metrics.exposition() } }
+        config.sessions = StoreSessionArchive(directory: stateDirectory)
         let hub = RelayHub.forGateway(engine: engine, stateDirectory: stateDirectory)
         let observation = observe ? hub.attach(to: engine) : nil
         let server = RelayServer(hub: hub, tokens: options.noAuth ? nil : tokens, configuration: config)

@@ -49,14 +49,8 @@ struct SessionsExportCommand: ParsableCommand {
         let sessions = try store.open()
         let id: String
         do { id = try sessions.resolve(self.id) } catch { throw CommandFailure("\(error)") }
-        guard let s = try sessions.session(id: id) else { throw CommandFailure("\(StoreError.sessionNotFound(id))") }
-        let samples = try sessions.samples(sessionId: id)
         let text: String
-        switch format {
-        case .csv: text = SessionExport.csv(sessionId: id, samples: samples)
-        case .jsonl: text = SessionExport.jsonl(samples: samples)
-        case .json: text = SessionExport.json(session: s, samples: samples, events: try sessions.events(sessionId: id))
-        }
+        do { text = try sessions.export(id: id, format: format) } catch { throw CommandFailure("\(error)") }
         if let output {
             guard FileManager.default.createFile(atPath: output, contents: Data(text.utf8)) else {
                 throw CommandFailure("cannot write \(output): check the directory and permissions")

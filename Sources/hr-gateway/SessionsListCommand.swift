@@ -38,7 +38,7 @@ struct SessionsListCommand: ParsableCommand {
         let rows = [["SESSION", "STATE", "MODE", "STARTED", "DURATION", "SAMPLES", "RR", "DEVICES", "PACING"]]
             + sessions.map { s in
                 [s.id, s.state.rawValue, s.mode, SessionText.time(s.startedAtMs), SessionText.duration(s),
-                 String(s.sampleCount), String(s.rrCount), s.devices.joined(separator: " "), pacing(s, opened)]
+                 String(s.sampleCount), String(s.rrCount), s.devices.joined(separator: " "), opened.pacingSummary(s) ?? "-"]
             }
         let widths = (0..<9).map { c in rows.map { $0[c].count }.max() ?? 0 }
         for row in rows {
@@ -48,24 +48,5 @@ struct SessionsListCommand: ParsableCommand {
             }
             print(line)
         }
-    }
-
-    /// "4-7-8 adherence 92 % RSA 8.1 bpm" for a paced breathing session, "resonance 5.5/min" for a resonance
-    /// assessment ("resonance ?" when it found none), "-" otherwise.
-    private func pacing(_ s: RecordedSession, _ store: SessionStore) -> String {
-        let lastSummary = { (try? store.events(sessionId: s.id))?.last { $0.type == "session_summary" }
-            .flatMap { try? JSONValue(parsing: $0.json) } }
-        if s.config?["resonance_assessment"] != nil {
-            let rate = lastSummary()?["metrics"]?["resonance_assessment"]?["resonance_rate_bpm"]?.doubleValue
-            return "resonance " + (rate.map { String(format: "%g/min", $0) } ?? "?")
-        }
-        guard let pattern = s.config?["pattern"]?.stringValue else { return "-" }
-        var text = pattern
-        let summary = lastSummary()
-        if let a = summary?["metrics"]?["breathing_adherence"]?.doubleValue {
-            text += " adherence \(Int((a * 100).rounded())) %"
-        }
-        if let r = summary?["metrics"]?["rsa_amplitude_bpm"]?.doubleValue { text += " RSA \(String(format: "%.1f", r)) bpm" }
-        return text
     }
 }

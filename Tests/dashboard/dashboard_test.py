@@ -1,15 +1,19 @@
 """The relay's web dashboard (`GET /`) in a real headless browser, Debian's chromium, against a simulated session.
 
-Runs `hr-gateway stream --simulate --listen 127.0.0.1:0 --raw --format jsonl` and takes the events it prints on
-standard output as the truth. Chromium is driven over the Chrome DevTools Protocol (a `websockets` client): it opens
+Runs `hr-gateway stream --simulate --pattern 2-1-2-0 --listen 127.0.0.1:0 --raw --format jsonl` (a paced breathing
+session, recorded in a temporary state directory) and takes the events it prints on standard output as the truth. Chromium is driven over the Chrome DevTools Protocol (a `websockets` client): it opens
 `http://127.0.0.1:PORT/#token=TOKEN`, records every request the page makes, and reads the page's elements with
 Runtime.evaluate, polling each condition until a deadline. Checks that the numbers shown are those of an emitted
 session_frame, that the RR tachogram holds the emitted beats, that the simulated strap shows as streaming, that both
-charts are drawn, that no request leaves 127.0.0.1:PORT (no CDN: works offline), that a wrong token shows an
-authentication failure instead of numbers, and that SIGTERM ends the session with a summary the page shows.
+charts are drawn, that the pacer follows the emitted breathing cues, that the session list offers the running
+session and its CSV download equals the beats emitted, that the page fits a phone's screen and shows the same numbers
+there, that no raw JSON is on screen, that no request leaves 127.0.0.1:PORT (no CDN: works offline), that a wrong
+token shows an authentication failure instead of numbers, that a gateway without a session shows the empty state,
+and that SIGTERM ends the session with a summary the page shows.
 Prints 'N passed, N failed'; exits non-zero on any failure.
 Usage: python3 dashboard_test.py PATH/TO/hr-gateway
-  CHROMIUM=PATH overrides /usr/bin/chromium; DASHBOARD_SCREENSHOT=FILE.png saves a screenshot of the live page.
+  CHROMIUM=PATH overrides /usr/bin/chromium; DASHBOARD_SCREENSHOTS=DIR saves screenshots of the live page at a
+  desktop and a phone size (desktop.png, phone.png) and of the empty state (empty.png).
 """
 
 import asyncio
@@ -31,7 +35,10 @@ from websockets.exceptions import ConnectionClosed
 
 BINARY = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else ".build/debug/hr-gateway")
 CHROMIUM = os.environ.get("CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
-SCREENSHOT = os.environ.get("DASHBOARD_SCREENSHOT")  # a PNG of the live page, for a person to look at
+SCREENSHOTS = os.environ.get("DASHBOARD_SCREENSHOTS")  # a directory for PNGs of the page, for a person to look at
+PATTERN = "2-1-2-0"  # inhale 2 s, hold 1 s, exhale 2 s: 12 breaths/min, every phase seen within seconds
+DESKTOP = {"width": 1280, "height": 900, "deviceScaleFactor": 1, "mobile": False}
+PHONE = {"width": 390, "height": 844, "deviceScaleFactor": 2, "mobile": True}
 # RR-derived breathing needs at least 30 s of beats (docs/hrv.md §4): the shortest window that yields it, and the
 # time the simulated strap takes to fill it (about 35 s), bound the run.
 WINDOW_SEC = 30
@@ -82,15 +89,18 @@ class Lines:
 
 
 class Gateway:
-    def __init__(self, state):
+    def __init__(self, state, args=None):
         self.proc = subprocess.Popen(
-            [BINARY, "stream", "--simulate", "--listen", "127.0.0.1:0", "--emit-interval", "1",
-             "--window", str(WINDOW_SEC), "--raw", "--format", "jsonl", "--state-dir", state, "--no-record-db"],
+            [BINARY] + (args or ["stream", "--simulate", "--pattern", PATTERN, "--listen", "127.0.0.1:0",
+                                 "--emit-interval", "1", "--window", str(WINDOW_SEC), "--raw", "--format", "jsonl"])
+            + ["--state-dir", state],
             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         self.started = time.monotonic()
         self.out = Lines(self.proc.stdout)
         self.err = Lines(self.proc.stderr)
-        line = self.err.wait_for(lambda l: l.startswith("relay: listening on "), STEP_TIMEOUT)
+        # `stream` announces its relay on stderr (stdout carries the events), `serve` on stdout.
+        announcer = self.out if args and args[0] == "serve" else self.err
+        line = announcer.wait_for(lambda l: l.startswith("relay: listening on "), STEP_TIMEOUT)
         if not line:
             self.stop()
             raise SetupError(f"the gateway did not announce its relay address; its stderr:\n{self.err.tail()}")
@@ -269,15 +279,28 @@ class Tab:
 
 SNAPSHOT = """(() => {
   const t = (id) => document.getElementById(id).textContent.trim();
-  const m = document.getElementById("metrics"), auth = document.getElementById("auth");
+  const m = document.getElementById("metrics"), auth = document.getElementById("auth"), hr = document.getElementById("hr");
+  const p = document.getElementById("pacer");
   return {
     seq: m.dataset.seq ? Number(m.dataset.seq) : null, session: m.dataset.session || null,
-    hr: t("hr"), rmssd: t("rmssd"), sdnn: t("sdnn"), resp: t("resp"), respSource: t("resp-source"),
+    hr: t("hr"), hrSeq: hr.dataset.seq ? Number(hr.dataset.seq) : null, hrSource: hr.dataset.source || null,
+    hrMean: t("hr-mean"), zone: t("zone"), zoneNumber: Number(document.getElementById("zone").dataset.zone),
+    rmssd: t("rmssd"), sdnn: t("sdnn"), resp: t("resp"), respSource: t("resp-source"),
+    rsa: t("rsa"), adherence: t("adherence"), coherence: t("coherence"),
     rrSeq: document.getElementById("rr-chart").dataset.seq ? Number(document.getElementById("rr-chart").dataset.seq) : null,
     rrLast: t("rr-last"), beats: t("beats"), conn: t("conn"), sessionText: t("session"), summary: t("summary"),
     sensors: [...document.querySelectorAll("#sensors li")].map((li) => ({
       source: li.dataset.source, device: li.dataset.device, state: li.dataset.state, text: li.textContent})),
     auth: getComputedStyle(auth).display === "none" ? "" : auth.textContent,
+    empty: getComputedStyle(document.getElementById("empty")).display !== "none",
+    pacer: {active: p.dataset.active, phase: p.dataset.phase || null, cycle: p.dataset.cycle ? Number(p.dataset.cycle) : null,
+            durationMs: p.dataset.durationMs ? Number(p.dataset.durationMs) : null, text: t("pacer-text"), info: t("pacer-info"),
+            transition: getComputedStyle(document.getElementById("pacer-circle")).transitionDuration},
+    sessions: [...document.querySelectorAll("#sessions tr")].map((tr) => ({id: tr.dataset.session, text: tr.textContent})),
+    bodyText: document.body.innerText,
+    layout: {scrollWidth: document.documentElement.scrollWidth, innerWidth: innerWidth,
+             hrFont: parseFloat(getComputedStyle(hr).fontSize), hrTop: hr.getBoundingClientRect().top,
+             hrBottom: hr.getBoundingClientRect().bottom, innerHeight: innerHeight},
   };
 })()"""
 
@@ -310,7 +333,7 @@ def check_frame(snap, frame):
     assert frame is not None, f"the gateway printed no session_frame with seq {snap['seq']}"
     assert snap["session"] == frame["session_id"], (snap["session"], frame["session_id"])
     x = frame["metrics"]
-    shown_as(snap["hr"], x["hr_mean_bpm"], 0, "heart rate")
+    shown_as(snap["hrMean"], x["hr_mean_bpm"], 0, "window mean heart rate")
     shown_as(snap["rmssd"], x["rmssd_ms"], 0, "RMSSD")
     shown_as(snap["sdnn"], x["hr_sdnn_ms"], 0, "SDNN")
     shown_as(snap["resp"], x.get("resp_rate_rr_bpm"), 1, "breathing")
@@ -333,7 +356,28 @@ def frame_with_seq(gw, seq):
     return gw.wait_event(lambda e: e.get("type") == "session_frame" and e.get("seq") == seq)
 
 
-async def run_checks(gw, tab, bad, overlay, token):
+def newest_sample(frame):
+    samples = [x for x in frame["samples"] if x.get("bpm", 0) > 0 and x.get("source") != "camera_rppg"]
+    return max(samples, key=lambda x: x["timestamp_ms"])
+
+
+def check_big_number(snap, gw):
+    """The big number is the newest reading of the biosignal_frame it names (or the mean of the session_frame)."""
+    if snap["hrSource"] == "sample":
+        frame = gw.wait_event(lambda e: e.get("type") == "biosignal_frame" and e.get("seq") == snap["hrSeq"])
+        assert frame, f"the gateway printed no biosignal_frame with seq {snap['hrSeq']}"
+        bpm = newest_sample(frame)["bpm"]
+    else:
+        assert snap["hrSource"] == "frame", snap["hrSource"]
+        bpm = frame_with_seq(gw, snap["hrSeq"])["metrics"]["hr_mean_bpm"]
+    shown_as(snap["hr"], bpm, 0, f"big heart rate ({snap['hrSource']})")
+    share = bpm / 190
+    zone = 0 if share < 0.5 else min(5, int((share - 0.5) * 10) + 1)
+    assert snap["zoneNumber"] == zone and f"{round(share * 100)} % of max 190" in snap["zone"], \
+        f"zone: page {snap['zoneNumber']} ({snap['zone']!r}), expected {zone} for {bpm} bpm"
+
+
+async def run_checks(gw, tab, bad, overlay, token, empty_gw, empty_tab, downloads):
     results = []
 
     async def check(name, body):
@@ -351,11 +395,12 @@ async def run_checks(gw, tab, bad, overlay, token):
     await tab.navigate(f"{base}#token={token}")
 
     async def live_numbers():
-        snap = await tab.poll(SNAPSHOT, lambda s: s["seq"] and s["hr"] != "–" and s["rmssd"] != "–",
-                              "no heart rate and RMSSD shown")
+        snap = await tab.poll(SNAPSHOT, lambda s: s["seq"] and s["hrSource"] == "sample" and s["rmssd"] != "–",
+                              "no live heart rate and RMSSD shown")
         number(snap["hr"], "heart rate")
         number(snap["rmssd"], "RMSSD")
         check_frame(snap, frame_with_seq(gw, snap["seq"]))
+        check_big_number(snap, gw)
         assert snap["conn"] == "connected", snap["conn"]
         assert snap["sessionText"] == snap["session"], (snap["sessionText"], snap["session"])
 
@@ -384,7 +429,7 @@ async def run_checks(gw, tab, bad, overlay, token):
         snap = await bad.poll(SNAPSHOT, lambda s: "refused" in s["conn"], "no authentication failure shown")
         assert "401" in snap["conn"] and "token" in snap["auth"], snap
         assert snap["hr"] == "–" and snap["seq"] is None and snap["rmssd"] == "–", f"numbers shown: {snap}"
-        assert [x.get("state") for x in snap["sensors"]] == [None] and snap["sensors"][0]["text"] == "–", snap["sensors"]
+        assert snap["sensors"] == [] and snap["sessions"] == [], (snap["sensors"], snap["sessions"])
         # Without any token the page does not prompt: it tries without one and, refused, says how to get one.
         await bad.eval('localStorage.removeItem("hrg-token")')
         await bad.navigate(base)
@@ -420,10 +465,101 @@ async def run_checks(gw, tab, bad, overlay, token):
         assert hr >= 100, f"the heart-rate chart has {hr} pixels of its series colour"
         assert rr >= 100, f"the RR tachogram has {rr} pixels of its series colour"
 
-    async def screenshot():
-        shot = await tab.call("Page.captureScreenshot", {"format": "png", "captureBeyondViewport": True})
-        with open(SCREENSHOT, "wb") as f:
+    async def pacer():
+        # Every phase of the pattern is shown in turn, each with the duration and breath of an emitted cue.
+        cues = {}
+
+        def until_all_phases(s):
+            p = s["pacer"]
+            if p["active"] == "1" and p["phase"]:
+                cues[(p["cycle"], p["phase"])] = p
+            return {ph for (_, ph) in cues} >= {"inhale", "hold", "exhale"} and len(cues) >= 4
+
+        await tab.poll(SNAPSHOT, until_all_phases, "the pacer did not show inhale, hold and exhale")
+        texts = {"inhale": "Breathe in", "hold": "Hold", "exhale": "Breathe out"}
+        for (cycle, phase), p in cues.items():
+            sent = gw.wait_event(lambda e: e.get("type") == "breathing_cue" and e.get("cycle") == cycle
+                                 and e.get("phase") == phase, timeout=1)
+            assert sent, f"the page shows breath {cycle} {phase}, which the gateway never cued"
+            assert p["durationMs"] == sent["phase_duration_ms"], (p, sent)
+            assert p["text"] == texts[phase] and f"breath {cycle}" in p["info"] and PATTERN in p["info"], p
+            assert abs(float(p["transition"].rstrip("s")) * 1000 - sent["phase_duration_ms"]) < 1, p["transition"]
+        assert [c["phase_duration_ms"] for c in gw.events("breathing_cue")[:3]] == [2000, 1000, 2000]
+        snap = await tab.poll(SNAPSHOT, lambda s: s["rsa"] != "–", "no RSA shown for the paced session")
+        frame = frame_with_seq(gw, snap["seq"])
+        shown_as(snap["rsa"], frame["metrics"].get("rsa_amplitude_bpm"), 1, "RSA")
+
+    async def sessions_and_download():
+        snap = await tab.poll(SNAPSHOT, lambda s: any(x["id"] == s["session"] for x in s["sessions"]),
+                              "the running session is not in the session list")
+        (row,) = [x for x in snap["sessions"] if x["id"] == snap["session"]]
+        assert PATTERN in row["text"] and "CSV" in row["text"] and "JSON" in row["text"], row
+        # The row's CSV link, clicked as a user would; the browser saves the file where DevTools says.
+        await tab.cdp.call("Browser.setDownloadBehavior", {"behavior": "allow", "downloadPath": downloads})
+        await tab.eval(f'document.querySelector(\'#sessions tr[data-session="{snap["session"]}"] a[data-format="csv"]\').click()')
+        path = os.path.join(downloads, f"session-{snap['session']}.csv")
+        deadline = time.monotonic() + STEP_TIMEOUT
+        while not os.path.exists(path) and time.monotonic() < deadline:
+            await asyncio.sleep(POLL_INTERVAL)
+        assert os.path.exists(path), f"no download at {path}: {os.listdir(downloads)}"
+        await asyncio.sleep(0.5)  # the file appears, then is written
+        with open(path) as f:
+            rows = f.read().splitlines()
+        assert rows[0] == "session_id,device_id,beat_time_ms,rr_ms,rr_1024,hr_bpm,contact", rows[:1]
+        csv_rr = [float(r.split(",")[3]) for r in rows[1:]]
+        emitted = {}
+        for e in gw.events("biosignal_frame"):
+            for x in e["samples"]:
+                emitted[(x["timestamp_ms"], x["device_id"])] = x.get("rr_intervals_ms", [])
+        sent_rr = [rr for key in sorted(emitted) for rr in emitted[key]]
+        assert len(csv_rr) >= 10 and csv_rr == sent_rr[:len(csv_rr)], \
+            f"the CSV's {len(csv_rr)} RR values are not the first ones emitted: {csv_rr[:8]} vs {sent_rr[:8]}"
+        assert all(r.split(",")[0] == snap["session"] for r in rows[1:]), "rows of another session"
+
+    async def no_raw_json():
+        snap = await tab.eval(SNAPSHOT)
+        assert not re.search(r'[{\[]\s*"', snap["bodyText"]), f"raw JSON on screen: {snap['bodyText'][:400]}"
+
+    async def charts_and_hrv_trend():
+        hrv = await tab.eval(f"{SERIES_PIXELS}('hrv-chart', [85, 221, 136])")
+        assert hrv >= 50, f"the RMSSD trend has {hrv} pixels of its series colour"
+
+    async def screenshot(target, name):
+        shot = await target.call("Page.captureScreenshot", {"format": "png", "captureBeyondViewport": True})
+        os.makedirs(SCREENSHOTS, exist_ok=True)
+        with open(os.path.join(SCREENSHOTS, name), "wb") as f:
             f.write(base64.b64decode(shot["data"]))
+
+    async def phone():
+        await tab.call("Emulation.setDeviceMetricsOverride", PHONE)
+        await tab.navigate(base)  # the token is kept by the page (localStorage)
+        snap = await tab.poll(SNAPSHOT, lambda s: s["seq"] and s["hrSource"] == "sample" and s["rmssd"] != "–",
+                              "no live numbers at phone size")
+        check_frame(snap, frame_with_seq(gw, snap["seq"]))
+        check_big_number(snap, gw)
+        lay = snap["layout"]
+        assert lay["scrollWidth"] <= lay["innerWidth"], f"the page is wider than the phone: {lay}"
+        assert lay["hrFont"] >= 64 and 0 <= lay["hrTop"] and lay["hrBottom"] <= lay["innerHeight"], \
+            f"the heart rate is not large and in view on a phone: {lay}"
+        await tab.poll(SNAPSHOT, lambda s: s["pacer"]["active"] == "1", "no pacer at phone size")
+        if SCREENSHOTS:
+            await screenshot(tab, "phone.png")
+        await tab.call("Emulation.setDeviceMetricsOverride", DESKTOP)
+
+    async def empty_state():
+        await empty_tab.navigate(f"http://127.0.0.1:{empty_gw.port}/")
+        snap = await empty_tab.poll(SNAPSHOT, lambda s: s["conn"] == "connected" and s["empty"],
+                                    "no empty state on a gateway without a session")
+        assert snap["hr"] == "–" and snap["seq"] is None and snap["pacer"]["active"] == "0", snap
+        assert "hr-gateway stream" in snap["bodyText"] and "No session is running" in snap["bodyText"]
+        await empty_tab.poll("document.getElementById('sessions-note').textContent", lambda t: "No recorded sessions" in t,
+                             "the empty session list is not said")
+        if SCREENSHOTS:
+            await screenshot(empty_tab, "empty.png")
+        # The gateway goes away: the page says the connection is lost and that it retries.
+        empty_gw.stop()
+        snap = await empty_tab.poll(SNAPSHOT, lambda s: "connection lost, retrying" in s["conn"],
+                                    "a lost connection is not said")
 
     async def overlay_page():
         await overlay.navigate(f"{base}overlay?color=00ff66&size=90#token={token}")
@@ -446,14 +582,14 @@ async def run_checks(gw, tab, bad, overlay, token):
         assert snap["text"] == "–", snap
 
     async def only_local_requests():
-        local = (f"http://127.0.0.1:{gw.port}/", f"ws://127.0.0.1:{gw.port}/")
+        local = tuple(f"{scheme}://127.0.0.1:{port}/" for port in (gw.port, empty_gw.port) for scheme in ("http", "ws"))
         assert f"ws://127.0.0.1:{gw.port}/v1/relay" in tab.requests, tab.requests
         assert any(u.startswith(base) for u in tab.requests), tab.requests
-        pages = tab.requests + bad.requests + overlay.requests
+        pages = tab.requests + bad.requests + overlay.requests + empty_tab.requests
         foreign = [u for u in pages if not u.startswith(local) and not u.startswith("data:")]
         assert not foreign, f"requests outside 127.0.0.1:{gw.port}: {foreign}"
-        assert not tab.errors and not bad.errors and not overlay.errors, \
-            f"script errors: {tab.errors + bad.errors + overlay.errors}"
+        errors = tab.errors + bad.errors + overlay.errors + empty_tab.errors
+        assert not errors, f"script errors: {errors}"
 
     async def summary_on_sigterm():
         code = gw.stop()
@@ -472,9 +608,17 @@ async def run_checks(gw, tab, bad, overlay, token):
     await check("a wrong token shows an authentication failure, no numbers", wrong_token())
     await check("breathing from RR appears; every frame shown on the way equals the emitted one", breathing())
     await check("HR chart and RR tachogram are drawn", charts())
+    await check("the RMSSD trend is drawn", charts_and_hrv_trend())
+    await check("the pacer shows each cued phase with its duration and breath; RSA equals the frame's", pacer())
+    await check("the session list offers the running session; its CSV download holds the emitted beats",
+                sessions_and_download())
+    await check("no raw JSON on screen", no_raw_json())
+    if SCREENSHOTS:
+        await check(f"desktop screenshot saved in {SCREENSHOTS}", screenshot(tab, "desktop.png"))
+    await check("at a phone size (390x844): no sideways scrolling, a large heart rate in view, the same numbers",
+                phone())
+    await check("a gateway without a session: the empty state; a lost connection is said", empty_state())
     await check("the OBS overlay: transparent, the newest reading, colour, size, beat, RMSSD, a refused token", overlay_page())
-    if SCREENSHOT:
-        await check(f"screenshot saved to {SCREENSHOT}", screenshot())
     await check("every request stays on 127.0.0.1:PORT (no CDN), no script errors", only_local_requests())
     await check("SIGTERM ends the session; the page shows its summary", summary_on_sigterm())
     return results
@@ -483,8 +627,10 @@ async def run_checks(gw, tab, bad, overlay, token):
 async def main():
     work = tempfile.mkdtemp(prefix="dashboard-test-")
     state, profile = os.path.join(work, "state"), os.path.join(work, "chromium")
-    os.mkdir(state)
-    gw = browser = cdp = None
+    empty_state, downloads = os.path.join(work, "empty-state"), os.path.join(work, "downloads")
+    for d in (state, empty_state, downloads):
+        os.mkdir(d)
+    gw = empty_gw = browser = cdp = None
     started = time.monotonic()
     try:
         if not os.access(BINARY, os.X_OK):
@@ -495,12 +641,15 @@ async def main():
             raise SetupError(f"token create failed: {made.stderr}")
         token = made.stdout.splitlines()[-1]
         gw = Gateway(state)
+        empty_gw = Gateway(empty_state, ["serve", "--simulate", "--listen", "127.0.0.1:0", "--no-auth"])
         browser = Chromium(profile)
         cdp = await CDP.connect(browser.devtools)
         tab = await Tab.open(cdp)
+        await tab.call("Emulation.setDeviceMetricsOverride", DESKTOP)
         bad = await Tab.open(cdp, isolated=True)
         overlay = await Tab.open(cdp, isolated=True)
-        results = await run_checks(gw, tab, bad, overlay, token)
+        empty_tab = await Tab.open(cdp, isolated=True)
+        results = await run_checks(gw, tab, bad, overlay, token, empty_gw, empty_tab, downloads)
     except SetupError as e:
         print(f"FAIL setup: {e}")
         results = [False]
@@ -519,6 +668,8 @@ async def main():
             browser.stop()
         if gw:
             gw.stop()
+        if empty_gw:
+            empty_gw.stop()
         shutil.rmtree(work, ignore_errors=True)
     passed = sum(results)
     print(f"dashboard check took {time.monotonic() - started:.1f} s")
