@@ -19,7 +19,7 @@ final class LiveRelay: Sendable {
     let observation: ObservationToken
     let directory: String
 
-    init(allowAnonymous: Bool = false) async throws {
+    init(allowAnonymous: Bool = false, sessions: (any SessionArchive)? = nil) async throws {
         directory = NSTemporaryDirectory() + "relay-test-" + UUID().uuidString
         tokens = RelayTokenStore(directory: directory)
         engine = SessionEngine(providers: [SimulatedBiosignalProvider(seed: 5)])
@@ -27,6 +27,7 @@ final class LiveRelay: Sendable {
         observation = hub.attach(to: engine)
         var config = RelayServerConfiguration(host: "127.0.0.1", port: 0)
         config.allowAnonymous = allowAnonymous
+        config.sessions = sessions
         let server = RelayServer(hub: hub, tokens: tokens, configuration: config)
         let (ports, continuation) = AsyncStream<Int>.makeStream()
         task = Task { try await server.run { port in continuation.yield(port) } }
@@ -72,7 +73,7 @@ func upgradeStatus(port: Int, headers: [String] = [], path: String = "/v1/relay"
 }
 
 /// A plain GET over a raw socket: (body, head).
-func httpGet(port: Int, path: String) async throws -> (String, String) {
+func httpGet(port: Int, path: String, headers: [String] = []) async throws -> (String, String) {
     let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
     defer { close(fd) }
     var addr = sockaddr_in()
@@ -83,7 +84,8 @@ func httpGet(port: Int, path: String) async throws -> (String, String) {
         $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
     }
     try #require(rc == 0)
-    let request = "GET \(path) HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"
+    let request = (["GET \(path) HTTP/1.1", "Host: 127.0.0.1", "Connection: close"] + headers + ["", ""])
+        .joined(separator: "\r\n")
     _ = request.withCString { send(fd, $0, strlen($0), 0) }
     var buffer = [UInt8](repeating: 0, count: 65536)
     var got: [UInt8] = []
@@ -118,9 +120,51 @@ func httpGet(port: Int, path: String) async throws -> (String, String) {
         let (data, response) = try await httpGet(port: relay.port, path: "/")
         #expect(response.contains(" 200 "))
         #expect(response.lowercased().contains("content-type: text/html"))
-        #expect(data.contains("/v1/relay"))
-        #expect(data.contains("bearer."))
-        #expect(!data.contains("http://") && !data.contains("https://") && !data.contains("src="), "no CDN or remote script")
+        #expect(!data.contains("http://") && !data.contains("https://"), "no CDN or remote resource")
+        let sources = data.components(separatedBy: "src=\"").dropFirst().map { $0.prefix { $0 != "\"" } }
+        #expect(sources == ["/relay.js"], "scripts only from the gateway: \(sources)")
+        let (script, head) = try await httpGet(port: relay.port, path: "/relay.js")
+        #expect(head.contains(" 200 ") && head.lowercased().contains("content-type: text/javascript"))
+        #expect(script.contains("/v1/relay") && script.contains("bearer.") && !script.contains("http://"))
+        await relay.stop()
+    }
+
+    /// Two sessions in memory, as the gateway's store adapter would answer.
+    struct TwoSessions: SessionArchive {
+        func listJSON(limit: Int) throws -> String {
+            "[" + [#"{"session_id":"s2"}"#, #"{"session_id":"s1"}"#].prefix(limit).joined(separator: ",") + "]"
+        }
+        func export(id: String, format: String) throws -> SessionArchiveFile? {
+            guard ["csv", "json"].contains(format) else { throw SessionArchiveError.badFormat(format, supported: ["csv", "json"]) }
+            return id == "s1" ? SessionArchiveFile(contentType: "text/csv; charset=utf-8", filename: "session-s1.csv", body: "a,b\n") : nil
+        }
+    }
+
+    @Test func recordedSessionsAreListedAndExportedWithTheToken() async throws {
+        let relay = try await LiveRelay(sessions: TwoSessions())
+        let (token, _) = try relay.tokens.create(name: "browser", scope: .read, nowMs: 0)
+        let auth = ["Authorization: Bearer \(token)"]
+        #expect(try await httpGet(port: relay.port, path: "/v1/sessions").1.contains(" 401 "))
+        #expect(try await httpGet(port: relay.port, path: "/v1/sessions/s1/export?format=csv").1.contains(" 401 "))
+        let (list, head) = try await httpGet(port: relay.port, path: "/v1/sessions", headers: auth)
+        #expect(head.contains(" 200 ") && head.lowercased().contains("content-type: application/json"))
+        #expect(list == #"[{"session_id":"s2"},{"session_id":"s1"}]"#)
+        #expect(try await httpGet(port: relay.port, path: "/v1/sessions?limit=1", headers: auth).0 == #"[{"session_id":"s2"}]"#)
+        let (csv, csvHead) = try await httpGet(port: relay.port, path: "/v1/sessions/s1/export?format=csv", headers: auth)
+        #expect(csvHead.contains(" 200 ") && csv == "a,b\n")
+        #expect(csvHead.lowercased().contains(#"content-disposition: attachment; filename="session-s1.csv""#), "\(csvHead)")
+        let (missing, missingHead) = try await httpGet(port: relay.port, path: "/v1/sessions/nope/export", headers: auth)
+        #expect(missingHead.contains(" 404 ") && missing.contains("No recorded session nope"), "\(missing)")
+        let (bad, badHead) = try await httpGet(port: relay.port, path: "/v1/sessions/s1/export?format=edf", headers: auth)
+        #expect(badHead.contains(" 400 ") && bad.contains("format=csv, format=json"), "\(bad)")
+        await relay.stop()
+    }
+
+    @Test func withoutAnArchiveThereIsNoSessionsEndpoint() async throws {
+        let relay = try await LiveRelay()
+        let (token, _) = try relay.tokens.create(name: "browser", scope: .read, nowMs: 0)
+        let (_, head) = try await httpGet(port: relay.port, path: "/v1/sessions", headers: ["Authorization: Bearer \(token)"])
+        #expect(head.contains(" 404 "), "\(head)")
         await relay.stop()
     }
 
