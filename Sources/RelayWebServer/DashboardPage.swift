@@ -5,7 +5,7 @@
 /// (share of a maximum heart rate, `?hrmax=190` or the field at the bottom, kept in the browser), the window's mean,
 /// HRV (RMSSD, SDNN, pNN50) and breathing, the breathing pacer animated from `breathing_cue` events with the heart's
 /// answer (RSA, adherence, coherence), charts of heart rate, the RR tachogram and the RMSSD trend, one tile per
-/// strap or camera with its state and battery, and the recorded sessions with CSV and JSON downloads
+/// strap or camera with its state and battery, and the recorded sessions with CSV, EDF+ and JSON downloads
 /// (`GET /v1/sessions`). An empty state says how to start a session; a refused token or a lost connection is said
 /// in words, with what to do. No raw JSON is shown.
 ///
@@ -363,7 +363,7 @@ async function loadSessions() {
       s.mode, s.pacing || "–"];
     cells.forEach((text, i) => tr.append(Object.assign(document.createElement("td"), {textContent: text, className: i === 2 ? "hide-narrow" : ""})));
     const links = document.createElement("td");
-    for (const format of ["csv", "json"]) {
+    for (const format of ["csv", "edf", "json"]) {
       const a = Object.assign(document.createElement("a"), {href: "#", textContent: format.toUpperCase()});
       a.dataset.format = format;
       a.onclick = (e) => { e.preventDefault(); download(s.session_id, format); };

@@ -130,7 +130,7 @@ public struct RelayServer: Sendable {
                         .contentType: file.contentType, .cacheControl: "no-store",
                         .contentDisposition: "attachment; filename=\"\(file.filename)\"",
                     ],
-                    body: .init(byteBuffer: ByteBuffer(string: file.body)))
+                    body: .init(byteBuffer: ByteBuffer(bytes: file.body)))
             }
         }
         router.get("/overlay") { _, _ -> Response in

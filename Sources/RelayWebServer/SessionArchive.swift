@@ -12,8 +12,8 @@ public protocol SessionArchive: Sendable {
 public struct SessionArchiveFile: Sendable {
     public var contentType: String
     public var filename: String
-    public var body: String
-    public init(contentType: String, filename: String, body: String) {
+    public var body: [UInt8]
+    public init(contentType: String, filename: String, body: [UInt8]) {
         self.contentType = contentType
         self.filename = filename
         self.body = body

@@ -10,6 +10,8 @@ public enum SessionExport {
         case json
         /// One sample per line, the recording format that `stream --replay` reads.
         case jsonl
+        /// EDF+ (binary): heart rate as a 1 Hz signal, every beat and the session's events as annotations.
+        case edf
     }
 
     public static let csvHeader = "session_id,device_id,beat_time_ms,rr_ms,rr_1024,hr_bpm,contact"
@@ -63,6 +65,86 @@ public enum SessionExport {
         ]).jsonString + "\n"
     }
 
+    /// EDF+ (docs/store.md, "EDF"): from the whole second at or before the session's start, one-second records to
+    /// its end, with
+    /// - `HR` (bpm, 1 Hz): each second, the newest strap reading at or before it (0 before the first and after 5 s
+    ///   without one); `HR camera` likewise when a camera contributed;
+    /// - annotations: `beat` at every beat time of the CSV export (`BeatTimeline`), with the device when there are
+    ///   several; the session's start and end, sensor state changes, DFA alpha1 threshold crossings, and paced
+    ///   breathing phases (with their durations).
+    /// The HR signals' physical range: one digital step is exactly 0.01 bpm.
+    public static let hrRange = -327.68...327.67
+
+    public static func edf(session: RecordedSession, samples: [BiosignalSample], events: [RecordedEvent]) -> [UInt8] {
+        let startMs = (session.startedAtMs / 1000) * 1000
+        let beats = BeatTimeline.beats(samples)
+        let lastMs = [session.endedAtMs, samples.last?.timestampMs, beats.last.map { Int64($0.timeMs.rounded(.up)) }]
+            .compactMap { $0 }.max() ?? startMs
+        let records = Int((lastMs - startMs + 999) / 1000) + 1
+        func series(_ source: [BiosignalSample]) -> [Double] {
+            var out = [Double](repeating: 0, count: records)
+            var i = 0
+            var latest: BiosignalSample?
+            for r in 0..<records {
+                let t = startMs + Int64(r) * 1000
+                while i < source.count && source[i].timestampMs <= t {
+                    if source[i].bpm > 0, source[i].bpm.isFinite { latest = source[i] }
+                    i += 1
+                }
+                if let l = latest, t - l.timestampMs <= 5000 { out[r] = l.bpm }
+            }
+            return out
+        }
+        let camera = samples.filter { $0.source == SessionMetrics.cameraSource }
+        let straps = samples.filter { $0.source != SessionMetrics.cameraSource && $0.contact != .noContact }
+        var signals = [EDFWriter.Signal(
+            label: "HR", transducer: "heart-rate strap (strap's own value)", physicalDimension: "bpm",
+            physicalMin: hrRange.lowerBound, physicalMax: hrRange.upperBound, samplesPerRecord: 1, samples: series(straps))]
+        if !camera.isEmpty {
+            signals.append(EDFWriter.Signal(
+                label: "HR camera", transducer: "webcam rPPG", physicalDimension: "bpm", physicalMin: hrRange.lowerBound,
+                physicalMax: hrRange.upperBound, samplesPerRecord: 1, samples: series(camera)))
+        }
+        let several = Set(beats.map(\.device)).count > 1
+        var notes = beats.map {
+            EDFWriter.Annotation(onsetSec: ($0.timeMs - Double(startMs)) / 1000, text: several ? "beat \($0.device)" : "beat")
+        }
+        for e in events {
+            guard let j = try? JSONValue(parsing: e.json) else { continue }
+            func at(_ key: String) -> Double? { j[key]?.intValue.map { Double($0 - startMs) / 1000 } }
+            switch e.type {
+            case "session_started":
+                if let t = at("started_at_ms") { notes.append(.init(onsetSec: t, text: "session started")) }
+            case "session_summary":
+                notes.append(.init(onsetSec: Double((session.endedAtMs ?? lastMs) - startMs) / 1000, text: "session ended"))
+            case "session_error":
+                notes.append(.init(
+                    onsetSec: Double((session.endedAtMs ?? lastMs) - startMs) / 1000,
+                    text: "session error: \(j["message"]?.stringValue ?? "")"))
+            case "sensor_status":
+                if let t = at("emitted_at_ms") {
+                    let who = j["device_id"]?.stringValue ?? j["source"]?.stringValue ?? "sensor"
+                    notes.append(.init(onsetSec: t, text: "\(who) \(j["state"]?.stringValue ?? "")"))
+                }
+            case "dfa_threshold":
+                if let t = at("emitted_at_ms") {
+                    let threshold = j["threshold"]?.doubleValue.map { String($0) } ?? "?"
+                    notes.append(.init(
+                        onsetSec: t, text: "DFA alpha1 \(j["direction"]?.stringValue ?? "crossed") \(threshold)"))
+                }
+            case "breathing_cue":
+                if let t = at("starts_at_ms") {
+                    notes.append(.init(
+                        onsetSec: t, durationSec: j["phase_duration_ms"]?.doubleValue.map { $0 / 1000 },
+                        text: j["phase"]?.stringValue ?? "breathing"))
+                }
+            default: break
+            }
+        }
+        return EDFWriter.write(
+            startMs: startMs, records: records, signals: signals, annotations: notes, recordingCode: session.id)
+    }
+
     public static func jsonl(samples: [BiosignalSample]) -> String {
         samples.map { $0.jsonValue.jsonString + "\n" }.joined()
     }
@@ -80,13 +162,14 @@ public enum SessionExport {
 
 extension SessionStore {
     /// Session `id` (exactly) in `format`.
-    public func export(id: String, format: SessionExport.Format) throws(StoreError) -> String {
+    public func export(id: String, format: SessionExport.Format) throws(StoreError) -> [UInt8] {
         guard let s = try session(id: id) else { throw .sessionNotFound(id) }
         let samples = try samples(sessionId: id)
         switch format {
-        case .csv: return SessionExport.csv(sessionId: id, samples: samples)
-        case .jsonl: return SessionExport.jsonl(samples: samples)
-        case .json: return SessionExport.json(session: s, samples: samples, events: try events(sessionId: id))
+        case .csv: return Array(SessionExport.csv(sessionId: id, samples: samples).utf8)
+        case .jsonl: return Array(SessionExport.jsonl(samples: samples).utf8)
+        case .json: return Array(SessionExport.json(session: s, samples: samples, events: try events(sessionId: id)).utf8)
+        case .edf: return SessionExport.edf(session: s, samples: samples, events: try events(sessionId: id))
         }
     }
 

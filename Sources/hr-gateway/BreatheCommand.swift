@@ -31,9 +31,10 @@ struct BreatheCommand: AsyncParsableCommand {
               hr-gateway breathe --strap auto
               hr-gateway breathe --strap auto --pattern 4-7-8 --duration 300
               hr-gateway breathe --strap auto --find-resonance
-              hr-gateway breathe --strap auto --find-resonance --rates 6,5.5,5 --step-sec 180
+              hr-gateway breathe --strap auto --find-resonance --rates 6,5.5,5 \\
+                  --step-sec 180
               hr-gateway breathe --simulate --find-resonance --step-sec 60 --format jsonl
-              hr-gateway breathe --strap auto --listen 0.0.0.0:8765   (pacer on the dashboard)
+              hr-gateway breathe --strap auto --listen 0.0.0.0:8765  (dashboard pacer)
             """
     )
 
@@ -62,7 +63,7 @@ struct BreatheCommand: AsyncParsableCommand {
     var duration: Int?
 
     @Option(parsing: .unconditional, help: ArgumentHelp(
-        "Sliding window for the metrics, in seconds (coherence needs a minute of beats). Default: 120.",
+        "Sliding window for the metrics, in seconds (coherence needs a minute of beats).",
         valueName: "sec"))
     var window: Int = 120
 

@@ -7,7 +7,7 @@ extension SessionExport.Format: ExpressibleByArgument {}
 struct SessionsExportCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "export",
-        abstract: "Write a recorded session as CSV (one row per beat), JSON or JSON lines (replayable).",
+        abstract: "Write a recorded session as CSV (one row per beat), JSON, JSON lines (replayable) or EDF+.",
         discussion: """
             Formats:
               csv    one row per RR interval, with the columns
@@ -25,19 +25,24 @@ struct SessionsExportCommand: ParsableCommand {
                      everything recorded, and the beat times of the csv
               jsonl  one sample per line, the format of --record:
                      `hr-gateway stream --replay FILE` plays it back
+              edf    EDF+ (binary, for EDFbrowser, MNE, pyedflib): HR as a
+                     1 Hz signal, every beat (the csv's beat times) and the
+                     session's events as annotations; times from the whole
+                     second at the start, in UTC; see docs/store.md
 
             ID is a session id or its first characters (enough to name one session).
 
             Examples:
               hr-gateway sessions export 3f2a9c1e --format csv > beats.csv
               hr-gateway sessions export 3f2a9c1e --format jsonl --output s.jsonl
+              hr-gateway sessions export 3f2a9c1e --format edf --output s.edf
             """
     )
 
     @Argument(help: "The session id, or its first characters (see `hr-gateway sessions list`).")
     var id: String
 
-    @Option(help: "csv, json or jsonl.")
+    @Option(help: "csv, json, jsonl or edf.")
     var format: SessionExport.Format = .csv
 
     @Option(help: ArgumentHelp("Write to FILE instead of standard output.", valueName: "file"))
@@ -49,14 +54,18 @@ struct SessionsExportCommand: ParsableCommand {
         let sessions = try store.open()
         let id: String
         do { id = try sessions.resolve(self.id) } catch { throw CommandFailure("\(error)") }
-        let text: String
-        do { text = try sessions.export(id: id, format: format) } catch { throw CommandFailure("\(error)") }
+        if format == .edf, output == nil, isatty(STDOUT_FILENO) == 1 {
+            throw CommandFailure("EDF is binary: write it to a file with --output FILE.edf (or redirect standard output).")
+        }
+        let bytes: [UInt8]
+        do { bytes = try sessions.export(id: id, format: format) } catch { throw CommandFailure("\(error)") }
+        let text = Data(bytes)
         if let output {
-            guard FileManager.default.createFile(atPath: output, contents: Data(text.utf8)) else {
+            guard FileManager.default.createFile(atPath: output, contents: text) else {
                 throw CommandFailure("cannot write \(output): check the directory and permissions")
             }
         } else {
-            FileHandle.standardOutput.write(Data(text.utf8))
+            FileHandle.standardOutput.write(text)
         }
     }
 }

@@ -27,6 +27,7 @@ struct StoreSessionArchive: SessionArchive {
         case .csv: "text/csv; charset=utf-8"
         case .json: "application/json"
         case .jsonl: "application/x-ndjson"
+        case .edf: "application/octet-stream"
         }
         return SessionArchiveFile(contentType: type, filename: "session-\(id).\(f.rawValue)", body: try store.export(id: id, format: f))
     }

@@ -162,6 +162,22 @@ import Testing
         #expect(warnings.first?.contains("not recording this session") == true)
     }
 
+    @Test func anEDFExportIsWrittenToTheFileAsked() throws {
+        let dir = tempDir()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let beats = dir + "/beats.jsonl"
+        _ = try writeBeats(beats)
+        _ = try CLI.run(["stream", "--replay", beats, "--replay-speed", "1000", "--format", "jsonl",
+                         "--session-id", "edf-1", "--state-dir", dir])
+        let run = try CLI.run(["sessions", "export", "edf-1", "--format", "edf", "--output", dir + "/s.edf", "--state-dir", dir])
+        #expect(run.status == 0, "\(run.stderr)")
+        let bytes = try #require(FileManager.default.contents(atPath: dir + "/s.edf"))
+        #expect(String(decoding: bytes.prefix(8), as: UTF8.self) == "0       ")
+        #expect(String(decoding: bytes[192..<197], as: UTF8.self) == "EDF+C")
+        // 120 beats: each a "beat" annotation.
+        #expect(bytes.split(separator: 0x14).filter { $0.elementsEqual("beat".utf8) }.count == 120)
+    }
+
     @Test func pruneKeepsRecentSessions() throws {
         let dir = tempDir()
         defer { try? FileManager.default.removeItem(atPath: dir) }

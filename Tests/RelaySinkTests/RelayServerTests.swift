@@ -136,7 +136,7 @@ func httpGet(port: Int, path: String, headers: [String] = []) async throws -> (S
         }
         func export(id: String, format: String) throws -> SessionArchiveFile? {
             guard ["csv", "json"].contains(format) else { throw SessionArchiveError.badFormat(format, supported: ["csv", "json"]) }
-            return id == "s1" ? SessionArchiveFile(contentType: "text/csv; charset=utf-8", filename: "session-s1.csv", body: "a,b\n") : nil
+            return id == "s1" ? SessionArchiveFile(contentType: "text/csv; charset=utf-8", filename: "session-s1.csv", body: Array("a,b\n".utf8)) : nil
         }
     }
 

@@ -493,7 +493,7 @@ async def run_checks(gw, tab, bad, overlay, token, empty_gw, empty_tab, download
         snap = await tab.poll(SNAPSHOT, lambda s: any(x["id"] == s["session"] for x in s["sessions"]),
                               "the running session is not in the session list")
         (row,) = [x for x in snap["sessions"] if x["id"] == snap["session"]]
-        assert PATTERN in row["text"] and "CSV" in row["text"] and "JSON" in row["text"], row
+        assert PATTERN in row["text"] and all(f in row["text"] for f in ("CSV", "EDF", "JSON")), row
         # The row's CSV link, clicked as a user would; the browser saves the file where DevTools says.
         await tab.cdp.call("Browser.setDownloadBehavior", {"behavior": "allow", "downloadPath": downloads})
         await tab.eval(f'document.querySelector(\'#sessions tr[data-session="{snap["session"]}"] a[data-format="csv"]\').click()')

@@ -1,0 +1,119 @@
+"""`sessions export --format edf` read back by an independent reader, pyedflib (EDFlib's Python binding).
+
+Records a paced breathing session over the simulated strap (`stream --simulate --pattern 2-1-2-0 --duration 20`),
+exports it as EDF+ and as CSV with the built binary, and checks with pyedflib that the file opens as EDF+C, that the
+start is the session's start (whole second, UTC), that the HR signal is 1 Hz and each second holds the newest strap
+reading at or before it (as the events printed by the session say), that every beat of the CSV export is a `beat`
+annotation at its time (to the millisecond), and that every breathing cue is an annotation with its phase, start and
+duration. Prints 'N passed, N failed'; exits non-zero on any failure.
+Usage: python3 edf_check.py PATH/TO/hr-gateway
+"""
+
+import csv
+import datetime
+import io
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import traceback
+
+import pyedflib
+
+BINARY = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else ".build/debug/hr-gateway")
+
+
+def run(args):
+    r = subprocess.run([BINARY] + args, capture_output=True, timeout=120)
+    assert r.returncode == 0, f"hr-gateway {' '.join(args)} exited {r.returncode}: {r.stderr.decode()}"
+    return r.stdout
+
+
+def main():
+    work = tempfile.mkdtemp(prefix="edf-check-")
+    results = []
+
+    def check(name, fn):
+        try:
+            fn()
+            results.append(True)
+            print(f"PASS {name}", flush=True)
+        except Exception as e:
+            results.append(False)
+            print(f"FAIL {name}: {e}", flush=True)
+            if not isinstance(e, AssertionError):
+                traceback.print_exc()
+
+    try:
+        events = [json.loads(l) for l in run(
+            ["stream", "--simulate", "--pattern", "2-1-2-0", "--duration", "20", "--raw", "--format", "jsonl",
+             "--session-id", "edf-check", "--state-dir", work]).decode().splitlines()]
+        edf_path = os.path.join(work, "s.edf")
+        run(["sessions", "export", "edf-check", "--format", "edf", "--output", edf_path, "--state-dir", work])
+        beats = list(csv.DictReader(io.StringIO(
+            run(["sessions", "export", "edf-check", "--format", "csv", "--state-dir", work]).decode())))
+        started = next(e for e in events if e["type"] == "session_started")["started_at_ms"]
+        start_ms = started // 1000 * 1000
+        f = pyedflib.EdfReader(edf_path)
+        onsets, durations, texts = f.readAnnotations()
+        notes = list(zip(onsets, durations, texts))
+
+        def header():
+            assert f.filetype == pyedflib.FILETYPE_EDFPLUS, f"file type {f.filetype}, not EDF+"
+            assert f.getSignalLabels() == ["HR"], f.getSignalLabels()
+            assert list(f.getSampleFrequencies()) == [1.0], f.getSampleFrequencies()
+            assert f.getPhysicalDimension(0) == "bpm", f.getPhysicalDimension(0)
+            want = datetime.datetime.fromtimestamp(start_ms / 1000, datetime.timezone.utc).replace(tzinfo=None)
+            assert f.getStartdatetime() == want, f"start {f.getStartdatetime()}, session started {want} UTC"
+            assert f.getFileDuration() >= 20, f"{f.getFileDuration()} s"
+
+        def heart_rate():
+            hr = f.readSignal(0)
+            samples = sorted({(s["timestamp_ms"], s["bpm"]) for e in events if e["type"] == "biosignal_frame"
+                              for s in e["samples"]})
+            assert len(samples) >= 15, f"{len(samples)} samples printed"
+            checked = 0
+            for second, value in enumerate(hr):
+                t = start_ms + 1000 * second
+                before = [bpm for ts, bpm in samples if ts <= t and t - ts <= 5000]
+                if not before:
+                    continue
+                assert abs(value - before[-1]) < 0.006, f"second {second}: EDF {value}, newest reading {before[-1]}"
+                checked += 1
+            assert checked >= 15, f"only {checked} seconds compared"
+
+        def beat_annotations():
+            got = [round(o * 1000) for o, _, t in notes if t == "beat"]
+            want = [int(b["beat_time_ms"]) - start_ms for b in beats]
+            assert len(want) >= 15, f"{len(want)} beats in the CSV"
+            assert got == want, f"beat annotations (ms) {got[:6]}… vs CSV {want[:6]}… ({len(got)} vs {len(want)})"
+
+        def cue_annotations():
+            cues = [e for e in events if e["type"] == "breathing_cue"]
+            assert len(cues) >= 9, f"{len(cues)} cues"
+            got = [(round(o * 1000), round(d * 1000), t) for o, d, t in notes if t in ("inhale", "hold", "exhale")]
+            want = [(c["starts_at_ms"] - start_ms, c["phase_duration_ms"], c["phase"]) for c in cues]
+            assert got == want, f"{got[:4]} vs {want[:4]}"
+            texts_seen = {t for _, _, t in notes}
+            assert {"session started", "session ended"} <= texts_seen, texts_seen
+
+        check("EDF+ header: one HR signal at 1 Hz in bpm, starting at the session's start (UTC)", header)
+        check("HR holds the newest strap reading of every second", heart_rate)
+        check("every beat of the CSV export is a beat annotation at its time", beat_annotations)
+        check("every breathing cue is an annotation with its phase, start and duration; start and end", cue_annotations)
+        f.close()
+    except Exception as e:
+        print(f"FAIL setup: {e}")
+        traceback.print_exc()
+        results.append(False)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    passed = sum(results)
+    print(f"{passed} passed, {len(results) - passed} failed")
+    return passed == len(results)
+
+
+if __name__ == "__main__":
+    sys.exit(0 if main() else 1)
