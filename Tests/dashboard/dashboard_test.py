@@ -577,6 +577,17 @@ async def run_checks(gw, tab, bad, overlay, token, empty_gw, empty_tab, download
         snap = await overlay.poll(OVERLAY, lambda s: s["seq"] and s["text"] != "–", "the overlay shows no RMSSD")
         shown_as(snap["text"], frame_with_seq(gw, snap["seq"])["metrics"]["rmssd_ms"], 0, "overlay RMSSD")
         assert snap["source"] == "frame" and snap["unit"] == "", snap
+        # At a phone size too: the number fits the screen.
+        await overlay.call("Emulation.setDeviceMetricsOverride", PHONE)
+        await overlay.navigate(f"{base}overlay?size=120#token={token}")
+        snap = await overlay.poll(OVERLAY, lambda s: s["seq"] and s["text"] != "–", "the overlay shows nothing on a phone")
+        fits = await overlay.eval("""(() => { const r = document.getElementById("value").getBoundingClientRect();
+            return r.left >= 0 && r.right <= innerWidth && r.top >= 0 && r.bottom <= innerHeight
+              && document.documentElement.scrollWidth <= innerWidth; })()""")
+        assert fits, "the overlay's number does not fit a phone's screen"
+        if SCREENSHOTS:
+            await screenshot(overlay, "overlay-phone.png")
+        await overlay.call("Emulation.clearDeviceMetricsOverride")
         await overlay.navigate(f"{base}overlay#token=hrg_not_a_real_token")
         snap = await overlay.poll(OVERLAY, lambda s: s["conn"] == "refused", "the overlay does not mark a refused token")
         assert snap["text"] == "–", snap
@@ -618,7 +629,8 @@ async def run_checks(gw, tab, bad, overlay, token, empty_gw, empty_tab, download
     await check("at a phone size (390x844): no sideways scrolling, a large heart rate in view, the same numbers",
                 phone())
     await check("a gateway without a session: the empty state; a lost connection is said", empty_state())
-    await check("the OBS overlay: transparent, the newest reading, colour, size, beat, RMSSD, a refused token", overlay_page())
+    await check("the OBS overlay: transparent, the newest reading, colour, size, beat, RMSSD, at a phone size, a refused token",
+                overlay_page())
     await check("every request stays on 127.0.0.1:PORT (no CDN), no script errors", only_local_requests())
     await check("SIGTERM ends the session; the page shows its summary", summary_on_sigterm())
     return results
