@@ -172,7 +172,9 @@ let package = Package(
 
         .target(
             name: "BLEHeartRate",
-            dependencies: ["GatewayEngine", "HRVAnalysis", "DBus", "BlueZ", .product(name: "Logging", package: "swift-log")],
+            dependencies: [
+                "GatewayEngine", "HRVAnalysis", "DBus", "BlueZ", "PolarPMD", .product(name: "Logging", package: "swift-log"),
+            ],
             swiftSettings: strict
         ),
         // Polar Measurement Data (PMD): control-point requests and responses, ECG/accelerometer data frames (raw and

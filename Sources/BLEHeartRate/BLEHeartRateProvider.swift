@@ -59,6 +59,8 @@ public final class BLEHeartRateProvider: BiosignalProvider {
     public let policy: StrapPolicy
     /// Shared between the providers of one process: an `auto` provider skips straps another one follows.
     public let claims: StrapClaims?
+    /// Raw streams to start on a Polar strap's Measurement Data service (`--ecg`); nil: heart rate only.
+    public let polar: PolarStreams?
     let monotonicNs: @Sendable () -> UInt64
     let logger: Logger
     private let session = Locked<StrapSession?>(nil)
@@ -70,9 +72,11 @@ public final class BLEHeartRateProvider: BiosignalProvider {
         clock: any SessionClock = SystemSessionClock(),
         policy: StrapPolicy = StrapPolicy(),
         claims: StrapClaims? = nil,
+        polar: PolarStreams? = nil,
         monotonicNs: @escaping @Sendable () -> UInt64 = BLEHeartRateProvider.systemMonotonicNs,
         logger: Logger = Logger(label: "hr-gateway.ble")
     ) {
+        self.polar = polar
         self.spec = spec
         self.adapter = adapter
         self.bus = bus
@@ -117,6 +121,12 @@ public final class BLEHeartRateProvider: BiosignalProvider {
             return current
         }
         await s?.stop()
+    }
+
+    /// Polar Measurement Data figures of the current run: ECG samples and frames delivered, frames dropped as
+    /// malformed or out of order, gaps and sensor clock resets found; nil without `polar`.
+    public var polarCounts: (samples: Int, frames: Int, dropped: Int, gaps: Int, resets: Int)? {
+        session.withLock { $0?.pmd?.counts }
     }
 
     /// Body sensor location, battery and Device Information, once read.
@@ -183,6 +193,8 @@ final class StrapSession: Sendable {
     let claims: StrapClaims?
     let machine: Locked<StrapStateMachine>
     let details = Locked(StrapDetails())
+    /// Polar Measurement Data (ECG), when asked for.
+    let pmd: PolarPMDLink?
     let events: StrapEventQueue
     private let observation = Locked<BlueZObservation?>(nil)
     private let timers = Locked<[StrapTimer: any ScheduledAction]>([:])
@@ -204,6 +216,7 @@ final class StrapSession: Sendable {
         self.sink = sink
         self.claims = provider.claims
         self.machine = Locked(StrapStateMachine(spec: provider.spec, policy: provider.policy))
+        self.pmd = provider.polar.map { PolarPMDLink(streams: $0, sink: sink, logger: provider.logger) }
         self.events = StrapEventQueue(
             onFull: { [logger = provider.logger] in
                 logger.warning("strap event queue full; holding the D-Bus connection back until it drains")
@@ -308,7 +321,11 @@ final class StrapSession: Sendable {
         case let .propertiesChanged(path, interface, changed, _):
             switch interface {
             case BlueZ.gattCharacteristicInterface:
-                if let bytes = changed["Value"]?.bytes {
+                if let bytes = changed["Value"]?.bytes, let pmd, pmd.handles(path.rawValue) {
+                    let (mono, wall) = stamps(at: receivedAt)
+                    let address = machine.withLock { $0.device?.address } ?? ""
+                    pmd.receive(path: path.rawValue, bytes: bytes, monotonicNs: mono, wallMs: wall, address: address)
+                } else if let bytes = changed["Value"]?.bytes {
                     let (mono, wall) = stamps(at: receivedAt)
                     let event = StrapEvent.notification(
                         charPath: path.rawValue, bytes: bytes, monotonicNs: mono, wallMs: wall)
@@ -439,11 +456,29 @@ final class StrapSession: Sendable {
     private func report(_ actions: [StrapAction]) {
         for action in actions {
             switch action {
-            case .status(let s): sink.status(s)
+            case .status(let s):
+                sink.status(s)
+                if let pmd { follow(s, pmd) }
             case .sample(let s): sink.send(s)
             case .malformed(let e): logger.warning("dropped a Heart Rate Measurement: \(e)")
             default: continue
             }
+        }
+    }
+
+    /// Starts Polar streams once the strap streams heart rate; forgets them when the link goes.
+    private func follow(_ status: SensorStatus, _ pmd: PolarPMDLink) {
+        switch status.state {
+        case .streaming:
+            guard let (path, address) = machine.withLock({ m in m.device.map { ($0.path, $0.address) } }),
+                let bluez
+            else { return }
+            let adapter = adapterPath
+            spawn { await pmd.start(device: DBusObjectPath(path), address: address, adapter: adapter, bluez: bluez) }
+        case .reconnecting, .disconnected, .searching, .connecting, .error:
+            pmd.linkLost()
+        default:
+            break
         }
     }
 

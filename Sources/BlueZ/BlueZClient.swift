@@ -421,6 +421,12 @@ public final class BlueZClient: Sendable {
         _ = try await call(device, BlueZ.deviceInterface, "Connect", timeout: timeout)
     }
 
+    /// `Device1.Pair`: bonds with the device (BlueZ asks the registered agent, if any, to confirm). `AlreadyExists`
+    /// when BlueZ holds keys already. Pairing can take several seconds.
+    public func pair(_ device: DBusObjectPath, timeout: Duration = .seconds(30)) async throws {
+        _ = try await call(device, BlueZ.deviceInterface, "Pair", timeout: timeout)
+    }
+
     /// `Device1.Disconnect` (also cancels a pending Connect).
     public func disconnect(_ device: DBusObjectPath, timeout: Duration = .seconds(10)) async throws {
         _ = try await call(device, BlueZ.deviceInterface, "Disconnect", timeout: timeout)

@@ -45,6 +45,16 @@ public struct BlueZError: Error, Hashable, Sendable, CustomStringConvertible {
     /// The D-Bus error message as received.
     public var message: String
 
+    /// The device refused an attribute for lack of pairing or encryption: `NotAuthorized`, or an ATT error
+    /// 0x05 (insufficient authentication), 0x08 (insufficient authorization) or 0x0F (insufficient encryption) as
+    /// BlueZ words it ("Operation failed with ATT error: 0x05").
+    public var needsPairing: Bool {
+        if name == "org.bluez.Error.NotAuthorized" || name == "org.bluez.Error.AuthenticationRequired" { return true }
+        let m = message.lowercased()
+        return ["att error: 0x05", "att error: 0x08", "att error: 0x0f"].contains { m.contains($0) }
+            || ((kind == .notPermitted || kind == .failed) && (m.contains("authenticat") || m.contains("encrypt")))
+    }
+
     public init(kind: Kind, name: String, message: String) {
         self.kind = kind
         self.name = name

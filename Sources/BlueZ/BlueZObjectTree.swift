@@ -51,6 +51,8 @@ public struct BlueZDevice: Sendable, Hashable {
     /// Advertised or resolved service UUIDs (lower-case 128-bit strings).
     public var uuids: [String] { properties["UUIDs"]?.stringArray ?? [] }
     public var connected: Bool { properties["Connected"]?.bool ?? false }
+    /// BlueZ holds keys for the device (it may have lost its own: a stale bond).
+    public var paired: Bool { properties["Paired"]?.bool ?? false }
     public var servicesResolved: Bool { properties["ServicesResolved"]?.bool ?? false }
     /// `Battery1.Percentage`.
     public var batteryPercentage: UInt8? { batteryProperties?["Percentage"]?.byte }

@@ -31,6 +31,13 @@ public struct BiosignalSample: Sendable, Equatable {
     public var sequence: UInt64?
     /// True when beats may be missing between the previous sample of this device and this one (link loss).
     public var gapBefore: Bool
+    /// A chunk of raw ECG (Polar PMD): every sample in µV, oldest first, at `ecgRateHz`; `timestampMs` is the
+    /// first sample's time on the host clock (docs/pmd.md). Such a sample carries no heart rate (`bpm` 0).
+    public var ecgUv: [Int32]?
+    public var ecgRateHz: Double?
+
+    /// A chunk of raw waveform without a heart rate: kept out of the metrics window (docs/engine.md).
+    public var isWaveformOnly: Bool { ecgUv != nil && bpm <= 0 && (rrIntervalsMs ?? []).isEmpty }
 
     public init(
         timestampMs: Int64,
@@ -44,7 +51,9 @@ public struct BiosignalSample: Sendable, Equatable {
         confidence: Double? = nil,
         breathingRateBpm: Double? = nil,
         sequence: UInt64? = nil,
-        gapBefore: Bool = false
+        gapBefore: Bool = false,
+        ecgUv: [Int32]? = nil,
+        ecgRateHz: Double? = nil
     ) {
         self.timestampMs = timestampMs
         self.bpm = bpm
@@ -58,6 +67,8 @@ public struct BiosignalSample: Sendable, Equatable {
         self.breathingRateBpm = breathingRateBpm
         self.sequence = sequence
         self.gapBefore = gapBefore
+        self.ecgUv = ecgUv
+        self.ecgRateHz = ecgRateHz
     }
 }
 
@@ -78,6 +89,8 @@ extension BiosignalSample {
         if let b = breathingRateBpm, b.isFinite { o["breathing_rate_bpm"] = .double(b) }
         if let s = sequence { o["notification_seq"] = .int(Int64(truncatingIfNeeded: s)) }
         if gapBefore { o["gap_before"] = .bool(true) }
+        if let ecg = ecgUv { o["ecg_uv"] = .array(ecg.map { .int(Int64($0)) }) }
+        if let r = ecgRateHz, r.isFinite { o["ecg_rate_hz"] = .double(r) }
         return .object(o)
     }
 
@@ -106,6 +119,19 @@ extension BiosignalSample {
         if let list = json["rr_1024"]?.arrayValue {
             raw = list.compactMap { $0.intValue }.filter { (0...Int64(UInt16.max)).contains($0) }.map { UInt16($0) }
         }
+        var ecg: [Int32]?
+        if let list = json["ecg_uv"] {
+            guard let items = list.arrayValue else { throw SampleDecodingError("ecg_uv must be an array of integers") }
+            var values: [Int32] = []
+            values.reserveCapacity(items.count)
+            for item in items {
+                guard let v = item.intValue, let i = Int32(exactly: v) else {
+                    throw SampleDecodingError("ecg_uv must be an array of 32-bit integers (µV)")
+                }
+                values.append(i)
+            }
+            ecg = values
+        }
         self.init(
             timestampMs: ts,
             bpm: bpm,
@@ -118,7 +144,9 @@ extension BiosignalSample {
             confidence: json["confidence"]?.doubleValue,
             breathingRateBpm: json["breathing_rate_bpm"]?.doubleValue,
             sequence: json["notification_seq"]?.intValue.flatMap { $0 >= 0 ? UInt64($0) : nil },
-            gapBefore: json["gap_before"]?.boolValue ?? false
+            gapBefore: json["gap_before"]?.boolValue ?? false,
+            ecgUv: ecg,
+            ecgRateHz: json["ecg_rate_hz"]?.doubleValue
         )
     }
 }

@@ -84,10 +84,18 @@ struct SessionCore {
     var nextDeadlineMs: Int64 { min(nextFrameMs, nextRawMs ?? .max, endMs, cueDeadline(cueIndex) ?? .max) }
 
     mutating func append(_ sample: BiosignalSample) {
+        // Raw waveform chunks (ECG) carry no heart rate: they skip the metrics and go out once, in the next raw frame.
+        if sample.isWaveformOnly {
+            if config.includeRawSamples { pendingWaveform.append(sample) }
+            return
+        }
         window.append(sample)
         liveDFA.append(sample)
         if config.resonance != nil, sample.rrIntervalsMs?.isEmpty == false { assessmentSamples.append(sample) }
     }
+
+    /// Waveform chunks received since the last raw frame.
+    private(set) var pendingWaveform: [BiosignalSample] = []
 
     /// A resonance assessment's samples with RR, kept for the summary (some 700 beats for the default protocol).
     private(set) var assessmentSamples: [BiosignalSample] = []
@@ -175,9 +183,11 @@ struct SessionCore {
     }
 
     private mutating func makeRawFrame(wallMs: Int64) -> SessionEvent? {
-        guard !window.isEmpty else { return nil }
+        guard !window.isEmpty || !pendingWaveform.isEmpty else { return nil }
         rawSeq += 1
-        return .biosignalFrame(sessionId: config.sessionId, seq: rawSeq, emittedAtMs: wallMs, samples: window.samples)
+        defer { pendingWaveform = [] }
+        return .biosignalFrame(
+            sessionId: config.sessionId, seq: rawSeq, emittedAtMs: wallMs, samples: window.samples + pendingWaveform)
     }
 
     static func nextTick(after tick: Int64, now: Int64, intervalSec: Int) -> Int64 {

@@ -69,6 +69,11 @@ public final class MetricsSink: SessionSink {
 
     public func receive(sample: BiosignalSample) {
         let device = [("device", sample.deviceId ?? sample.source)]
+        if let ecg = sample.ecgUv {
+            registry.counter(name: "hr_gateway_ecg_samples_total", labels: device,
+                             help: "Raw ECG samples received from each device (Polar PMD).").increment(by: Int64(ecg.count))
+            if sample.isWaveformOnly { return }
+        }
         registry.counter(
             name: "hr_gateway_notifications_total", labels: device + [("source", sample.source)],
             help: "Readings received from each device (one per strap notification or camera estimate)."

@@ -132,6 +132,8 @@ struct DeviceBoard: Sendable {
     static func key(_ deviceId: String?, source: String) -> String { deviceId ?? source }
 
     mutating func record(_ sample: BiosignalSample) {
+        // A raw ECG chunk says nothing of the heart rate.
+        guard !sample.isWaveformOnly else { return }
         let key = Self.key(sample.deviceId, source: sample.source)
         var d = devices[key] ?? Device(source: sample.source)
         d.hrBpm = sample.bpm

@@ -79,8 +79,9 @@ setInterval(() => {
 }, 1000);
 
 function handle(m) {
-  if (metric === "hr" && m.type === "biosignal_frame" && m.samples && m.samples.length) {
-    const s = m.samples.reduce((a, b) => (b.timestamp_ms >= a.timestamp_ms ? b : a));
+  const readings = (m.samples || []).filter((s) => s.bpm > 0);
+  if (metric === "hr" && m.type === "biosignal_frame" && readings.length) {
+    const s = readings.reduce((a, b) => (b.timestamp_ms >= a.timestamp_ms ? b : a));
     show(s.bpm, m.seq, "sample");
   } else if (m.type === "session_frame" && m.metrics) {
     if (metric === "rmssd") { if (m.metrics.rr_count) show(m.metrics.rmssd_ms, m.seq, "frame"); }

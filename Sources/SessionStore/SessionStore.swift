@@ -127,7 +127,7 @@ public final class SessionStore: Sendable {
                 + "(choose another with --state-dir or HR_GATEWAY_STATE_DIR, or fix its permissions)")
         }
         do {
-            dbQueue = try StateDatabase.open(path: directory + "/sessions.sqlite", migrations: [("v1", Self.schemaV1)])
+            dbQueue = try StateDatabase.open(path: directory + "/sessions.sqlite", migrations: [("v1", Self.schemaV1), ("v2", Self.schemaV2)])
         } catch {
             throw .database("cannot open \(directory)/sessions.sqlite: \(Self.reason(error))")
         }
@@ -135,6 +135,12 @@ public final class SessionStore: Sendable {
         _ = try? recoverJournals()
         try markInterrupted()
     }
+
+    /// Raw ECG chunks (Polar PMD): µV as little-endian int32 and their rate.
+    private static let schemaV2 = """
+        ALTER TABLE samples ADD COLUMN ecg_uv BLOB;
+        ALTER TABLE samples ADD COLUMN ecg_rate_hz REAL;
+        """
 
     private static let schemaV1 = """
         CREATE TABLE sessions (
@@ -282,12 +288,13 @@ public final class SessionStore: Sendable {
             s.contact?.rawValue, s.energyKJ.map { Int64($0) }, s.confidence.flatMap { $0.isFinite ? $0 : nil },
             s.breathingRateBpm.flatMap { $0.isFinite ? $0 : nil }, s.deviceId, s.source,
             s.sequence.map { Int64(truncatingIfNeeded: $0) }, s.gapBefore ? 1 : 0,
+            s.ecgUv.map { Self.blob($0) }, s.ecgRateHz.flatMap { $0.isFinite ? $0 : nil },
         ]
         try db.execute(
             sql: """
                 INSERT INTO samples (session_id, timestamp_ms, bpm, rr_ms, rr_1024, rr_count, contact, energy_kj,
-                    confidence, breathing_rate_bpm, device_id, source, notification_seq, gap_before)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                    confidence, breathing_rate_bpm, device_id, source, notification_seq, gap_before, ecg_uv, ecg_rate_hz)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                 """,
             arguments: StatementArguments(values))
     }
@@ -424,7 +431,24 @@ public final class SessionStore: Sendable {
             energyKJ: energy.map { Int($0) },
             rrRaw1024: doubles(row["rr_1024"]).map { $0.map { UInt16(clamping: Int($0)) } },
             confidence: row["confidence"], breathingRateBpm: row["breathing_rate_bpm"],
-            sequence: seq.map { UInt64(bitPattern: $0) }, gapBefore: (row["gap_before"] as Int64? ?? 0) != 0)
+            sequence: seq.map { UInt64(bitPattern: $0) }, gapBefore: (row["gap_before"] as Int64? ?? 0) != 0,
+            ecgUv: (row["ecg_uv"] as Data?).map(Self.int32s), ecgRateHz: row["ecg_rate_hz"])
+    }
+
+    static func blob(_ values: [Int32]) -> Data {
+        var d = Data(capacity: values.count * 4)
+        for v in values {
+            let u = UInt32(bitPattern: v)
+            d.append(contentsOf: [UInt8(u & 0xFF), UInt8((u >> 8) & 0xFF), UInt8((u >> 16) & 0xFF), UInt8(u >> 24)])
+        }
+        return d
+    }
+
+    static func int32s(_ d: Data) -> [Int32] {
+        let b = [UInt8](d)
+        return stride(from: 0, to: b.count - b.count % 4, by: 4).map {
+            Int32(bitPattern: UInt32(b[$0]) | UInt32(b[$0 + 1]) << 8 | UInt32(b[$0 + 2]) << 16 | UInt32(b[$0 + 3]) << 24)
+        }
     }
 
     private func read<T>(_ body: (Database) throws -> T) throws(StoreError) -> T {

@@ -21,6 +21,8 @@ public struct PrettyView: Sendable {
     public var endNote: String?
     /// The latest paced-breathing cue.
     public var cue: BreathingCue?
+    /// Raw ECG samples received per device (Polar PMD).
+    public var ecgSamples: [String: Int] = [:]
 
     public init(sessionId: String = "", mode: String = "", durationSec: Int? = nil, endNote: String? = nil) {
         self.sessionId = sessionId
@@ -58,6 +60,8 @@ public struct PrettyView: Sendable {
     }
 
     public mutating func update(_ sample: BiosignalSample) {
+        if let ecg = sample.ecgUv { ecgSamples[sample.deviceId ?? sample.source, default: 0] += ecg.count }
+        guard !sample.isWaveformOnly else { return }
         lastSample[sample.deviceId ?? sample.source] = sample
         if let rr = sample.rrIntervalsMs, !rr.isEmpty {
             recentRR.append(contentsOf: rr)
@@ -121,6 +125,7 @@ public struct PrettyView: Sendable {
             if let contact = lastSample[key]?.contact {
                 line += "  skin contact " + (contact == .contact ? "yes" : contact == .noContact ? "NO" : "n/a")
             }
+            if let n = ecgSamples[key] { line += "  ECG \(n) samples" }
             if let m = s.message { line += "  (\(m))" }
             lines.append(line)
         }

@@ -1,4 +1,5 @@
 import ArgumentParser
+import BLEHeartRate
 import Foundation
 import GatewayEngine
 import Logging
@@ -15,6 +16,11 @@ struct SourceOptions: ParsableArguments {
 
     @Option(help: ArgumentHelp("Bluetooth adapter for --strap (default: the first powered one).", valueName: "hciN"))
     var adapter: String?
+
+    @Flag(help: ArgumentHelp(
+        "With --strap: also stream raw ECG (130 Hz, µV) from a Polar strap's measurement service (H10), pairing "
+            + "with it when it asks; ECG chunks go into the session store, --raw frames and EDF exports (docs/pmd.md)."))
+    var ecg = false
 
     @Flag(help: "Use a simulated source (no hardware needed).")
     var simulate = false
@@ -49,6 +55,9 @@ struct SourceOptions: ParsableArguments {
         if simulate && replay != nil {
             throw ValidationError("--simulate and --replay cannot be combined.")
         }
+        if ecg && straps.isEmpty {
+            throw ValidationError("--ecg streams a Polar strap's ECG: use it with --strap (such as --strap \"Polar H10\").")
+        }
         if !(replaySpeed > 0 && replaySpeed.isFinite) { throw ValidationError("--replay-speed must be a positive number.") }
         try camera.check()
     }
@@ -79,7 +88,8 @@ struct SourceOptions: ParsableArguments {
         if !straps.isEmpty {
             var logger = Logger(label: "hr-gateway.strap")
             logger.logLevel = .warning
-            providers += try makeStrapProviders(specs: straps, adapter: adapter, logger: logger)
+            providers += try makeStrapProviders(
+                specs: straps, adapter: adapter, polar: ecg ? PolarStreams(ecg: true) : nil, logger: logger)
         }
         if simulate {
             let physiology = session.map {

@@ -6,11 +6,13 @@ import Logging
 /// such as `"Polar H10"`, or `auto`), each on its own D-Bus connection to the system bus, on `adapter` (`hciN`) or
 /// the first powered adapter. Several `auto` specs follow different straps. Throws `BLEHeartRateError.invalidSpec` for an empty spec; bus and adapter problems
 /// surface when the provider starts.
-func makeStrapProviders(specs: [String], adapter: String?, logger: Logger) throws -> [any BiosignalProvider] {
+func makeStrapProviders(specs: [String], adapter: String?, polar: PolarStreams? = nil, logger: Logger) throws
+    -> [any BiosignalProvider]
+{
     let claims = StrapClaims()
     return try specs.map { text in
         let spec: StrapSpec
         do { spec = try StrapSpec(parsing: text) } catch { throw BLEHeartRateError.invalidSpec(text) }
-        return BLEHeartRateProvider(spec: spec, adapter: adapter, claims: claims, logger: logger)
+        return BLEHeartRateProvider(spec: spec, adapter: adapter, claims: claims, polar: polar, logger: logger)
     }
 }

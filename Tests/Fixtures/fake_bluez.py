@@ -16,6 +16,9 @@ Body Sensor Location and Battery Level reads; scripted Connect outcomes (le-conn
 objects missing after ServicesResolved, never resolving, generic failure), link loss, a dead link that stays
 Connected, device removal with
 UnknownObject afterwards, and a bluetoothd restart (the name is dropped and owned again; all state is rebuilt).
+With AddPMD, Polar's Measurement Data service (control point and data; ECG from a recording at 130 Hz) that, like an
+H10, refuses the control point on an unencrypted link (ATT error 0x05) until Device1.Pair, and a strap that forgot
+its bond (ForgetBond: still Paired for BlueZ, refused until the device is removed and paired again).
 """
 
 import argparse
@@ -43,6 +46,22 @@ ADV_MANAGER = "org.bluez.LEAdvertisingManager1"
 
 def uuid16(short):
     return "0000%04x-0000-1000-8000-00805f9b34fb" % short
+
+
+PMD_SERVICE = "fb005c80-02e7-f387-1cad-8acd2d8df0c8"
+PMD_CONTROL = "fb005c81-02e7-f387-1cad-8acd2d8df0c8"
+PMD_DATA = "fb005c82-02e7-f387-1cad-8acd2d8df0c8"
+PMD_ECG_RATE = 130
+PMD_ECG_PER_FRAME = 73
+
+
+def pmd_ecg_frame(sensor_ns, values):
+    """A PMD ECG data frame (type 0, frame type 0: 3-byte signed µV), written independently of the Swift decoder:
+    measurement type, the last sample's sensor time (ns, uint64 LE), frame type, the samples."""
+    out = [0x00] + list(int(sensor_ns).to_bytes(8, "little")) + [0x00]
+    for v in values:
+        out += list(int(v).to_bytes(3, "little", signed=True))
+    return out
 
 
 def hrm_payload(hr, rr, contact=True):
@@ -162,17 +181,17 @@ class Root(dbus.service.Object):
 
 
 class Characteristic(Object):
-    def __init__(self, fake, device, service_path, handle, short, flags, value=()):
+    def __init__(self, fake, device, service_path, handle, short, flags, value=(), uuid=None):
         super().__init__(fake, "%s/char%04x" % (service_path, handle))
         self.device = device
         self.props[CHAR] = {
-            "UUID": dbus.String(uuid16(short)),
+            "UUID": dbus.String(uuid or uuid16(short)),
             "Service": dbus.ObjectPath(service_path),
             "Value": byte_array(value),
             "Flags": dbus.Array(flags, signature="s"),
             "Handle": dbus.UInt16(handle),
         }
-        if "notify" in flags:
+        if "notify" in flags or "indicate" in flags:
             self.props[CHAR]["Notifying"] = dbus.Boolean(False)
         self.short = short
         self.value = list(value)
@@ -191,13 +210,18 @@ class Characteristic(Object):
 
     @dbus.service.method(CHAR, in_signature="aya{sv}", sender_keyword="sender")
     def WriteValue(self, value, options, sender=None):
-        self.fake.record("WriteValue", self.path, sender)
-        raise BlueZError("org.bluez.Error.NotPermitted", "Write not permitted")
+        self.fake.record("WriteValue %s" % bytes(int(b) for b in value).hex(), self.path, sender)
+        if "write" not in self.props[CHAR]["Flags"]:
+            raise BlueZError("org.bluez.Error.NotPermitted", "Write not permitted")
+        if not self.device.connected:
+            raise BlueZError("org.bluez.Error.Failed", "Not connected")
+        if self.device.pmd and self is self.device.pmd.control:
+            self.device.pmd.write([int(b) for b in value])
 
     @dbus.service.method(CHAR, sender_keyword="sender")
     def StartNotify(self, sender=None):
         self.fake.record("StartNotify", self.path, sender)
-        if "notify" not in self.props[CHAR]["Flags"]:
+        if "notify" not in self.props[CHAR]["Flags"] and "indicate" not in self.props[CHAR]["Flags"]:
             raise BlueZError("org.bluez.Error.NotSupported", "Operation is not supported")
         if self.start_notify_outcomes:
             outcome = self.start_notify_outcomes.pop(0)
@@ -260,6 +284,7 @@ class Device(Object):
             "Connected": dbus.Boolean(False),
             "ServicesResolved": dbus.Boolean(False),
             "Paired": dbus.Boolean(False),
+            "Bonded": dbus.Boolean(False),
             "Trusted": dbus.Boolean(False),
             "Blocked": dbus.Boolean(False),
             "LegacyPairing": dbus.Boolean(False),
@@ -291,6 +316,9 @@ class Device(Object):
         dis_chars = [Characteristic(fake, self, dis.path, 0x0031 + 2 * i, u, ["read"], list(s.encode()))
                      for i, (u, s) in enumerate(strings)]
         self.gatt = [hrs, self.hrm, bsl, bas, self.battery_char, dis] + dis_chars
+        self.pmd = None
+        self.forgot_bond = False   # the strap lost its keys: encryption fails although BlueZ says Paired
+        self.pair_outcomes = []
 
     # Discovery and lifetime
 
@@ -318,6 +346,9 @@ class Device(Object):
         self.removed = True
         self.props[DEVICE]["Connected"] = dbus.Boolean(False)
         self.props[DEVICE]["ServicesResolved"] = dbus.Boolean(False)
+        # Removing a device drops its bond on both sides once it pairs again.
+        self.props[DEVICE]["Paired"] = dbus.Boolean(False)
+        self.props[DEVICE]["Bonded"] = dbus.Boolean(False)
 
     def export_gatt(self):
         if self.gatt_exported:
@@ -423,11 +454,27 @@ class Device(Object):
         self.set(DEVICE, Connected=dbus.Boolean(False))
         if self.hrm.props[CHAR]["Notifying"]:
             self.hrm.set(CHAR, Notifying=dbus.Boolean(False))
+        if self.pmd:
+            self.pmd.link_lost()
         return True
 
-    @dbus.service.method(DEVICE)
-    def Pair(self):
-        raise BlueZError("org.bluez.Error.NotSupported", "Operation is not supported")
+    @dbus.service.method(DEVICE, sender_keyword="sender")
+    def Pair(self, sender=None):
+        self.fake.record("Pair", self.path, sender)
+        self.check_exists()
+        if self.props[DEVICE]["Paired"]:
+            raise BlueZError("org.bluez.Error.AlreadyExists", "Already Exists")
+        outcome = self.pair_outcomes.pop(0) if self.pair_outcomes else "ok"
+        if outcome.startswith("failed:"):
+            raise BlueZError("org.bluez.Error." + outcome[len("failed:"):], outcome[len("failed:"):])
+        if not self.connected:
+            raise BlueZError("org.bluez.Error.ConnectionAttemptFailed", "Page Timeout")
+        self.forgot_bond = False
+        self.set(DEVICE, Paired=dbus.Boolean(True), Bonded=dbus.Boolean(True))
+
+    @property
+    def encrypted(self):
+        return bool(self.props[DEVICE]["Paired"]) and not self.forgot_bond
 
     def next_packets(self, count):
         out = []
@@ -437,6 +484,71 @@ class Device(Object):
             out.append(self.packets[self.packet_index])
             self.packet_index += 1
         return out
+
+
+class PMD:
+    """Polar's Measurement Data service as an H10 serves it: the control point (read features, write requests,
+    indicate responses) and the data characteristic (notify frames). With `require_pairing`, like the H10, a write
+    on an unencrypted link fails with ATT error 0x05 (insufficient authentication)."""
+
+    def __init__(self, fake, device, ecg_uv, require_pairing):
+        self.device = device
+        self.ecg = list(ecg_uv)
+        self.require_pairing = require_pairing
+        self.ecg_on = False
+        self.index = 0
+        # The strap's own clock (ns): it has been running for a while, unrelated to the host's.
+        self.sensor_ns = 599_000_000_000
+        base = device.path
+        svc = Object(fake, base + "/service0040")
+        svc.props[SERVICE] = {"UUID": dbus.String(PMD_SERVICE), "Primary": dbus.Boolean(True),
+                              "Device": dbus.ObjectPath(base), "Handle": dbus.UInt16(0x0040)}
+        self.control = Characteristic(fake, device, svc.path, 0x0041, 0, ["read", "write", "indicate"],
+                                      [0x0F, 0x05, 0x00], uuid=PMD_CONTROL)
+        self.data = Characteristic(fake, device, svc.path, 0x0044, 0, ["notify"], uuid=PMD_DATA)
+        device.gatt += [svc, self.control, self.data]
+        uuids = list(device.props[DEVICE]["UUIDs"]) + [PMD_SERVICE]
+        device.props[DEVICE]["UUIDs"] = dbus.Array(uuids, signature="s")
+
+    def respond(self, payload):
+        GLib.idle_add(lambda: self.control.notify(payload) and False)
+
+    def write(self, value):
+        if self.require_pairing and not self.device.encrypted:
+            raise BlueZError("org.bluez.Error.Failed", "Operation failed with ATT error: 0x05")
+        if not value:
+            raise BlueZError("org.bluez.Error.InvalidValueLength", "Invalid Length")
+        op, kind = value[0], value[1] if len(value) > 1 else 0xFF
+        if op == 0x01 and kind == 0x00:      # GET_MEASUREMENT_SETTINGS ECG: 130 Hz, 14 bit
+            self.respond([0xF0, 0x01, 0x00, 0x00, 0x00, 0x00, 0x01, 0x82, 0x00, 0x01, 0x01, 0x0E, 0x00])
+        elif op == 0x02 and kind == 0x00:    # REQUEST_MEASUREMENT_START ECG
+            if self.ecg_on:
+                self.respond([0xF0, 0x02, 0x00, 0x06, 0x00])   # already in state
+            else:
+                self.ecg_on = True
+                self.respond([0xF0, 0x02, 0x00, 0x00, 0x00])
+        elif op == 0x03 and kind == 0x00:    # STOP_MEASUREMENT ECG
+            self.ecg_on = False
+            self.respond([0xF0, 0x03, 0x00, 0x00, 0x00])
+        else:
+            self.respond([0xF0, op, kind, 0x03, 0x00])          # not supported
+
+    def send_ecg(self, frames):
+        """Notifies up to `frames` frames of 73 samples from the recording; returns the samples sent."""
+        sent = 0
+        for _ in range(frames):
+            if not self.ecg_on or self.index >= len(self.ecg):
+                break
+            chunk = self.ecg[self.index:self.index + PMD_ECG_PER_FRAME]
+            last_ns = self.sensor_ns + (self.index + len(chunk) - 1) * 1_000_000_000 // PMD_ECG_RATE
+            if not self.data.notify(pmd_ecg_frame(last_ns, chunk)):
+                break
+            self.index += len(chunk)
+            sent += len(chunk)
+        return sent
+
+    def link_lost(self):
+        self.ecg_on = False   # a strap stops its streams when the link goes
 
 
 class Adapter(Object):
@@ -536,6 +648,8 @@ class Adapter(Object):
         for dev in self.fake.devices_of(self):
             if dev.path == path and dev.present:
                 dev.remove()
+                # Discovery still running: the strap's next advertisement brings the device back.
+                GLib.timeout_add(50, self.scan)
                 return
         raise BlueZError("org.bluez.Error.DoesNotExist", "Does Not Exist")
 
@@ -617,6 +731,53 @@ class Control(dbus.service.Object):
         if a.props[ADAPTER]["Discovering"]:
             GLib.idle_add(a.scan)
         return d.path
+
+    @dbus.service.method(CONTROL_IFACE, in_signature="saib")
+    def AddPMD(self, address, ecg_uv, require_pairing):
+        """Gives the strap Polar's PMD service (before it connects), streaming `ecg_uv` (µV at 130 Hz)."""
+        d = self.dev(address)
+        d.pmd = PMD(self.fake, d, [int(v) for v in ecg_uv], bool(require_pairing))
+
+    @dbus.service.method(CONTROL_IFACE, in_signature="su", out_signature="u")
+    def SendECG(self, address, frames):
+        """Notifies up to `frames` ECG frames (73 samples) if the client started ECG; returns the samples sent."""
+        return self.dev(address).pmd.send_ecg(int(frames))
+
+    @dbus.service.method(CONTROL_IFACE, in_signature="suu")
+    def StreamECG(self, address, frames, interval_ms):
+        """Notifies up to `frames` ECG frames, one every `interval_ms` ms from the main loop (returns at once)."""
+        pmd = self.dev(address).pmd
+        left = [int(frames)]
+
+        def tick():
+            pmd.send_ecg(1)
+            left[0] -= 1
+            return left[0] > 0
+        if frames:
+            GLib.timeout_add(max(1, int(interval_ms)), tick)
+
+    @dbus.service.method(CONTROL_IFACE, in_signature="s", out_signature="b")
+    def ECGOn(self, address):
+        return self.dev(address).pmd.ecg_on
+
+    @dbus.service.method(CONTROL_IFACE, in_signature="say", out_signature="b")
+    def NotifyPath(self, path, payload):
+        """Notifies any bytes on the characteristic at `path` (garbled frames for the tests)."""
+        for d in self.fake.devices:
+            for obj in d.gatt:
+                if obj.path == path and isinstance(obj, Characteristic):
+                    return obj.notify([int(b) for b in payload])
+        raise BlueZError("org.hrgateway.FakeBlueZ.Error.NoSuchCharacteristic", "no characteristic " + path)
+
+    @dbus.service.method(CONTROL_IFACE, in_signature="s")
+    def ForgetBond(self, address):
+        """The strap forgets its bond (reset, paired elsewhere): BlueZ still says Paired, encryption fails."""
+        self.dev(address).forgot_bond = True
+
+    @dbus.service.method(CONTROL_IFACE, in_signature="sas")
+    def ScriptPair(self, address, outcomes):
+        """Outcomes of the next Pair calls: ok, failed:<error name> (AuthenticationFailed, ...)."""
+        self.dev(address).pair_outcomes += [str(o) for o in outcomes]
 
     @dbus.service.method(CONTROL_IFACE, in_signature="sb")
     def SetAdvertising(self, address, advertising):

@@ -1,0 +1,170 @@
+import BLEHeartRate
+import DBus
+import DBusTestSupport
+import Foundation
+import GatewayEngine
+import Testing
+
+/// `--ecg` against the fake org.bluez with Polar's measurement service, streaming a real ECG recording
+/// (Tests/Fixtures/ecg_mitbih208_130hz.csv) and, like an H10, refusing the control point until the link is encrypted.
+@Suite(.serialized, .timeLimit(.minutes(1)))
+struct PolarPMDProviderTests {
+    static let strap = "A0:9E:1A:00:00:02"
+
+    static func ecg() throws -> [Int32] {
+        let text = try String(contentsOfFile: FakeBlueZ.script.replacingOccurrences(
+            of: "fake_bluez.py", with: "ecg_mitbih208_130hz.csv"), encoding: .utf8)
+        return text.split(separator: "\n").dropFirst().compactMap { Int32($0) }
+    }
+
+    struct Rig {
+        let fake: FakeBlueZ
+        let clock: ManualSessionClock
+        let provider: BLEHeartRateProvider
+        var statuses: AsyncStream<SensorStatus>.Iterator
+        var samples: AsyncStream<BiosignalSample>.Iterator
+    }
+
+    /// `realClock`: the provider reads the system's wall clock (chunk times are then comparable with CLOCK_MONOTONIC);
+    /// otherwise a manual one, whose retry timers the test runs.
+    func rig(pmd: Bool = true, requirePairing: Bool = true, realClock: Bool = false) async throws -> Rig {
+        let fake = try await FakeBlueZ()
+        try await fake.addStrap(Self.strap, rr: Array(try loadNSRDB().rr1024.prefix(60)))
+        if pmd {
+            try await fake.ctl("AddPMD", [
+                .string(Self.strap), .array(elementSignature: "i", try Self.ecg().map(DBusValue.int32)),
+                .boolean(requirePairing),
+            ])
+        }
+        let clock = ManualSessionClock()
+        let provider = BLEHeartRateProvider(
+            spec: .address(Self.strap), bus: fake.bus, clock: realClock ? SystemSessionClock() : clock,
+            polar: PolarStreams(ecg: true),
+            monotonicNs: BLEHeartRateProvider.systemMonotonicNs)
+        let recorder = Recorder()
+        try await provider.startStreaming(into: recorder.sink)
+        return Rig(fake: fake, clock: clock, provider: provider,
+                   statuses: recorder.statuses.makeAsyncIterator(), samples: recorder.samples.makeAsyncIterator())
+    }
+
+    /// ECG values delivered until `count` have arrived (heart-rate samples skipped), and the chunks.
+    func ecgValues(_ r: inout Rig, count: Int) async -> (values: [Int32], chunks: [BiosignalSample]) {
+        var values: [Int32] = []
+        var chunks: [BiosignalSample] = []
+        while values.count < count, let s = await r.samples.next() {
+            guard let ecg = s.ecgUv else { continue }
+            chunks.append(s)
+            values += ecg
+        }
+        return (values, chunks)
+    }
+
+    /// Plays the strap's side until a status says `text`: runs each announced retry timer, and sends a heart-rate
+    /// packet whenever the strap is connected (it streams then). Returns the messages seen on the way.
+    func drive(_ r: inout Rig, until text: String) async throws -> [String] {
+        var seen: [String] = []
+        while let s = await r.statuses.next() {
+            if let m = s.message {
+                seen.append(m)
+                if m.contains(text) { return seen }
+                if let t = m.split(separator: "(retry in ").last?.split(separator: " s)").first, m.contains("(retry in"),
+                    let sec = Double(t)
+                {
+                    r.clock.advance(byMs: Int64((sec * 1000).rounded()))
+                }
+            }
+            if s.state == .connected { try await r.fake.sendPackets(Self.strap, 1) }
+        }
+        Issue.record("no status said \"\(text)\"; seen: \(seen)")
+        return seen
+    }
+
+    @Test func ecgArrivesSampleExactAfterPairingOnDemand() async throws {
+        var r = try await rig(realClock: true)
+        defer { r.fake.stop() }
+        _ = try #require(await r.statuses.first(.connected))
+        try await r.fake.sendPackets(Self.strap, 1)   // heart rate flows: the strap is streaming
+        _ = try #require(await r.statuses.first(.streaming, containing: "pairing with the strap"))
+        _ = try #require(await r.statuses.first(.streaming, containing: "ECG streaming at 130 Hz"))
+        // Frames as an H10 sends them: one every 73 samples at 130 Hz (561.5 ms), in real time.
+        try await r.fake.ctl("StreamECG", [.string(Self.strap), .uint32(5), .uint32(562)])
+        let (values, chunks) = await ecgValues(&r, count: 5 * 73)
+        #expect(values == Array(try Self.ecg().prefix(5 * 73)), "every µV value once, in order")
+        #expect(chunks.count == 5 && chunks.allSatisfy {
+            $0.source == polarECGSource && $0.deviceId == Self.strap && $0.ecgRateHz == 130 && $0.bpm == 0 && !$0.gapBefore
+        })
+        // Chunks follow each other by their sample count at 130 Hz on the host clock (within the timers' jitter).
+        for (a, b) in zip(chunks, chunks.dropFirst()) {
+            let expected = Double(a.ecgUv!.count) * 1000 / 130
+            #expect(abs(Double(b.timestampMs - a.timestampMs) - expected) <= 25, "\(a.timestampMs) → \(b.timestampMs)")
+        }
+        // A burst (frames held back by the link, then delivered at once) loses nothing either.
+        let sent = try await r.fake.ctl("SendECG", [.string(Self.strap), .uint32(8)]).first?.uint32
+        #expect(sent.map(Int.init) == 8 * 73)
+        let burst = await ecgValues(&r, count: 8 * 73)
+        #expect(values + burst.values == Array(try Self.ecg().prefix(13 * 73)))
+        let calls = try await r.fake.calls()
+        let start = "WriteValue " + "0200000182000101" + "0e00"
+        #expect(calls.filter { $0.hasPrefix(start) }.count == 2, "refused, paired, written again: \(calls)")
+        #expect(calls.filter { $0.hasPrefix("Pair ") }.count == 1)
+        #expect(r.provider.polarCounts?.dropped == 0)
+        await r.provider.stopStreaming()
+    }
+
+    @Test func aStrapThatForgotItsBondIsRemovedPairedAgainAndStreamsOn() async throws {
+        var r = try await rig()
+        defer { r.fake.stop() }
+        _ = try #require(await r.statuses.first(.connected))
+        try await r.fake.sendPackets(Self.strap, 1)
+        _ = try #require(await r.statuses.first(.streaming, containing: "ECG streaming"))
+        try await r.fake.ctl("SendECG", [.string(Self.strap), .uint32(2)])
+        let first = await ecgValues(&r, count: 2 * 73)
+        // The strap is reset: it forgets the keys and drops the link.
+        try await r.fake.ctl("ForgetBond", [.string(Self.strap)])
+        try await r.fake.ctl("LinkLoss", [.string(Self.strap)])
+        let seen = try await drive(&r, until: "ECG streaming")
+        #expect(seen.contains { $0.contains("forgotten its pairing") }, "\(seen)")
+        #expect(seen.contains { $0.contains("pairing with the strap") }, "\(seen)")
+        try await r.fake.ctl("SendECG", [.string(Self.strap), .uint32(3)])
+        let (values, chunks) = await ecgValues(&r, count: 3 * 73)
+        #expect(first.values + values == Array(try Self.ecg().prefix(5 * 73)))
+        #expect(chunks.first?.gapBefore == true && chunks.dropFirst().allSatisfy { !$0.gapBefore },
+                "the first chunk after the break says samples may be missing")
+        let calls = try await r.fake.calls()
+        #expect(calls.filter { $0.hasPrefix("RemoveDevice ") }.count == 1)
+        #expect(calls.filter { $0.hasPrefix("Pair ") }.count == 2)
+        await r.provider.stopStreaming()
+    }
+
+    @Test func aStrapWithoutTheServiceSaysSoAndKeepsStreamingHeartRate() async throws {
+        var r = try await rig(pmd: false)
+        defer { r.fake.stop() }
+        _ = try #require(await r.statuses.first(.connected))
+        try await r.fake.sendPackets(Self.strap, 1)
+        _ = try #require(await r.statuses.first(.streaming, containing: "no Polar measurement service"))
+        try await r.fake.sendPackets(Self.strap, 2)
+        let hr = await r.samples.take(3)
+        #expect(hr.count == 3 && hr.allSatisfy { $0.ecgUv == nil && $0.bpm > 0 })
+        #expect(try await r.fake.calls().filter { $0.hasPrefix("Pair ") || $0.hasPrefix("WriteValue ") }.isEmpty)
+        await r.provider.stopStreaming()
+    }
+
+    @Test func garbledFramesAreDroppedAndCounted() async throws {
+        var r = try await rig(requirePairing: false)
+        defer { r.fake.stop() }
+        _ = try #require(await r.statuses.first(.connected))
+        try await r.fake.sendPackets(Self.strap, 1)
+        _ = try #require(await r.statuses.first(.streaming, containing: "ECG streaming"))
+        // A cut frame, an unknown frame type, then real frames.
+        let data = "/org/bluez/hci0/dev_A0_9E_1A_00_00_02/service0040/char0044"
+        for bad: [UInt8] in [[0x00, 0x01, 0x02], [0x00] + Array(repeating: 0, count: 8) + [0x05, 1, 2, 3]] {
+            _ = try await r.fake.ctl("NotifyPath", [.string(data), .array(elementSignature: "y", bad.map(DBusValue.byte))])
+        }
+        try await r.fake.ctl("SendECG", [.string(Self.strap), .uint32(2)])
+        let (values, _) = await ecgValues(&r, count: 2 * 73)
+        #expect(values == Array(try Self.ecg().prefix(2 * 73)))
+        #expect(r.provider.polarCounts?.dropped == 2)
+        #expect(r.provider.polarCounts?.samples == 2 * 73)
+        await r.provider.stopStreaming()
+    }
+}
