@@ -69,6 +69,8 @@ public enum SessionExport {
     /// its end, with
     /// - `HR` (bpm, 1 Hz): each second, the newest strap reading at or before it (0 before the first and after 5 s
     ///   without one); `HR camera` likewise when a camera contributed;
+    /// - `ECG` (µV, at the strap's rate, 130 Hz for an H10) when raw ECG was recorded: each sample at its time, 0
+    ///   where none came (before the stream, across a lost link);
     /// - annotations: `beat` at every beat time of the CSV export (`BeatTimeline`), with the device when there are
     ///   several; the session's start and end, sensor state changes, DFA alpha1 threshold crossings, and paced
     ///   breathing phases (with their durations).
@@ -104,6 +106,22 @@ public enum SessionExport {
             signals.append(EDFWriter.Signal(
                 label: "HR camera", transducer: "webcam rPPG", physicalDimension: "bpm", physicalMin: hrRange.lowerBound,
                 physicalMax: hrRange.upperBound, samplesPerRecord: 1, samples: series(camera)))
+        }
+        // Raw ECG (Polar PMD): each chunk's samples placed at their times, 130 per record; 0 where none came.
+        let ecgChunks = samples.filter { $0.ecgUv?.isEmpty == false }
+        if let rate = ecgChunks.first?.ecgRateHz, rate > 0, rate == rate.rounded(), rate <= 2000 {
+            let perRecord = Int(rate)
+            var ecg = [Double](repeating: 0, count: records * perRecord)
+            for chunk in ecgChunks where chunk.ecgRateHz == rate {
+                let first = Double(chunk.timestampMs - startMs) / 1000 * rate
+                for (k, v) in chunk.ecgUv!.enumerated() {
+                    let i = Int((first + Double(k)).rounded())
+                    if i >= 0 && i < ecg.count { ecg[i] = Double(v) }
+                }
+            }
+            signals.append(EDFWriter.Signal(
+                label: "ECG", transducer: "Polar H10 chest strap electrodes (PMD)", physicalDimension: "uV",
+                physicalMin: -32768, physicalMax: 32767, samplesPerRecord: perRecord, samples: ecg))
         }
         let several = Set(beats.map(\.device)).count > 1
         var notes = beats.map {

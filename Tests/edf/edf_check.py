@@ -5,7 +5,9 @@ exports it as EDF+ and as CSV with the built binary, and checks with pyedflib th
 start is the session's start (whole second, UTC), that the HR signal is 1 Hz and each second holds the newest strap
 reading at or before it (as the events printed by the session say), that every beat of the CSV export is a `beat`
 annotation at its time (to the millisecond), and that every breathing cue is an annotation with its phase, start and
-duration. Prints 'N passed, N failed'; exits non-zero on any failure.
+duration. Then replays a recording holding raw ECG chunks (a real ECG excerpt, Tests/Fixtures/ecg_mitbih208_130hz.csv,
+as `stream --ecg` records it from a Polar strap) and checks that the export's ECG channel (130 Hz, µV) holds every
+sample at its place. Prints 'N passed, N failed'; exits non-zero on any failure.
 Usage: python3 edf_check.py PATH/TO/hr-gateway
 """
 
@@ -99,11 +101,48 @@ def main():
             texts_seen = {t for _, _, t in notes}
             assert {"session started", "session ended"} <= texts_seen, texts_seen
 
+        def ecg_channel():
+            fixture = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "Fixtures", "ecg_mitbih208_130hz.csv")
+            with open(fixture) as fh:
+                ecg = [int(v) for v in fh.read().split()[1:]][:130 * 20]
+            t0 = 1_700_000_000_250
+            lines = []
+            for sec in range(20):
+                lines.append(json.dumps({"timestamp_ms": t0 + 1000 * sec + 900, "bpm": 60, "rr_intervals_ms": [1000],
+                                         "device_id": "A0:9E:1A:00:00:02", "source": "ble_hrm", "contact": "contact"}))
+            for start in range(0, len(ecg), 73):
+                lines.append(json.dumps({"timestamp_ms": t0 + round(start * 1000 / 130), "bpm": 0,
+                                         "device_id": "A0:9E:1A:00:00:02", "source": "polar_ecg",
+                                         "ecg_uv": ecg[start:start + 73], "ecg_rate_hz": 130}))
+            lines.sort(key=lambda l: json.loads(l)["timestamp_ms"])
+            rec = os.path.join(work, "ecg.jsonl")
+            with open(rec, "w") as fh:
+                fh.write("\n".join(lines) + "\n")
+            run(["stream", "--replay", rec, "--replay-speed", "20", "--format", "jsonl", "--session-id", "edf-ecg",
+                 "--state-dir", work])
+            path = os.path.join(work, "ecg.edf")
+            run(["sessions", "export", "edf-ecg", "--format", "edf", "--output", path, "--state-dir", work])
+            g = pyedflib.EdfReader(path)
+            try:
+                assert g.getSignalLabels() == ["HR", "ECG"], g.getSignalLabels()
+                assert g.getSampleFrequency(1) == 130 and g.getPhysicalDimension(1) == "uV", \
+                    (g.getSampleFrequency(1), g.getPhysicalDimension(1))
+                shown = [int(round(v)) for v in g.readSignal(1)]
+                # The replay shifts times to its start; the ECG must appear once, whole and in order.
+                first = next(i for i, v in enumerate(shown) if v != 0)
+                assert ecg[0] != 0, "the check finds the recording by its first sample, which must not be 0"
+                got = shown[first:first + len(ecg)]
+                assert got == ecg, f"ECG in the EDF differs from the recording from sample {next((i for i, (a, b) in enumerate(zip(got, ecg)) if a != b), len(got))}"
+                assert all(v == 0 for v in shown[first + len(ecg):]), "samples after the recording"
+            finally:
+                g.close()
+
         check("EDF+ header: one HR signal at 1 Hz in bpm, starting at the session's start (UTC)", header)
         check("HR holds the newest strap reading of every second", heart_rate)
         check("every beat of the CSV export is a beat annotation at its time", beat_annotations)
         check("every breathing cue is an annotation with its phase, start and duration; start and end", cue_annotations)
         f.close()
+        check("recorded raw ECG is a 130 Hz channel in µV holding every sample, in order, at its place", ecg_channel)
     except Exception as e:
         print(f"FAIL setup: {e}")
         traceback.print_exc()
