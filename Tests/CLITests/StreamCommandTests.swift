@@ -15,6 +15,12 @@ import Testing
         #expect(r.stderr.contains("Choose a source: --strap auto, --camera DEVICE"))
     }
 
+    @Test func ecgNeedsAStrap() throws {
+        let r = try CLI.run(["stream", "--simulate", "--ecg"])
+        #expect(r.status != 0)
+        #expect(r.stderr.contains("--ecg streams a Polar strap's ECG: use it with --strap"), "\(r.stderr)")
+    }
+
     @Test func aReplayRunsToTheEndAndTheSummaryMatchesTheRecordedBeats() throws {
         // Two minutes of beats: RR alternating 1000 / 1040 ms, one notification a second.
         let path = temp("beats.jsonl")

@@ -162,3 +162,49 @@ import Testing
         #expect(rsa.meanBpm > 4 && rsa.meanBpm < 7, "RSA \(rsa.meanBpm)")
     }
 }
+
+/// Raw ECG chunks beside a strap's readings: the metrics are those of the readings alone, and each chunk goes out
+/// once, in the next raw frame.
+@Suite struct WaveformSampleTests {
+    @Test func ecgChunksStayOutOfTheMetricsAndGoOutOnceInRawFrames() async throws {
+        func run(withECG: Bool) async throws -> [SessionEvent] {
+            let clock = ManualSessionClock(startMs: 0)
+            let provider = ScriptedProvider(name: "strap")
+            let engine = SessionEngine(providers: [provider], clock: clock)
+            let log = EventLog(engine)
+            _ = try await engine.startSession(SessionConfig(
+                sessionId: "w", mode: .focus, durationSec: 10, profile: ComputeProfile(windowSec: 60, emitIntervalSec: 2),
+                includeRawSamples: true))
+            for second in 0..<10 {
+                clock.advance(toMs: Int64(second) * 1000 + 500)
+                provider.send(BiosignalSample(
+                    timestampMs: clock.nowMs(), bpm: 60 + Double(second % 3), rrIntervalsMs: [1000], deviceId: "A0",
+                    source: "ble_hrm"))
+                if withECG {
+                    provider.send(BiosignalSample(
+                        timestampMs: clock.nowMs(), bpm: 0, deviceId: "A0", source: "polar_ecg",
+                        ecgUv: (0..<65).map { Int32(second * 100 + $0) }, ecgRateHz: 130))
+                }
+            }
+            clock.advance(toMs: 10_000)
+            return log.all
+        }
+        let plain = try await run(withECG: false)
+        let ecg = try await run(withECG: true)
+        func metrics(_ events: [SessionEvent]) -> [JSONValue] {
+            events.compactMap { e in
+                switch e {
+                case .frame(_, _, _, let m, _), .summary(_, _, let m, _): m.jsonValue
+                default: nil
+                }
+            }
+        }
+        #expect(metrics(plain) == metrics(ecg) && !metrics(plain).isEmpty, "the chunks changed the metrics")
+        let sent = ecg.flatMap { e -> [Int32] in
+            if case .biosignalFrame(_, _, _, let samples) = e { samples.flatMap { $0.ecgUv ?? [] } } else { [] }
+        }
+        var expected: [Int32] = []
+        for second in 0..<10 { for k in 0..<65 { expected.append(Int32(second * 100 + k)) } }
+        #expect(sent == expected, "every ECG value once, in order")
+    }
+}

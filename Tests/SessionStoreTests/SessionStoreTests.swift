@@ -93,6 +93,29 @@ final class Seen: Sendable {
         #expect(throws: StoreError.sessionNotFound("live")) { try other.delete(id: "live") }
     }
 
+    /// Raw ECG chunks keep every µV value (the int32 extremes too) and their rate, through the database and through
+    /// a journal left by a writer that died before its database writes.
+    @Test func ecgChunksAreRecordedValueForValue() throws {
+        let dir = tempDir()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let store = try SessionStore(directory: dir)
+        let chunk = BiosignalSample(
+            timestampMs: 1_000, bpm: 0, deviceId: "A0", source: "polar_ecg", ecgUv: [-245, 3645, Int32.min, Int32.max, 0],
+            ecgRateHz: 130)
+        let recorder = SessionRecorder(store: store, config: SessionConfig(sessionId: "ecg", mode: .focus, durationSec: 60)) { _ in }
+        recorder.record(BiosignalSample(timestampMs: 900, bpm: 61, rrIntervalsMs: [983], deviceId: "A0", source: "ble_hrm"))
+        recorder.record(chunk)
+        recorder.finish()
+        let back = try store.samples(sessionId: "ecg")
+        #expect(back.count == 2 && back.last == chunk, "\(back)")
+        #expect(back.last?.isWaveformOnly == true && back.first?.isWaveformOnly == false)
+        // The wire form reads back the same.
+        #expect(try BiosignalSample(json: chunk.jsonValue) == chunk)
+        #expect(throws: SampleDecodingError.self) {
+            try BiosignalSample(json: JSONValue(parsing: #"{"timestamp_ms":1,"bpm":0,"ecg_uv":[1,4294967296]}"#))
+        }
+    }
+
     @Test func aDuplicateSessionIdIsReportedOnceAndNotRecorded() throws {
         let dir = tempDir()
         defer { try? FileManager.default.removeItem(atPath: dir) }
