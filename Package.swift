@@ -78,6 +78,9 @@ let package = Package(
             ]
         ),
         .target(name: "FaceDetection", dependencies: ["CFaceDetect", "RPPG"], swiftSettings: strict),
+        // liblsl (Lab Streaming Layer) through dlopen: not in Debian; pylsl's wheel carries it. A gateway without it
+        // runs; `--lsl` says how to get it.
+        .target(name: "CLSL", cSettings: [.define("_GNU_SOURCE")], linkerSettings: [.linkedLibrary("dl")]),
 
         // MARK: Providers
         .target(name: "SimulatedProvider", dependencies: ["GatewayEngine", "HRVAnalysis"], swiftSettings: strict),
@@ -110,6 +113,8 @@ let package = Package(
             swiftSettings: strict
         ),
         .target(name: "StdoutSink", dependencies: ["GatewayEngine", "GatewaySink"], swiftSettings: strict),
+        // Lab Streaming Layer outlets: HR, RR and ECG per device (docs/lsl.md).
+        .target(name: "LSLSink", dependencies: ["CLSL", "GatewayEngine", "GatewaySink"], swiftSettings: strict),
 
         // MARK: Relay, split like Hummingbird's package: logic, storage, server, client each in a target of its own.
         // The hub and consumer queues: numbering, resume, delivery classes, commands; no I/O.
@@ -251,7 +256,7 @@ let package = Package(
                 "GatewayEngine", "HRVAnalysis", "SimulatedProvider", "ReplayProvider", "StdoutSink",
                 "BLEHeartRate", "BlueZ", "DBus", "V4L2Capture", "RPPG", "RPPGAnalysis", "FaceDetection", "CameraProvider",
                 "SessionStore", "GatewayConfig", "GatewayDoctor", "GatewayLogging", "RelayCore", "RelayStore",
-                "RelayWebServer", "RelayWSClient", "WebhookSink", "GatewaySink", "MQTTSink", "GatewayMetrics",
+                "RelayWebServer", "RelayWSClient", "WebhookSink", "GatewaySink", "MQTTSink", "GatewayMetrics", "LSLSink",
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "UnixSignals", package: "swift-service-lifecycle"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),

@@ -94,6 +94,19 @@ public struct DoctorFacts: Sendable, Equatable {
     public var configError: String?
     public var stateDir = ""
     public var stateDirError: String?
+    /// liblsl for `--lsl`: where it was loaded from and its version, or why it could not be.
+    public var lsl: LSLFound?
+    public var lslError: String?
+
+    public struct LSLFound: Sendable, Equatable {
+        public var path: String
+        /// As liblsl reports it: 118 for 1.18.
+        public var version: Int
+        public init(path: String, version: Int) {
+            self.path = path
+            self.version = version
+        }
+    }
     /// The face cascade the camera pulse uses, and whether it loaded.
     public var faceCascade = FaceCascade(path: "", loaded: false)
 
@@ -257,6 +270,14 @@ public struct DoctorFacts: Sendable, Equatable {
                                       fix: "choose another with --state-dir or HR_GATEWAY_STATE_DIR, or fix its owner"))
         } else {
             checks.append(DoctorCheck("state directory", .ok, "\(stateDir) writable"))
+        }
+        if let lsl {
+            checks.append(DoctorCheck(
+                "Lab Streaming", .ok, "liblsl \(lsl.version / 100).\(lsl.version % 100) at \(lsl.path) (--lsl available)"))
+        } else if let lslError {
+            checks.append(DoctorCheck(
+                "Lab Streaming", .warning, "liblsl not found: --lsl unavailable (\(lslError.prefix(200)))",
+                fix: "pip install pylsl (its wheel carries liblsl), or set HR_GATEWAY_LIBLSL to liblsl.so's path"))
         }
         return checks
     }

@@ -81,6 +81,9 @@ struct BreatheCommand: AsyncParsableCommand {
     @Flag(help: "Do not record this session into the session store.")
     var noRecordDb = false
 
+    @Flag(help: "Also publish Lab Streaming Layer streams, as `stream --lsl` does.")
+    var lsl = false
+
     @OptionGroup var store: StoreOptions
 
     @OptionGroup(title: "Relay") var relay: RelayOptions
@@ -159,6 +162,7 @@ struct BreatheCommand: AsyncParsableCommand {
             recorder: recorder,
             stopWhenSourcesEnd: source.onlyReplay && duration == nil && resonance == nil,
             relay: relay.listen == nil ? nil : (relay, try store.directory()),
+            lsl: lsl ? try StreamCommand.lslSink() : nil,
             endNote: recorder.flatMap { $0.isRecording ? StreamCommand.recordedNote($0, stateDir: store.stateDir) : nil }
         ).run()
         if exitCode != 0 { throw ExitCode(exitCode) }

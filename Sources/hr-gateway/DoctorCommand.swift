@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import GatewayConfig
 import GatewayDoctor
+import LSLSink
 import SessionStore
 
 struct DoctorCommand: AsyncParsableCommand {
@@ -57,6 +58,12 @@ struct DoctorCommand: AsyncParsableCommand {
             facts.stateDirError = "\(error)"
         }
 
+        do throws(LSLLibrary.Unavailable) {
+            let lsl = try LSLLibrary.load()
+            facts.lsl = DoctorFacts.LSLFound(path: lsl.path, version: lsl.version)
+        } catch {
+            facts.lslError = error.tried.isEmpty ? "nothing to try" : error.tried
+        }
         let checks = facts.evaluate()
         for c in checks { print(c.line) }
         if checks.contains(where: { $0.status == .failure }) {

@@ -4,6 +4,7 @@ import GatewayEngine
 import GatewayMetrics
 import GatewaySink
 import HRVAnalysis
+import LSLSink
 import Logging
 import MQTTSink
 import RelayCore
@@ -39,6 +40,8 @@ struct SessionRunner {
     var mqtt: MQTTSink? = nil
     /// Prometheus metrics: kept by a sink, served on the relay's port with `--listen` and on `--metrics-listen`.
     var metrics: (metrics: GatewayMetrics, listen: String?)? = nil
+    /// Publishes to the Lab Streaming Layer; nil without `--lsl`.
+    var lsl: LSLSink? = nil
     /// Said when the session has ended (where it was recorded, how to export it): under the live view, or on a
     /// terminal's standard error with jsonl output.
     var endNote: String? = nil
@@ -88,6 +91,7 @@ struct SessionRunner {
             metrics.metrics.collectStraps(providers.compactMap { $0 as? BLEHeartRateProvider })
             if let listen = metrics.listen { outputs.attach(try await MetricsServerSink.start(metrics.metrics, listen: listen)) }
         }
+        if let lsl { outputs.attach(lsl) }
         if let recordPath { outputs.attach(RecordFileSink(writer: try SampleFileWriter(path: recordPath))) }
         if let recorder { outputs.attach(StoreSink(recorder: recorder)) }
         switch output {

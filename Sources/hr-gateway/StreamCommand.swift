@@ -4,6 +4,7 @@ import GatewayMetrics
 import GatewayConfig
 import GatewayEngine
 import HRVAnalysis
+import LSLSink
 import Logging
 import ReplayProvider
 import SessionStore
@@ -80,6 +81,7 @@ struct StreamCommand: AsyncParsableCommand {
               hr-gateway stream --replay 3f2a9c1e --replay-speed 100   (a stored session)
               hr-gateway stream --strap auto --duration 600 \\
                   --webhook https://example.org/hr/summary
+              hr-gateway stream --strap "Polar H10" --ecg --lsl   (to LabRecorder)
               hr-gateway stream --strap auto --listen 0.0.0.0:8765
               hr-gateway stream --strap auto --token SECRET \\
                   --connect ws://192.168.1.20:8080/gateway
@@ -121,6 +123,11 @@ struct StreamCommand: AsyncParsableCommand {
         valueName: "sec"))
     var webhookGrace: Int?
 
+    @Flag(help: ArgumentHelp(
+        "Publish Lab Streaming Layer streams: per device HR (bpm), RR (ms, one per beat) and, with --ecg, ECG "
+            + "(µV, 130 Hz), with LSL time stamps. Needs liblsl: `pip install pylsl` (docs/lsl.md)."))
+    var lsl = false
+
     @OptionGroup var store: StoreOptions
 
     @OptionGroup(title: "Relay") var relay: RelayOptions
@@ -157,6 +164,7 @@ struct StreamCommand: AsyncParsableCommand {
         let providers = try source.providers(
             clock: clock, store: store, session: config)
         let recorder = noRecordDb || !settings.record ? nil : store.recorder(config, settings, keepDays: keepDays)
+        let lslSink = lsl ? try Self.lslSink() : nil
         let output = format ?? (isatty(STDOUT_FILENO) == 1 ? .pretty : .jsonl)
         var delivery: WebhookDelivery?
         if let text = webhook ?? settings.webhookURL {
@@ -183,9 +191,23 @@ struct StreamCommand: AsyncParsableCommand {
             mqtt: try mqtt.sink(sources: providers.map(\.name), settings: settings, stateDirectory: try store.directory()),
             metrics: relay.listen == nil && metrics.metricsListen == nil
                 ? nil : (GatewayMetrics(), metrics.metricsListen),
+            lsl: lslSink,
             endNote: recorder.flatMap { $0.isRecording ? Self.recordedNote($0, stateDir: store.stateDir) : nil }
         ).run()
         if exitCode != 0 { throw ExitCode(exitCode) }
+    }
+
+    /// The Lab Streaming Layer sink, announced on standard error; a missing liblsl is a clear failure.
+    static func lslSink() throws -> LSLSink {
+        do throws(LSLLibrary.Unavailable) {
+            let sink = try LSLSink()
+            let v = sink.library.version
+            FileHandle.standardError.write(Data(
+                "lsl: publishing with liblsl \(v / 100).\(v % 100) (\(sink.library.path)); streams appear per device as data comes\n".utf8))
+            return sink
+        } catch {
+            throw CommandFailure("--lsl: \(error)")
+        }
     }
 
     /// Where the session was recorded and how to look at it.

@@ -1,0 +1,183 @@
+import CLSL
+import Foundation
+import GatewayEngine
+import GatewaySink
+import Synchronization
+
+/// liblsl, loaded at run time (docs/lsl.md): not in Debian; the `pylsl` wheel from PyPI carries a copy.
+public enum LSLLibrary {
+    public struct Loaded: Sendable, Equatable {
+        public var path: String
+        /// liblsl's version as it reports it (e.g. 118 for 1.18).
+        public var version: Int
+    }
+
+    public struct Unavailable: Error, Sendable, CustomStringConvertible {
+        public let tried: String
+        public var description: String {
+            "liblsl (Lab Streaming Layer) is not installed. Install it with `pip install pylsl` (its wheel carries "
+                + "liblsl), or set HR_GATEWAY_LIBLSL to the path of liblsl.so. Tried: \(tried.prefix(600))"
+        }
+    }
+
+    /// Where pip puts pylsl's copy, for the usual Python installs (the first that exists is tried after the
+    /// loader's own search).
+    static func pylslCandidates() -> [String] {
+        var dirs: [String] = []
+        let fm = FileManager.default
+        var roots = ["/usr/local/lib", "/usr/lib"]
+        if let home = ProcessInfo.processInfo.environment["HOME"] { roots.insert(home + "/.local/lib", at: 0) }
+        if let venv = ProcessInfo.processInfo.environment["VIRTUAL_ENV"] { roots.insert(venv + "/lib", at: 0) }
+        for root in roots {
+            for python in ((try? fm.contentsOfDirectory(atPath: root)) ?? []).filter({ $0.hasPrefix("python3") }).sorted() {
+                for packages in ["site-packages", "dist-packages"] {
+                    dirs.append("\(root)/\(python)/\(packages)/pylsl/lib/liblsl.so")
+                }
+            }
+        }
+        return dirs.filter { fm.fileExists(atPath: $0) }
+    }
+
+    /// Loads liblsl (once per process); throws `Unavailable` with what was tried.
+    public static func load() throws(Unavailable) -> Loaded {
+        let candidates = pylslCandidates().map { $0 + "\0" }.joined() + "\0"
+        var path = [CChar](repeating: 0, count: 1024)
+        var why = [CChar](repeating: 0, count: 2048)
+        let ok = candidates.withCString { hrl_load($0, &path, path.count, &why, why.count) }
+        func text(_ c: [CChar]) -> String { String(decoding: c.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self) }
+        guard ok == 1 else { throw Unavailable(tried: text(why)) }
+        return Loaded(path: text(path), version: Int(hrl_library_version()))
+    }
+
+    /// LSL's clock (seconds, the domain of every time stamp).
+    static func localClock() -> Double { hrl_local_clock() }
+}
+
+/// One LSL outlet.
+// @unchecked Sendable: liblsl's outlets are thread-safe for pushing (its documentation: "all push functions are
+// thread-safe"); the pointer is destroyed once, in `close()`, after the sink stops pushing (the owner's lock).
+final class LSLOutlet: @unchecked Sendable {
+    private let outlet: hrl_outlet
+    let channels: Int
+
+    init?(name: String, type: String, rate: Double, source: String, channel: (label: String, unit: String, type: String),
+          metadata: [(String, String)]) {
+        guard let info = hrl_create_streaminfo(name, type, 1, rate, Int32(HRL_DOUBLE64), source) else { return nil }
+        defer { hrl_destroy_streaminfo(info) }
+        if let desc = hrl_get_desc(info) {
+            let channels = hrl_append_child(desc, "channels")
+            let c = hrl_append_child(channels, "channel")
+            hrl_append_child_value(c, "label", channel.label)
+            hrl_append_child_value(c, "unit", channel.unit)
+            hrl_append_child_value(c, "type", channel.type)
+            let gateway = hrl_append_child(desc, "acquisition")
+            for (k, v) in metadata { hrl_append_child_value(gateway, k, v) }
+        }
+        guard let o = hrl_create_outlet(info, 0, 360) else { return nil }
+        outlet = o
+        channels = 1
+    }
+
+    func push(_ values: [Double], timestamps: [Double]) {
+        guard !values.isEmpty, values.count == timestamps.count else { return }
+        values.withUnsafeBufferPointer { v in
+            timestamps.withUnsafeBufferPointer { t in
+                _ = hrl_push_chunk(outlet, v.baseAddress, UInt(v.count), t.baseAddress, 1)
+            }
+        }
+    }
+
+    var hasConsumers: Bool { hrl_have_consumers(outlet) != 0 }
+
+    func close() { hrl_destroy_outlet(outlet) }
+}
+
+/// Publishes the session to the Lab Streaming Layer (`stream --lsl`, docs/lsl.md): per device, an `HR` stream
+/// (bpm, irregular rate, one value per strap reading), an `RR` stream (ms, irregular, one value per beat, stamped at
+/// the beat) and, with `--ecg`, an `ECG` stream (µV at 130 Hz, every sample stamped at its time). Time stamps are on
+/// LSL's clock: each sample's wall-clock age when it is pushed, taken from `lsl_local_clock()`.
+public final class LSLSink: SessionSink {
+    public let name = "lsl"
+    public let library: LSLLibrary.Loaded
+    private let outlets = Mutex<[String: LSLOutlet]>([:])
+    private let closed = Mutex(false)
+    private let nowMs: @Sendable () -> Int64
+    private let prefix: String
+
+    /// Throws `LSLLibrary.Unavailable` when liblsl cannot be loaded. `prefix` starts every stream name.
+    public init(prefix: String = "hr-gateway", nowMs: @escaping @Sendable () -> Int64 = { SystemSessionClock().nowMs() })
+        throws(LSLLibrary.Unavailable)
+    {
+        library = try LSLLibrary.load()
+        self.prefix = prefix
+        self.nowMs = nowMs
+    }
+
+    /// The stream names published so far (for the status line and tests).
+    public var streamNames: [String] { outlets.withLock { $0.keys.sorted() } }
+
+    private func outlet(_ device: String, _ kind: String, rate: Double, unit: String, source: String) -> LSLOutlet? {
+        let key = "\(prefix) \(device) \(kind)"
+        return outlets.withLock { all -> LSLOutlet? in
+            if let o = all[key] { return o }
+            guard !closed.withLock({ $0 }) else { return nil }
+            let o = LSLOutlet(
+                name: key, type: kind == "HR" ? "HeartRate" : kind, rate: rate,
+                source: "hr-gateway:\(device):\(kind.lowercased())",
+                channel: (kind, unit, kind),
+                metadata: [("manufacturer", "hr-gateway"), ("version", GatewayVersion.current),
+                           ("device_id", device), ("source", source)])
+            all[key] = o
+            return o
+        }
+    }
+
+    public func receive(sample: BiosignalSample) {
+        let device = sample.deviceId ?? sample.source
+        // Wall-clock age of a time on LSL's clock.
+        let nowLSL = LSLLibrary.localClock()
+        let now = Double(nowMs())
+        func lsl(_ ms: Double) -> Double { nowLSL - (now - ms) / 1000 }
+        if let ecg = sample.ecgUv, !ecg.isEmpty, let rate = sample.ecgRateHz, rate > 0 {
+            guard let o = outlet(device, "ECG", rate: rate, unit: "microvolts", source: sample.source) else { return }
+            let first = Double(sample.timestampMs)
+            o.push(ecg.map(Double.init), timestamps: ecg.indices.map { lsl(first + Double($0) * 1000 / rate) })
+        }
+        if sample.isWaveformOnly { return }
+        if sample.bpm > 0, sample.bpm.isFinite, sample.contact != .noContact,
+            let o = outlet(device, "HR", rate: 0, unit: "bpm", source: sample.source)
+        {
+            o.push([sample.bpm], timestamps: [lsl(Double(sample.timestampMs))])
+        }
+        let rr = (sample.rrIntervalsMs ?? []).filter { $0.isFinite && $0 > 0 }
+        if !rr.isEmpty, let o = outlet(device, "RR", rate: 0, unit: "ms", source: sample.source) {
+            // The last beat ends at the notification, earlier ones before it.
+            var end = Double(sample.timestampMs)
+            var stamps: [Double] = []
+            for r in rr.reversed() {
+                stamps.append(lsl(end))
+                end -= r
+            }
+            o.push(rr, timestamps: stamps.reversed())
+        }
+    }
+
+    public func receive(event: EncodedEvent) {}
+
+    /// How long outlets with consumers stay open after the session, so that the last samples pushed reach them
+    /// (liblsl sends from its own threads; destroying an outlet drops what it has not sent).
+    public static let lingerMs = 1000
+
+    public func run() async throws {
+        await untilGracefulShutdown()
+        if outlets.withLock({ $0.values.contains(where: \.hasConsumers) }) {
+            try? await Task.sleep(for: .milliseconds(Self.lingerMs))
+        }
+        closed.withLock { $0 = true }
+        let all = outlets.withLock { o -> [LSLOutlet] in
+            defer { o = [:] }
+            return Array(o.values)
+        }
+        for o in all { o.close() }
+    }
+}

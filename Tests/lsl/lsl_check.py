@@ -1,0 +1,170 @@
+"""`stream --lsl` received by pylsl's StreamInlet, an independent Lab Streaming Layer consumer (the liblsl that pylsl's
+wheel carries is the one the gateway loads, through HR_GATEWAY_LIBLSL).
+
+Replays a recording with a strap's readings (HR and RR) and raw ECG chunks (a real ECG excerpt,
+Tests/Fixtures/ecg_mitbih208_130hz.csv, as `stream --ecg` records it) with `--lsl`, resolves the gateway's HR, RR and
+ECG streams, and checks their metadata (type, rate, unit, source id), that every sample pushed after the inlet
+connected arrives once and in order (LSL gives a consumer what is pushed after it connects), that ECG time stamps
+follow 130 Hz and RR time stamps the beats, and that `doctor` reports liblsl; also that without liblsl `--lsl` says
+how to get it. Prints 'N passed, N failed'; exits non-zero on any failure.
+Usage: python3 lsl_check.py PATH/TO/hr-gateway
+"""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+
+import pylsl
+from pylsl.util import LostError
+
+BINARY = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else ".build/debug/hr-gateway")
+LIBLSL = os.path.join(os.path.dirname(pylsl.__file__), "lib", "liblsl.so")
+DEVICE = "A0:9E:1A:00:00:02"
+FIXTURE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "Fixtures", "ecg_mitbih208_130hz.csv")
+HR_ONLY_SEC, ECG_SEC = 4, 10
+
+
+def recording(path):
+    with open(FIXTURE) as fh:
+        ecg = [int(v) for v in fh.read().split()[1:]][:130 * ECG_SEC]
+    t0 = 1_700_000_000_000
+    lines, hr, rr = [], [], []
+    for sec in range(HR_ONLY_SEC + ECG_SEC + 1):
+        bpm = 60 + sec % 5
+        beat = round(60000 / bpm)
+        lines.append({"timestamp_ms": t0 + 1000 * sec, "bpm": bpm, "rr_intervals_ms": [beat], "device_id": DEVICE,
+                      "source": "ble_hrm", "contact": "contact"})
+        hr.append(bpm)
+        rr.append(beat)
+    start = t0 + 1000 * HR_ONLY_SEC
+    for i in range(0, len(ecg), 73):
+        lines.append({"timestamp_ms": start + round(i * 1000 / 130), "bpm": 0, "device_id": DEVICE,
+                      "source": "polar_ecg", "ecg_uv": ecg[i:i + 73], "ecg_rate_hz": 130})
+    lines.sort(key=lambda x: x["timestamp_ms"])
+    with open(path, "w") as fh:
+        fh.write("".join(json.dumps(x) + "\n" for x in lines))
+    return hr, rr, ecg
+
+
+def is_suffix(got, sent):
+    return len(got) > 0 and got == sent[len(sent) - len(got):]
+
+
+def main():
+    work = tempfile.mkdtemp(prefix="lsl-check-")
+    results = []
+
+    def check(name, fn):
+        try:
+            fn()
+            results.append(True)
+            print(f"PASS {name}", flush=True)
+        except Exception as e:
+            results.append(False)
+            print(f"FAIL {name}: {e}", flush=True)
+            if not isinstance(e, AssertionError):
+                traceback.print_exc()
+
+    env = dict(os.environ, HR_GATEWAY_LIBLSL=LIBLSL)
+    try:
+        rec = os.path.join(work, "rec.jsonl")
+        hr_sent, rr_sent, ecg_sent = recording(rec)
+        gw = subprocess.Popen(
+            [BINARY, "stream", "--replay", rec, "--lsl", "--format", "jsonl", "--no-record-db", "--state-dir", work],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+        inlets = {}
+        for kind in ("hr", "rr", "ecg"):
+            found = pylsl.resolve_byprop("source_id", f"hr-gateway:{DEVICE}:{kind}", timeout=HR_ONLY_SEC + 6)
+            assert found, f"no {kind} stream resolved; gateway stderr: {gw.stderr.read() if gw.poll() is not None else ''}"
+            inlet = pylsl.StreamInlet(found[0], max_buflen=60, recover=False)
+            inlet.open_stream(timeout=5)
+            inlets[kind] = (found[0], inlet)
+        got = {k: ([], []) for k in inlets}
+        infos = {k: inlet.info(timeout=5) for k, (_, inlet) in inlets.items()}
+        lost = set()
+
+        def pull(kind, inlet, timeout):
+            # When the gateway ends its outlets, the inlet reports the stream lost after what it had received.
+            try:
+                samples, stamps = inlet.pull_chunk(timeout=timeout)
+            except LostError:
+                lost.add(kind)
+                return
+            got[kind][0].extend(s[0] for s in samples)
+            got[kind][1].extend(stamps)
+
+        deadline = time.monotonic() + HR_ONLY_SEC + ECG_SEC + 15
+        while time.monotonic() < deadline and len(lost) < len(inlets):
+            for kind, (_, inlet) in inlets.items():
+                if kind not in lost:
+                    pull(kind, inlet, 0.2)
+            if gw.poll() is not None:
+                # The replay ended: take what is still in flight.
+                for kind, (_, inlet) in inlets.items():
+                    if kind not in lost:
+                        pull(kind, inlet, 1.0)
+                break
+        code = gw.wait(timeout=30)
+        err = gw.stderr.read()
+
+        def metadata():
+            assert code == 0, f"the gateway exited {code}: {err}"
+            assert "lsl: publishing with liblsl" in err, err
+            for kind, unit, type_, rate in (("hr", "bpm", "HeartRate", 0), ("rr", "ms", "RR", 0),
+                                            ("ecg", "microvolts", "ECG", 130)):
+                info = infos[kind]
+                assert info.type() == type_ and info.nominal_srate() == rate and info.channel_count() == 1, \
+                    (kind, info.type(), info.nominal_srate(), info.channel_count())
+                ch = info.desc().child("channels").child("channel")
+                assert ch.child_value("unit") == unit, (kind, ch.child_value("unit"))
+                assert info.desc().child("acquisition").child_value("device_id") == DEVICE
+
+        def ecg_exact():
+            values, stamps = got["ecg"]
+            assert len(values) >= 130 * (ECG_SEC - 3), f"only {len(values)} ECG samples received"
+            assert is_suffix([int(v) for v in values], ecg_sent), \
+                f"the ECG received is not the end of what was sent, whole and in order ({len(values)} samples)"
+            steps = [b - a for a, b in zip(stamps, stamps[1:])]
+            assert all(abs(d - 1 / 130) < 0.0015 for d in steps), \
+                f"ECG time stamps not 1/130 s apart: {min(steps):.5f}..{max(steps):.5f}"
+
+        def hr_and_rr():
+            hr, hr_t = got["hr"]
+            rr, rr_t = got["rr"]
+            assert len(hr) >= ECG_SEC and is_suffix([int(v) for v in hr], hr_sent), f"HR {hr} vs {hr_sent}"
+            assert len(rr) >= ECG_SEC and is_suffix([round(v) for v in rr], rr_sent), f"RR {rr} vs {rr_sent}"
+            assert all(abs((b - a) - 1.0) < 0.002 for a, b in zip(hr_t, hr_t[1:])), "HR stamps not 1 s apart"
+            # Each beat ends at its notification (one a second here).
+            assert all(abs((b - a) - 1.0) < 0.002 for a, b in zip(rr_t, rr_t[1:])), "RR stamps not at the beats"
+
+        def doctor():
+            d = subprocess.run([BINARY, "doctor", "--state-dir", work], capture_output=True, text=True, env=env, timeout=60)
+            line = next((l for l in d.stdout.splitlines() if "Lab Streaming" in l), "")
+            assert line.startswith("ok") and LIBLSL in line, line or d.stdout
+            missing = dict(env, HR_GATEWAY_LIBLSL="/nonexistent/liblsl.so")
+            r = subprocess.run([BINARY, "stream", "--simulate", "--lsl", "--duration", "1", "--state-dir", work],
+                               capture_output=True, text=True, env=missing, timeout=60)
+            assert r.returncode != 0 and "pip install pylsl" in r.stderr, r.stderr
+
+        check("HR, RR and ECG streams with their type, rate, unit and device", metadata)
+        check("every ECG sample after the inlet connected arrives once, in order, 1/130 s apart", ecg_exact)
+        check("HR and RR arrive once, in order, stamped at their readings and beats", hr_and_rr)
+        check("doctor reports liblsl; without it, --lsl says how to get it", doctor)
+    except Exception as e:
+        print(f"FAIL setup: {e}")
+        traceback.print_exc()
+        results.append(False)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    passed = sum(results)
+    print(f"{passed} passed, {len(results) - passed} failed")
+    return passed == len(results)
+
+
+if __name__ == "__main__":
+    sys.exit(0 if main() else 1)
