@@ -4,20 +4,30 @@ import GatewayEngine
 import Logging
 import PolarPMD
 
-/// What to stream from a Polar strap's Measurement Data service besides heart rate (`stream --ecg`).
+/// What to stream from a Polar strap's Measurement Data service besides heart rate (`stream --ecg`, `--acc HZ`).
 public struct PolarStreams: Sendable, Equatable {
     public var ecg: Bool
-    public init(ecg: Bool = true) { self.ecg = ecg }
+    /// Accelerometer rate (25, 50, 100 or 200 Hz on an H10, ±8 g, 16 bit); nil: none.
+    public var accHz: Int?
+    public init(ecg: Bool = true, accHz: Int? = nil) {
+        self.ecg = ecg
+        self.accHz = accHz
+    }
+
+    /// The rates an H10 offers.
+    public static let accRates = [25, 50, 100, 200]
 }
 
-/// The source name of raw ECG chunks from a Polar strap.
+/// The source names of raw chunks from a Polar strap.
 public let polarECGSource = "polar_ecg"
+public let polarAccSource = "polar_acc"
 
 /// Polar Measurement Data on one strap session (docs/pmd.md, "On a strap"): each time the strap streams heart rate,
 /// finds the PMD service, enables the control point's indications and the data notifications, asks for ECG at
-/// 130 Hz, pairs when the strap refuses the control point for lack of encryption (and, when BlueZ holds a bond the
-/// strap has forgotten, removes it once so that the next connection pairs afresh), then turns data frames into ECG
-/// chunks with host times from `PMDClockMapper`. Bad frames are dropped and counted, never fatal.
+/// 130 Hz and the accelerometer (one request at a time, each answered by an indication), pairs when the strap
+/// refuses the control point for lack of encryption (and, when BlueZ holds a bond the strap has forgotten, removes it
+/// once so that the next connection pairs afresh), then turns data frames into chunks with host times from a
+/// `PMDClockMapper` per stream. Bad frames are dropped and counted, never fatal.
 final class PolarPMDLink: Sendable {
     struct Paths: Sendable, Equatable {
         var device: String
@@ -25,15 +35,23 @@ final class PolarPMDLink: Sendable {
         var data: String
     }
 
-    struct State: Sendable {
-        var paths: Paths?
-        var starting = false
-        var ecgOn = false
+    /// One measurement's stream: its clock fit and the previous frame's sensor time.
+    struct Stream: Sendable {
         var mapper = PMDClockMapper()
         var previousFrameNs: UInt64?
         var pendingGap = false
+        var factor: Float?
+    }
+
+    struct State: Sendable {
+        var paths: Paths?
+        var starting = false
+        var on: Set<UInt8> = []
+        var streams: [UInt8: Stream] = [:]
+        var responses: AsyncStream<PMDControlPointResponse>.Continuation?
         var staleBondRemovals = 0
         var samples = 0
+        var accSamples = 0
         var frames = 0
         var dropped = 0
         var gaps = 0
@@ -48,6 +66,8 @@ final class PolarPMDLink: Sendable {
     /// ECG as the H10 sends it.
     static let ecgSettings = PMDStreamSettings.h10ECG
     static let ecgRateHz = 130.0
+    /// How long the strap has to answer a request.
+    static let responseTimeout = Duration.seconds(5)
 
     init(streams: PolarStreams, sink: ProviderSink, logger: Logger) {
         self.streams = streams
@@ -55,26 +75,29 @@ final class PolarPMDLink: Sendable {
         self.logger = logger
     }
 
-    /// Figures for tests and the status line.
+    /// Figures for tests and the status line (`samples` counts ECG samples).
     var counts: (samples: Int, frames: Int, dropped: Int, gaps: Int, resets: Int) {
         state.withLock { ($0.samples, $0.frames, $0.dropped, $0.gaps, $0.resets) }
     }
 
-    var ecgOn: Bool { state.withLock { $0.ecgOn } }
+    var accSamples: Int { state.withLock { $0.accSamples } }
+    var ecgOn: Bool { state.withLock { $0.on.contains(PMDMeasurementType.ecg.rawValue) } }
 
     /// Whether `path` is this link's control point or data characteristic.
     func handles(_ path: String) -> Bool {
         state.withLock { $0.paths.map { $0.control == path || $0.data == path } ?? false }
     }
 
-    /// The link went down: the strap stops its streams, and the next streaming starts them again. The clock fit
-    /// is kept (the sensor clock runs on), but the next frame starts a new run of samples.
+    /// The link went down: the strap stops its streams, and the next streaming starts them again. The clock fits
+    /// are kept (the sensor clock runs on), but the next frame of each stream starts a new run of samples.
     func linkLost() {
         state.withLock {
             $0.starting = false
-            $0.ecgOn = false
-            $0.previousFrameNs = nil
-            if $0.frames > 0 { $0.pendingGap = true }
+            $0.on = []
+            for key in $0.streams.keys {
+                $0.streams[key]?.previousFrameNs = nil
+                $0.streams[key]?.pendingGap = true
+            }
         }
     }
 
@@ -82,21 +105,37 @@ final class PolarPMDLink: Sendable {
         sink.status(SensorStatus(source: BLEHeartRate.source, deviceId: address, state: .streaming, message: message))
     }
 
-    /// Called when the strap streams heart rate: starts ECG unless it runs or is starting.
+    /// The requests `streams` asks for, in order.
+    private var requests: [(type: PMDMeasurementType, settings: PMDStreamSettings, what: String)] {
+        var out: [(PMDMeasurementType, PMDStreamSettings, String)] = []
+        if streams.ecg { out.append((.ecg, Self.ecgSettings, "ECG")) }
+        if let hz = streams.accHz { out.append((.acc, .h10Accelerometer(hz: UInt16(hz), rangeG: 8), "accelerometer")) }
+        return out
+    }
+
+    /// Called when the strap streams heart rate: starts the streams unless they run or are starting.
     func start(device: DBusObjectPath, address: String, adapter: DBusObjectPath, bluez: BlueZClient) async {
-        guard streams.ecg else { return }
+        guard !requests.isEmpty else { return }
+        let (responses, continuation) = AsyncStream<PMDControlPointResponse>.makeStream()
         let go = state.withLock { s -> Bool in
-            guard !s.starting, !s.ecgOn else { return false }
+            guard !s.starting, s.on.isEmpty else { return false }
             s.starting = true
+            s.responses = continuation
             return true
         }
         guard go else { return }
-        defer { state.withLock { $0.starting = false } }
+        defer {
+            continuation.finish()
+            state.withLock {
+                $0.starting = false
+                $0.responses = nil
+            }
+        }
         let tree = bluez.tree
         guard let control = tree.characteristic(PMDService.controlPointUUID, inService: PMDService.serviceUUID, of: device),
             let data = tree.characteristic(PMDService.dataUUID, inService: PMDService.serviceUUID, of: device)
         else {
-            say(address, "this strap has no Polar measurement service (PMD), so no ECG; heart rate and RR go on")
+            say(address, "this strap has no Polar measurement service (PMD), so no ECG or motion; heart rate and RR go on")
             return
         }
         state.withLock { $0.paths = Paths(device: device.rawValue, control: control.path.rawValue, data: data.path.rawValue) }
@@ -104,14 +143,56 @@ final class PolarPMDLink: Sendable {
             try await bluez.startNotify(control.path)
             try await bluez.startNotify(data.path)
         } catch {
-            say(address, "cannot subscribe to the Polar measurement service (\(error)); no ECG")
+            say(address, "cannot subscribe to the Polar measurement service (\(error)); no ECG or motion")
             return
         }
-        let request = PMDRequest.start(.ecg, Self.ecgSettings).encoded()
+        var answers = responses.makeAsyncIterator()
+        for request in requests {
+            guard await write(PMDRequest.start(request.type, request.settings).encoded(), to: control.path,
+                              device: device, address: address, adapter: adapter, bluez: bluez)
+            else { return }
+            guard let r = await next(&answers, for: request.type) else {
+                say(address, "the strap did not answer the \(request.what) request within 5 s; no \(request.what)")
+                continue
+            }
+            if r.status.isSuccess || r.status == .alreadyInState {
+                let factor = try? r.settings().factor
+                state.withLock {
+                    $0.on.insert(request.type.rawValue)
+                    $0.streams[request.type.rawValue, default: Stream()].factor = factor ?? nil
+                }
+                let rate = request.settings.sampleRate.map { " at \($0) Hz" } ?? ""
+                say(address, "\(request.what == "ECG" ? "ECG" : "Accelerometer") streaming\(rate)")
+            } else {
+                say(address, "the strap refused \(request.what): \(r.status); no \(request.what)")
+            }
+        }
+    }
+
+    /// The next response to a request for `type`, or nil after `responseTimeout`.
+    private func next(
+        _ answers: inout AsyncStream<PMDControlPointResponse>.Iterator, for type: PMDMeasurementType
+    ) async -> PMDControlPointResponse? {
+        let timeout = Task { [state] in
+            do { try await Task.sleep(for: Self.responseTimeout) } catch { return }   // answered in time
+            state.withLock { $0.responses }?.finish()
+        }
+        defer { timeout.cancel() }
+        while let r = await answers.next() {
+            if r.measurementType == type && r.opCode == .startMeasurement { return r }
+        }
+        return nil
+    }
+
+    /// Writes a request, pairing first when the strap refuses an unencrypted link. False when it could not.
+    private func write(
+        _ request: [UInt8], to control: DBusObjectPath, device: DBusObjectPath, address: String, adapter: DBusObjectPath,
+        bluez: BlueZClient
+    ) async -> Bool {
         for attempt in 0..<2 {
             do {
-                try await bluez.writeValue(control.path, request)
-                return   // the answer comes as an indication (`receive`)
+                try await bluez.writeValue(control, request)
+                return true
             } catch let error as BlueZError where error.needsPairing && attempt == 0 {
                 if bluez.tree.device(device)?.paired == true {
                     // BlueZ holds a bond, yet the strap refuses: it has forgotten it (reset, paired elsewhere).
@@ -120,31 +201,32 @@ final class PolarPMDLink: Sendable {
                         return s.staleBondRemovals == 0
                     }
                     guard first else {
-                        say(address, "the strap still refuses ECG after pairing again (\(error.message)); "
-                            + "no ECG. Try `hr-gateway unpair \(address)`, then `hr-gateway pair \(address)`.")
-                        return
+                        say(address, "the strap still refuses after pairing again (\(error.message)); no ECG or "
+                            + "motion. Remove the pairing (`bluetoothctl remove \(address)`) and try again.")
+                        return false
                     }
                     say(address, "the strap has forgotten its pairing with this computer: removing the old "
                         + "pairing; it pairs again when it reconnects")
                     logger.notice("\(address): stale bond (\(error.message)); removing the device to pair again")
                     try? await bluez.removeDevice(device, from: adapter, timeout: .seconds(10))
-                    return
+                    return false
                 }
-                say(address, "pairing with the strap (it sends ECG on an encrypted link only)")
+                say(address, "pairing with the strap (it sends ECG and motion on an encrypted link only)")
                 do {
                     try await bluez.pair(device)
                 } catch let e as BlueZError where e.name == "org.bluez.Error.AlreadyExists" {
                     // Paired meanwhile: write again.
                 } catch {
-                    say(address, "pairing failed (\(error)); no ECG. `hr-gateway pair \(address)` tries again "
-                        + "and says more.")
-                    return
+                    say(address, "pairing failed (\(error)); no ECG or motion. Put the strap on (it sleeps when "
+                        + "dry) and reconnect, or pair it with `bluetoothctl pair \(address)`.")
+                    return false
                 }
             } catch {
-                say(address, "the strap did not take the ECG request (\(error)); no ECG")
-                return
+                say(address, "the strap did not take the request (\(error)); no ECG or motion")
+                return false
             }
         }
+        return false
     }
 
     /// A notification or indication on one of this link's characteristics, with when it was read.
@@ -165,43 +247,49 @@ final class PolarPMDLink: Sendable {
             return
         }
         switch message {
-        case .response(let r) where r.opCode == .startMeasurement && r.measurementType == .ecg:
-            if r.status.isSuccess || r.status == .alreadyInState {
-                state.withLock { $0.ecgOn = true }
-                say(address, "ECG streaming at \(Int(Self.ecgRateHz)) Hz")
-            } else {
-                say(address, "the strap refused ECG: \(r.status); no ECG")
+        case .response(let r):
+            state.withLock { $0.responses }?.yield(r)
+        case .measurementStopped(let types):
+            let stopped = state.withLock { s -> [PMDMeasurementType] in
+                let mine = types.filter { s.on.contains($0.rawValue) }
+                for t in mine { s.on.remove(t.rawValue) }
+                return mine
             }
-        case .response:
-            break
-        case .measurementStopped(let types) where types.contains(.ecg):
-            state.withLock { $0.ecgOn = false }
-            say(address, "the strap stopped ECG by itself")
-        case .measurementStopped:
-            break
+            if !stopped.isEmpty { say(address, "the strap stopped \(stopped.map(\.name).joined(separator: ", ")) by itself") }
         }
     }
 
     private func frame(_ bytes: [UInt8], monotonicNs: UInt64, wallMs: Int64, address: String) {
         let out = state.withLock { s -> BiosignalSample? in
-            let context = PMDDecodeContext(sampleRateHz: UInt32(Self.ecgRateHz), previousTimestampNs: s.previousFrameNs)
+            guard let header = try? PMDFrameHeader(decoding: bytes) else {
+                s.dropped += 1
+                return nil
+            }
+            let type = header.measurementType
+            let rate: Double = type == .ecg ? Self.ecgRateHz : Double(streams.accHz ?? 0)
+            var stream = s.streams[type.rawValue] ?? Stream()
+            let context = PMDDecodeContext(
+                sampleRateHz: UInt32(rate), previousTimestampNs: stream.previousFrameNs, factor: stream.factor,
+                rangeG: 8, resolutionBits: 16)
             let decoded: PMDDataFrame
             do { decoded = try PMDDataFrame(decoding: bytes, context: context) } catch {
                 s.dropped += 1
                 return nil
             }
-            guard case .ecg(let ecg) = decoded.samples, let first = ecg.first else {
-                s.dropped += 1
-                return nil
-            }
             // Out of order or repeated: the sensor's time must move forward within a run.
-            if let previous = s.previousFrameNs, decoded.header.timestampNs <= previous {
+            if let previous = stream.previousFrameNs, decoded.header.timestampNs <= previous {
                 s.dropped += 1
                 return nil
             }
-            var gap = s.pendingGap
-            switch s.mapper.observe(
-                sensorNs: decoded.header.timestampNs, hostNs: monotonicNs, samples: ecg.count, sampleRateHz: Self.ecgRateHz)
+            let count = decoded.samples.count
+            let firstNs: UInt64
+            switch decoded.samples {
+            case .ecg(let e): guard let f = e.first else { s.dropped += 1; return nil }; firstNs = f.timestampNs
+            case .accelerometer(let a): guard let f = a.first else { s.dropped += 1; return nil }; firstNs = f.timestampNs
+            }
+            var gap = stream.pendingGap
+            switch stream.mapper.observe(
+                sensorNs: decoded.header.timestampNs, hostNs: monotonicNs, samples: count, sampleRateHz: rate)
             {
             case .gap?:
                 s.gaps += 1
@@ -212,15 +300,24 @@ final class PolarPMDLink: Sendable {
             case nil:
                 break
             }
-            s.pendingGap = false
-            s.previousFrameNs = decoded.header.timestampNs
+            stream.pendingGap = false
+            stream.previousFrameNs = decoded.header.timestampNs
+            s.streams[type.rawValue] = stream
             s.frames += 1
-            s.samples += ecg.count
-            let hostFirst = s.mapper.hostNs(forSensorNs: first.timestampNs) ?? monotonicNs
+            let hostFirst = stream.mapper.hostNs(forSensorNs: firstNs) ?? monotonicNs
             let firstMs = wallMs - (Int64(monotonicNs) - Int64(hostFirst)) / 1_000_000
-            return BiosignalSample(
-                timestampMs: firstMs, bpm: 0, deviceId: address, source: polarECGSource, gapBefore: gap,
-                ecgUv: ecg.map(\.microvolts), ecgRateHz: Self.ecgRateHz)
+            switch decoded.samples {
+            case .ecg(let ecg):
+                s.samples += ecg.count
+                return BiosignalSample(
+                    timestampMs: firstMs, bpm: 0, deviceId: address, source: polarECGSource, gapBefore: gap,
+                    ecgUv: ecg.map(\.microvolts), ecgRateHz: Self.ecgRateHz)
+            case .accelerometer(let acc):
+                s.accSamples += acc.count
+                return BiosignalSample(
+                    timestampMs: firstMs, bpm: 0, deviceId: address, source: polarAccSource, gapBefore: gap,
+                    accG: acc.map(\.g), accRateHz: rate)
+            }
         }
         if let out { sink.send(out) }
     }

@@ -36,8 +36,13 @@ public struct BiosignalSample: Sendable, Equatable {
     public var ecgUv: [Int32]?
     public var ecgRateHz: Double?
 
+    /// A chunk of accelerometer samples (Polar PMD), in g, oldest first, at `accRateHz`, the first at `timestampMs`.
+    /// On the wire also `accelerometer: {x, y, z}`, the newest (the Synheart sample key).
+    public var accG: [SIMD3<Double>]?
+    public var accRateHz: Double?
+
     /// A chunk of raw waveform without a heart rate: kept out of the metrics window (docs/engine.md).
-    public var isWaveformOnly: Bool { ecgUv != nil && bpm <= 0 && (rrIntervalsMs ?? []).isEmpty }
+    public var isWaveformOnly: Bool { (ecgUv != nil || accG != nil) && bpm <= 0 && (rrIntervalsMs ?? []).isEmpty }
 
     public init(
         timestampMs: Int64,
@@ -53,7 +58,9 @@ public struct BiosignalSample: Sendable, Equatable {
         sequence: UInt64? = nil,
         gapBefore: Bool = false,
         ecgUv: [Int32]? = nil,
-        ecgRateHz: Double? = nil
+        ecgRateHz: Double? = nil,
+        accG: [SIMD3<Double>]? = nil,
+        accRateHz: Double? = nil
     ) {
         self.timestampMs = timestampMs
         self.bpm = bpm
@@ -69,6 +76,8 @@ public struct BiosignalSample: Sendable, Equatable {
         self.gapBefore = gapBefore
         self.ecgUv = ecgUv
         self.ecgRateHz = ecgRateHz
+        self.accG = accG
+        self.accRateHz = accRateHz
     }
 }
 
@@ -91,6 +100,13 @@ extension BiosignalSample {
         if gapBefore { o["gap_before"] = .bool(true) }
         if let ecg = ecgUv { o["ecg_uv"] = .array(ecg.map { .int(Int64($0)) }) }
         if let r = ecgRateHz, r.isFinite { o["ecg_rate_hz"] = .double(r) }
+        if let acc = accG?.filter({ $0.x.isFinite && $0.y.isFinite && $0.z.isFinite }) {
+            o["acc_g"] = .array(acc.map { .array([.double($0.x), .double($0.y), .double($0.z)]) })
+            if let last = acc.last {
+                o["accelerometer"] = .object(["x": .double(last.x), "y": .double(last.y), "z": .double(last.z)])
+            }
+        }
+        if let r = accRateHz, r.isFinite { o["acc_rate_hz"] = .double(r) }
         return .object(o)
     }
 
@@ -132,6 +148,22 @@ extension BiosignalSample {
             }
             ecg = values
         }
+        var acc: [SIMD3<Double>]?
+        if let list = json["acc_g"] {
+            guard let items = list.arrayValue else { throw SampleDecodingError("acc_g must be an array of [x, y, z]") }
+            var values: [SIMD3<Double>] = []
+            for item in items {
+                guard let v = item.arrayValue, v.count == 3, let x = v[0].doubleValue, let y = v[1].doubleValue,
+                    let z = v[2].doubleValue, x.isFinite, y.isFinite, z.isFinite
+                else { throw SampleDecodingError("acc_g must be an array of [x, y, z] numbers (g)") }
+                values.append(SIMD3(x, y, z))
+            }
+            acc = values
+        } else if let a = json["accelerometer"], let x = a["x"]?.doubleValue, let y = a["y"]?.doubleValue,
+            let z = a["z"]?.doubleValue
+        {
+            acc = [SIMD3(x, y, z)]   // the Synheart/watch shape: one reading
+        }
         self.init(
             timestampMs: ts,
             bpm: bpm,
@@ -146,7 +178,9 @@ extension BiosignalSample {
             sequence: json["notification_seq"]?.intValue.flatMap { $0 >= 0 ? UInt64($0) : nil },
             gapBefore: json["gap_before"]?.boolValue ?? false,
             ecgUv: ecg,
-            ecgRateHz: json["ecg_rate_hz"]?.doubleValue
+            ecgRateHz: json["ecg_rate_hz"]?.doubleValue,
+            accG: acc,
+            accRateHz: json["acc_rate_hz"]?.doubleValue
         )
     }
 }

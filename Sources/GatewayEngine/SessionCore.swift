@@ -87,11 +87,25 @@ struct SessionCore {
         // Raw waveform chunks (ECG) carry no heart rate: they skip the metrics and go out once, in the next raw frame.
         if sample.isWaveformOnly {
             if config.includeRawSamples { pendingWaveform.append(sample) }
+            if let acc = sample.accG, !acc.isEmpty { appendMotion(sample, acc) }
             return
         }
         window.append(sample)
         liveDFA.append(sample)
         if config.resonance != nil, sample.rrIntervalsMs?.isEmpty == false { assessmentSamples.append(sample) }
+    }
+
+    /// Accelerometer samples of the last `windowSec` (by the newest sample's time), for the motion metrics.
+    private(set) var motion: [(timeMs: Double, g: SIMD3<Double>)] = []
+
+    private mutating func appendMotion(_ sample: BiosignalSample, _ acc: [SIMD3<Double>]) {
+        let rate = sample.accRateHz ?? 0
+        for (k, g) in acc.enumerated() {
+            motion.append((Double(sample.timestampMs) + (rate > 0 ? Double(k) * 1000 / rate : 0), g))
+        }
+        guard let newest = motion.last?.timeMs else { return }
+        let cutoff = newest - Double(config.profile.windowSec) * 1000
+        if let keep = motion.firstIndex(where: { $0.timeMs > cutoff }), keep > 0 { motion.removeFirst(keep) }
     }
 
     /// Waveform chunks received since the last raw frame.
@@ -154,6 +168,10 @@ struct SessionCore {
         var m = SessionMetrics.compute(
             window: window.samples, hsi: hsi, options: hrvOptions, pacing: pacing(atMonotonicMs: now))
         m.liveDFA = liveDFA.latest
+        if let rms = SessionMetrics.motionRMS(motion.map(\.g)) {
+            m.motionRmsG = (rms * 10000).rounded() / 10000
+            m.motionSampleCount = motion.count
+        }
         if summary, let steps = assessmentSteps {
             let groups = SessionMetrics.groupByDevice(assessmentSamples)
             let best = groups.max { SessionMetrics.rrTotal($0.samples) < SessionMetrics.rrTotal($1.samples) }

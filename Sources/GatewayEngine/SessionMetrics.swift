@@ -38,6 +38,11 @@ public struct SessionMetrics: Sendable, Equatable {
     public var assessmentStep: Int?
     public var resonance: ResonanceAssessment.Result?
 
+    /// Motion from accelerometer samples in the window (Synheart's names): the RMS of each sample's distance from
+    /// the window's mean vector (gravity and posture removed), in g, and how many samples.
+    public var motionRmsG: Double?
+    public var motionSampleCount: Int?
+
     public var cameraHrBpm: Double?
     public var cameraConfidence: Double?
     public var breathingRateBpm: Double?
@@ -80,6 +85,8 @@ public struct SessionMetrics: Sendable, Equatable {
         put("coherence_peak_hz", coherencePeakHz)
         put("assessment_step", assessmentStep)
         if let r = resonance { o["resonance_assessment"] = Self.json(r) }
+        put("motion_rms_g", motionRmsG)
+        put("motion_sample_count", motionSampleCount)
         put("camera_hr_bpm", cameraHrBpm)
         put("camera_confidence", cameraConfidence)
         put("breathing_rate_bpm", breathingRateBpm)
@@ -207,6 +214,18 @@ extension SessionMetrics {
             coherence = (c.score * 1000).rounded() / 1000
             coherencePeakHz = (c.peakHz * 10000).rounded() / 10000
         }
+    }
+
+    /// `motion_rms_g`: sqrt(mean |a_i − ā|²) over the accelerometer samples `a_i` (g), ā their mean.
+    public static func motionRMS(_ a: [SIMD3<Double>]) -> Double? {
+        guard !a.isEmpty else { return nil }
+        let n = Double(a.count)
+        let mean = a.reduce(SIMD3<Double>(0, 0, 0), +) / n
+        let sum = a.reduce(0.0) { acc, v in
+            let d = v - mean
+            return acc + (d * d).sum()
+        }
+        return (sum / n).squareRoot()
     }
 
     /// One device's beats in time: each notification's last interval ends at its timestamp, earlier ones before it.

@@ -60,26 +60,31 @@ final class LSLOutlet: @unchecked Sendable {
     private let outlet: hrl_outlet
     let channels: Int
 
-    init?(name: String, type: String, rate: Double, source: String, channel: (label: String, unit: String, type: String),
+    init?(name: String, type: String, rate: Double, source: String, channels list: [(label: String, unit: String, type: String)],
           metadata: [(String, String)]) {
-        guard let info = hrl_create_streaminfo(name, type, 1, rate, Int32(HRL_DOUBLE64), source) else { return nil }
+        guard let info = hrl_create_streaminfo(name, type, Int32(list.count), rate, Int32(HRL_DOUBLE64), source) else {
+            return nil
+        }
         defer { hrl_destroy_streaminfo(info) }
         if let desc = hrl_get_desc(info) {
             let channels = hrl_append_child(desc, "channels")
-            let c = hrl_append_child(channels, "channel")
-            hrl_append_child_value(c, "label", channel.label)
-            hrl_append_child_value(c, "unit", channel.unit)
-            hrl_append_child_value(c, "type", channel.type)
+            for channel in list {
+                let c = hrl_append_child(channels, "channel")
+                hrl_append_child_value(c, "label", channel.label)
+                hrl_append_child_value(c, "unit", channel.unit)
+                hrl_append_child_value(c, "type", channel.type)
+            }
             let gateway = hrl_append_child(desc, "acquisition")
             for (k, v) in metadata { hrl_append_child_value(gateway, k, v) }
         }
         guard let o = hrl_create_outlet(info, 0, 360) else { return nil }
         outlet = o
-        channels = 1
+        channels = list.count
     }
 
+    /// `values` interleaved, `channels` per time stamp.
     func push(_ values: [Double], timestamps: [Double]) {
-        guard !values.isEmpty, values.count == timestamps.count else { return }
+        guard !values.isEmpty, values.count == timestamps.count * channels else { return }
         values.withUnsafeBufferPointer { v in
             timestamps.withUnsafeBufferPointer { t in
                 _ = hrl_push_chunk(outlet, v.baseAddress, UInt(v.count), t.baseAddress, 1)
@@ -94,7 +99,8 @@ final class LSLOutlet: @unchecked Sendable {
 
 /// Publishes the session to the Lab Streaming Layer (`stream --lsl`, docs/lsl.md): per device, an `HR` stream
 /// (bpm, irregular rate, one value per strap reading), an `RR` stream (ms, irregular, one value per beat, stamped at
-/// the beat) and, with `--ecg`, an `ECG` stream (µV at 130 Hz, every sample stamped at its time). Time stamps are on
+/// the beat), with `--ecg` an `ECG` stream (µV at 130 Hz, every sample stamped at its time) and with `--acc` an
+/// `Accelerometer` stream (X, Y, Z in g at the chosen rate). Time stamps are on
 /// LSL's clock: each sample's wall-clock age when it is pushed, taken from `lsl_local_clock()`.
 public final class LSLSink: SessionSink {
     public let name = "lsl"
@@ -116,7 +122,8 @@ public final class LSLSink: SessionSink {
     /// The stream names published so far (for the status line and tests).
     public var streamNames: [String] { outlets.withLock { $0.keys.sorted() } }
 
-    private func outlet(_ device: String, _ kind: String, rate: Double, unit: String, source: String) -> LSLOutlet? {
+    private func outlet(_ device: String, _ kind: String, rate: Double, unit: String, source: String,
+                        labels: [String]? = nil) -> LSLOutlet? {
         let key = "\(prefix) \(device) \(kind)"
         return outlets.withLock { all -> LSLOutlet? in
             if let o = all[key] { return o }
@@ -124,7 +131,7 @@ public final class LSLSink: SessionSink {
             let o = LSLOutlet(
                 name: key, type: kind == "HR" ? "HeartRate" : kind, rate: rate,
                 source: "hr-gateway:\(device):\(kind.lowercased())",
-                channel: (kind, unit, kind),
+                channels: (labels ?? [kind]).map { ($0, unit, kind) },
                 metadata: [("manufacturer", "hr-gateway"), ("version", GatewayVersion.current),
                            ("device_id", device), ("source", source)])
             all[key] = o
@@ -142,6 +149,12 @@ public final class LSLSink: SessionSink {
             guard let o = outlet(device, "ECG", rate: rate, unit: "microvolts", source: sample.source) else { return }
             let first = Double(sample.timestampMs)
             o.push(ecg.map(Double.init), timestamps: ecg.indices.map { lsl(first + Double($0) * 1000 / rate) })
+        }
+        if let acc = sample.accG, !acc.isEmpty, let rate = sample.accRateHz, rate > 0,
+            let o = outlet(device, "Accelerometer", rate: rate, unit: "g", source: sample.source, labels: ["X", "Y", "Z"])
+        {
+            let first = Double(sample.timestampMs)
+            o.push(acc.flatMap { [$0.x, $0.y, $0.z] }, timestamps: acc.indices.map { lsl(first + Double($0) * 1000 / rate) })
         }
         if sample.isWaveformOnly { return }
         if sample.bpm > 0, sample.bpm.isFinite, sample.contact != .noContact,

@@ -70,7 +70,8 @@ public enum SessionExport {
     /// - `HR` (bpm, 1 Hz): each second, the newest strap reading at or before it (0 before the first and after 5 s
     ///   without one); `HR camera` likewise when a camera contributed;
     /// - `ECG` (µV, at the strap's rate, 130 Hz for an H10) when raw ECG was recorded: each sample at its time, 0
-    ///   where none came (before the stream, across a lost link);
+    ///   where none came (before the stream, across a lost link); `Acc X`, `Acc Y`, `Acc Z` (g, ±16) likewise for
+    ///   the accelerometer;
     /// - annotations: `beat` at every beat time of the CSV export (`BeatTimeline`), with the device when there are
     ///   several; the session's start and end, sensor state changes, DFA alpha1 threshold crossings, and paced
     ///   breathing phases (with their durations).
@@ -122,6 +123,27 @@ public enum SessionExport {
             signals.append(EDFWriter.Signal(
                 label: "ECG", transducer: "Polar H10 chest strap electrodes (PMD)", physicalDimension: "uV",
                 physicalMin: -32768, physicalMax: 32767, samplesPerRecord: perRecord, samples: ecg))
+        }
+        // Accelerometer (Polar PMD): X, Y and Z in g at the strap's rate, placed likewise.
+        let accChunks = samples.filter { $0.accG?.isEmpty == false }
+        if let rate = accChunks.first?.accRateHz, rate > 0, rate == rate.rounded(), rate <= 1000 {
+            let perRecord = Int(rate)
+            var axes = [[Double]](repeating: [Double](repeating: 0, count: records * perRecord), count: 3)
+            for chunk in accChunks where chunk.accRateHz == rate {
+                let first = Double(chunk.timestampMs - startMs) / 1000 * rate
+                for (k, v) in chunk.accG!.enumerated() {
+                    let i = Int((first + Double(k)).rounded())
+                    guard i >= 0 && i < axes[0].count else { continue }
+                    axes[0][i] = v.x
+                    axes[1][i] = v.y
+                    axes[2][i] = v.z
+                }
+            }
+            for (axis, values) in zip(["X", "Y", "Z"], axes) {
+                signals.append(EDFWriter.Signal(
+                    label: "Acc \(axis)", transducer: "Polar H10 accelerometer (PMD)", physicalDimension: "g",
+                    physicalMin: -16, physicalMax: 16, samplesPerRecord: perRecord, samples: values))
+            }
         }
         let several = Set(beats.map(\.device)).count > 1
         var notes = beats.map {

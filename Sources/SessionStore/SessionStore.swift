@@ -127,7 +127,7 @@ public final class SessionStore: Sendable {
                 + "(choose another with --state-dir or HR_GATEWAY_STATE_DIR, or fix its permissions)")
         }
         do {
-            dbQueue = try StateDatabase.open(path: directory + "/sessions.sqlite", migrations: [("v1", Self.schemaV1), ("v2", Self.schemaV2)])
+            dbQueue = try StateDatabase.open(path: directory + "/sessions.sqlite", migrations: [("v1", Self.schemaV1), ("v2", Self.schemaV2), ("v3", Self.schemaV3)])
         } catch {
             throw .database("cannot open \(directory)/sessions.sqlite: \(Self.reason(error))")
         }
@@ -140,6 +140,12 @@ public final class SessionStore: Sendable {
     private static let schemaV2 = """
         ALTER TABLE samples ADD COLUMN ecg_uv BLOB;
         ALTER TABLE samples ADD COLUMN ecg_rate_hz REAL;
+        """
+
+    /// Accelerometer chunks (Polar PMD): x, y, z in g as little-endian float64 triples, and their rate.
+    private static let schemaV3 = """
+        ALTER TABLE samples ADD COLUMN acc_g BLOB;
+        ALTER TABLE samples ADD COLUMN acc_rate_hz REAL;
         """
 
     private static let schemaV1 = """
@@ -289,12 +295,13 @@ public final class SessionStore: Sendable {
             s.breathingRateBpm.flatMap { $0.isFinite ? $0 : nil }, s.deviceId, s.source,
             s.sequence.map { Int64(truncatingIfNeeded: $0) }, s.gapBefore ? 1 : 0,
             s.ecgUv.map { Self.blob($0) }, s.ecgRateHz.flatMap { $0.isFinite ? $0 : nil },
+            s.accG.map { Self.blob($0) }, s.accRateHz.flatMap { $0.isFinite ? $0 : nil },
         ]
         try db.execute(
             sql: """
                 INSERT INTO samples (session_id, timestamp_ms, bpm, rr_ms, rr_1024, rr_count, contact, energy_kj,
-                    confidence, breathing_rate_bpm, device_id, source, notification_seq, gap_before, ecg_uv, ecg_rate_hz)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                    confidence, breathing_rate_bpm, device_id, source, notification_seq, gap_before, ecg_uv, ecg_rate_hz, acc_g, acc_rate_hz)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                 """,
             arguments: StatementArguments(values))
     }
@@ -432,7 +439,26 @@ public final class SessionStore: Sendable {
             rrRaw1024: doubles(row["rr_1024"]).map { $0.map { UInt16(clamping: Int($0)) } },
             confidence: row["confidence"], breathingRateBpm: row["breathing_rate_bpm"],
             sequence: seq.map { UInt64(bitPattern: $0) }, gapBefore: (row["gap_before"] as Int64? ?? 0) != 0,
-            ecgUv: (row["ecg_uv"] as Data?).map(Self.int32s), ecgRateHz: row["ecg_rate_hz"])
+            ecgUv: (row["ecg_uv"] as Data?).map(Self.int32s), ecgRateHz: row["ecg_rate_hz"],
+            accG: (row["acc_g"] as Data?).map(Self.vectors), accRateHz: row["acc_rate_hz"])
+    }
+
+    static func blob(_ values: [SIMD3<Double>]) -> Data {
+        var d = Data(capacity: values.count * 24)
+        for v in values {
+            for c in [v.x, v.y, v.z] { withUnsafeBytes(of: c.bitPattern.littleEndian) { d.append(contentsOf: $0) } }
+        }
+        return d
+    }
+
+    static func vectors(_ d: Data) -> [SIMD3<Double>] {
+        let b = [UInt8](d)
+        func double(_ at: Int) -> Double {
+            var bits: UInt64 = 0
+            for i in 0..<8 { bits |= UInt64(b[at + i]) << (8 * UInt64(i)) }
+            return Double(bitPattern: bits)
+        }
+        return stride(from: 0, to: b.count - b.count % 24, by: 24).map { SIMD3(double($0), double($0 + 8), double($0 + 16)) }
     }
 
     static func blob(_ values: [Int32]) -> Data {

@@ -22,6 +22,12 @@ struct SourceOptions: ParsableArguments {
             + "with it when it asks; ECG chunks go into the session store, --raw frames and EDF exports (docs/pmd.md)."))
     var ecg = false
 
+    @Option(help: ArgumentHelp(
+        "With --strap: also stream a Polar strap's accelerometer at HZ (25, 50, 100 or 200; ±8 g), as "
+            + "accelerometer chunks in g and motion_rms_g / motion_sample_count in the frames.",
+        valueName: "hz"))
+    var acc: Int?
+
     @Flag(help: "Use a simulated source (no hardware needed).")
     var simulate = false
 
@@ -58,6 +64,14 @@ struct SourceOptions: ParsableArguments {
         if ecg && straps.isEmpty {
             throw ValidationError("--ecg streams a Polar strap's ECG: use it with --strap (such as --strap \"Polar H10\").")
         }
+        if let acc {
+            guard !straps.isEmpty else {
+                throw ValidationError("--acc streams a Polar strap's accelerometer: use it with --strap.")
+            }
+            guard PolarStreams.accRates.contains(acc) else {
+                throw ValidationError("--acc takes 25, 50, 100 or 200 (Hz), the rates a Polar H10 offers.")
+            }
+        }
         if !(replaySpeed > 0 && replaySpeed.isFinite) { throw ValidationError("--replay-speed must be a positive number.") }
         try camera.check()
     }
@@ -89,7 +103,8 @@ struct SourceOptions: ParsableArguments {
             var logger = Logger(label: "hr-gateway.strap")
             logger.logLevel = .warning
             providers += try makeStrapProviders(
-                specs: straps, adapter: adapter, polar: ecg ? PolarStreams(ecg: true) : nil, logger: logger)
+                specs: straps, adapter: adapter,
+                polar: ecg || acc != nil ? PolarStreams(ecg: ecg, accHz: acc) : nil, logger: logger)
         }
         if simulate {
             let physiology = session.map {

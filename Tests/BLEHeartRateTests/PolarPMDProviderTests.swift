@@ -27,7 +27,10 @@ struct PolarPMDProviderTests {
 
     /// `realClock`: the provider reads the system's wall clock (chunk times are then comparable with CLOCK_MONOTONIC);
     /// otherwise a manual one, whose retry timers the test runs.
-    func rig(pmd: Bool = true, requirePairing: Bool = true, realClock: Bool = false) async throws -> Rig {
+    func rig(
+        pmd: Bool = true, requirePairing: Bool = true, realClock: Bool = false,
+        streams: PolarStreams = PolarStreams(ecg: true)
+    ) async throws -> Rig {
         let fake = try await FakeBlueZ()
         try await fake.addStrap(Self.strap, rr: Array(try loadNSRDB().rr1024.prefix(60)))
         if pmd {
@@ -39,7 +42,7 @@ struct PolarPMDProviderTests {
         let clock = ManualSessionClock()
         let provider = BLEHeartRateProvider(
             spec: .address(Self.strap), bus: fake.bus, clock: realClock ? SystemSessionClock() : clock,
-            polar: PolarStreams(ecg: true),
+            polar: streams,
             monotonicNs: BLEHeartRateProvider.systemMonotonicNs)
         let recorder = Recorder()
         try await provider.startStreaming(into: recorder.sink)
@@ -146,6 +149,39 @@ struct PolarPMDProviderTests {
         let hr = await r.samples.take(3)
         #expect(hr.count == 3 && hr.allSatisfy { $0.ecgUv == nil && $0.bpm > 0 })
         #expect(try await r.fake.calls().filter { $0.hasPrefix("Pair ") || $0.hasPrefix("WriteValue ") }.isEmpty)
+        await r.provider.stopStreaming()
+    }
+
+    /// The fake's accelerometer frames (int16 milli-g), as the test computes them independently.
+    static func accSample(_ i: Int) -> SIMD3<Double> {
+        SIMD3(Double(i % 50 - 25), Double((i * 7) % 31 - 15), Double(1000 - i % 3)) / 1000
+    }
+
+    @Test func ecgAndMotionTogether() async throws {
+        var r = try await rig(requirePairing: false, streams: PolarStreams(ecg: true, accHz: 50))
+        defer { r.fake.stop() }
+        _ = try #require(await r.statuses.first(.connected))
+        try await r.fake.sendPackets(Self.strap, 1)
+        let seen = try await drive(&r, until: "Accelerometer streaming at 50 Hz")
+        #expect(!seen.contains { $0.contains("refused") || $0.contains("did not") }, "\(seen)")
+        let calls = try await r.fake.calls().filter { $0.hasPrefix("WriteValue ") }
+        #expect(calls.map { $0.split(separator: " ")[1] } == ["0200000182000101" + "0e00", "0202000132000101100002010800"],
+                "ECG, then the accelerometer at 50 Hz, 16 bit, 8 g: \(calls)")
+        try await r.fake.ctl("SendAcc", [.string(Self.strap), .uint32(3)])
+        try await r.fake.ctl("SendECG", [.string(Self.strap), .uint32(1)])
+        var acc: [SIMD3<Double>] = []
+        var chunks: [BiosignalSample] = []
+        var ecg = 0
+        while acc.count < 3 * 36 || ecg < 73, let s = await r.samples.next() {
+            if let a = s.accG {
+                acc += a
+                chunks.append(s)
+            }
+            ecg += s.ecgUv?.count ?? 0
+        }
+        #expect(acc == (0..<(3 * 36)).map(Self.accSample), "every accelerometer sample, in g, in order")
+        #expect(chunks.allSatisfy { $0.source == polarAccSource && $0.accRateHz == 50 && $0.bpm == 0 })
+        #expect(chunks.first.map { $0.jsonValue["accelerometer"]?["z"]?.doubleValue } == 0.998)
         await r.provider.stopStreaming()
     }
 

@@ -55,6 +55,15 @@ PMD_ECG_RATE = 130
 PMD_ECG_PER_FRAME = 73
 
 
+def pmd_acc_frame(sensor_ns, samples):
+    """A PMD accelerometer frame (type 2, frame type 1: x, y, z as int16 LE milli-g)."""
+    out = [0x02] + list(int(sensor_ns).to_bytes(8, "little")) + [0x01]
+    for x, y, z in samples:
+        for v in (x, y, z):
+            out += list(int(v).to_bytes(2, "little", signed=True))
+    return out
+
+
 def pmd_ecg_frame(sensor_ns, values):
     """A PMD ECG data frame (type 0, frame type 0: 3-byte signed µV), written independently of the Swift decoder:
     measurement type, the last sample's sensor time (ns, uint64 LE), frame type, the samples."""
@@ -496,6 +505,8 @@ class PMD:
         self.ecg = list(ecg_uv)
         self.require_pairing = require_pairing
         self.ecg_on = False
+        self.acc_hz = None
+        self.acc_index = 0
         self.index = 0
         # The strap's own clock (ns): it has been running for a while, unrelated to the host's.
         self.sensor_ns = 599_000_000_000
@@ -527,6 +538,14 @@ class PMD:
             else:
                 self.ecg_on = True
                 self.respond([0xF0, 0x02, 0x00, 0x00, 0x00])
+        elif op == 0x02 and kind == 0x02:    # REQUEST_MEASUREMENT_START ACC: 01 rate, 01 resolution, 02 range
+            settings = {value[i]: int.from_bytes(bytes(value[i + 2:i + 4]), "little")
+                        for i in range(2, len(value) - 3, 4) if value[i + 1] == 1}
+            if settings.get(0) not in (25, 50, 100, 200):
+                self.respond([0xF0, 0x02, 0x02, 0x08, 0x00])    # invalid sample rate
+            else:
+                self.acc_hz = settings[0]
+                self.respond([0xF0, 0x02, 0x02, 0x00, 0x00])
         elif op == 0x03 and kind == 0x00:    # STOP_MEASUREMENT ECG
             self.ecg_on = False
             self.respond([0xF0, 0x03, 0x00, 0x00, 0x00])
@@ -547,8 +566,27 @@ class PMD:
             sent += len(chunk)
         return sent
 
+    @staticmethod
+    def acc_sample(i):
+        """Milli-g: gravity on z and a slow sway on x and y (synthetic: this only carries bytes)."""
+        return (i % 50 - 25, (i * 7) % 31 - 15, 1000 - i % 3)
+
+    def send_acc(self, frames, per_frame=36):
+        sent = 0
+        for _ in range(frames):
+            if not self.acc_hz:
+                break
+            chunk = [self.acc_sample(self.acc_index + k) for k in range(per_frame)]
+            last_ns = 2_000_000_000 + (self.acc_index + per_frame - 1) * 1_000_000_000 // self.acc_hz
+            if not self.data.notify(pmd_acc_frame(last_ns, chunk)):
+                break
+            self.acc_index += per_frame
+            sent += per_frame
+        return sent
+
     def link_lost(self):
         self.ecg_on = False   # a strap stops its streams when the link goes
+        self.acc_hz = None
 
 
 class Adapter(Object):
@@ -755,6 +793,11 @@ class Control(dbus.service.Object):
             return left[0] > 0
         if frames:
             GLib.timeout_add(max(1, int(interval_ms)), tick)
+
+    @dbus.service.method(CONTROL_IFACE, in_signature="su", out_signature="u")
+    def SendAcc(self, address, frames):
+        """Notifies up to `frames` accelerometer frames of 36 samples if the client started it; returns samples."""
+        return self.dev(address).pmd.send_acc(int(frames))
 
     @dbus.service.method(CONTROL_IFACE, in_signature="s", out_signature="b")
     def ECGOn(self, address):

@@ -208,3 +208,26 @@ import Testing
         #expect(sent == expected, "every ECG value once, in order")
     }
 }
+
+/// Accelerometer chunks give the frames `motion_rms_g` and `motion_sample_count` over the window.
+@Suite struct MotionMetricsTests {
+    @Test func motionIsTheRMSAroundTheWindowMean() async throws {
+        let clock = ManualSessionClock(startMs: 0)
+        let provider = ScriptedProvider(name: "strap")
+        let engine = SessionEngine(providers: [provider], clock: clock)
+        let log = EventLog(engine)
+        _ = try await engine.startSession(SessionConfig(
+            sessionId: "m", mode: .focus, durationSec: 4, profile: ComputeProfile(windowSec: 60, emitIntervalSec: 4)))
+        clock.advance(toMs: 500)
+        provider.send(BiosignalSample(timestampMs: 500, bpm: 60, rrIntervalsMs: [1000], deviceId: "A0", source: "ble_hrm"))
+        // Four samples: gravity on z, ±0.1 g on x: 0.1 g from their mean each.
+        let acc: [SIMD3<Double>] = [SIMD3(0.1, 0, 1), SIMD3(-0.1, 0, 1), SIMD3(0.1, 0, 1), SIMD3(-0.1, 0, 1)]
+        provider.send(BiosignalSample(timestampMs: 600, bpm: 0, deviceId: "A0", source: "polar_acc", accG: acc, accRateHz: 50))
+        clock.advance(toMs: 4000)
+        guard case .summary(_, _, let m, _)? = log.last else { throw ProviderBroke() }
+        #expect(m.motionSampleCount == 4)
+        #expect(abs((m.motionRmsG ?? 0) - 0.1) < 1e-9, "\(String(describing: m.motionRmsG))")
+        #expect(m.sampleCount == 1, "the chunk is not a reading")
+        #expect(m.jsonValue["motion_rms_g"]?.doubleValue == 0.1 && m.jsonValue["motion_sample_count"] == .int(4))
+    }
+}

@@ -105,10 +105,15 @@ final class Seen: Sendable {
         let recorder = SessionRecorder(store: store, config: SessionConfig(sessionId: "ecg", mode: .focus, durationSec: 60)) { _ in }
         recorder.record(BiosignalSample(timestampMs: 900, bpm: 61, rrIntervalsMs: [983], deviceId: "A0", source: "ble_hrm"))
         recorder.record(chunk)
+        let motion = BiosignalSample(
+            timestampMs: 1_100, bpm: 0, deviceId: "A0", source: "polar_acc",
+            accG: [SIMD3(0.012, -0.5, 0.998), SIMD3(-1e-3, 0, 16)], accRateHz: 50)
+        recorder.record(motion)
         recorder.finish()
         let back = try store.samples(sessionId: "ecg")
-        #expect(back.count == 2 && back.last == chunk, "\(back)")
-        #expect(back.last?.isWaveformOnly == true && back.first?.isWaveformOnly == false)
+        #expect(back.count == 3 && back[1] == chunk && back[2] == motion, "\(back)")
+        #expect(try BiosignalSample(json: motion.jsonValue) == motion)
+        #expect(back[1].isWaveformOnly && back[2].isWaveformOnly && !back[0].isWaveformOnly)
         // The wire form reads back the same.
         #expect(try BiosignalSample(json: chunk.jsonValue) == chunk)
         #expect(throws: SampleDecodingError.self) {

@@ -77,8 +77,11 @@ def main():
                               for s in e["samples"]})
             assert len(samples) >= 15, f"{len(samples)} samples printed"
             checked = 0
+            newest = samples[-1][0]
             for second, value in enumerate(hr):
                 t = start_ms + 1000 * second
+                if t > newest:
+                    break   # a reading recorded after the last raw frame printed is not known here
                 before = [bpm for ts, bpm in samples if ts <= t and t - ts <= 5000]
                 if not before:
                     continue
@@ -114,6 +117,12 @@ def main():
                 lines.append(json.dumps({"timestamp_ms": t0 + round(start * 1000 / 130), "bpm": 0,
                                          "device_id": "A0:9E:1A:00:00:02", "source": "polar_ecg",
                                          "ecg_uv": ecg[start:start + 73], "ecg_rate_hz": 130}))
+            # Accelerometer chunks at 50 Hz (synthetic values: this checks placement and scale, not motion).
+            acc = [[(i % 50 - 25) / 1000, ((i * 7) % 31 - 15) / 1000, (1000 - i % 3) / 1000] for i in range(50 * 20)]
+            for start in range(0, len(acc), 36):
+                lines.append(json.dumps({"timestamp_ms": t0 + round(start * 1000 / 50), "bpm": 0,
+                                         "device_id": "A0:9E:1A:00:00:02", "source": "polar_acc",
+                                         "acc_g": acc[start:start + 36], "acc_rate_hz": 50}))
             lines.sort(key=lambda l: json.loads(l)["timestamp_ms"])
             rec = os.path.join(work, "ecg.jsonl")
             with open(rec, "w") as fh:
@@ -124,7 +133,16 @@ def main():
             run(["sessions", "export", "edf-ecg", "--format", "edf", "--output", path, "--state-dir", work])
             g = pyedflib.EdfReader(path)
             try:
-                assert g.getSignalLabels() == ["HR", "ECG"], g.getSignalLabels()
+                assert g.getSignalLabels() == ["HR", "ECG", "Acc X", "Acc Y", "Acc Z"], g.getSignalLabels()
+                for axis in range(3):
+                    assert g.getSampleFrequency(2 + axis) == 50 and g.getPhysicalDimension(2 + axis) == "g"
+                    got_acc = list(g.readSignal(2 + axis))
+                    first_acc = next(i for i, v in enumerate(got_acc) if abs(v) > 1e-3) if axis == 2 else None
+                    if axis == 2:
+                        step = 32 / 65535
+                        values = [a[2] for a in acc]
+                        assert all(abs(x - y) <= step for x, y in zip(got_acc[first_acc:first_acc + len(acc)], values)), \
+                            "accelerometer Z differs from the recording beyond one digital step"
                 assert g.getSampleFrequency(1) == 130 and g.getPhysicalDimension(1) == "uV", \
                     (g.getSampleFrequency(1), g.getPhysicalDimension(1))
                 shown = [int(round(v)) for v in g.readSignal(1)]
@@ -142,7 +160,8 @@ def main():
         check("every beat of the CSV export is a beat annotation at its time", beat_annotations)
         check("every breathing cue is an annotation with its phase, start and duration; start and end", cue_annotations)
         f.close()
-        check("recorded raw ECG is a 130 Hz channel in µV holding every sample, in order, at its place", ecg_channel)
+        check("recorded raw ECG (130 Hz, µV) and accelerometer (50 Hz, g) are channels holding every sample, in order, "
+              "at its place", ecg_channel)
     except Exception as e:
         print(f"FAIL setup: {e}")
         traceback.print_exc()

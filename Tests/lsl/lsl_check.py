@@ -45,10 +45,15 @@ def recording(path):
     for i in range(0, len(ecg), 73):
         lines.append({"timestamp_ms": start + round(i * 1000 / 130), "bpm": 0, "device_id": DEVICE,
                       "source": "polar_ecg", "ecg_uv": ecg[i:i + 73], "ecg_rate_hz": 130})
+    # Accelerometer chunks at 50 Hz (synthetic values: this checks transport, not motion).
+    acc = [[(i % 50 - 25) / 1000, ((i * 7) % 31 - 15) / 1000, (1000 - i % 3) / 1000] for i in range(50 * ECG_SEC)]
+    for i in range(0, len(acc), 36):
+        lines.append({"timestamp_ms": start + round(i * 1000 / 50), "bpm": 0, "device_id": DEVICE,
+                      "source": "polar_acc", "acc_g": acc[i:i + 36], "acc_rate_hz": 50})
     lines.sort(key=lambda x: x["timestamp_ms"])
     with open(path, "w") as fh:
         fh.write("".join(json.dumps(x) + "\n" for x in lines))
-    return hr, rr, ecg
+    return hr, rr, ecg, acc
 
 
 def is_suffix(got, sent):
@@ -73,12 +78,12 @@ def main():
     env = dict(os.environ, HR_GATEWAY_LIBLSL=LIBLSL)
     try:
         rec = os.path.join(work, "rec.jsonl")
-        hr_sent, rr_sent, ecg_sent = recording(rec)
+        hr_sent, rr_sent, ecg_sent, acc_sent = recording(rec)
         gw = subprocess.Popen(
             [BINARY, "stream", "--replay", rec, "--lsl", "--format", "jsonl", "--no-record-db", "--state-dir", work],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
         inlets = {}
-        for kind in ("hr", "rr", "ecg"):
+        for kind in ("hr", "rr", "ecg", "accelerometer"):
             found = pylsl.resolve_byprop("source_id", f"hr-gateway:{DEVICE}:{kind}", timeout=HR_ONLY_SEC + 6)
             assert found, f"no {kind} stream resolved; gateway stderr: {gw.stderr.read() if gw.poll() is not None else ''}"
             inlet = pylsl.StreamInlet(found[0], max_buflen=60, recover=False)
@@ -95,7 +100,7 @@ def main():
             except LostError:
                 lost.add(kind)
                 return
-            got[kind][0].extend(s[0] for s in samples)
+            got[kind][0].extend(s if len(s) > 1 else s[0] for s in samples)
             got[kind][1].extend(stamps)
 
         deadline = time.monotonic() + HR_ONLY_SEC + ECG_SEC + 15
@@ -115,10 +120,11 @@ def main():
         def metadata():
             assert code == 0, f"the gateway exited {code}: {err}"
             assert "lsl: publishing with liblsl" in err, err
-            for kind, unit, type_, rate in (("hr", "bpm", "HeartRate", 0), ("rr", "ms", "RR", 0),
-                                            ("ecg", "microvolts", "ECG", 130)):
+            for kind, unit, type_, rate, n in (("hr", "bpm", "HeartRate", 0, 1), ("rr", "ms", "RR", 0, 1),
+                                               ("ecg", "microvolts", "ECG", 130, 1),
+                                               ("accelerometer", "g", "Accelerometer", 50, 3)):
                 info = infos[kind]
-                assert info.type() == type_ and info.nominal_srate() == rate and info.channel_count() == 1, \
+                assert info.type() == type_ and info.nominal_srate() == rate and info.channel_count() == n, \
                     (kind, info.type(), info.nominal_srate(), info.channel_count())
                 ch = info.desc().child("channels").child("channel")
                 assert ch.child_value("unit") == unit, (kind, ch.child_value("unit"))
@@ -132,6 +138,13 @@ def main():
             steps = [b - a for a, b in zip(stamps, stamps[1:])]
             assert all(abs(d - 1 / 130) < 0.0015 for d in steps), \
                 f"ECG time stamps not 1/130 s apart: {min(steps):.5f}..{max(steps):.5f}"
+
+        def accelerometer():
+            values, stamps = got["accelerometer"]
+            assert len(values) >= 50 * (ECG_SEC - 3), f"only {len(values)} accelerometer samples received"
+            rounded = [[round(v, 6) for v in s] for s in values]
+            assert is_suffix(rounded, [[round(v, 6) for v in a] for a in acc_sent]), "accelerometer samples differ"
+            assert all(abs((b - a) - 1 / 50) < 0.0015 for a, b in zip(stamps, stamps[1:])), "not 1/50 s apart"
 
         def hr_and_rr():
             hr, hr_t = got["hr"]
@@ -151,8 +164,10 @@ def main():
                                capture_output=True, text=True, env=missing, timeout=60)
             assert r.returncode != 0 and "pip install pylsl" in r.stderr, r.stderr
 
-        check("HR, RR and ECG streams with their type, rate, unit and device", metadata)
+        check("HR, RR, ECG and accelerometer streams with their type, rate, channels, unit and device", metadata)
         check("every ECG sample after the inlet connected arrives once, in order, 1/130 s apart", ecg_exact)
+        check("every accelerometer sample (X, Y, Z in g) after the inlet connected, once, in order, 1/50 s apart",
+              accelerometer)
         check("HR and RR arrive once, in order, stamped at their readings and beats", hr_and_rr)
         check("doctor reports liblsl; without it, --lsl says how to get it", doctor)
     except Exception as e:
