@@ -213,7 +213,7 @@ final class PolarPMDLink: Sendable {
                 }
                 say(address, "pairing with the strap (it sends ECG and motion on an encrypted link only)")
                 do {
-                    try await bluez.pair(device)
+                    try await StrapPairing.pair(device, bluez: bluez, logger: logger)
                 } catch let e as BlueZError where e.name == "org.bluez.Error.AlreadyExists" {
                     // Paired meanwhile: write again.
                 } catch {

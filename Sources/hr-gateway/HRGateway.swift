@@ -16,7 +16,7 @@ struct HRGateway: AsyncParsableCommand {
         version: GatewayVersion.current,
         subcommands: [
             StreamCommand.self, BreatheCommand.self, ServeCommand.self, AttachCommand.self, TokenCommand.self,
-            ScanCommand.self, EmulateStrapCommand.self, CamerasCommand.self,
+            ScanCommand.self, PairCommand.self, UnpairCommand.self, EmulateStrapCommand.self, CamerasCommand.self,
             SessionsCommand.self, HRVCommand.self, AnalyzeCommand.self, ConfigCommand.self, DoctorCommand.self,
             WebhookCommand.self, FleetCommand.self,
         ]

@@ -1,8 +1,10 @@
 import BLEHeartRate
+import BlueZ
 import DBus
 import DBusTestSupport
 import Foundation
 import GatewayEngine
+import Logging
 import Testing
 
 /// `--ecg` against the fake org.bluez with Polar's measurement service, streaming a real ECG recording
@@ -110,6 +112,8 @@ struct PolarPMDProviderTests {
         let start = "WriteValue " + "0200000182000101" + "0e00"
         #expect(calls.filter { $0.hasPrefix(start) }.count == 2, "refused, paired, written again: \(calls)")
         #expect(calls.filter { $0.hasPrefix("Pair ") }.count == 1)
+        // Paired through our NoInputNoOutput agent, which the fake asked to authorize (a refusal fails the pairing).
+        #expect(calls.contains { $0.hasPrefix("RegisterAgent NoInputNoOutput ") } && calls.contains { $0.hasPrefix("UnregisterAgent ") })
         #expect(r.provider.polarCounts?.dropped == 0)
         await r.provider.stopStreaming()
     }
@@ -202,5 +206,35 @@ struct PolarPMDProviderTests {
         #expect(r.provider.polarCounts?.dropped == 2)
         #expect(r.provider.polarCounts?.samples == 2 * 73)
         await r.provider.stopStreaming()
+    }
+}
+
+/// The pairing agent answers for the device it pairs, and only that one; it never makes up a PIN.
+@Suite struct BlueZAgentTests {
+    @Test func theAgentAuthorizesItsDeviceOnly() async throws {
+        let fake = try await FakeBlueZ()
+        defer { fake.stop() }
+        let mine = DBusObjectPath("/org/bluez/hci0/dev_A0_9E_1A_00_00_02")
+        let connection = try await DBusConnection.connect(to: fake.bus, logger: Logger(label: "test.agent"))
+        defer { connection.close() }
+        let agent = try await BlueZAgent.register(on: connection, for: mine)
+        let name = connection.uniqueName
+        func ask(_ member: String, _ args: [DBusValue]) async -> String? {
+            do {
+                _ = try await fake.control.call(
+                    destination: name, path: BlueZAgent.path, interface: BlueZAgent.interface, member: member,
+                    arguments: args, timeout: .seconds(5))
+                return nil
+            } catch let e as DBusError { return e.name } catch { return "\(error)" }
+        }
+        #expect(await ask("RequestAuthorization", [.objectPath(mine)]) == nil)
+        #expect(await ask("RequestConfirmation", [.objectPath(mine), .uint32(123456)]) == nil)
+        let other = DBusObjectPath("/org/bluez/hci0/dev_11_22_33_44_55_66")
+        #expect(await ask("RequestAuthorization", [.objectPath(other)]) == "org.bluez.Error.Rejected")
+        #expect(await ask("RequestPinCode", [.objectPath(mine)]) == "org.bluez.Error.Rejected")
+        #expect(agent.requests == ["RequestAuthorization \(mine.rawValue)", "RequestConfirmation \(mine.rawValue)",
+                                   "RequestAuthorization \(other.rawValue)"])
+        await agent.unregister()
+        #expect(try await fake.calls().contains { $0.hasPrefix("UnregisterAgent ") })
     }
 }

@@ -165,6 +165,36 @@ class Object(dbus.service.Object):
         pass
 
 
+AGENT_MANAGER = "org.bluez.AgentManager1"
+AGENT = "org.bluez.Agent1"
+
+
+class AgentManager(dbus.service.Object):
+    """AgentManager1 on /org/bluez: agents registered per D-Bus sender (bluetoothd keeps one per client)."""
+
+    def __init__(self, fake):
+        self.fake = fake
+        dbus.service.Object.__init__(self, fake.bus, "/org/bluez")
+
+    @dbus.service.method(AGENT_MANAGER, in_signature="os", sender_keyword="sender")
+    def RegisterAgent(self, path, capability, sender=None):
+        self.fake.record("RegisterAgent %s" % capability, "/org/bluez", sender, str(path))
+        if sender in self.fake.agents:
+            raise BlueZError("org.bluez.Error.AlreadyExists", "Already Exists")
+        self.fake.agents[sender] = (str(path), str(capability))
+
+    @dbus.service.method(AGENT_MANAGER, in_signature="o", sender_keyword="sender")
+    def UnregisterAgent(self, path, sender=None):
+        self.fake.record("UnregisterAgent", "/org/bluez", sender, str(path))
+        if self.fake.agents.get(sender, (None,))[0] != str(path):
+            raise BlueZError("org.bluez.Error.DoesNotExist", "Does Not Exist")
+        del self.fake.agents[sender]
+
+    @dbus.service.method(AGENT_MANAGER, in_signature="o", sender_keyword="sender")
+    def RequestDefaultAgent(self, path, sender=None):
+        self.fake.record("RequestDefaultAgent", "/org/bluez", sender, str(path))
+
+
 class Root(dbus.service.Object):
     def __init__(self, fake):
         self.fake = fake
@@ -467,19 +497,39 @@ class Device(Object):
             self.pmd.link_lost()
         return True
 
-    @dbus.service.method(DEVICE, sender_keyword="sender")
-    def Pair(self, sender=None):
+    @dbus.service.method(DEVICE, sender_keyword="sender", async_callbacks=("ok", "err"))
+    def Pair(self, sender=None, ok=None, err=None):
         self.fake.record("Pair", self.path, sender)
-        self.check_exists()
-        if self.props[DEVICE]["Paired"]:
-            raise BlueZError("org.bluez.Error.AlreadyExists", "Already Exists")
-        outcome = self.pair_outcomes.pop(0) if self.pair_outcomes else "ok"
-        if outcome.startswith("failed:"):
-            raise BlueZError("org.bluez.Error." + outcome[len("failed:"):], outcome[len("failed:"):])
-        if not self.connected:
-            raise BlueZError("org.bluez.Error.ConnectionAttemptFailed", "Page Timeout")
-        self.forgot_bond = False
-        self.set(DEVICE, Paired=dbus.Boolean(True), Bonded=dbus.Boolean(True))
+        try:
+            self.check_exists()
+            if self.props[DEVICE]["Paired"]:
+                raise BlueZError("org.bluez.Error.AlreadyExists", "Already Exists")
+            outcome = self.pair_outcomes.pop(0) if self.pair_outcomes else "ok"
+            if outcome.startswith("failed:"):
+                raise BlueZError("org.bluez.Error." + outcome[len("failed:"):], outcome[len("failed:"):])
+        except BlueZError as e:
+            err(e)
+            return
+
+        def paired():
+            # Pair connects when it must, as bluetoothd does.
+            if not self.connected:
+                self.set_connected(True)
+                GLib.idle_add(self.resolve)
+            self.forgot_bond = False
+            self.set(DEVICE, Paired=dbus.Boolean(True), Bonded=dbus.Boolean(True))
+            ok()
+
+        agent = self.fake.agents.get(sender)
+        if agent is None:
+            paired()   # no agent: bluetoothd pairs Just Works as NoInputNoOutput
+            return
+        # Just Works with an agent: bluetoothd asks it to authorize the pairing.
+        proxy = self.fake.bus.get_object(sender, agent[0])
+        proxy.RequestAuthorization(dbus.ObjectPath(self.path), dbus_interface=AGENT,
+                                   reply_handler=paired,
+                                   error_handler=lambda e: err(BlueZError("org.bluez.Error.AuthenticationRejected",
+                                                                          "Authentication Rejected")))
 
     @property
     def encrypted(self):
@@ -970,6 +1020,7 @@ class Fake:
         self.watched = set()
         self.owns_bluez = False
         self.root = None
+        self.agents = {}
         self.bluez_name = None
         self.control = Control(self)
         self.control_name = dbus.service.BusName(CONTROL_NAME, bus)
@@ -1025,6 +1076,7 @@ class Fake:
 
     def own_bluez(self):
         self.root = Root(self)
+        self.agent_manager = AgentManager(self)
         for a in self.adapters:
             a.export()
         self.owns_bluez = True
@@ -1058,6 +1110,8 @@ class Fake:
             a.props[ADAPTER]["Discovering"] = dbus.Boolean(False)
         self.root.remove_from_connection()
         self.root = None
+        self.agent_manager.remove_from_connection()
+        self.agents.clear()
         GLib.idle_add(lambda: self.own_bluez() and False)
 
 

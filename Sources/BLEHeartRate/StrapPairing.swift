@@ -1,0 +1,143 @@
+import BlueZ
+import DBus
+import Foundation
+import Logging
+
+/// Pairing with a strap through BlueZ (`hr-gateway pair` / `unpair`, and `--ecg` on demand; docs/pmd.md,
+/// "Pairing"): a NoInputNoOutput agent on our own connection for the time of the pairing, `Device1.Pair`, and the
+/// device marked trusted so that BlueZ reconnects it without asking.
+public enum StrapPairing {
+    /// A pairing that could not be done: what happened, with what to do next.
+    public struct Failure: Error, Sendable, CustomStringConvertible {
+        public enum Code: String, Sendable {
+            case noBluetoothd = "no_bluetoothd"
+            case noAdapter = "no_adapter"
+            case notFound = "not_found"
+            case rejected = "rejected"
+            case failed = "failed"
+        }
+
+        public let code: Code
+        public let description: String
+        public init(_ code: Code, _ description: String) {
+            self.code = code
+            self.description = description
+        }
+    }
+
+    public struct Outcome: Sendable, Equatable {
+        public var address: String
+        public var name: String?
+        /// BlueZ held a bond already.
+        public var alreadyPaired: Bool
+        /// What the agent was asked (`RequestAuthorization /org/bluez/…`).
+        public var agentRequests: [String]
+    }
+
+    /// Pairs `device` on `bluez`'s connection with a NoInputNoOutput agent registered for it meanwhile; returns what
+    /// the agent was asked.
+    /// Throws `BlueZError` as BlueZ answers (`AlreadyExists` when paired already).
+    @discardableResult
+    public static func pair(_ device: DBusObjectPath, bluez: BlueZClient, logger: Logger) async throws -> [String] {
+        var agent: BlueZAgent?
+        do { agent = try await BlueZAgent.register(on: bluez.connection, for: device) } catch {
+            logger.notice("no pairing agent (\(error)); pairing as BlueZ does without one (Just Works)")
+        }
+        do {
+            try await bluez.pair(device)
+        } catch {
+            await agent?.unregister()
+            throw error
+        }
+        await agent?.unregister()
+        return agent?.requests ?? []
+    }
+
+    /// `hr-gateway pair ADDRESS`: finds the strap (discovering up to `timeoutMs` when BlueZ does not know it), pairs,
+    /// and marks it trusted.
+    public static func pair(
+        address: String, adapter: String? = nil, bus: DBusBus = .system, timeoutMs: Int = 20_000,
+        logger: Logger = Logger(label: "hr-gateway.pair")
+    ) async throws -> Outcome {
+        let (connection, bluez, adapterPath) = try await open(bus: bus, adapter: adapter, logger: logger)
+        defer {
+            bluez.close()
+            connection.close()
+        }
+        let target = address.uppercased()
+        var device = bluez.tree.devices(of: adapterPath).first { $0.address?.uppercased() == target }
+        if device == nil {
+            try? await bluez.setDiscoveryFilter(on: adapterPath, uuids: [], pattern: target)
+            try? await bluez.startDiscovery(on: adapterPath)
+            let deadline = ContinuousClock.now + .milliseconds(timeoutMs)
+            while device == nil && ContinuousClock.now < deadline {
+                try? await Task.sleep(for: .milliseconds(200))   // polling BlueZ's mirror, not synchronising
+                device = bluez.tree.devices(of: adapterPath).first { $0.address?.uppercased() == target }
+            }
+            try? await bluez.stopDiscovery(on: adapterPath)
+        }
+        guard let found = device else {
+            throw Failure(.notFound, "\(target) was not seen in \(timeoutMs / 1000) s. Wake the strap (moisten the "
+                + "electrodes and put it on: it does not advertise when dry), check the address with "
+                + "`hr-gateway scan`, and try again.")
+        }
+        var outcome = Outcome(address: target, name: found.name, alreadyPaired: found.paired, agentRequests: [])
+        if !found.paired {
+            do {
+                outcome.agentRequests = try await pair(found.path, bluez: bluez, logger: logger)
+            } catch let e as BlueZError where e.name == "org.bluez.Error.AlreadyExists" {
+                outcome.alreadyPaired = true
+            } catch let e as BlueZError {
+                let code: Failure.Code = e.name.hasSuffix("Rejected") || e.name.hasSuffix("Canceled") ? .rejected : .failed
+                throw Failure(code, "pairing with \(target) failed: \(e.name.split(separator: ".").last ?? "") "
+                    + "(\(e.message)). Keep the strap on and close to this computer; if a phone holds it, "
+                    + "disconnect it there; then try again.")
+            }
+        }
+        try? await connection.setProperty(
+            "Trusted", interface: BlueZ.deviceInterface, to: .boolean(true), destination: BlueZ.busName, path: found.path,
+            timeout: .seconds(5))
+        return outcome
+    }
+
+    /// `hr-gateway unpair ADDRESS`: removes the device and its bond from BlueZ. False when BlueZ does not know it.
+    public static func unpair(address: String, adapter: String? = nil, bus: DBusBus = .system,
+                              logger: Logger = Logger(label: "hr-gateway.pair")) async throws -> Bool {
+        let (connection, bluez, adapterPath) = try await open(bus: bus, adapter: adapter, logger: logger)
+        defer {
+            bluez.close()
+            connection.close()
+        }
+        guard let device = bluez.tree.devices(of: adapterPath).first(where: { $0.address?.uppercased() == address.uppercased() })
+        else { return false }
+        do { try await bluez.removeDevice(device.path, from: adapterPath) } catch {
+            throw Failure(.failed, "BlueZ did not remove \(address.uppercased()): \(error)")
+        }
+        return true
+    }
+
+    private static func open(bus: DBusBus, adapter: String?, logger: Logger) async throws
+        -> (DBusConnection, BlueZClient, DBusObjectPath)
+    {
+        let connection: DBusConnection
+        do { connection = try await DBusConnection.connect(to: bus, logger: logger) } catch {
+            throw Failure(.noBluetoothd, "cannot reach the system bus (\(error)); `hr-gateway doctor` says what to fix")
+        }
+        do {
+            let bluez = try await BlueZClient.start(on: connection, logger: logger)
+            guard bluez.bluetoothdRunning else {
+                bluez.close()
+                throw Failure(.noBluetoothd, "bluetoothd is not running: `sudo systemctl start bluetooth`")
+            }
+            do {
+                return (connection, bluez, try StrapSession.chooseAdapter(adapter, in: bluez.tree))
+            } catch {
+                bluez.close()
+                throw Failure(.noAdapter, "\(error)")
+            }
+        } catch {
+            connection.close()
+            throw error
+        }
+    }
+}
