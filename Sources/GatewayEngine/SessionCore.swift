@@ -88,6 +88,7 @@ struct SessionCore {
         if sample.isWaveformOnly {
             if config.includeRawSamples { pendingWaveform.append(sample) }
             if let acc = sample.accG, !acc.isEmpty { appendMotion(sample, acc) }
+            if sample.ecgUv?.isEmpty == false { appendECG(sample) }
             return
         }
         window.append(sample)
@@ -106,6 +107,44 @@ struct SessionCore {
         guard let newest = motion.last?.timeMs else { return }
         let cutoff = newest - Double(config.profile.windowSec) * 1000
         if let keep = motion.firstIndex(where: { $0.timeMs > cutoff }), keep > 0 { motion.removeFirst(keep) }
+    }
+
+    /// ECG chunks of the last `windowSec` per device, for R peaks.
+    private(set) var ecg: [String: [BiosignalSample]] = [:]
+
+    private mutating func appendECG(_ sample: BiosignalSample) {
+        let device = sample.deviceId ?? sample.source
+        var chunks = ecg[device, default: []]
+        chunks.append(sample)
+        let cutoff = sample.timestampMs - Int64(config.profile.windowSec) * 1000
+        if let keep = chunks.firstIndex(where: { $0.timestampMs > cutoff }), keep > 0 { chunks.removeFirst(keep) }
+        ecg[device] = chunks
+    }
+
+    /// R peaks of the device with the most ECG, against that device's own RR in the window.
+    private func applyECG(to m: inout SessionMetrics) {
+        guard let (device, chunks) = ecg.max(by: { $0.value.count < $1.value.count }),
+            let rate = chunks.first?.ecgRateHz, rate > 0
+        else { return }
+        // Runs: chunks that follow each other by their sample count (within 20 ms) and no gap flagged.
+        var runs: [ECGRPeaks.Run] = []
+        var expectedNext: Double?
+        for c in chunks where c.ecgRateHz == rate {
+            let values = (c.ecgUv ?? []).map(Double.init)
+            let t = Double(c.timestampMs)
+            if let e = expectedNext, !c.gapBefore, abs(t - e) <= 20, !runs.isEmpty {
+                runs[runs.count - 1].samples += values
+            } else {
+                runs.append(ECGRPeaks.Run(startMs: t, samples: values))
+            }
+            expectedNext = t + Double(values.count) * 1000 / rate
+        }
+        let rr = ECGRPeaks.rrIntervals(runs, rateHz: rate)
+        guard !rr.isEmpty else { return }
+        m.ecgRRCount = rr.count
+        m.ecgHrBpm = SessionMetrics.round1(60000 / (rr.reduce(0, +) / Double(rr.count)))
+        let strapRR = window.samples.filter { ($0.deviceId ?? $0.source) == device }.flatMap { $0.rrIntervalsMs ?? [] }
+        m.ecgRRAgreementMs = ECGRPeaks.agreementMs(ecgRR: rr, strapRR: strapRR).map { ($0 * 10).rounded() / 10 }
     }
 
     /// Waveform chunks received since the last raw frame.
@@ -168,6 +207,7 @@ struct SessionCore {
         var m = SessionMetrics.compute(
             window: window.samples, hsi: hsi, options: hrvOptions, pacing: pacing(atMonotonicMs: now))
         m.liveDFA = liveDFA.latest
+        applyECG(to: &m)
         if let rms = SessionMetrics.motionRMS(motion.map(\.g)) {
             m.motionRmsG = (rms * 10000).rounded() / 10000
             m.motionSampleCount = motion.count

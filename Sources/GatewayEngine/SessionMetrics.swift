@@ -42,6 +42,11 @@ public struct SessionMetrics: Sendable, Equatable {
     /// the window's mean vector (gravity and posture removed), in g, and how many samples.
     public var motionRmsG: Double?
     public var motionSampleCount: Int?
+    /// From the raw ECG in the window (docs/hrv.md §14): R-to-R intervals found, the heart rate they give, and the
+    /// median difference from the strap's own RR once aligned (ms).
+    public var ecgRRCount: Int?
+    public var ecgHrBpm: Double?
+    public var ecgRRAgreementMs: Double?
 
     public var cameraHrBpm: Double?
     public var cameraConfidence: Double?
@@ -85,6 +90,9 @@ public struct SessionMetrics: Sendable, Equatable {
         put("coherence_peak_hz", coherencePeakHz)
         put("assessment_step", assessmentStep)
         if let r = resonance { o["resonance_assessment"] = Self.json(r) }
+        put("ecg_rr_count", ecgRRCount)
+        put("ecg_hr_bpm", ecgHrBpm)
+        put("ecg_rr_agreement_ms", ecgRRAgreementMs)
         put("motion_rms_g", motionRmsG)
         put("motion_sample_count", motionSampleCount)
         put("camera_hr_bpm", cameraHrBpm)

