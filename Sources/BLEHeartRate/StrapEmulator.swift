@@ -30,7 +30,13 @@ public final class StrapEmulator: Sendable {
         var sent: UInt64 = 0
         var stopped = false
         var startMs: Int64 = 0
+        var watcher: Task<Void, Never>?
     }
+
+    /// Each (re-)registration with BlueZ as it completes: `registered` (both the application and the
+    /// advertisement), `advertising` (the advertisement alone, after the controller came back), or `failed: …`.
+    public let registrations: AsyncStream<String>
+    private let registrationsIn: AsyncStream<String>.Continuation
 
     /// Number of notifications sent so far.
     public var sentCount: UInt64 { state.withLock { $0.sent } }
@@ -43,6 +49,7 @@ public final class StrapEmulator: Sendable {
         self.clock = clock
         self.logger = logger
         state = Locked(State(pacer: HeartRatePacer(rr1024: rr1024, loops: true)))
+        (registrations, registrationsIn) = AsyncStream.makeStream(bufferingPolicy: .bufferingNewest(64))
     }
 
     /// Exports the objects and registers the application and the advertisement with BlueZ.
@@ -96,24 +103,89 @@ public final class StrapEmulator: Sendable {
                 "Appearance": DBusProperty(.uint16(0x0341)),   // heart rate sensor: belt
                 "Discoverable": DBusProperty(.boolean(true)),
             ])])
+        try await registerApplication()
+        try await registerAdvertisement()
+        registrationsIn.yield("registered")
+        state.withLock { $0.startMs = clock.monotonicMs() }
+        scheduleNext()
+        try await watchBlueZ()
+    }
+
+    private func registerApplication() async throws {
         _ = try await connection.call(
             destination: BlueZ.busName, path: adapter, interface: "org.bluez.GattManager1",
             member: "RegisterApplication", arguments: [.objectPath(Self.root), .properties([:])], timeout: .seconds(10))
+    }
+
+    private func registerAdvertisement() async throws {
         _ = try await connection.call(
             destination: BlueZ.busName, path: adapter, interface: "org.bluez.LEAdvertisingManager1",
             member: "RegisterAdvertisement", arguments: [.objectPath(Self.advertisement), .properties([:])],
             timeout: .seconds(10))
-        state.withLock { $0.startMs = clock.monotonicMs() }
-        scheduleNext()
+    }
+
+    /// Registers again by itself when bluetoothd comes back (a restart drops every registration) and advertises
+    /// again when the controller is powered back on (a power cycle drops the advertisement).
+    private func watchBlueZ() async throws {
+        let owners = try await connection.nameOwnerChanges(of: BlueZ.busName)
+        let powered = try await connection.subscribe(DBusMatchRule(
+            sender: BlueZ.busName, interface: "org.freedesktop.DBus.Properties", member: "PropertiesChanged",
+            path: adapter)) { message -> Bool? in
+                guard message.body.first?.string == BlueZ.adapterInterface else { return nil }
+                return message.body.dropFirst().first?.propertyDictionary?["Powered"]?.bool
+            }
+        let task = Task { [weak self] in
+            await withTaskGroup(of: Void.self) { group in
+                group.addTask {
+                    for await change in owners where change.newOwner != nil {
+                        await self?.again(application: true)
+                    }
+                }
+                group.addTask {
+                    for await on in powered where on {
+                        await self?.again(application: false)
+                    }
+                }
+            }
+        }
+        state.withLock { $0.watcher = task }
+    }
+
+    /// One re-registration, retried a few times while bluetoothd sets its adapters up again.
+    private func again(application: Bool) async {
+        for attempt in 0..<10 {
+            guard !state.withLock({ $0.stopped }) else { return }
+            do {
+                if application { try await registerApplication() } else {
+                    _ = try? await connection.call(
+                        destination: BlueZ.busName, path: adapter, interface: "org.bluez.LEAdvertisingManager1",
+                        member: "UnregisterAdvertisement", arguments: [.objectPath(Self.advertisement)],
+                        timeout: .seconds(5))
+                }
+                try await registerAdvertisement()
+                logger.notice("registered again with bluetoothd (\(application ? "bluetoothd restarted" : "controller powered on"))")
+                registrationsIn.yield(application ? "registered" : "advertising")
+                return
+            } catch {
+                if attempt == 9 {
+                    logger.warning("could not register again with bluetoothd: \(error)")
+                    registrationsIn.yield("failed: \(error)")
+                    return
+                }
+                try? await Task.sleep(for: .milliseconds(200 * (attempt + 1)))   // bluetoothd still starting
+            }
+        }
     }
 
     /// Unregisters from BlueZ and stops notifying.
     public func stop() async {
-        let timer = state.withLock { s -> (any ScheduledAction)? in
+        let (timer, watcher) = state.withLock { s -> ((any ScheduledAction)?, Task<Void, Never>?) in
             s.stopped = true
-            return s.timer
+            return (s.timer, s.watcher)
         }
         timer?.cancel()
+        watcher?.cancel()
+        registrationsIn.finish()
         _ = try? await connection.call(
             destination: BlueZ.busName, path: adapter, interface: "org.bluez.LEAdvertisingManager1",
             member: "UnregisterAdvertisement", arguments: [.objectPath(Self.advertisement)], timeout: .seconds(5))

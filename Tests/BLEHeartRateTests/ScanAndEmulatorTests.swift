@@ -118,4 +118,31 @@ struct StrapEmulatorTests {
         #expect(after["apps"]?.uint32 == 0)
         #expect(after["ads"]?.uint32 == 0)
     }
+
+    /// bluetoothd restarts (every registration lost) and the controller is power-cycled (the advertisement lost):
+    /// the emulator registers again by itself.
+    @Test func registersAgainAfterABluetoothdRestartAndAPowerCycle() async throws {
+        let fake = try await FakeBlueZ()
+        defer { fake.stop() }
+        let conn = try await DBusConnection.connect(to: fake.bus, logger: Logger(label: "emulator"))
+        defer { conn.close() }
+        let emulator = StrapEmulator(connection: conn, adapter: "/org/bluez/hci0", name: "Polar H10 EMU",
+                                     rr1024: [1000, 1000], clock: ManualSessionClock(), logger: Logger(label: "emulator"))
+        var events = emulator.registrations.makeAsyncIterator()
+        try await emulator.start()
+        #expect(await events.next() == "registered")
+        func registrations() async throws -> (UInt32?, UInt32?) {
+            let r = try #require(try await fake.ctl("Registrations").first?.propertyDictionary)
+            return (r["apps"]?.uint32, r["ads"]?.uint32)
+        }
+        try await fake.ctl("RestartDaemon")
+        #expect(await events.next() == "registered")
+        #expect(try await registrations() == (1, 1))
+        try await fake.ctl("SetPowered", [.string("hci0"), .boolean(false)])
+        #expect(try await registrations() == (1, 0))
+        try await fake.ctl("SetPowered", [.string("hci0"), .boolean(true)])
+        #expect(await events.next() == "advertising")
+        #expect(try await registrations() == (1, 1))
+        await emulator.stop()
+    }
 }

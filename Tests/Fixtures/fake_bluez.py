@@ -805,6 +805,7 @@ class Control(dbus.service.Object):
         a = self.adapter(name)
         a.set(ADAPTER, Powered=dbus.Boolean(powered), PowerState=dbus.String("on" if powered else "off"))
         if not powered:
+            a.registered_ads.clear()      # the controller lost its advertising sets
             for d in self.fake.devices_of(a):
                 d.link_loss()
             for c in list(a.discovering_clients):
@@ -1108,6 +1109,8 @@ class Fake:
             a.discovering_clients.clear()
             a.filters.clear()
             a.props[ADAPTER]["Discovering"] = dbus.Boolean(False)
+            a.registered_apps.clear()     # a new bluetoothd knows no application or advertisement
+            a.registered_ads.clear()
         self.root.remove_from_connection()
         self.root = None
         self.agent_manager.remove_from_connection()
