@@ -28,7 +28,9 @@ import sys
 import tempfile
 import threading
 import time
-import traceback
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "harness"))
+from report import Report  # noqa: E402
 
 import websockets
 from websockets.exceptions import ConnectionClosed
@@ -377,19 +379,8 @@ def check_big_number(snap, gw):
         f"zone: page {snap['zoneNumber']} ({snap['zone']!r}), expected {zone} for {bpm} bpm"
 
 
-async def run_checks(gw, tab, bad, overlay, token, empty_gw, empty_tab, downloads):
-    results = []
-
-    async def check(name, body):
-        try:
-            await body
-            results.append(True)
-            print(f"PASS {name}", flush=True)
-        except Exception as e:
-            results.append(False)
-            print(f"FAIL {name}: {e}", flush=True)
-            if not isinstance(e, AssertionError):
-                traceback.print_exc()
+async def run_checks(report, gw, tab, bad, overlay, token, empty_gw, empty_tab, downloads):
+    check = report.acheck
 
     base = f"http://127.0.0.1:{gw.port}/"
     await tab.navigate(f"{base}#token={token}")
@@ -633,7 +624,6 @@ async def run_checks(gw, tab, bad, overlay, token, empty_gw, empty_tab, download
                 overlay_page())
     await check("every request stays on 127.0.0.1:PORT (no CDN), no script errors", only_local_requests())
     await check("SIGTERM ends the session; the page shows its summary", summary_on_sigterm())
-    return results
 
 
 async def main():
@@ -644,6 +634,7 @@ async def main():
         os.mkdir(d)
     gw = empty_gw = browser = cdp = None
     started = time.monotonic()
+    report = Report()
     try:
         if not os.access(BINARY, os.X_OK):
             raise SetupError(f"{BINARY} is not an executable: build it with `swift build --product hr-gateway`")
@@ -661,14 +652,12 @@ async def main():
         bad = await Tab.open(cdp, isolated=True)
         overlay = await Tab.open(cdp, isolated=True)
         empty_tab = await Tab.open(cdp, isolated=True)
-        results = await run_checks(gw, tab, bad, overlay, token, empty_gw, empty_tab, downloads)
+        await run_checks(report, gw, tab, bad, overlay, token, empty_gw, empty_tab, downloads)
     except SetupError as e:
         print(f"FAIL setup: {e}")
-        results = [False]
+        report.results.append(False)
     except Exception as e:
-        print(f"FAIL setup: {e!r}")
-        traceback.print_exc()
-        results = [False]
+        report.setup_failed(e)
     finally:
         if cdp:
             try:
@@ -683,10 +672,8 @@ async def main():
         if empty_gw:
             empty_gw.stop()
         shutil.rmtree(work, ignore_errors=True)
-    passed = sum(results)
     print(f"dashboard check took {time.monotonic() - started:.1f} s")
-    print(f"{passed} passed, {len(results) - passed} failed")
-    return passed == len(results)
+    return report.summary()
 
 
 if __name__ == "__main__":

@@ -20,7 +20,9 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import traceback
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "harness"))
+from report import Report  # noqa: E402
 
 import pyedflib
 
@@ -35,18 +37,8 @@ def run(args):
 
 def main():
     work = tempfile.mkdtemp(prefix="edf-check-")
-    results = []
-
-    def check(name, fn):
-        try:
-            fn()
-            results.append(True)
-            print(f"PASS {name}", flush=True)
-        except Exception as e:
-            results.append(False)
-            print(f"FAIL {name}: {e}", flush=True)
-            if not isinstance(e, AssertionError):
-                traceback.print_exc()
+    report = Report()
+    check = report.check
 
     try:
         events = [json.loads(l) for l in run(
@@ -163,14 +155,10 @@ def main():
         check("recorded raw ECG (130 Hz, µV) and accelerometer (50 Hz, g) are channels holding every sample, in order, "
               "at its place", ecg_channel)
     except Exception as e:
-        print(f"FAIL setup: {e}")
-        traceback.print_exc()
-        results.append(False)
+        report.setup_failed(e)
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    passed = sum(results)
-    print(f"{passed} passed, {len(results) - passed} failed")
-    return passed == len(results)
+    return report.summary()
 
 
 if __name__ == "__main__":

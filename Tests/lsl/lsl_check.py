@@ -17,7 +17,9 @@ import subprocess
 import sys
 import tempfile
 import time
-import traceback
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "harness"))
+from report import Report  # noqa: E402
 
 import pylsl
 from pylsl.util import LostError
@@ -62,18 +64,8 @@ def is_suffix(got, sent):
 
 def main():
     work = tempfile.mkdtemp(prefix="lsl-check-")
-    results = []
-
-    def check(name, fn):
-        try:
-            fn()
-            results.append(True)
-            print(f"PASS {name}", flush=True)
-        except Exception as e:
-            results.append(False)
-            print(f"FAIL {name}: {e}", flush=True)
-            if not isinstance(e, AssertionError):
-                traceback.print_exc()
+    report = Report()
+    check = report.check
 
     env = dict(os.environ, HR_GATEWAY_LIBLSL=LIBLSL)
     try:
@@ -171,14 +163,10 @@ def main():
         check("HR and RR arrive once, in order, stamped at their readings and beats", hr_and_rr)
         check("doctor reports liblsl; without it, --lsl says how to get it", doctor)
     except Exception as e:
-        print(f"FAIL setup: {e}")
-        traceback.print_exc()
-        results.append(False)
+        report.setup_failed(e)
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    passed = sum(results)
-    print(f"{passed} passed, {len(results) - passed} failed")
-    return passed == len(results)
+    return report.summary()
 
 
 if __name__ == "__main__":
