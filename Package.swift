@@ -298,7 +298,7 @@ let package = Package(
         ),
         .testTarget(
             name: "BLEHeartRateTests",
-            dependencies: ["BLEHeartRate", "BlueZ", "GatewayEngine", "HRVAnalysis", "DBus", "DBusTestSupport", .product(name: "Logging", package: "swift-log")],
+            dependencies: ["BLEHeartRate", "BlueZ", "GatewayEngine", "HRVAnalysis", "DBus", "DBusTestSupport", "PolarPMD", .product(name: "Logging", package: "swift-log")],
             resources: [.copy("Data")],
             swiftSettings: strict
         ),

@@ -41,8 +41,16 @@ public final class StrapEmulator: Sendable {
     /// Number of notifications sent so far.
     public var sentCount: UInt64 { state.withLock { $0.sent } }
 
+    /// Polar's measurement service, with `pmdECG`.
+    let pmd: StrapEmulatorPMD?
+
+    /// ECG samples sent by the emulated measurement service.
+    public var sentECGSamples: Int { pmd?.sentSamples ?? 0 }
+
+    /// `pmdECG` (µV at 130 Hz): also serve Polar's measurement service, streaming it (looping) once started.
     public init(connection: DBusConnection, adapter: DBusObjectPath, name: String, rr1024: [UInt16],
-                clock: any SessionClock = SystemSessionClock(), logger: Logger) {
+                pmdECG: [Int32]? = nil, clock: any SessionClock = SystemSessionClock(), logger: Logger) {
+        pmd = pmdECG.map { StrapEmulatorPMD(connection: connection, ecg: $0, clock: clock, logger: logger) }
         self.connection = connection
         self.adapter = adapter
         self.name = name
@@ -93,6 +101,7 @@ public final class StrapEmulator: Sendable {
                 "Primary": DBusProperty(.boolean(true)),
             ])])
         try exportReadOnly(Self.batteryLevel, service: Self.batteryService, uuid: GATTUUID.batteryLevel, value: [100])
+        try pmd?.export()
         try connection.export(Self.advertisement, interfaces: [DBusInterface(
             "org.bluez.LEAdvertisement1",
             methods: ["Release": DBusMethod(input: "", output: "") { _ in [] }],
@@ -185,6 +194,7 @@ public final class StrapEmulator: Sendable {
         }
         timer?.cancel()
         watcher?.cancel()
+        pmd?.stop()
         registrationsIn.finish()
         _ = try? await connection.call(
             destination: BlueZ.busName, path: adapter, interface: "org.bluez.LEAdvertisingManager1",

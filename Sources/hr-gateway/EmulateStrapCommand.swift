@@ -21,6 +21,11 @@ struct EmulateStrapCommand: AsyncParsableCommand {
             --rr accepts one RR interval in milliseconds per line, or a CSV with an rr_1024 (1/1024 s) or rr_ms \
             column (e.g. shared/data/hrv/rr_nsrdb_short_pyhrv_raw.csv). Without --rr a steady 60 bpm is sent.
 
+            --pmd-ecg FILE also serves Polar's Measurement Data service, as an H10 does: bluetoothd takes its \
+            control point's requests on an encrypted link only (the central pairs), and once ECG is started it \
+            notifies frames of 73 samples every 73/130 s from FILE (µV at 130 Hz, one per line or an ecg_uv column, \
+            looping), stamped with the emulated strap's own clock: `hr-gateway stream --strap … --ecg` against it.
+
             Use a second adapter (or a second machine) as the central, e.g.:
               hr-gateway emulate-strap --adapter hci1 --name "Polar H10 EMU" --rr rest.txt
               hr-gateway scan --adapter hci0
@@ -39,6 +44,11 @@ struct EmulateStrapCommand: AsyncParsableCommand {
     @Option(name: .long, help: ArgumentHelp("RR series to send (ms per line, or CSV with rr_1024/rr_ms).", valueName: "FILE"))
     var rr: String?
 
+    @Option(name: .long, help: ArgumentHelp(
+        "Also serve Polar's measurement service streaming this ECG (µV at 130 Hz, one per line or an ecg_uv column).",
+        valueName: "FILE"))
+    var pmdECG: String?
+
     func run() async throws {
         var logger = Logger(label: "hr-gateway.emulate-strap")
         logger.logLevel = .warning
@@ -49,6 +59,19 @@ struct EmulateStrapCommand: AsyncParsableCommand {
                 throw failure("cannot read --rr \(rr): \(error.localizedDescription)", code: 2)
             }
             do { series = try RRSeries(parsing: text, name: rr).rr1024 } catch { throw failure("\(error)", code: 2) }
+        }
+        var ecg: [Int32]?
+        if let pmdECG {
+            let text: String
+            do { text = try String(contentsOfFile: pmdECG, encoding: .utf8) } catch {
+                throw failure("cannot read --pmd-ecg \(pmdECG): \(error.localizedDescription)", code: 2)
+            }
+            let lines = text.split(whereSeparator: \.isNewline).map { $0.trimmingCharacters(in: .whitespaces) }
+            let values = lines.filter { !$0.isEmpty && $0 != "ecg_uv" }.map { Int32($0) }
+            guard !values.isEmpty, values.allSatisfy({ $0 != nil }) else {
+                throw failure("--pmd-ecg \(pmdECG): expected one whole number of µV per line (or an ecg_uv column)", code: 2)
+            }
+            ecg = values.map { $0! }
         }
         let connection: DBusConnection
         do { connection = try await DBusConnection.connect(to: .system, logger: logger) } catch {
@@ -63,12 +86,14 @@ struct EmulateStrapCommand: AsyncParsableCommand {
         do { adapterPath = try StrapScan.chooseAdapter(adapter, in: bluez.tree) } catch {
             throw failure(error.description, code: 2)
         }
-        let emulator = StrapEmulator(connection: connection, adapter: adapterPath, name: name, rr1024: series, logger: logger)
+        let emulator = StrapEmulator(
+            connection: connection, adapter: adapterPath, name: name, rr1024: series, pmdECG: ecg, logger: logger)
         do { try await emulator.start() } catch {
             throw failure("cannot register the strap with bluetoothd on \(adapterPath): \(error)", code: 2)
         }
         FileHandle.standardError.write(Data(
-            "advertising \"\(name)\" on \(adapterPath.rawValue) with \(series.count) RR intervals; Ctrl-C to stop\n".utf8))
+            ("advertising \"\(name)\" on \(adapterPath.rawValue) with \(series.count) RR intervals"
+                + (ecg.map { " and Polar's measurement service (\($0.count) ECG samples)" } ?? "") + "; Ctrl-C to stop\n").utf8))
 
         signal(SIGINT, SIG_IGN)
         signal(SIGTERM, SIG_IGN)
@@ -82,6 +107,8 @@ struct EmulateStrapCommand: AsyncParsableCommand {
         for await _ in stop { break }
         sources.forEach { $0.cancel() }
         await emulator.stop()
-        FileHandle.standardError.write(Data("stopped after \(emulator.sentCount) notifications\n".utf8))
+        FileHandle.standardError.write(Data(
+            ("stopped after \(emulator.sentCount) notifications"
+                + (ecg == nil ? "" : " and \(emulator.sentECGSamples) ECG samples") + "\n").utf8))
     }
 }

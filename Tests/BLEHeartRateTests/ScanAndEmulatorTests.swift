@@ -1,5 +1,6 @@
 import DBusTestSupport
 import BLEHeartRate
+import PolarPMD
 import BlueZ
 import DBus
 import Foundation
@@ -145,4 +146,60 @@ struct StrapEmulatorTests {
         #expect(try await registrations() == (1, 1))
         await emulator.stop()
     }
+
+    /// `--pmd-ecg`: a central (on the same bus, as bluetoothd would be for a remote one) starts ECG through the
+    /// control point and receives the recording, frame by frame, at 130 Hz on the emulated strap's clock.
+    @Test func servesPolarsMeasurementServiceFromARecording() async throws {
+        let fake = try await FakeBlueZ()
+        defer { fake.stop() }
+        let ecg = try PolarPMDProviderTests.ecg()
+        let clock = ManualSessionClock()
+        let conn = try await DBusConnection.connect(to: fake.bus, logger: Logger(label: "emulator"))
+        defer { conn.close() }
+        let emulator = StrapEmulator(connection: conn, adapter: "/org/bluez/hci0", name: "Polar H10 EMU",
+                                     rr1024: [1000], pmdECG: ecg, clock: clock, logger: Logger(label: "emulator"))
+        try await emulator.start()
+        let central = try await DBusConnection.connect(to: fake.bus, logger: Logger(label: "central"))
+        defer { central.close() }
+        let char = "org.bluez.GattCharacteristic1"
+        let flags = try await central.property(
+            "Flags", interface: char, destination: conn.uniqueName, path: "/org/hrgateway/strap/service2/char0")
+        #expect(flags.stringArray?.contains("encrypt-write") == true, "requests on an encrypted link only")
+        func values(_ path: DBusObjectPath) async throws -> DBusSubscription<[UInt8]> {
+            try await central.subscribe(DBusMatchRule(
+                sender: conn.uniqueName, interface: "org.freedesktop.DBus.Properties", member: "PropertiesChanged",
+                path: path)) { $0.body.dropFirst().first?.propertyDictionary?["Value"]?.bytes }
+        }
+        var answers = try await values("/org/hrgateway/strap/service2/char0").makeAsyncIterator()
+        var frames = try await values("/org/hrgateway/strap/service2/char1").makeAsyncIterator()
+        for path: DBusObjectPath in ["/org/hrgateway/strap/service2/char0", "/org/hrgateway/strap/service2/char1"] {
+            _ = try await central.call(destination: conn.uniqueName, path: path, interface: char, member: "StartNotify")
+        }
+        let features = try await central.call(destination: conn.uniqueName, path: "/org/hrgateway/strap/service2/char0",
+                                              interface: char, member: "ReadValue", arguments: [.properties([:])])
+        #expect(try PMDFeatures(decoding: try #require(features.first?.bytes)).supported == [.ecg])
+        _ = try await central.call(
+            destination: conn.uniqueName, path: "/org/hrgateway/strap/service2/char0", interface: char, member: "WriteValue",
+            arguments: [.bytes(PMDRequest.start(.ecg, .h10ECG).encoded()), .properties([:])])
+        guard case .response(let r)? = try? PMDControlPointMessage(decoding: try #require(await answers.next())) else {
+            Issue.record("no response to the start request")
+            return
+        }
+        #expect(r.opCode == .startMeasurement && r.measurementType == .ecg && r.status.isSuccess)
+        var got: [Int32] = []
+        var previous: UInt64?
+        for _ in 0..<3 {
+            clock.advance(byMs: 562)
+            let frame = try PMDDataFrame(
+                decoding: try #require(await frames.next()), context: PMDDecodeContext(sampleRateHz: 130, previousTimestampNs: previous))
+            guard case .ecg(let samples) = frame.samples else { Issue.record("not ECG"); return }
+            got += samples.map(\.microvolts)
+            if let p = previous { #expect(abs(Int64(frame.header.timestampNs - p) - 73 * 1_000_000_000 / 130) <= 1) }
+            previous = frame.header.timestampNs
+        }
+        #expect(got == Array(ecg.prefix(3 * 73)), "the recording, sample for sample")
+        #expect(emulator.sentECGSamples == 3 * 73)
+        await emulator.stop()
+    }
 }
+
