@@ -31,6 +31,7 @@ public final class StrapEmulator: Sendable {
         var stopped = false
         var startMs: Int64 = 0
         var watcher: Task<Void, Never>?
+        var agent: BlueZAgent?
     }
 
     /// Each (re-)registration with BlueZ as it completes: `registered` (both the application and the
@@ -114,6 +115,15 @@ public final class StrapEmulator: Sendable {
             ])])
         try await registerApplication()
         try await registerAdvertisement()
+        if pmd != nil {
+            // A central pairs before it may use the measurement service: accept it, as a strap does ("Just Works").
+            do {
+                let agent = try await BlueZAgent.register(on: connection, for: nil, asDefault: true)
+                state.withLock { $0.agent = agent }
+            } catch {
+                logger.warning("no pairing agent (\(error)); a central may not be able to pair")
+            }
+        }
         registrationsIn.yield("registered")
         state.withLock { $0.startMs = clock.monotonicMs() }
         scheduleNext()
@@ -195,6 +205,7 @@ public final class StrapEmulator: Sendable {
         timer?.cancel()
         watcher?.cancel()
         pmd?.stop()
+        await state.withLock { $0.agent }?.unregister()
         registrationsIn.finish()
         _ = try? await connection.call(
             destination: BlueZ.busName, path: adapter, interface: "org.bluez.LEAdvertisingManager1",

@@ -13,20 +13,24 @@ public final class BlueZAgent: Sendable {
     public static let capability = "NoInputNoOutput"
 
     private let connection: DBusConnection
-    private let device: DBusObjectPath
+    /// The device it answers for; nil: any (an emulated strap accepting whoever pairs with it, as a strap does).
+    private let device: DBusObjectPath?
     private let answered = Mutex<[String]>([])
 
     /// What BlueZ asked, in order (`RequestConfirmation /org/bluez/hci0/dev_…`), for logs and tests.
     public var requests: [String] { answered.withLock { $0 } }
 
-    private init(connection: DBusConnection, device: DBusObjectPath) {
+    private init(connection: DBusConnection, device: DBusObjectPath?) {
         self.connection = connection
         self.device = device
     }
 
-    /// Exports the agent and registers it with BlueZ for pairing `device`. A second registration from the same
-    /// connection (`AlreadyExists`) is taken as done.
-    public static func register(on connection: DBusConnection, for device: DBusObjectPath) async throws -> BlueZAgent {
+    /// Exports the agent and registers it with BlueZ for pairing `device` (nil: any device; `asDefault` also makes it
+    /// bluetoothd's default agent, the one asked about pairings other devices start). A second registration from
+    /// the same connection (`AlreadyExists`) is taken as done.
+    public static func register(on connection: DBusConnection, for device: DBusObjectPath?, asDefault: Bool = false)
+        async throws -> BlueZAgent
+    {
         let agent = BlueZAgent(connection: connection, device: device)
         try connection.export(path, interfaces: [agent.interface()])
         do {
@@ -35,6 +39,11 @@ public final class BlueZAgent: Sendable {
                 member: "RegisterAgent", arguments: [.objectPath(path), .string(capability)], timeout: .seconds(10))
         } catch let e as DBusError where e.name == "org.bluez.Error.AlreadyExists" {
             // Registered by an earlier pairing on this connection.
+        }
+        if asDefault {
+            _ = try await connection.call(
+                destination: BlueZ.busName, path: "/org/bluez", interface: "org.bluez.AgentManager1",
+                member: "RequestDefaultAgent", arguments: [.objectPath(path)], timeout: .seconds(10))
         }
         return agent
     }
@@ -57,7 +66,7 @@ public final class BlueZAgent: Sendable {
         @Sendable func mine(_ call: DBusMethodCall, _ member: String) throws {
             let path = call.arguments.first?.objectPath
             answered.withLock { $0.append("\(member) \(path?.rawValue ?? "?")") }
-            guard path == device else {
+            guard device == nil || path == device else {
                 throw DBusError(name: "org.bluez.Error.Rejected", message: "not the device hr-gateway is pairing")
             }
         }

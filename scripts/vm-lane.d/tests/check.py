@@ -234,9 +234,26 @@ def camera_hr(args):
     print(f"camera_hr_bpm {hrs[-1]} (clip pulse {bpm}); frames with camera HR: {len(hrs)}")
 
 
+def ecg(args):
+    """ecg RECORD FIXTURE MIN: the recorded ECG chunks, joined, are a run of the (looping) recording of at least MIN
+    samples, every sample once and in order."""
+    record, fixture, least = args[0], args[1], int(args[2])
+    got = [v for s in jsonl(record) if s.get("source") == "polar_ecg" for v in s.get("ecg_uv", [])]
+    with open(fixture) as f:
+        series = [int(v) for v in f.read().split()[1:]]
+    if len(got) < least:
+        die(f"{len(got)} ECG samples recorded, expected at least {least}")
+    looped = series * (len(got) // len(series) + 2)
+    for start in range(len(series)):
+        if looped[start:start + len(got)] == got:
+            print(f"{len(got)} ECG samples, the recording from sample {start}, once and in order")
+            return
+    die(f"the {len(got)} recorded ECG samples are not one run of the recording (first {got[:6]})")
+
+
 if __name__ == "__main__":
     cmds = {"scan": scan, "rr": rr, "hrv": hrv, "summary-hrv": summary_hrv, "status": status, "count": count,
-            "cameras": cameras, "capture": capture, "camera-hr": camera_hr}
+            "cameras": cameras, "capture": capture, "camera-hr": camera_hr, "ecg": ecg}
     if len(sys.argv) < 2 or sys.argv[1] not in cmds:
         die("usage: check.py " + "|".join(cmds) + " ARGS...")
     cmds[sys.argv[1]](sys.argv[2:])

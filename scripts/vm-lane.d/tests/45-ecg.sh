@@ -1,0 +1,27 @@
+# Polar ECG through the real bluetoothd: emulate-strap --pmd-ecg serves the measurement service on an
+# encrypt-write control point; stream --ecg is refused on the unencrypted link, pairs (its NoInputNoOutput agent on
+# the central, the emulator's default agent on the peripheral), starts ECG, and records the recording's samples,
+# every one once and in order.
+. "$(dirname "$0")/lib.sh"
+central=$VM_LANE_CENTRAL_ADAPTER
+addr=$(adapter_address hci0)
+: "${LANE_ECG:?LANE_ECG (the ECG recording) must be passed with --env}"
+# Replace the lane's emulator by one that also serves the measurement service.
+emu=$(emulator_pid hci0)
+[ -n "$emu" ] && stop_pid "$emu" 15
+"$HR_BIN" emulate-strap --adapter hci0 --name "$LANE_STRAP_A" --rr "$LANE_RR" --pmd-ecg "$LANE_ECG" \
+    >"$VM_LANE_OUT/peripheral-hci0-ecg.log" 2>&1 &
+if wait_line 60 "$VM_LANE_OUT/peripheral-hci0-ecg.log" '^advertising' && wait_until 30 advertising hci0; then
+    pass emulator-with-pmd
+else
+    fail emulator-with-pmd "$(tail -c 300 "$VM_LANE_OUT/peripheral-hci0-ecg.log")"
+fi
+ev=$OUT/ecg.jsonl rec=$OUT/ecg-record.jsonl
+start_stream "$ev" "$rec" --strap "$addr" --adapter "$central" --ecg --window 60 --emit-interval 5
+if wait_line 90 "$ev" 'ECG streaming at 130 Hz'; then pass ecg-started
+else fail ecg-started "$(grep sensor_status "$ev" | tail -n4 | tr '\n' ' ') $(tail -c 300 "$ev.err")"; fi
+wait_count 60 "$rec" '"ecg_uv"' 20
+stop_pid "$STREAM_PID"
+check paired sh -c "busctl --system get-property org.bluez /org/bluez/$central/dev_$(tr ':' '_' <<<"$addr") org.bluez.Device1 Paired | grep -q true"
+check ecg-exactly-once-in-order $CHECK ecg "$rec" "$LANE_ECG" 1000
+finish_scenario
