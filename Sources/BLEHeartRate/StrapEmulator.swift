@@ -170,8 +170,21 @@ public final class StrapEmulator: Sendable {
         state.withLock { $0.watcher = task }
     }
 
-    /// One re-registration, retried a few times while bluetoothd sets its adapters up again.
+    /// Whether bluetoothd has set the adapter up again (its advertising and GATT managers are there).
+    private func adapterReady() async -> Bool {
+        guard let objects = try? await connection.managedObjects(destination: BlueZ.busName, timeout: .seconds(5)),
+            let interfaces = objects[adapter]
+        else { return false }
+        return interfaces["org.bluez.LEAdvertisingManager1"] != nil && interfaces["org.bluez.GattManager1"] != nil
+    }
+
+    /// One re-registration, once bluetoothd has the adapter ready (registering earlier made bluez 5.66 fail to add
+    /// the advertisement and crash), retried a few times.
     private func again(application: Bool) async {
+        for _ in 0..<60 where !(await adapterReady()) {
+            guard !state.withLock({ $0.stopped }) else { return }
+            try? await Task.sleep(for: .milliseconds(250))   // bluetoothd still setting its adapters up
+        }
         for attempt in 0..<10 {
             guard !state.withLock({ $0.stopped }) else { return }
             do {
