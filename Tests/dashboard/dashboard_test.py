@@ -498,6 +498,10 @@ async def run_checks(report, gw, tab, bad, overlay, token, empty_gw, empty_tab, 
             rows = f.read().splitlines()
         assert rows[0] == "session_id,device_id,beat_time_ms,rr_ms,rr_1024,hr_bpm,contact", rows[:1]
         csv_rr = [float(r.split(",")[3]) for r in rows[1:]]
+        # The store may hold a reading the gateway has not printed in a frame yet: wait for the next frame.
+        last_seq = max((e["seq"] for e in gw.events("biosignal_frame")), default=0)
+        assert gw.wait_event(lambda e: e.get("type") == "biosignal_frame" and e.get("seq", 0) > last_seq), \
+            "no biosignal_frame after the download"
         emitted = {}
         for e in gw.events("biosignal_frame"):
             for x in e["samples"]:
