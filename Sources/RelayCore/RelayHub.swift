@@ -94,6 +94,11 @@ public final class RelayHub: Sendable {
         var endedSessions: [String] = []
         /// Consumers of the gateway's own (the uplink), not of the token store.
         var registered: Set<String> = []
+        /// Sessions whose `session_started` this hub has published (the last few).
+        var startedSessions: [String] = []
+        /// `start_session` commands waiting for their `session_started`, by session id.
+        var startWaiters: [String: [UInt64: CheckedContinuation<Void, Never>]] = [:]
+        var nextWaiter: UInt64 = 0
     }
 
     private let state = Locked(State())
@@ -201,6 +206,8 @@ public final class RelayHub: Sendable {
             case .started(let id, _):
                 s.session = ["session_id": .string(id), "active": .bool(true)]
                 s.sensors = [:]
+                s.startedSessions.append(id)
+                if s.startedSessions.count > 256 { s.startedSessions.removeFirst() }
             case .summary(let id, _, _, _), .error(let id, _, _):
                 s.session = nil
                 s.endedSessions.append(id)
@@ -218,7 +225,47 @@ public final class RelayHub: Sendable {
                 c.queue.push(stored.text, droppable: delivery == .live)
                 if let snapshot { c.queue.push(snapshot, droppable: false) }
             }
+            if case .started(let id, _) = event, let waiters = s.startWaiters.removeValue(forKey: id) {
+                for w in waiters.values { w.resume() }
+            }
         }
+    }
+
+    /// How long a `start_session` result waits for its `session_started` to pass through the hub.
+    static let startedWaitMs: Int64 = 5_000
+
+    /// Returns once this hub has published `session_started` for `sessionId`, or after `startedWaitMs`. Events can
+    /// reach the hub through a queue of their own (`RelayHubSink`); waiting here keeps the promise that a consumer
+    /// sees a session's `session_started` before the `command_result` that started it.
+    private func awaitStarted(_ sessionId: String) async {
+        let key = state.withLock { s -> UInt64? in
+            if s.startedSessions.contains(sessionId) { return nil }
+            s.nextWaiter += 1
+            return s.nextWaiter
+        }
+        guard let key else { return }
+        // Set when the time is up before the waiter was registered.
+        let expired = Locked(false)
+        let timeout = clock.schedule(afterMs: Self.startedWaitMs) { [weak self] in
+            let waiter = self?.state.withLock { s -> CheckedContinuation<Void, Never>? in
+                guard let w = s.startWaiters[sessionId]?.removeValue(forKey: key) else {
+                    expired.withLock { $0 = true }
+                    return nil
+                }
+                if s.startWaiters[sessionId]?.isEmpty == true { s.startWaiters[sessionId] = nil }
+                return w
+            }
+            waiter?.resume()
+        }
+        await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
+            let now = state.withLock { s -> Bool in
+                if s.startedSessions.contains(sessionId) || expired.withLock({ $0 }) { return true }
+                s.startWaiters[sessionId, default: [:]][key] = c
+                return false
+            }
+            if now { c.resume() }
+        }
+        timeout.cancel()
     }
 
     private func trimRing(_ s: inout State, monotonicNow: Int64) {
@@ -475,6 +522,7 @@ public final class RelayHub: Sendable {
                 var config = try SessionConfig(json: m)
                 if m["include_raw_samples"] == nil && configuration.rawSamplesUnlessAsked { config.includeRawSamples = true }
                 try await controller.startSession(config)
+                await awaitStarted(config.sessionId)
                 return .success(["session_id": .string(config.sessionId)])
             } catch {
                 return .failure(RelayCommandError(error.code.rawValue, error.message))

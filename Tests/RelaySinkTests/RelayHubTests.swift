@@ -357,4 +357,78 @@ func types(_ m: [[String: JSONValue]]) -> [String] { m.compactMap { $0["type"]?.
         rig.hub.closeRevoked(validConsumerIds: ["viewer"])
         #expect(rig.hub.hasDelivered(to: "phone"), "nothing is kept for a revoked token")
     }
+
+    @Test(.timeLimit(.minutes(1))) func startSessionIsAnsweredAfterItsSessionStartedEvenWhenEventsComeThroughAQueue() async throws {
+        // Events reach the hub later than the controller returns, as through the gateway's sink queue.
+        let clock = ManualSessionClock(startMs: 1_000_000)
+        let controller = LateStartController(clock: clock, publishAfterMs: 50)
+        let hub = RelayHub(controller: controller, clock: clock)
+        controller.hub = hub
+        let c = hub.connect(Rig.phone)
+        let answered = Task { await hub.handle(text: start, from: c) }
+        await controller.called.first { _ in true }
+        clock.advance(byMs: 50)
+        await answered.value
+        let got = try types(messages(c.queue))
+        let started = try #require(got.firstIndex(of: "session_started"))
+        let result = try #require(got.firstIndex(of: "command_result"))
+        #expect(started < result, "\(got)")
+    }
+
+    @Test(.timeLimit(.minutes(1))) func startSessionIsStillAnsweredWhenItsSessionStartedNeverComes() async throws {
+        let clock = ManualSessionClock(startMs: 1_000_000)
+        let timers = SignallingClock(clock)
+        let controller = LateStartController(clock: clock, publishAfterMs: nil)
+        let hub = RelayHub(controller: controller, clock: timers)
+        let c = hub.connect(Rig.phone)
+        let answered = Task { await hub.handle(text: start, from: c) }
+        await timers.scheduled.first { _ in true }  // the hub's wait for session_started is set
+        clock.advance(byMs: RelayHub.startedWaitMs)
+        await answered.value
+        let result = try #require(try messages(c.queue).first { $0["type"] == .string("command_result") })
+        #expect(result["ok"] == .bool(true))
+    }
+}
+
+/// A controller whose `session_started` reaches the hub `publishAfterMs` after `startSession` returned (never when
+/// nil).
+final class LateStartController: RelayController, @unchecked Sendable {
+    // @unchecked: `hub` is set once before any command is handled and only read afterwards.
+    let clock: ManualSessionClock
+    let publishAfterMs: Int64?
+    weak var hub: RelayHub?
+    let (called, calledContinuation) = AsyncStream<Void>.makeStream()
+
+    init(clock: ManualSessionClock, publishAfterMs: Int64?) {
+        self.clock = clock
+        self.publishAfterMs = publishAfterMs
+    }
+
+    func startSession(_ config: SessionConfig) async throws(SessionError) {
+        if let publishAfterMs {
+            _ = clock.schedule(afterMs: publishAfterMs) { [weak hub] in
+                hub?.publish(.started(sessionId: config.sessionId, startedAtMs: 1_000_000))
+            }
+        }
+        calledContinuation.yield()
+    }
+
+    func stopSession(sessionId: String) async throws(SessionError) {}
+    func status() -> SessionStatus? { nil }
+    func ingestHsiMetrics(_ metrics: [String: JSONValue], sessionId: String?) -> Bool { false }
+}
+
+/// A manual clock that says when something schedules on it.
+final class SignallingClock: SessionClock {
+    let clock: ManualSessionClock
+    let (scheduled, scheduledContinuation) = AsyncStream<Void>.makeStream()
+
+    init(_ clock: ManualSessionClock) { self.clock = clock }
+
+    func nowMs() -> Int64 { clock.nowMs() }
+    func monotonicMs() -> Int64 { clock.monotonicMs() }
+    func schedule(atMonotonicMs deadlineMs: Int64, _ action: @escaping @Sendable () -> Void) -> any ScheduledAction {
+        defer { scheduledContinuation.yield() }
+        return clock.schedule(atMonotonicMs: deadlineMs, action)
+    }
 }
