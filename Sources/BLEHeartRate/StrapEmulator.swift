@@ -46,9 +46,12 @@ public final class StrapEmulator: Sendable {
     let pmd: StrapEmulatorPMD?
 
     /// ECG samples sent by the emulated measurement service.
-    public var sentECGSamples: Int { pmd?.sentSamples ?? 0 }
+    public var sentECGSamples: Int { pmd?.sentSamples(.ecg) ?? 0 }
+    /// Accelerometer samples sent by the emulated measurement service.
+    public var sentAccelerometerSamples: Int { pmd?.sentSamples(.acc) ?? 0 }
 
-    /// `pmdECG` (µV at 130 Hz): also serve Polar's measurement service, streaming it (looping) once started.
+    /// `pmdECG` (µV at 130 Hz): also serve Polar's measurement service, streaming it (looping) once ECG is started,
+    /// and a synthetic accelerometer once that is started.
     public init(connection: DBusConnection, adapter: DBusObjectPath, name: String, rr1024: [UInt16],
                 pmdECG: [Int32]? = nil, clock: any SessionClock = SystemSessionClock(), logger: Logger) {
         pmd = pmdECG.map { StrapEmulatorPMD(connection: connection, ecg: $0, clock: clock, logger: logger) }

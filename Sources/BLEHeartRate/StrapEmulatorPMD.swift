@@ -6,26 +6,40 @@ import PolarPMD
 
 /// The Polar Measurement Data service of `emulate-strap --pmd-ecg FILE` (docs/pmd.md, "Emulated"): a control point
 /// (read: features; write: requests, answered by indications) that, like an H10's, bluetoothd serves on an encrypted
-/// link only (`encrypt-write`), and a data characteristic that, once ECG is started, notifies one frame of 73
-/// samples every 73/130 s from a recording (looping), stamped with the emulated strap's own clock.
+/// link only (`encrypt-write`), and a data characteristic. Once ECG is started it notifies one frame of 73 samples
+/// every 73/130 s from a recording (looping); once the accelerometer is started (25, 50, 100 or 200 Hz), one frame of
+/// 36 samples every 36 sample periods. Both are stamped with the emulated strap's own clock. The accelerometer's
+/// values are synthetic (`accelerometerSample`): they carry bytes, not motion.
 final class StrapEmulatorPMD: Sendable {
     static let service: DBusObjectPath = "/org/hrgateway/strap/service2"
     static let controlPoint: DBusObjectPath = "/org/hrgateway/strap/service2/char0"
     static let data: DBusObjectPath = "/org/hrgateway/strap/service2/char1"
-    static let perFrame = 73
-    static let rateHz = 130
+    static let ecgPerFrame = 73
+    static let ecgRateHz = 130
+    static let accPerFrame = 36
+    static let accRatesHz: [UInt16] = [25, 50, 100, 200]
     /// The emulated strap's clock when the first sample is taken (ns): unrelated to the host's, as a strap's is.
     static let sensorStartNs: UInt64 = 599_000_000_000
 
-    private struct State {
-        var ecgOn = false
-        var dataNotifying = false
-        var index = 0
+    /// One running measurement: its rate, frames sent since its start, and its timer.
+    private struct Stream {
+        var rateHz: Int
+        var perFrame: Int
         var frame = 0
-        var startMonoMs: Int64 = 0
+        var startMonoMs: Int64
+        /// The strap's clock at this stream's start.
+        var startSensorNs: UInt64
         var timer: (any ScheduledAction)?
+    }
+
+    private struct State {
+        var streams: [PMDMeasurementType: Stream] = [:]
+        var dataNotifying = false
+        /// Next ECG sample of the recording, and of the synthetic accelerometer pattern.
+        var ecgIndex = 0
+        var accIndex = 0
         var stopped = false
-        var sentSamples = 0
+        var sentSamples: [PMDMeasurementType: Int] = [:]
     }
 
     let connection: DBusConnection
@@ -41,7 +55,7 @@ final class StrapEmulatorPMD: Sendable {
         self.logger = logger
     }
 
-    var sentSamples: Int { state.withLock { $0.sentSamples } }
+    func sentSamples(_ type: PMDMeasurementType) -> Int { state.withLock { $0.sentSamples[type] ?? 0 } }
 
     func export() throws {
         let char = "org.bluez.GattCharacteristic1"
@@ -55,7 +69,7 @@ final class StrapEmulatorPMD: Sendable {
             char,
             methods: [
                 "ReadValue": DBusMethod(input: "a{sv}", output: "ay") { _ in
-                    [.bytes([PMDFeatures.featureCode, 0x01, 0x00])]   // ECG
+                    [.bytes([PMDFeatures.featureCode, 0x05, 0x00])]   // ECG and accelerometer
                 },
                 "WriteValue": DBusMethod(input: "aya{sv}", output: "") { [weak self] call in
                     self?.request(call.arguments.first?.bytes ?? [])
@@ -116,21 +130,23 @@ final class StrapEmulatorPMD: Sendable {
         switch (op, type) {
         case (.getMeasurementSettings, .ecg):
             parameters = [0x00, 0x01, 0x82, 0x00, 0x01, 0x01, 0x0E, 0x00]   // 130 Hz, 14 bit
+        case (.getMeasurementSettings, .acc):
+            var offered = PMDSettings()
+            offered.values[.sampleRate] = Self.accRatesHz.map { UInt32($0) }
+            offered.values[.resolution] = [16]
+            offered.values[.range] = [2, 4, 8]   // ±g
+            parameters = offered.encoded()
         case (.startMeasurement, .ecg):
-            let start = state.withLock { s -> Bool in
-                guard !s.ecgOn else { return false }
-                s.ecgOn = true
-                s.frame = 0
-                s.startMonoMs = clock.monotonicMs()
-                return true
+            status = start(.ecg, rateHz: Self.ecgRateHz, perFrame: Self.ecgPerFrame)
+        case (.startMeasurement, .acc):
+            let asked = (try? PMDSettings(decoding: bytes.dropFirst(2)))?.sampleRates.first
+            if let hz = asked, Self.accRatesHz.contains(UInt16(clamping: hz)) {
+                status = start(.acc, rateHz: hz, perFrame: Self.accPerFrame)
+            } else {
+                status = .invalidSampleRate
             }
-            if start { scheduleNext() } else { status = .alreadyInState }
-        case (.stopMeasurement, .ecg):
-            let timer = state.withLock { s -> (any ScheduledAction)? in
-                s.ecgOn = false
-                defer { s.timer = nil }
-                return s.timer
-            }
+        case (.stopMeasurement, .ecg), (.stopMeasurement, .acc):
+            let timer = state.withLock { $0.streams.removeValue(forKey: type)?.timer }
             timer?.cancel()
         default:
             status = .notSupported
@@ -138,52 +154,92 @@ final class StrapEmulatorPMD: Sendable {
         indicate([PMDControlPointResponse.responseCode, op.rawValue, type.rawValue, status.rawValue, 0] + parameters)
     }
 
+    private func start(_ type: PMDMeasurementType, rateHz: Int, perFrame: Int) -> PMDStatus {
+        let started = state.withLock { s -> Bool in
+            guard s.streams[type] == nil, !s.stopped else { return false }
+            let mono = clock.monotonicMs()
+            s.streams[type] = Stream(
+                rateHz: rateHz, perFrame: perFrame, startMonoMs: mono,
+                startSensorNs: Self.sensorStartNs + UInt64(max(0, mono)) * 1_000_000)
+            return true
+        }
+        guard started else { return .alreadyInState }
+        scheduleNext(type)
+        return .success
+    }
+
     private func indicate(_ bytes: [UInt8]) {
         try? connection.setExportedProperty(
             "Value", interface: "org.bluez.GattCharacteristic1", to: .bytes(bytes), at: Self.controlPoint)
     }
 
-    private func scheduleNext() {
+    private func scheduleNext(_ type: PMDMeasurementType) {
         let due = state.withLock { s -> Int64? in
-            guard s.ecgOn, !s.stopped else { return nil }
-            return s.startMonoMs + Int64(((Double(s.frame + 1) * Double(Self.perFrame) * 1000) / Double(Self.rateHz)).rounded())
+            guard let st = s.streams[type], !s.stopped else { return nil }
+            let samples = Double((st.frame + 1) * st.perFrame)
+            return st.startMonoMs + Int64((samples * 1000 / Double(st.rateHz)).rounded())
         }
         guard let due else { return }
-        let t = clock.schedule(atMonotonicMs: due) { [weak self] in self?.tick() }
-        state.withLock { $0.timer = t }
+        let t = clock.schedule(atMonotonicMs: due) { [weak self] in self?.tick(type) }
+        state.withLock { s in
+            if s.streams[type] != nil { s.streams[type]?.timer = t } else { t.cancel() }
+        }
     }
 
-    /// One frame: the next 73 samples of the recording, stamped with the last one's time on the strap's clock.
-    private func tick() {
+    /// Synthetic accelerometer sample `i` in milli-g: gravity on z and a sway on x and y. Sample i is recognisable
+    /// from its values (modulo 4650), so a reader can check that every sample came once and in order.
+    static func accelerometerSample(_ i: Int) -> SIMD3<Int16> {
+        SIMD3(Int16(i % 50 - 25), Int16((i * 7) % 31 - 15), Int16(1000 - i % 3))
+    }
+
+    /// One frame of `type`: the next samples, stamped with the last one's time on the strap's clock.
+    private func tick(_ type: PMDMeasurementType) {
         let frame = state.withLock { s -> [UInt8]? in
-            guard s.ecgOn, !s.stopped, !ecg.isEmpty else { return nil }
-            var values: [Int32] = []
-            for k in 0..<Self.perFrame { values.append(ecg[(s.index + k) % ecg.count]) }
-            let lastSample = UInt64(s.frame * Self.perFrame + Self.perFrame - 1)
-            let ts = Self.sensorStartNs + lastSample * 1_000_000_000 / UInt64(Self.rateHz)
-            s.index = (s.index + Self.perFrame) % ecg.count
-            s.frame += 1
-            guard s.dataNotifying else { return nil }   // samples of unsubscribed time are lost, as a strap's
-            s.sentSamples += values.count
-            var bytes = PMDFrameHeader(measurementType: .ecg, timestampNs: ts, frameType: 0, isCompressed: false).encoded()
-            for v in values {
-                let u = UInt32(bitPattern: v)
-                bytes += [UInt8(u & 0xFF), UInt8((u >> 8) & 0xFF), UInt8((u >> 16) & 0xFF)]
+            guard var st = s.streams[type], !s.stopped else { return nil }
+            let lastSample = UInt64(st.frame * st.perFrame + st.perFrame - 1)
+            let ts = st.startSensorNs + lastSample * 1_000_000_000 / UInt64(st.rateHz)
+            st.frame += 1
+            s.streams[type] = st
+            var bytes: [UInt8]
+            if type == .ecg {
+                guard !ecg.isEmpty else { return nil }
+                let first = s.ecgIndex
+                s.ecgIndex = (s.ecgIndex + st.perFrame) % ecg.count
+                guard s.dataNotifying else { return nil }   // samples of unsubscribed time are lost, as a strap's
+                bytes = PMDFrameHeader(measurementType: .ecg, timestampNs: ts, frameType: 0, isCompressed: false).encoded()
+                for k in 0..<st.perFrame {
+                    let u = UInt32(bitPattern: ecg[(first + k) % ecg.count])
+                    bytes += [UInt8(u & 0xFF), UInt8((u >> 8) & 0xFF), UInt8((u >> 16) & 0xFF)]
+                }
+            } else {
+                let first = s.accIndex
+                s.accIndex += st.perFrame
+                guard s.dataNotifying else { return nil }
+                // Frame type 1: x, y, z as 16-bit little-endian milli-g.
+                bytes = PMDFrameHeader(measurementType: .acc, timestampNs: ts, frameType: 1, isCompressed: false).encoded()
+                for k in 0..<st.perFrame {
+                    let v = Self.accelerometerSample(first + k)
+                    for c in [v.x, v.y, v.z] {
+                        let u = UInt16(bitPattern: c)
+                        bytes += [UInt8(u & 0xFF), UInt8(u >> 8)]
+                    }
+                }
             }
+            s.sentSamples[type, default: 0] += st.perFrame
             return bytes
         }
         if let frame {
             try? connection.setExportedProperty(
                 "Value", interface: "org.bluez.GattCharacteristic1", to: .bytes(frame), at: Self.data)
         }
-        scheduleNext()
+        scheduleNext(type)
     }
 
     func stop() {
-        let timer = state.withLock { s -> (any ScheduledAction)? in
+        let timers = state.withLock { s -> [any ScheduledAction] in
             s.stopped = true
-            return s.timer
+            return s.streams.values.compactMap(\.timer)
         }
-        timer?.cancel()
+        for t in timers { t.cancel() }
     }
 }

@@ -99,6 +99,26 @@ public struct PMDSettings: Sendable, Equatable {
     public var channels: [Int] { (values[.channels] ?? []).map { Int($0) } }
     /// The scale factor (float32 bit pattern decoded), when present.
     public var factor: Float? { values[.factor]?.first.map { Float(bitPattern: $0) } }
+
+    /// The wire form (what a sensor answers to GET_MEASUREMENT_SETTINGS), in setting-type order; security values are
+    /// `securityKeys`.
+    public func encoded() -> [UInt8] {
+        var out: [UInt8] = []
+        for type in PMDSettingType.allCases.sorted() {
+            if type == .security {
+                guard !securityKeys.isEmpty else { continue }
+                out += [type.rawValue, UInt8(securityKeys.count)]
+                for key in securityKeys { out += (key + [UInt8](repeating: 0, count: type.fieldSize)).prefix(type.fieldSize) }
+                continue
+            }
+            guard let list = values[type], !list.isEmpty else { continue }
+            out += [type.rawValue, UInt8(list.count)]
+            for v in list {
+                for k in 0..<type.fieldSize { out.append(k < 4 ? UInt8(truncatingIfNeeded: v >> (8 * UInt32(k))) : 0) }
+            }
+        }
+        return out
+    }
 }
 
 /// The settings chosen for a REQUEST_MEASUREMENT_START. Encoded in setting-type order, each as

@@ -24,7 +24,9 @@ struct EmulateStrapCommand: AsyncParsableCommand {
             --pmd-ecg FILE also serves Polar's Measurement Data service, as an H10 does: bluetoothd takes its \
             control point's requests on an encrypted link only (the central pairs), and once ECG is started it \
             notifies frames of 73 samples every 73/130 s from FILE (µV at 130 Hz, one per line or an ecg_uv column, \
-            looping), stamped with the emulated strap's own clock: `hr-gateway stream --strap … --ecg` against it.
+            looping), stamped with the emulated strap's own clock: `hr-gateway stream --strap … --ecg` against it. \
+            It also serves the accelerometer (25, 50, 100 or 200 Hz, `stream … --acc HZ`), with synthetic values: \
+            gravity on z and a sway on x and y, which carry bytes, not motion.
 
             Use a second adapter (or a second machine) as the central, e.g.:
               hr-gateway emulate-strap --adapter hci1 --name "Polar H10 EMU" --rr rest.txt
@@ -109,6 +111,7 @@ struct EmulateStrapCommand: AsyncParsableCommand {
         await emulator.stop()
         FileHandle.standardError.write(Data(
             ("stopped after \(emulator.sentCount) notifications"
-                + (ecg == nil ? "" : " and \(emulator.sentECGSamples) ECG samples") + "\n").utf8))
+                + (ecg == nil ? "" : ", \(emulator.sentECGSamples) ECG and \(emulator.sentAccelerometerSamples) "
+                    + "accelerometer samples") + "\n").utf8))
     }
 }

@@ -1,5 +1,5 @@
 import DBusTestSupport
-import BLEHeartRate
+@testable import BLEHeartRate
 import PolarPMD
 import BlueZ
 import DBus
@@ -177,7 +177,7 @@ struct StrapEmulatorTests {
         }
         let features = try await central.call(destination: conn.uniqueName, path: "/org/hrgateway/strap/service2/char0",
                                               interface: char, member: "ReadValue", arguments: [.properties([:])])
-        #expect(try PMDFeatures(decoding: try #require(features.first?.bytes)).supported == [.ecg])
+        #expect(try PMDFeatures(decoding: try #require(features.first?.bytes)).supported == [.ecg, .acc])
         _ = try await central.call(
             destination: conn.uniqueName, path: "/org/hrgateway/strap/service2/char0", interface: char, member: "WriteValue",
             arguments: [.bytes(PMDRequest.start(.ecg, .h10ECG).encoded()), .properties([:])])
@@ -199,6 +199,34 @@ struct StrapEmulatorTests {
         }
         #expect(got == Array(ecg.prefix(3 * 73)), "the recording, sample for sample")
         #expect(emulator.sentECGSamples == 3 * 73)
+
+        // The accelerometer: a rate the H10 does not have is refused; 50 Hz streams 36 samples every 0.72 s.
+        func request(_ r: PMDRequest) async throws -> PMDControlPointResponse? {
+            _ = try await central.call(
+                destination: conn.uniqueName, path: "/org/hrgateway/strap/service2/char0", interface: char,
+                member: "WriteValue", arguments: [.bytes(r.encoded()), .properties([:])])
+            guard case .response(let r)? = try? PMDControlPointMessage(decoding: try #require(await answers.next()))
+            else { return nil }
+            return r
+        }
+        #expect(try await request(.stop(.ecg))?.status.isSuccess == true)
+        let offered = try #require(try await request(.getSettings(.acc))).settings()
+        #expect(offered.sampleRates == [25, 50, 100, 200] && offered.ranges == [2, 4, 8] && offered.resolutions == [16])
+        #expect(try await request(.start(.acc, .h10Accelerometer(hz: 30)))?.status == .invalidSampleRate)
+        #expect(try await request(.start(.acc, .h10Accelerometer(hz: 50)))?.status.isSuccess == true)
+        var acc: [SIMD3<Int32>] = []
+        previous = nil
+        for _ in 0..<2 {
+            clock.advance(byMs: 720)
+            let frame = try PMDDataFrame(
+                decoding: try #require(await frames.next()), context: PMDDecodeContext(sampleRateHz: 50, previousTimestampNs: previous))
+            guard case .accelerometer(let samples) = frame.samples else { Issue.record("not accelerometer"); return }
+            acc += samples.map(\.mg)
+            if let p = previous { #expect(frame.header.timestampNs - p == 36 * 1_000_000_000 / 50) }
+            previous = frame.header.timestampNs
+        }
+        #expect(acc == (0..<72).map { SIMD3<Int32>(truncatingIfNeeded: StrapEmulatorPMD.accelerometerSample($0)) })
+        #expect(emulator.sentAccelerometerSamples == 72 && emulator.sentECGSamples == 3 * 73, "ECG stopped")
         await emulator.stop()
     }
 }

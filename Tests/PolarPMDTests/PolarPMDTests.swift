@@ -45,6 +45,17 @@ import Testing
         #expect(s.factor == nil)
     }
 
+    // The offered-settings encoder (the emulated strap's answer) gives back, through the decoder, the SDK's vector.
+    @Test func encodesOfferedSettingsAsTheSensorSendsThem() throws {
+        let s = try PMDSettings(decoding: Vectors.settingsWithRange)
+        #expect(try PMDSettings(decoding: s.encoded()) == s)
+        #expect(s.encoded() == Vectors.settingsWithRange)
+        var h10 = PMDSettings()
+        h10.values[.sampleRate] = [25, 50, 100, 200]
+        h10.values[.range] = [2, 4, 8]
+        #expect(h10.encoded() == bytes("00 04 19 00 32 00 64 00 C8 00 02 03 02 00 04 00 08 00"))
+    }
+
     // SDK PmdSettingTest.kt, testPmdSettingWithRangeMilliUnit (Kotlin reads FFFFFFFF as -1, Swift iOS as 0xFFFFFFFF).
     @Test func decodesSettingsWithRangeMilliunit() throws {
         let s = try PMDSettings(decoding: Vectors.settingsWithRangeMilliunit)

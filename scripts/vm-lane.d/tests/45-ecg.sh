@@ -1,7 +1,7 @@
-# Polar ECG through the real bluetoothd: emulate-strap --pmd-ecg serves the measurement service on an
-# encrypt-write control point; stream --ecg is refused on the unencrypted link, pairs (its NoInputNoOutput agent on
-# the central, the emulator's default agent on the peripheral), starts ECG, and records the recording's samples,
-# every one once and in order.
+# Polar ECG and motion through the real bluetoothd: emulate-strap --pmd-ecg serves the measurement service on an
+# encrypt-write control point; stream --ecg --acc 50 is refused on the unencrypted link, pairs (its NoInputNoOutput
+# agent on the central, the emulator's default agent on the peripheral), starts ECG then the accelerometer, and
+# records the ECG recording's samples and the emulator's accelerometer pattern, every sample once and in order.
 . "$(dirname "$0")/lib.sh"
 central=$VM_LANE_CENTRAL_ADAPTER
 addr=$(adapter_address hci0)
@@ -17,11 +17,16 @@ else
     fail emulator-with-pmd "$(tail -c 300 "$VM_LANE_OUT/peripheral-hci0-ecg.log")"
 fi
 ev=$OUT/ecg.jsonl rec=$OUT/ecg-record.jsonl
-start_stream "$ev" "$rec" --strap "$addr" --adapter "$central" --ecg --window 60 --emit-interval 5
+start_stream "$ev" "$rec" --strap "$addr" --adapter "$central" --ecg --acc 50 --window 60 --emit-interval 5
 if wait_line 90 "$ev" 'ECG streaming at 130 Hz'; then pass ecg-started
 else fail ecg-started "$(grep sensor_status "$ev" | tail -n4 | tr '\n' ' ') $(tail -c 300 "$ev.err")"; fi
+if wait_line 30 "$ev" 'Accelerometer streaming at 50 Hz'; then pass acc-started
+else fail acc-started "$(grep sensor_status "$ev" | tail -n4 | tr '\n' ' ')"; fi
 wait_count 60 "$rec" '"ecg_uv"' 20
+wait_count 30 "$rec" '"acc_g"' 20
 stop_pid "$STREAM_PID"
 check paired sh -c "busctl --system get-property org.bluez /org/bluez/$central/dev_$(tr ':' '_' <<<"$addr") org.bluez.Device1 Paired | grep -q true"
 check ecg-exactly-once-in-order $CHECK ecg "$rec" "$LANE_ECG" 1000
+check acc-exactly-once-in-order $CHECK acc "$rec" 50 700
+check motion-in-frames sh -c "grep -q '\"motion_sample_count\"' '$ev'"
 finish_scenario

@@ -251,9 +251,31 @@ def ecg(args):
     die(f"the {len(got)} recorded ECG samples are not one run of the recording (first {got[:6]})")
 
 
+def acc(args):
+    """acc RECORD HZ MIN: the recorded accelerometer chunks, joined, are at least MIN consecutive samples of the
+    emulator's pattern (StrapEmulatorPMD.accelerometerSample: sample i in milli-g is (i % 50 - 25, 7 i % 31 - 15,
+    1000 - i % 3), recognisable modulo 4650), every sample once and in order, with times 1/HZ apart in each chunk."""
+    record, hz, least = args[0], int(args[1]), int(args[2])
+    chunks = [s for s in jsonl(record) if s.get("source") == "polar_acc" and s.get("acc_g")]
+    got = [tuple(round(v * 1000) for v in xyz) for s in chunks for xyz in s["acc_g"]]
+    if len(got) < least:
+        die(f"{len(got)} accelerometer samples recorded, expected at least {least}")
+    if any(abs(s.get("acc_rate_hz", hz) - hz) > 1e-9 for s in chunks):
+        die(f"acc_rate_hz {sorted({s.get('acc_rate_hz') for s in chunks})}, expected {hz}")
+    pattern = {(i % 50 - 25, (i * 7) % 31 - 15, 1000 - i % 3): i for i in range(4650)}
+    index = [pattern.get(v) for v in got]
+    if None in index:
+        k = index.index(None)
+        die(f"sample {k} {got[k]} mg is not the emulator's")
+    for k in range(1, len(index)):
+        if index[k] != (index[k - 1] + 1) % 4650:
+            die(f"sample {k} is pattern sample {index[k]} after {index[k - 1]}: lost, repeated or out of order")
+    print(f"{len(got)} accelerometer samples at {hz} Hz, from pattern sample {index[0]}, once and in order")
+
+
 if __name__ == "__main__":
     cmds = {"scan": scan, "rr": rr, "hrv": hrv, "summary-hrv": summary_hrv, "status": status, "count": count,
-            "cameras": cameras, "capture": capture, "camera-hr": camera_hr, "ecg": ecg}
+            "cameras": cameras, "capture": capture, "camera-hr": camera_hr, "ecg": ecg, "acc": acc}
     if len(sys.argv) < 2 or sys.argv[1] not in cmds:
         die("usage: check.py " + "|".join(cmds) + " ARGS...")
     cmds[sys.argv[1]](sys.argv[2:])
