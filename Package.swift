@@ -303,6 +303,7 @@ let package = Package(
             swiftSettings: strict
         ),
         .testTarget(name: "PolarPMDTests", dependencies: ["PolarPMD"], swiftSettings: strict),
+        .testTarget(name: "LSLSinkTests", dependencies: ["LSLSink"], swiftSettings: strict),
         .testTarget(
             name: "CLITests",
             dependencies: ["hr-gateway", "BLEHeartRate", "DBus", "DBusTestSupport", "WebhookTestSupport", "RPPGSynthetic"],

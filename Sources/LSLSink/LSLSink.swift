@@ -59,6 +59,8 @@ public enum LSLLibrary {
 final class LSLOutlet: @unchecked Sendable {
     private let outlet: hrl_outlet
     let channels: Int
+    /// Continuity of a regular stream's stamps from chunk to chunk.
+    let regular = Mutex(RegularStamps())
 
     init?(name: String, type: String, rate: Double, source: String, channels list: [(label: String, unit: String, type: String)],
           metadata: [(String, String)]) {
@@ -101,7 +103,8 @@ final class LSLOutlet: @unchecked Sendable {
 /// (bpm, irregular rate, one value per strap reading), an `RR` stream (ms, irregular, one value per beat, stamped at
 /// the beat), with `--ecg` an `ECG` stream (µV at 130 Hz, every sample stamped at its time) and with `--acc` an
 /// `Accelerometer` stream (X, Y, Z in g at the chosen rate). Time stamps are on
-/// LSL's clock: each sample's wall-clock age when it is pushed, taken from `lsl_local_clock()`.
+/// LSL's clock: each sample's wall-clock age when it is pushed, taken from `lsl_local_clock()`. Regular streams
+/// (ECG, accelerometer) are stamped continuously from chunk to chunk (`RegularStamps`).
 public final class LSLSink: SessionSink {
     public let name = "lsl"
     public let library: LSLLibrary.Loaded
@@ -147,14 +150,18 @@ public final class LSLSink: SessionSink {
         func lsl(_ ms: Double) -> Double { nowLSL - (now - ms) / 1000 }
         if let ecg = sample.ecgUv, !ecg.isEmpty, let rate = sample.ecgRateHz, rate > 0 {
             guard let o = outlet(device, "ECG", rate: rate, unit: "microvolts", source: sample.source) else { return }
-            let first = Double(sample.timestampMs)
-            o.push(ecg.map(Double.init), timestamps: ecg.indices.map { lsl(first + Double($0) * 1000 / rate) })
+            let stamps = o.regular.withLock {
+                $0.stamps(first: lsl(Double(sample.timestampMs)), count: ecg.count, rateHz: rate, gapBefore: sample.gapBefore)
+            }
+            o.push(ecg.map(Double.init), timestamps: stamps)
         }
         if let acc = sample.accG, !acc.isEmpty, let rate = sample.accRateHz, rate > 0,
             let o = outlet(device, "Accelerometer", rate: rate, unit: "g", source: sample.source, labels: ["X", "Y", "Z"])
         {
-            let first = Double(sample.timestampMs)
-            o.push(acc.flatMap { [$0.x, $0.y, $0.z] }, timestamps: acc.indices.map { lsl(first + Double($0) * 1000 / rate) })
+            let stamps = o.regular.withLock {
+                $0.stamps(first: lsl(Double(sample.timestampMs)), count: acc.count, rateHz: rate, gapBefore: sample.gapBefore)
+            }
+            o.push(acc.flatMap { [$0.x, $0.y, $0.z] }, timestamps: stamps)
         }
         if sample.isWaveformOnly { return }
         if sample.bpm > 0, sample.bpm.isFinite, sample.contact != .noContact,
@@ -192,5 +199,41 @@ public final class LSLSink: SessionSink {
             return Array(o.values)
         }
         for o in all { o.close() }
+    }
+}
+
+/// Time stamps for the chunks of a regular stream (ECG, accelerometer), in seconds on LSL's clock.
+///
+/// Each chunk comes with the time of its first sample, mapped from the strap's clock to the host's and quantised to
+/// the millisecond on the way (`BiosignalSample.timestampMs`); taken as they are, consecutive chunks would join with
+/// steps up to a few milliseconds off the sample period. So each chunk continues the previous one: its first sample
+/// is one period after the previous chunk's last, and the difference from its own mapped time is slewed in, at most
+/// `maxSlew` (seconds per second of signal) spread evenly over the chunk's samples. The stamps therefore stay within
+/// the mapping's own error of the mapped times, and never step by more than `maxSlew` of a period. A chunk after a
+/// gap (`gapBefore`, frames lost), or more than `stepThreshold` seconds away from where the stream should be (a
+/// clock reset), starts afresh at its mapped time.
+public struct RegularStamps: Sendable {
+    public static let maxSlew = 0.002
+    public static let stepThreshold = 0.05
+
+    /// Where the next chunk's first sample falls (seconds), once a chunk has been stamped.
+    public private(set) var next: Double?
+
+    public init() {}
+
+    public mutating func stamps(first mapped: Double, count: Int, rateHz: Double, gapBefore: Bool = false) -> [Double] {
+        guard count > 0, rateHz > 0, rateHz.isFinite, mapped.isFinite else { return [] }
+        let period = 1 / rateHz
+        let duration = Double(count) * period
+        var start = mapped
+        var step = period
+        if let predicted = next, !gapBefore, abs(mapped - predicted) <= Self.stepThreshold {
+            let limit = Self.maxSlew * duration
+            let correction = min(max(mapped - predicted, -limit), limit)
+            start = predicted
+            step = period + correction / Double(count)
+        }
+        next = start + Double(count) * step
+        return (0..<count).map { start + Double($0) * step }
     }
 }
