@@ -343,7 +343,8 @@ final class StrapSession: Sendable {
                         events.yield(.servicesResolvedChanged(path: path.rawValue, r))
                     }
                 }
-                let advert = ["RSSI", "Name", "Alias", "UUIDs", "ManufacturerData"].contains { changed[$0] != nil }
+                // An advertisement, or a change the machine keeps track of (the bond).
+                let advert = ["RSSI", "Name", "Alias", "UUIDs", "ManufacturerData", "Paired"].contains { changed[$0] != nil }
                 if advert, let d = candidate(path) { events.yield(.deviceSeen(d)) }
             case BlueZ.batteryInterface:
                 if path.rawValue == ours, let p = changed["Percentage"]?.byte { events.yield(.battery(percent: Int(p))) }
@@ -361,7 +362,7 @@ final class StrapSession: Sendable {
     static func strapDevice(_ d: BlueZDevice) -> StrapDevice? {
         guard let address = d.address else { return nil }
         return StrapDevice(path: d.path.rawValue, address: address.uppercased(), name: d.name ?? d.alias,
-                           connected: d.connected, servicesResolved: d.servicesResolved)
+                           connected: d.connected, servicesResolved: d.servicesResolved, paired: d.paired)
     }
 
     /// The device at `path` if it is on our adapter, matches the spec and is not another provider's.

@@ -99,13 +99,17 @@ public struct StrapDevice: Sendable, Equatable {
     public var name: String?
     public var connected: Bool
     public var servicesResolved: Bool
+    /// BlueZ holds a bond (keys) for it.
+    public var paired: Bool
 
-    public init(path: String, address: String, name: String?, connected: Bool, servicesResolved: Bool) {
+    public init(path: String, address: String, name: String?, connected: Bool, servicesResolved: Bool,
+                paired: Bool = false) {
         self.path = path
         self.address = address
         self.name = name
         self.connected = connected
         self.servicesResolved = servicesResolved
+        self.paired = paired
     }
 }
 
@@ -217,6 +221,8 @@ public struct StrapStateMachine: Sendable {
     public private(set) var batteryPercent: Int?
     public private(set) var failures = 0
     private var abortRetries = 0
+    /// A bond the strap refused was removed (once per session).
+    private var staleBondRemoved = false
     private var awaitingAbortDisconnect = false
     private var missingCharacteristic = 0
     /// Connected went false while this Connect was pending.
@@ -255,7 +261,8 @@ public struct StrapStateMachine: Sendable {
                 // Link state comes from Connected/ServicesResolved changes once we follow the device; an
                 // advertisement (or a snapshot taken a moment ago) must not undo them.
                 device = StrapDevice(path: d.path, address: d.address, name: d.name ?? current.name,
-                                     connected: current.connected, servicesResolved: current.servicesResolved)
+                                     connected: current.connected, servicesResolved: current.servicesResolved,
+                                     paired: d.paired)
                 break
             }
             device = d
@@ -299,7 +306,22 @@ public struct StrapStateMachine: Sendable {
             case .abortByLocal?:
                 // It did connect; wait for Connected=false before trying again (pitfall 4).
                 abortRetries += 1
-                if abortRetries > policy.maxAbortRetries {
+                if abortRetries > policy.maxAbortRetries, let d = device, d.paired, !staleBondRemoved {
+                    // BlueZ encrypts the link to a bonded device as it connects; a strap that has lost its keys
+                    // (reset, or paired with a phone since) fails that, and BlueZ reports it as this abort, again
+                    // and again, with the device still Paired. Remove the bond once and connect afresh.
+                    abortRetries = 0
+                    staleBondRemoved = true
+                    cancel(.disconnectWait, &out)
+                    out.append(.removeDevice(path: d.path))
+                    device = nil
+                    heartRatePath = nil
+                    notifyArmedPath = nil
+                    discover(&out, state: .reconnecting,
+                             message: "the strap refuses this computer's pairing (it was reset or paired with another "
+                                + "device): removed the old pairing from BlueZ and scanning again; ECG and motion "
+                                + "pair again when asked")
+                } else if abortRetries > policy.maxAbortRetries {
                     abortRetries = 0
                     backoff(&out, message: "le-connection-abort-by-local repeatedly")
                 } else if droppedDuringAttempt {

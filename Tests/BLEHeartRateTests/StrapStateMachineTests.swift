@@ -133,6 +133,49 @@ struct StrapStateMachineTests {
         #expect(m.handle(.timer(.disconnectWait, token: t)).contains(.connect(path: Self.path)))
     }
 
+    /// BlueZ connects to a bonded device encrypted; a strap that lost its keys fails that, which BlueZ 5.66 reports
+    /// as le-connection-abort-by-local (device.c att_connect_cb) on every try, the device still Paired.
+    @Test func aPairedStrapThatKeepsAbortingHasItsBondRemovedOnce() {
+        var m = StrapStateMachine(spec: .address(Self.address))
+        _ = m.handle(.start)
+        var paired = device()
+        paired.paired = true
+        _ = m.handle(.deviceSeen(paired))
+        var last: [StrapAction] = []
+        for _ in 0...StrapPolicy().maxAbortRetries {
+            last = m.handle(.connectReturned(.abortByLocal))
+            if last.contains(.connect(path: Self.path)) || last.contains(.removeDevice(path: Self.path)) { continue }
+            last = m.handle(.connectedChanged(path: Self.path, false))
+        }
+        #expect(last.contains(.removeDevice(path: Self.path)), "\(last)")
+        #expect(last.contains(.startDiscovery))
+        let said = last.compactMap { if case .status(let s) = $0 { s.message } else { nil } }.joined()
+        #expect(said.contains("refuses this computer's pairing"), "\(said)")
+        // Found again (no longer paired), it connects without encryption.
+        #expect(m.handle(.deviceSeen(device())).contains(.connect(path: Self.path)))
+        // Should the same happen again, it is not removed a second time: it backs off as for any strap.
+        _ = m.handle(.deviceSeen(paired))
+        for _ in 0...StrapPolicy().maxAbortRetries {
+            last = m.handle(.connectReturned(.abortByLocal))
+            if last.contains(.connect(path: Self.path)) { continue }
+            last = m.handle(.connectedChanged(path: Self.path, false))
+        }
+        #expect(!last.contains(.removeDevice(path: Self.path)))
+    }
+
+    @Test func anUnpairedStrapThatKeepsAbortingBacksOffAndKeepsItsDevice() {
+        var m = StrapStateMachine(spec: .address(Self.address))
+        _ = m.handle(.start)
+        _ = m.handle(.deviceSeen(device()))
+        var all: [StrapAction] = []
+        for _ in 0...StrapPolicy().maxAbortRetries {
+            all += m.handle(.connectReturned(.abortByLocal))
+            all += m.handle(.connectedChanged(path: Self.path, false))
+        }
+        #expect(!all.contains(.removeDevice(path: Self.path)))
+        #expect(m.phase == .backoff)
+    }
+
     @Test func pitfall3_inProgressCancelsWithDisconnectThenBacksOff() {
         var m = StrapStateMachine(spec: .address(Self.address))
         _ = m.handle(.start)

@@ -18,7 +18,8 @@ Connected, device removal with
 UnknownObject afterwards, and a bluetoothd restart (the name is dropped and owned again; all state is rebuilt).
 With AddPMD, Polar's Measurement Data service (control point and data; ECG from a recording at 130 Hz) that, like an
 H10, refuses the control point on an unencrypted link (ATT error 0x05) until Device1.Pair, and a strap that forgot
-its bond (ForgetBond: still Paired for BlueZ, refused until the device is removed and paired again).
+its bond (ForgetBond: still Paired for BlueZ; connecting fails as bluetoothd's encrypted connect does, until the
+device is removed and paired again).
 """
 
 import argparse
@@ -429,6 +430,11 @@ class Device(Object):
             err(BlueZError("org.bluez.Error.Failed", "le-connection-adapter-not-powered"))
             return
         outcome = self.connect_outcomes.pop(0) if self.connect_outcomes else "ok"
+        if outcome == "ok" and self.forgot_bond and self.props[DEVICE]["Paired"]:
+            # bluetoothd connects to a bonded device encrypted (src/device.c: "Elevating security level since LTK is
+            # available"); a strap without the key fails that, and BlueZ 5.66's att_connect_cb answers Connect with
+            # le-connection-abort-by-local, every time, the device still Paired.
+            outcome = "abort"
         if outcome == "ok" and not self.advertising:
             outcome = "failed:le-connection-timeout"
         if outcome.startswith("failed:"):

@@ -2,6 +2,13 @@
 # still holds the old keys: after 45-ecg both sides are bonded; the emulator's side removes the central, so it has no
 # key for the link. stream --ecg must say what happened, remove the stale bond, pair afresh with no user action, and
 # stream ECG again.
+#
+# Not in the default run (scripts/vm-lane-tests): when the encrypted connect to the strap fails, the lane's guest
+# kernel (Debian 6.1.0-56) oopses in hci_chan_del (list corruption; upstream "Bluetooth: L2CAP: Fix corrupted list
+# in hci_chan_del") and bluetoothd dies with it. The 6.12 kernel bookworm also ships boots in the lane
+# (VM_LANE_KERNEL=6.12.117+deb12-amd64) but BlueZ 5.66 does not resolve services there. Run it with
+# VM_LANE_TESTS_ONLY="45-ecg.sh 46-stale-bond.sh" on a guest kernel with the fix. The behaviour it checks is covered
+# against the fake bluetoothd, which answers Connect as bluetoothd 5.66 does here (le-connection-abort-by-local).
 . "$(dirname "$0")/lib.sh"
 central=$VM_LANE_CENTRAL_ADAPTER
 addr=$(adapter_address hci0)
@@ -11,7 +18,11 @@ central_dev=/org/bluez/hci0/dev_$(tr ':' '_' <<<"$central_addr")
 paired() { [ "$(busprop "$1" org.bluez.Device1 Paired)" = "b true" ]; }
 if paired "$strap_dev" && paired "$central_dev"; then pass bonded-both-sides
 else fail bonded-both-sides "gateway side: $(busprop "$strap_dev" org.bluez.Device1 Paired); strap side: $(busprop "$central_dev" org.bluez.Device1 Paired)"; fi
-# The strap forgets: its side drops the bond (keys and all).
+# The strap forgets: its side drops the bond (keys and all), once the link is down (removing a connected device made
+# this guest kernel oops in hci_chan_del).
+busctl --system call org.bluez "$strap_dev" org.bluez.Device1 Disconnect >/dev/null 2>&1
+link_down() { ! device_connected "$central" "$addr" && ! device_connected hci0 "$central_addr"; }
+wait_until 30 link_down || fail link-down "the link between the gateway and the strap stays up"
 busctl --system call org.bluez /org/bluez/hci0 org.bluez.Adapter1 RemoveDevice o "$central_dev" \
     && pass strap-forgets || fail strap-forgets "RemoveDevice $central_dev failed"
 ev=$OUT/stale-bond.jsonl rec=$OUT/stale-bond-record.jsonl
@@ -20,7 +31,7 @@ if wait_line 120 "$ev" 'ECG streaming at 130 Hz'; then pass ecg-after-repairing
 else fail ecg-after-repairing "$(grep sensor_status "$ev" | tail -n6 | tr '\n' ' ') $(tail -c 400 "$ev.err")"; fi
 wait_count 30 "$rec" '"ecg_uv"' 5
 stop_pid "$STREAM_PID"
-check said-forgotten grep -m1 -o 'forgotten its pairing[^"]*' "$ev" "$ev.err"
+check said-refused grep -m1 -o "refuses this computer's pairing[^\"]*" "$ev"
 check paired-again sh -c "busctl --system get-property org.bluez $strap_dev org.bluez.Device1 Paired | grep -q true"
 check ecg-exactly-once-in-order $CHECK ecg "$rec" "$LANE_ECG" 300
 finish_scenario

@@ -58,6 +58,14 @@ device_connected() {
     [ "$(busprop "$path" org.bluez.Device1 Connected)" = "b true" ]
 }
 
+# le_only ADAPTER: turns BR/EDR off on ADAPTER (powered off for the change, then on again) and checks it is off.
+le_only() {
+    local i=${1#hci}
+    btmgmt --index "$i" power off >/dev/null && btmgmt --index "$i" bredr off >/dev/null \
+        && btmgmt --index "$i" power on >/dev/null || return 1
+    ! btmgmt --index "$i" info | grep -m1 'current settings' | grep -qw 'br/edr'
+}
+
 # emulator_pid ADAPTER: the emulate-strap advertising on ADAPTER (the lane's peripheral or one we started).
 emulator_pid() { pgrep -f "emulate-strap --adapter $1( |\$)" | head -n1; }
 # start_emulator ADAPTER NAME LOG: starts emulate-strap as the lane does and waits until it advertises.
