@@ -71,7 +71,7 @@ public enum SessionExport {
     ///   without one); `HR camera` likewise when a camera contributed;
     /// - `ECG` (µV, at the strap's rate, 130 Hz for an H10) when raw ECG was recorded: each sample at its time, 0
     ///   where none came (before the stream, across a lost link); `Acc X`, `Acc Y`, `Acc Z` (g, ±16) likewise for
-    ///   the accelerometer;
+    ///   the accelerometer. Chunks follow each other sample for sample (`ChunkPlacer`);
     /// - annotations: `beat` at every beat time of the CSV export (`BeatTimeline`), with the device when there are
     ///   several; the session's start and end, sensor state changes, DFA alpha1 threshold crossings, and paced
     ///   breathing phases (with their durations).
@@ -113,10 +113,13 @@ public enum SessionExport {
         if let rate = ecgChunks.first?.ecgRateHz, rate > 0, rate == rate.rounded(), rate <= 2000 {
             let perRecord = Int(rate)
             var ecg = [Double](repeating: 0, count: records * perRecord)
+            var placer = ChunkPlacer(rateHz: rate)
             for chunk in ecgChunks where chunk.ecgRateHz == rate {
-                let first = Double(chunk.timestampMs - startMs) / 1000 * rate
+                let first = placer.place(
+                    at: Double(chunk.timestampMs - startMs) / 1000 * rate, count: chunk.ecgUv!.count,
+                    gapBefore: chunk.gapBefore)
                 for (k, v) in chunk.ecgUv!.enumerated() {
-                    let i = Int((first + Double(k)).rounded())
+                    let i = first + k
                     if i >= 0 && i < ecg.count { ecg[i] = Double(v) }
                 }
             }
@@ -129,10 +132,13 @@ public enum SessionExport {
         if let rate = accChunks.first?.accRateHz, rate > 0, rate == rate.rounded(), rate <= 1000 {
             let perRecord = Int(rate)
             var axes = [[Double]](repeating: [Double](repeating: 0, count: records * perRecord), count: 3)
+            var placer = ChunkPlacer(rateHz: rate)
             for chunk in accChunks where chunk.accRateHz == rate {
-                let first = Double(chunk.timestampMs - startMs) / 1000 * rate
+                let first = placer.place(
+                    at: Double(chunk.timestampMs - startMs) / 1000 * rate, count: chunk.accG!.count,
+                    gapBefore: chunk.gapBefore)
                 for (k, v) in chunk.accG!.enumerated() {
-                    let i = Int((first + Double(k)).rounded())
+                    let i = first + k
                     guard i >= 0 && i < axes[0].count else { continue }
                     axes[0][i] = v.x
                     axes[1][i] = v.y
@@ -230,5 +236,29 @@ extension SessionStore {
         }
         if let r = summary?["metrics"]?["rsa_amplitude_bpm"]?.doubleValue { text += " RSA \(String(format: "%.1f", r)) bpm" }
         return text
+    }
+}
+
+/// Where each chunk of a regular stream goes in a fixed-rate signal (EDF). A chunk's time is its first sample's,
+/// mapped from the strap's clock and quantised to the millisecond, so it wanders by a few milliseconds, a sample or
+/// more at 130 Hz: placed by its own time, a chunk could overwrite the previous one's last sample or leave a hole.
+/// So a chunk continues the previous one, sample for sample, as long as its own time is within `stepSeconds` of
+/// that place; after a gap (`gapBefore`: frames lost) or further off (a clock reset, or a strap clock drifting from
+/// the nominal rate for a long while) it goes at its own time.
+public struct ChunkPlacer: Sendable {
+    public static let stepSeconds = 0.05
+    public let rateHz: Double
+    /// The index after the last chunk placed.
+    public private(set) var next: Int?
+
+    public init(rateHz: Double) { self.rateHz = rateHz }
+
+    /// The index of the chunk's first sample, given its time as a (fractional) index.
+    public mutating func place(at index: Double, count: Int, gapBefore: Bool = false) -> Int {
+        let own = index.isFinite && abs(index) < 1e15 ? Int(index.rounded()) : (next ?? 0)
+        var start = own
+        if let n = next, !gapBefore, abs(index - Double(n)) <= Self.stepSeconds * rateHz { start = n }
+        next = start + count
+        return start
     }
 }
