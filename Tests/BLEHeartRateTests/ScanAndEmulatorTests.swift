@@ -171,36 +171,14 @@ struct StrapEmulatorTests {
                 path: path)) { $0.body.dropFirst().first?.propertyDictionary?["Value"]?.bytes }
         }
         var answers = try await values("/org/hrgateway/strap/service2/char0").makeAsyncIterator()
-        var frames = try await values("/org/hrgateway/strap/service2/char1").makeAsyncIterator()
+        var dataValues = try await values("/org/hrgateway/strap/service2/char1").makeAsyncIterator()
         for path: DBusObjectPath in ["/org/hrgateway/strap/service2/char0", "/org/hrgateway/strap/service2/char1"] {
             _ = try await central.call(destination: conn.uniqueName, path: path, interface: char, member: "StartNotify")
         }
         let features = try await central.call(destination: conn.uniqueName, path: "/org/hrgateway/strap/service2/char0",
                                               interface: char, member: "ReadValue", arguments: [.properties([:])])
         #expect(try PMDFeatures(decoding: try #require(features.first?.bytes)).supported == [.ecg, .acc])
-        _ = try await central.call(
-            destination: conn.uniqueName, path: "/org/hrgateway/strap/service2/char0", interface: char, member: "WriteValue",
-            arguments: [.bytes(PMDRequest.start(.ecg, .h10ECG).encoded()), .properties([:])])
-        guard case .response(let r)? = try? PMDControlPointMessage(decoding: try #require(await answers.next())) else {
-            Issue.record("no response to the start request")
-            return
-        }
-        #expect(r.opCode == .startMeasurement && r.measurementType == .ecg && r.status.isSuccess)
-        var got: [Int32] = []
-        var previous: UInt64?
-        for _ in 0..<3 {
-            clock.advance(byMs: 562)
-            let frame = try PMDDataFrame(
-                decoding: try #require(await frames.next()), context: PMDDecodeContext(sampleRateHz: 130, previousTimestampNs: previous))
-            guard case .ecg(let samples) = frame.samples else { Issue.record("not ECG"); return }
-            got += samples.map(\.microvolts)
-            if let p = previous { #expect(abs(Int64(frame.header.timestampNs - p) - 73 * 1_000_000_000 / 130) <= 1) }
-            previous = frame.header.timestampNs
-        }
-        #expect(got == Array(ecg.prefix(3 * 73)), "the recording, sample for sample")
-        #expect(emulator.sentECGSamples == 3 * 73)
-
-        // The accelerometer: a rate the H10 does not have is refused; 50 Hz streams 36 samples every 0.72 s.
+        /// Writes a request; its indicated response.
         func request(_ r: PMDRequest) async throws -> PMDControlPointResponse? {
             _ = try await central.call(
                 destination: conn.uniqueName, path: "/org/hrgateway/strap/service2/char0", interface: char,
@@ -209,21 +187,40 @@ struct StrapEmulatorTests {
             else { return nil }
             return r
         }
+        /// `count` frames at `rateHz`, each after `everyMs` of emulated time, checked `perFrame` samples apart.
+        func frames(_ count: Int, everyMs: Int64, rateHz: UInt32, perFrame: UInt64) async throws -> [PMDDataFrame] {
+            var out: [PMDDataFrame] = []
+            for _ in 0..<count {
+                clock.advance(byMs: everyMs)
+                let previous = out.last?.header.timestampNs
+                let frame = try PMDDataFrame(
+                    decoding: try #require(await dataValues.next()),
+                    context: PMDDecodeContext(sampleRateHz: rateHz, previousTimestampNs: previous))
+                if let p = previous {
+                    #expect(abs(Int64(frame.header.timestampNs - p) - Int64(perFrame * 1_000_000_000 / UInt64(rateHz))) <= 1)
+                }
+                out.append(frame)
+            }
+            return out
+        }
+        let started = try #require(try await request(.start(.ecg, .h10ECG)))
+        #expect(started.opCode == .startMeasurement && started.measurementType == .ecg && started.status.isSuccess)
+        let got = try await frames(3, everyMs: 562, rateHz: 130, perFrame: 73).flatMap { f -> [Int32] in
+            guard case .ecg(let samples) = f.samples else { Issue.record("not ECG"); return [] }
+            return samples.map(\.microvolts)
+        }
+        #expect(got == Array(ecg.prefix(3 * 73)), "the recording, sample for sample")
+        #expect(emulator.sentECGSamples == 3 * 73)
+
+        // The accelerometer: a rate the H10 does not have is refused; 50 Hz streams 36 samples every 0.72 s.
         #expect(try await request(.stop(.ecg))?.status.isSuccess == true)
         let offered = try #require(try await request(.getSettings(.acc))).settings()
         #expect(offered.sampleRates == [25, 50, 100, 200] && offered.ranges == [2, 4, 8] && offered.resolutions == [16])
         #expect(try await request(.start(.acc, .h10Accelerometer(hz: 30)))?.status == .invalidSampleRate)
         #expect(try await request(.start(.acc, .h10Accelerometer(hz: 50)))?.status.isSuccess == true)
-        var acc: [SIMD3<Int32>] = []
-        previous = nil
-        for _ in 0..<2 {
-            clock.advance(byMs: 720)
-            let frame = try PMDDataFrame(
-                decoding: try #require(await frames.next()), context: PMDDecodeContext(sampleRateHz: 50, previousTimestampNs: previous))
-            guard case .accelerometer(let samples) = frame.samples else { Issue.record("not accelerometer"); return }
-            acc += samples.map(\.mg)
-            if let p = previous { #expect(frame.header.timestampNs - p == 36 * 1_000_000_000 / 50) }
-            previous = frame.header.timestampNs
+        let acc = try await frames(2, everyMs: 720, rateHz: 50, perFrame: 36).flatMap { f -> [SIMD3<Int32>] in
+            guard case .accelerometer(let samples) = f.samples else { Issue.record("not accelerometer"); return [] }
+            return samples.map(\.mg)
         }
         #expect(acc == (0..<72).map { SIMD3<Int32>(truncatingIfNeeded: StrapEmulatorPMD.accelerometerSample($0)) })
         #expect(emulator.sentAccelerometerSamples == 72 && emulator.sentECGSamples == 3 * 73, "ECG stopped")
