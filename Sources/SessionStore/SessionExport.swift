@@ -111,40 +111,18 @@ public enum SessionExport {
         // Raw ECG (Polar PMD): each chunk's samples placed at their times, 130 per record; 0 where none came.
         let ecgChunks = samples.filter { $0.ecgUv?.isEmpty == false }
         if let rate = ecgChunks.first?.ecgRateHz, rate > 0, rate == rate.rounded(), rate <= 2000 {
-            let perRecord = Int(rate)
-            var ecg = [Double](repeating: 0, count: records * perRecord)
-            var placer = ChunkPlacer(rateHz: rate)
-            for chunk in ecgChunks where chunk.ecgRateHz == rate {
-                let first = placer.place(
-                    at: Double(chunk.timestampMs - startMs) / 1000 * rate, count: chunk.ecgUv!.count,
-                    gapBefore: chunk.gapBefore)
-                for (k, v) in chunk.ecgUv!.enumerated() {
-                    let i = first + k
-                    if i >= 0 && i < ecg.count { ecg[i] = Double(v) }
-                }
-            }
+            let ecg = grid(ecgChunks.filter { $0.ecgRateHz == rate }, rateHz: rate, startMs: startMs, records: records,
+                           channels: 1) { $0.ecgUv!.map { [Double($0)] } }[0]
             signals.append(EDFWriter.Signal(
                 label: "ECG", transducer: "Polar H10 chest strap electrodes (PMD)", physicalDimension: "uV",
-                physicalMin: -32768, physicalMax: 32767, samplesPerRecord: perRecord, samples: ecg))
+                physicalMin: -32768, physicalMax: 32767, samplesPerRecord: Int(rate), samples: ecg))
         }
         // Accelerometer (Polar PMD): X, Y and Z in g at the strap's rate, placed likewise.
         let accChunks = samples.filter { $0.accG?.isEmpty == false }
         if let rate = accChunks.first?.accRateHz, rate > 0, rate == rate.rounded(), rate <= 1000 {
             let perRecord = Int(rate)
-            var axes = [[Double]](repeating: [Double](repeating: 0, count: records * perRecord), count: 3)
-            var placer = ChunkPlacer(rateHz: rate)
-            for chunk in accChunks where chunk.accRateHz == rate {
-                let first = placer.place(
-                    at: Double(chunk.timestampMs - startMs) / 1000 * rate, count: chunk.accG!.count,
-                    gapBefore: chunk.gapBefore)
-                for (k, v) in chunk.accG!.enumerated() {
-                    let i = first + k
-                    guard i >= 0 && i < axes[0].count else { continue }
-                    axes[0][i] = v.x
-                    axes[1][i] = v.y
-                    axes[2][i] = v.z
-                }
-            }
+            let axes = grid(accChunks.filter { $0.accRateHz == rate }, rateHz: rate, startMs: startMs, records: records,
+                            channels: 3) { $0.accG!.map { [$0.x, $0.y, $0.z] } }
             for (axis, values) in zip(["X", "Y", "Z"], axes) {
                 signals.append(EDFWriter.Signal(
                     label: "Acc \(axis)", transducer: "Polar H10 accelerometer (PMD)", physicalDimension: "g",
@@ -236,6 +214,27 @@ extension SessionStore {
         }
         if let r = summary?["metrics"]?["rsa_amplitude_bpm"]?.doubleValue { text += " RSA \(String(format: "%.1f", r)) bpm" }
         return text
+    }
+}
+
+extension SessionExport {
+    /// A regular stream's channels on the EDF grid (`records` seconds at `rateHz` from `startMs`): each chunk's
+    /// samples (`values`: one array of `channels` values per sample) where `ChunkPlacer` puts them, 0 where none came.
+    static func grid(
+        _ chunks: [BiosignalSample], rateHz rate: Double, startMs: Int64, records: Int, channels: Int,
+        values: (BiosignalSample) -> [[Double]]
+    ) -> [[Double]] {
+        var out = [[Double]](repeating: [Double](repeating: 0, count: records * Int(rate)), count: channels)
+        var placer = ChunkPlacer(rateHz: rate)
+        for chunk in chunks {
+            let samples = values(chunk)
+            let first = placer.place(
+                at: Double(chunk.timestampMs - startMs) / 1000 * rate, count: samples.count, gapBefore: chunk.gapBefore)
+            for (k, sample) in samples.enumerated() where first + k >= 0 && first + k < out[0].count {
+                for c in 0..<min(channels, sample.count) { out[c][first + k] = sample[c] }
+            }
+        }
+        return out
     }
 }
 
