@@ -75,15 +75,7 @@ final class StrapEmulatorPMD: Sendable {
                     self?.request(call.arguments.first?.bytes ?? [])
                     return []
                 },
-                "StartNotify": DBusMethod(input: "", output: "") { [weak self] _ in
-                    self?.notifying(Self.controlPoint, true)
-                    return []
-                },
-                "StopNotify": DBusMethod(input: "", output: "") { [weak self] _ in
-                    self?.notifying(Self.controlPoint, false)
-                    return []
-                },
-            ],
+            ].merging(notifyMethods(Self.controlPoint)) { a, _ in a },
             properties: [
                 "UUID": DBusProperty(.string(PMDService.controlPointUUID)),
                 "Service": DBusProperty(.objectPath(Self.service)),
@@ -94,16 +86,7 @@ final class StrapEmulatorPMD: Sendable {
             ])])
         try connection.export(Self.data, interfaces: [DBusInterface(
             char,
-            methods: [
-                "StartNotify": DBusMethod(input: "", output: "") { [weak self] _ in
-                    self?.notifying(Self.data, true)
-                    return []
-                },
-                "StopNotify": DBusMethod(input: "", output: "") { [weak self] _ in
-                    self?.notifying(Self.data, false)
-                    return []
-                },
-            ],
+            methods: notifyMethods(Self.data),
             properties: [
                 "UUID": DBusProperty(.string(PMDService.dataUUID)),
                 "Service": DBusProperty(.objectPath(Self.service)),
@@ -111,6 +94,20 @@ final class StrapEmulatorPMD: Sendable {
                 "Notifying": DBusProperty(.boolean(false)),
                 "Value": DBusProperty(.bytes([])),
             ])])
+    }
+
+    /// StartNotify and StopNotify of the characteristic at `path`.
+    private func notifyMethods(_ path: DBusObjectPath) -> [String: DBusMethod] {
+        [
+            "StartNotify": DBusMethod(input: "", output: "") { [weak self] _ in
+                self?.notifying(path, true)
+                return []
+            },
+            "StopNotify": DBusMethod(input: "", output: "") { [weak self] _ in
+                self?.notifying(path, false)
+                return []
+            },
+        ]
     }
 
     private func notifying(_ path: DBusObjectPath, _ on: Bool) {
