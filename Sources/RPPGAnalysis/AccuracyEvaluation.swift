@@ -38,6 +38,9 @@ public struct SubjectEvaluation: Sendable {
     /// Per answered window: (confidence, absolute error), and for every scored window the confidence and error of
     /// the candidate whatever the confidence (calibration curves).
     public var candidates: [(confidence: Double, error: Double)] = []
+    /// Every scored window: its start (seconds from the first frame), the reference, and the estimator's estimate
+    /// for it (`nil` when it made none).
+    public var scored: [(startSeconds: Double, referenceBpm: Double, estimate: RPPGEstimate?)] = []
 }
 
 /// The accuracy harness behind `hr-gateway-bench rppg-eval DIR`: runs the whole video path on every subject of a
@@ -92,10 +95,12 @@ public enum AccuracyEvaluation {
     }
 
     /// Scores one subject: the video through ``OfflineAnalysis`` with the frames CSV's clock (an extra trailing
-    /// video frame has no time and is dropped), the plain POS peer on the same per-frame ROI means.
+    /// video frame has no time and is dropped), the plain POS peer on the same per-frame ROI means. `onMeasurement`
+    /// sees every frame's ROI measurement (the harness's `--traces`).
     public static func evaluate(
         dir: String, subject: String, configuration: RPPGConfiguration,
-        faceCascade: String = CascadeFaceDetector.defaultCascadePath
+        faceCascade: String = CascadeFaceDetector.defaultCascadePath,
+        onMeasurement: ((ROIMeasurement) -> Void)? = nil
     ) throws -> SubjectEvaluation {
         let frames = try readFrames(framesPath(dir: dir, subject: subject))
         let video = ((dir as NSString).appendingPathComponent("videos") as NSString).appendingPathComponent("\(subject).mp4")
@@ -103,6 +108,7 @@ public enum AccuracyEvaluation {
         let estimator = try OfflineAnalysis.makeVideoEstimator(configuration: configuration, faceCascade: faceCascade)
         let run = try OfflineAnalysis.analyze(video: video, configuration: configuration, frameTimes: frames.frameTimes,
                                               estimator: estimator) { m in
+            onMeasurement?(m)
             if m.status == .ok || m.status == .moving, let w = m.whole { roi.append((m.timestampSeconds, w)) }
         }
         var result = SubjectEvaluation(name: subject)
@@ -121,6 +127,7 @@ public enum AccuracyEvaluation {
                 .referenceBpm else { continue }
             result.ours.windows += 1
             result.plainPOS.windows += 1
+            result.scored.append((start - t0, ref, byStart[Int((start - t0).rounded())]))
             if let e = byStart[Int((start - t0).rounded())] {
                 if let hr = e.hrBpm { result.ours.errors.append(abs(hr - ref)) }
                 if let c = e.candidateHrBpm { result.candidates.append((e.confidence, abs(c - ref))) }

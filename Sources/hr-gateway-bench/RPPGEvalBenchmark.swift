@@ -3,19 +3,26 @@ import Foundation
 import RPPG
 import RPPGAnalysis
 
-/// `hr-gateway-bench rppg-eval DIR [--bounds FILE] [--curve] [--face-cascade XML]`: camera pulse accuracy on real recordings.
+/// `hr-gateway-bench rppg-eval DIR [--bounds FILE] [--curve] [--face-cascade XML] [--traces OUT] [--threshold C]`:
+/// camera pulse accuracy on real recordings. `--threshold` replaces the pulse confidence threshold (calibration). `--traces OUT` also writes every frame's ROI measurement to `OUT/NAME_roi.csv`
+/// (time, status, box source, face and background means, forehead row), so the signal processing can be studied
+/// apart from decoding and detection, and every scored window's reference and estimate to `OUT/NAME_windows.csv`.
 /// Exit 0 when the figures hold the bounds, 1 when they fall below them, 2 when DIR or the bounds cannot be read.
 func runRPPGEval(arguments: [String]) {
     var dir: String?
     var boundsPath: String?
     var curve = false
     var faceCascade = CascadeFaceDetector.defaultCascadePath
+    var tracesDir: String?
+    var threshold: Double?
     var it = arguments.makeIterator()
     while let a = it.next() {
         switch a {
         case "--bounds": boundsPath = it.next()
         case "--curve": curve = true
         case "--face-cascade": faceCascade = it.next() ?? faceCascade
+        case "--traces": tracesDir = it.next()
+        case "--threshold": threshold = it.next().flatMap(Double.init)
         default: dir = a
         }
     }
@@ -23,7 +30,7 @@ func runRPPGEval(arguments: [String]) {
         FileHandle.standardError.write(Data("rppg-eval: FAILED: \(message)\n".utf8))
         exit(code)
     }
-    guard let dir else { fail("usage: hr-gateway-bench rppg-eval DIR [--bounds FILE] [--curve] [--face-cascade XML]") }
+    guard let dir else { fail("usage: hr-gateway-bench rppg-eval DIR [--bounds FILE] [--curve] [--face-cascade XML] [--traces OUT] [--threshold C]") }
     var isDir: ObjCBool = false
     guard FileManager.default.fileExists(atPath: dir, isDirectory: &isDir), isDir.boolValue else {
         fail("data folder \(dir) is missing: nothing was evaluated (ubfc-dev lives in ../shared/data/rppg/ubfc-dev)")
@@ -45,7 +52,11 @@ func runRPPGEval(arguments: [String]) {
     do { subjects = try AccuracyEvaluation.subjects(in: dir) } catch { fail("\(error)") }
     guard !subjects.isEmpty else { fail("\(dir) holds no videos/NAME.mp4 with a frames/NAME_frames.csv") }
 
-    let config = RPPGConfiguration()
+    var config = RPPGConfiguration()
+    if let threshold {
+        guard (0...1).contains(threshold) else { fail("--threshold must be a confidence within 0-1") }
+        config.confidenceThreshold = threshold
+    }
     let started = Date()
     func pct(_ v: Double?) -> String { v.map { String(format: "%5.1f %%", 100 * $0) } ?? "    - " }
     func bpm(_ v: Double?) -> String { v.map { String(format: "%5.2f", $0) } ?? "    -" }
@@ -56,10 +67,32 @@ func runRPPGEval(arguments: [String]) {
     var ours = WindowScore(), peer = WindowScore()
     for subject in subjects {
         let r: SubjectEvaluation
+        var trace = "t_s,status,box,r,g,b,bg_r,bg_g,bg_b,position\n"
         do {
-            r = try AccuracyEvaluation.evaluate(dir: dir, subject: subject, configuration: config, faceCascade: faceCascade)
+            r = try AccuracyEvaluation.evaluate(
+                dir: dir, subject: subject, configuration: config, faceCascade: faceCascade,
+                onMeasurement: tracesDir == nil ? nil : { m in trace += roiTraceRow(m) })
         } catch {
             fail("\(subject): \(error)")
+        }
+        if let tracesDir {
+            var windows = "start_s,reference_bpm,candidate_bpm,chrom_bpm,hr_bpm,confidence,fundamental_snr_db,snr_db,peak_ratio,background_share\n"
+            for w in r.scored {
+                func f(_ v: Double?) -> String { v.map { String(format: "%.4f", $0) } ?? "" }
+                let e = w.estimate
+                windows += [f(w.startSeconds), f(w.referenceBpm), f(e?.candidateHrBpm), f(e?.chromHrBpm), f(e?.hrBpm),
+                            f(e?.confidence), f(e?.fundamentalSnrDb), f(e?.snrDb), f(e?.peakRatio),
+                            f(e?.backgroundShare)].joined(separator: ",") + "\n"
+            }
+            for (name, text) in [("roi", trace), ("windows", windows)] {
+                let path = (tracesDir as NSString).appendingPathComponent("\(subject)_\(name).csv")
+                do {
+                    try FileManager.default.createDirectory(atPath: tracesDir, withIntermediateDirectories: true)
+                    try Data(text.utf8).write(to: URL(fileURLWithPath: path))
+                } catch {
+                    fail("cannot write \(path): \(error)")
+                }
+            }
         }
         results.append(r)
         ours = ours + r.ours
@@ -128,6 +161,14 @@ func runRPPGEval(arguments: [String]) {
         for p in problems { FileHandle.standardError.write(Data("rppg-eval: FAILED: \(p) (bounds: \(bounds.path))\n".utf8)) }
         exit(1)
     }
+}
+
+/// One `--traces` row: empty fields where a value was not measured.
+private func roiTraceRow(_ m: ROIMeasurement) -> String {
+    func f(_ v: Double?) -> String { v.map { String(format: "%.4f", $0) } ?? "" }
+    return [String(format: "%.6f", m.timestampSeconds), m.status.rawValue, m.boxSource.rawValue,
+            f(m.whole?.r), f(m.whole?.g), f(m.whole?.b), f(m.background?.r), f(m.background?.g), f(m.background?.b),
+            f(m.verticalPosition)].joined(separator: ",") + "\n"
 }
 
 /// Bounds the harness enforces, from a JSON file:
