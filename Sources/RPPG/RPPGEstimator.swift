@@ -144,10 +144,11 @@ public struct RPPGEstimate: Sendable, Equatable {
 ///
 /// Pipeline: ROI means (``FaceROITracker``) → linear resampling onto a uniform grid from the timestamps (dropped
 /// frames and frames without a usable face are bridged; more than `maximumGapSeconds` without a usable frame
-/// restarts the windows) → POS and CHROM over the last
-/// `windowSeconds` → zoomed periodogram peak in the pulse band with parabolic refinement.
+/// restarts the windows) → over the last `windowSeconds`, each channel over its mean band-passed to the pulse band
+/// (2nd-order Butterworth, forwards and backwards) → POS and CHROM, each band-passed again → zoomed periodogram
+/// peak in the pulse band with parabolic refinement.
 ///
-/// Pulse confidence (0-1) = clamp((E + 6) / 5) · G, calibrated on real compressed face video (docs/rppg.md,
+/// Pulse confidence (0-1) = clamp((E + 3.5) / 5) · G, calibrated on real compressed face video (docs/rppg.md,
 /// "Confidence calibration"), where
 /// - E = the POS spectrum's fundamental SNR in dB (power within ±0.1 Hz of the peak against all other power in
 ///   0.5-4 Hz, no credit for a harmonic), plus 2.5 dB when the peak continues the last reading (within 5 bpm of a
@@ -160,8 +161,9 @@ public struct RPPGEstimate: Sendable, Equatable {
 ///   green's at the peak (a quiet wall);
 /// - windows shorter than 10 s (warm-up) lose the dB by which flat noise rises around a peak in them
 ///   (``shortWindowPenaltyDb(_:)``: 1.7 dB at 7 s, 3.3 dB at 5 s).
-/// With the default threshold 0.4 a new reading needs E ≥ -4 dB and POS/CHROM agreement (or E ≥ -2 dB without
-/// it); a reading that continues the last one needs E ≥ -6.5 dB. It is 0 while the window is shorter than
+/// E is measured on the band-passed signal, so little power outside the pulse band counts as noise. With the
+/// default threshold 0.4 a new reading needs E ≥ -1.5 dB and POS/CHROM agreement (or E ≥ +0.5 dB without it); a
+/// reading that continues the last one needs E ≥ -4 dB. It is 0 while the window is shorter than
 /// `minimumWindowSeconds`, when a channel mean is below 1 (of 255), and when the spectral maximum sits on the edge
 /// of the band. `hrBpm` is reported only when confidence ≥ `confidenceThreshold`.
 ///
@@ -182,6 +184,8 @@ public struct RPPGEstimator: Sendable {
     private var nextTick = 0.0
     /// The last confident pulse reading (Hz) and its time, for peak tracking.
     private var tracked: (hz: Double, t: Double)?
+    /// Band-limits the POS and CHROM signals to the pulse band before their spectra.
+    private let pulseFilter: Butterworth
 
     /// `faceDetector` finds the face for ``process(_:)`` (see ``FaceROITracker``); `nil` uses the skin-blob search.
     public init(
@@ -190,6 +194,9 @@ public struct RPPGEstimator: Sendable {
         try configuration.validate()
         self.configuration = configuration
         self.tracker = FaceROITracker(configuration: configuration.roi, detector: faceDetector)
+        self.pulseFilter = Butterworth.bandPass(order2Low: configuration.pulseBandHz.lowerBound,
+                                                high: configuration.pulseBandHz.upperBound,
+                                                sampleRate: configuration.sampleRateHz)
     }
 
     /// Runs the ROI stage on a frame and feeds the result. Returns an estimate when a hop boundary was crossed.
@@ -248,8 +255,11 @@ public struct RPPGEstimator: Sendable {
             result.windowSeconds = Double(n - 1) / fs
             if Self.mean(r) >= 1, Self.mean(g) >= 1, Self.mean(b) >= 1 {
                 let l = Int((cfg.projectionWindowSeconds * fs).rounded(.up))
-                let pos = PulseProjection.pos(r: r, g: g, b: b, windowLength: l)
-                let chrom = PulseProjection.chrom(r: r, g: g, b: b, windowLength: l)
+                // Band-limited detrending: each channel, normalised by its window mean, is band-passed to the
+                // pulse band before the projections, and their outputs once more (docs/rppg.md, "Band-limiting").
+                let (rf, gf, bf) = (bandLimited(r), bandLimited(g), bandLimited(b))
+                let pos = pulseFilter.filtfilt(PulseProjection.pos(r: rf, g: gf, b: bf, windowLength: l))
+                let chrom = pulseFilter.filtfilt(PulseProjection.chrom(r: rf, g: gf, b: bf, windowLength: l))
                 var prior: RatePrior?
                 if let sigma = cfg.pulseTrackingSigmaHz, let tracked, t - tracked.t <= 5 {
                     prior = RatePrior(centerHz: tracked.hz, sigmaHz: sigma, floor: 0.3)
@@ -319,7 +329,7 @@ public struct RPPGEstimator: Sendable {
         let continues = lastReadingBpm.map { abs(sp.perMinute - $0) <= continuityBpm } ?? false
         let agrees = chromBpm.map { abs(sp.perMinute - $0) <= agreementBpm } ?? false
         let evidence = sp.fundamentalSnrDb + (continues ? 2.5 : 0) - shortWindowPenaltyDb(windowSeconds)
-        return clamp01((evidence + 6) / 5) * (agrees || continues ? 1 : 0.5)
+        return clamp01((evidence + 3.5) / 5) * (agrees || continues ? 1 : 0.5)
     }
 
     /// Power of the mean-normalised background green at `hz` (the largest grid point within ±0.02 Hz) over its
@@ -352,6 +362,12 @@ public struct RPPGEstimator: Sendable {
             return 2 * w / max(0.1, 3.5 - 2 * w)
         }
         return max(0, 10 * log10(share(seconds) / share(10)))
+    }
+
+    /// `v` over its mean, band-passed to the pulse band, plus 1 (a channel the projections can normalise again).
+    private func bandLimited(_ v: [Double]) -> [Double] {
+        let m = Self.mean(v)
+        return pulseFilter.filtfilt(v.map { $0 / m }).map { $0 + 1 }
     }
 
     private static func mean(_ v: [Double]) -> Double {

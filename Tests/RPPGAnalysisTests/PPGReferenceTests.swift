@@ -1,4 +1,5 @@
 import Foundation
+import RPPG
 import RPPGAnalysis
 import Testing
 

@@ -107,6 +107,24 @@ import Testing
         #expect(abs(overruled.perMinute - 60) < 1)
     }
 
+    /// The pulse signals are band-limited to the pulse band before their spectra (docs/rppg.md): a slow colour
+    /// wander many times the pulse's size, just below the band, leaks through the window into its low edge, and
+    /// without the band-pass that leakage is the largest in-band value; with it, the pulse is found.
+    @Test func slowWanderBelowTheBandDoesNotHideThePulse() throws {
+        var estimator = try RPPGEstimator()
+        var last: RPPGEstimate?
+        for i in 0..<(12 * 30) {
+            let t = Double(i) / 30
+            let p = 0.002 * sin(2 * Double.pi * 1.9 * t)
+            let w = 0.03 * sin(2 * Double.pi * 0.45 * t + 0.4)
+            let s = RPPGSample(tSeconds: t, rgb: RGBMean(r: 180 * (1 + 0.4 * p + w), g: 130 * (1 + p - 0.6 * w),
+                                                        b: 100 * (1 + 0.7 * p + 0.3 * w)))
+            if let e = estimator.append(s) { last = e }
+        }
+        let e = try #require(last)
+        #expect(abs(try #require(e.candidateHrBpm) - 114) <= 1.5)
+    }
+
     /// Real recordings repeat a timestamp now and then (one in 2,024 rows of a UBFC trace): such rows are dropped
     /// and counted, the rest is kept.
     @Test func repeatedOrBackwardTimestampsAreDroppedAndCounted() throws {
