@@ -302,7 +302,7 @@ let package = Package(
             resources: [.copy("Data")],
             swiftSettings: strict
         ),
-        .testTarget(name: "PolarPMDTests", dependencies: ["PolarPMD"], swiftSettings: strict),
+        .testTarget(name: "PolarPMDTests", dependencies: ["PolarPMD"], exclude: ["Polar_SDK_License.txt"], swiftSettings: strict),
         .testTarget(name: "LSLSinkTests", dependencies: ["LSLSink"], swiftSettings: strict),
         .testTarget(
             name: "CLITests",

@@ -169,7 +169,8 @@ final class PolarPMDLink: Sendable {
         }
     }
 
-    /// The next response to a request for `type`, or nil after `responseTimeout`.
+    /// The next response to a request for `type` (its parts joined when it spans several indications), or nil after
+    /// `responseTimeout`.
     private func next(
         _ answers: inout AsyncStream<PMDControlPointResponse>.Iterator, for type: PMDMeasurementType
     ) async -> PMDControlPointResponse? {
@@ -178,7 +179,9 @@ final class PolarPMDLink: Sendable {
             state.withLock { $0.responses }?.finish()
         }
         defer { timeout.cancel() }
-        while let r = await answers.next() {
+        var parts = PMDResponseAssembler()
+        while let part = await answers.next() {
+            guard let r = parts.add(part) else { continue }   // parameters continue in the next indication
             if r.measurementType == type && r.opCode == .startMeasurement { return r }
         }
         return nil

@@ -257,6 +257,37 @@ public struct PMDControlPointResponse: Sendable, Equatable {
     }
 }
 
+/// Joins a response whose parameters span several indications, the way Polar's SDK reads them: every part repeats
+/// the header (`F0 op type status more`), `more` is set on all parts but the last, and the parameters of the parts
+/// are concatenated in order. A part for another op code or measurement type than the one being joined starts
+/// afresh (the unfinished one is counted in `abandoned`).
+public struct PMDResponseAssembler: Sendable {
+    private var partial: PMDControlPointResponse?
+    /// Unfinished responses dropped because a part of another response came first.
+    public private(set) var abandoned = 0
+
+    public init() {}
+
+    /// The whole response once its last part arrived; `nil` while parts are outstanding.
+    public mutating func add(_ part: PMDControlPointResponse) -> PMDControlPointResponse? {
+        if var joined = partial {
+            if joined.opCode == part.opCode, joined.measurementType == part.measurementType {
+                joined.parameters += part.parameters
+                joined.more = part.more
+                partial = joined.more ? joined : nil
+                return joined.more ? nil : joined
+            }
+            abandoned += 1
+            partial = nil
+        }
+        if part.more {
+            partial = part
+            return nil
+        }
+        return part
+    }
+}
+
 /// Anything the sensor indicates on the control point.
 public enum PMDControlPointMessage: Sendable, Equatable {
     case response(PMDControlPointResponse)

@@ -91,6 +91,35 @@ import Testing
         #expect(try r.settings().factor == Float(2.44e-4))
     }
 
+    // Constructed: a settings answer whose TLV spans three indications (`more` on the first two), joined as the
+    // SDK joins them; a part of another request in between abandons the unfinished one.
+    @Test func responsesSpreadOverIndicationsAreJoined() throws {
+        let whole: [UInt8] = [0x00, 0x02, 0x19, 0x00, 0x32, 0x00, 0x01, 0x01, 0x10, 0x00, 0x02, 0x03, 0x02, 0x00,
+                              0x04, 0x00, 0x08, 0x00]
+        let parts = [Array(whole[0..<5]), Array(whole[5..<11]), Array(whole[11...])]
+        var assembler = PMDResponseAssembler()
+        var joined: PMDControlPointResponse?
+        for (i, p) in parts.enumerated() {
+            let r = try PMDControlPointResponse(decoding: [0xF0, 0x01, 0x02, 0x00, i < 2 ? 1 : 0] + p)
+            let out = assembler.add(r)
+            if i < 2 { #expect(out == nil) } else { joined = out }
+        }
+        let r = try #require(joined)
+        #expect(r.parameters == whole)
+        #expect(r.more == false)
+        let settings = try r.settings()
+        #expect(settings.values[.sampleRate] == [25, 50])
+        #expect(settings.values[.range] == [2, 4, 8])
+
+        let first = try PMDControlPointResponse(decoding: [0xF0, 0x01, 0x02, 0x00, 0x01] + parts[0])
+        #expect(assembler.add(first) == nil)
+        let other = try PMDControlPointResponse(decoding: [0xF0, 0x02, 0x00, 0x00, 0x00])
+        #expect(assembler.add(other) == other)
+        #expect(assembler.abandoned == 1)
+        let single = try PMDControlPointResponse(decoding: [0xF0, 0x02, 0x02, 0x00, 0x00])
+        #expect(assembler.add(single) == single)
+    }
+
     // SDK BlePmdClientControlPointResponseTest.kt, "success control point response for acc stream settings".
     @Test func decodesSuccessResponse() throws {
         let r = try PMDControlPointResponse(decoding: Vectors.responseAccSettings)

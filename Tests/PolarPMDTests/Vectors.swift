@@ -4,8 +4,10 @@
 // (https://github.com/polarofficial/polar-ble-sdk, files under
 // sources/Android/android-communications/library/src/test/java/com/polar/androidcommunications/api/ble/model/gatt/client/pmd/
 // and sources/iOS/ios-communications/Tests/iOSCommunicationsTests/, as named at each vector), Copyright Polar Electro Oy,
-// distributed under the Polar SDK License (Polar_SDK_License.txt in that repository). They are examples of PMD control
-// point messages and data frames; we take only the bytes, as test inputs, not the SDK's code.
+// distributed under the Polar SDK License (Polar_SDK_License.txt in that repository; a copy, taken at the SDK's commit
+// 8fb5311c8f63fd58fdd03df1b46cbb2e8f05209e, is beside this file as that licence asks). They are examples of PMD control
+// point messages and data frames; we take only the bytes, as test inputs, not the SDK's code. The licence is Polar's
+// own (not an open-source one): see docs/pmd.md, "Test vectors and their licence".
 //
 // The expected sample lists were produced once by an independent reference decoder (a Python transcription of the
 // algorithm the SDK's parsers describe: a bit list per delta block, 32-bit wrapping sums, float32 scaling, Double
