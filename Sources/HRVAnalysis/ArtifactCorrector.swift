@@ -2,12 +2,14 @@
 public enum ArtifactKind: String, Sendable, Equatable {
     /// A beat the detector missed: the interval is a multiple of the local rhythm and is split evenly.
     case missed
-    /// A spurious beat: two short intervals that add up to one normal interval are merged.
+    /// A spurious beat: two short intervals that add up to one normal interval are merged (also a fragment under
+    /// half the reference, merged with the neighbour that gives a plausible interval).
     case extra
     /// A premature beat and its compensatory pause (short then long, or long then short, adding up to two normal
     /// intervals): the beat between them is moved to the midpoint.
     case ectopic
-    /// A lone interval too long or too short with no explanation above: replaced by the local reference.
+    /// A lone interval too long or too short (or a spike above both neighbours) with no explanation above: replaced
+    /// by the local reference.
     case longShort
 }
 
@@ -33,11 +35,17 @@ public struct ArtifactCorrectionResult: Sendable, Equatable {
 /// 2. Deviation d = RR / reference − 1. Its normal spread σ is 1.4826 · median |d| over about 100 beats around, and
 ///    an interval is flagged when |d| > T = clamp(5 σ, 0.12, 0.30): wide where the rhythm is naturally irregular,
 ///    narrow (but never below 12 %) where it is steady, as in exercise.
-/// 3. Each flagged interval is explained, in this order, by what keeps the sum of intervals (the elapsed time)
-///    intact: an extra beat (it and a neighbour add up to one reference within T), a missed beat (it is k ≥ 2
-///    references within T each), an ectopic pair (it and an opposite neighbour add up to two references within T:
-///    both become half the sum). What remains is a lone long/short interval and is replaced by the reference.
-/// 4. Steps 1-3 run again on the result until nothing is flagged (at most three passes).
+/// 3. Explanations that keep the sum of intervals (the elapsed time) intact, tried in this order: an ectopic pair
+///    (opposite deviations adding up to two references; or, smaller, a premature beat: short then long, a jump of
+///    over a quarter of the reference, and moving the beat between them to the midpoint removes over three quarters
+///    of the squared successive differences around it), an extra beat (it and a neighbour add up to one reference
+///    within T), a missed beat (it is k ≥ 2 references within T each), a fragment (under half the reference: merged
+///    with the neighbour that brings the sum closest to the reference, if the sum is a plausible interval). An
+///    ectopic pair whose short member makes one reference with its other neighbour is left to the extra-beat rule.
+/// 4. Step 3 runs on the result until nothing changes (at most three passes); only then, against a reference
+///    computed from the repaired series, lone intervals are judged: beyond +40 % / −30 % of the reference, or more
+///    than 35 % longer than the mean of both neighbours, they are replaced by the reference (again at most three
+///    passes, the step 3 explanations still first).
 public enum ArtifactCorrector {
     static let halfWidth = 5
     static let spreadBlock = 32
@@ -48,6 +56,14 @@ public enum ArtifactCorrector {
     static let loneLongLimit = 0.4
     static let loneShortLimit = 0.3
     static let missedTolerance = 0.2
+    /// A lone interval this much longer than the mean of its two neighbours is not sinus rhythm.
+    static let spikeLimit = 0.35
+    /// Premature beat: the jump from the short to the long interval, as a fraction of the reference.
+    static let prematureJump = 0.25
+    /// Premature beat: moving the beat must leave at most this fraction of the squared successive differences.
+    static let prematureResidual = 0.25
+    /// Shorter than this fraction of the reference, an interval is a fragment of one (no sinus beat comes that early).
+    static let fragmentLimit = 0.5
 
     public static func correct(_ input: [Double]) -> ArtifactCorrectionResult {
         var rr = input
@@ -56,7 +72,8 @@ public enum ArtifactCorrector {
         var findings: [ArtifactFinding] = []
         var touched = Set<Int>()
         guard rr.count >= 2 * halfWidth + 1 else { return ArtifactCorrectionResult(rrMs: rr, findings: [], correctedIntervals: 0) }
-        for _ in 0..<3 {
+        // One pass over the series; `lone` also replaces lone long/short intervals. Returns whether anything changed.
+        func pass(lone: Bool) -> Bool {
             let (reference, threshold) = referenceAndThreshold(rr)
             var out: [Double] = []
             var outOrigin: [Int] = []
@@ -67,33 +84,60 @@ public enum ArtifactCorrector {
             func flagged(_ j: Int) -> Bool {
                 j >= 0 && j < n && abs(rr[j] / reference[j] - 1) > threshold[j]
             }
+            func note(_ kind: ArtifactKind, _ indices: Int...) {
+                findings.append(ArtifactFinding(index: indices[0], kind: kind))
+                touched.formUnion(indices)
+                changed = true
+            }
             while i < n {
                 let ref = reference[i]
                 let tol = threshold[i] * ref
                 let o = origin[i]
                 let d = rr[i] / ref - 1
-                // Ectopic pair: opposite deviations, each beyond `pairFraction` of the threshold, adding up to two
-                // references (within half the threshold): the beat between them is moved to the midpoint.
                 if i + 1 < n {
+                    // Ectopic pair: opposite deviations, each beyond `pairFraction` of the threshold, adding up to two
+                    // references (within half the threshold).
                     let d1 = rr[i + 1] / reference[i + 1] - 1
                     let t = pairFraction * threshold[i]
-                    if (d < -t && d1 > t) || (d > t && d1 < -t),
-                        abs(rr[i] + rr[i + 1] - 2 * ref) < 0.5 * tol
-                    {
+                    var pair = ((d < -t && d1 > t) || (d > t && d1 < -t)) && abs(rr[i] + rr[i + 1] - 2 * ref) < 0.5 * tol
+                    if pair {
+                        // The short member makes one reference with its other neighbour: an extra beat, not a pair.
+                        if d1 < 0, i + 2 < n, abs(rr[i + 1] + rr[i + 2] - reference[i + 1]) < threshold[i + 1] * reference[i + 1] {
+                            pair = false
+                        }
+                        if d < 0, let last = out.last, abs(last + rr[i] - ref) < tol { pair = false }
+                    }
+                    // A smaller premature beat: short after a longer interval, then long before a shorter one, the
+                    // pair adding up to two references, and moving the beat to their midpoint removes most of the
+                    // local roughness.
+                    if !pair, let a = out.last, i + 2 < n {
+                        let x = rr[i]
+                        let y = rr[i + 1]
+                        let b = rr[i + 2]
+                        let h = (x + y) / 2
+                        if x < a && y > b && y - x > prematureJump * ref && abs(x + y - 2 * ref) < 0.5 * tol {
+                            let before = (x - a) * (x - a) + (y - x) * (y - x) + (b - y) * (b - y)
+                            let after = (h - a) * (h - a) + (b - h) * (b - h)
+                            pair = after < prematureResidual * before
+                        }
+                    }
+                    if pair {
                         let half = (rr[i] + rr[i + 1]) / 2
                         out.append(half)
                         out.append(half)
                         outOrigin.append(o)
                         outOrigin.append(origin[i + 1])
-                        findings.append(ArtifactFinding(index: o, kind: .ectopic))
-                        touched.insert(o)
-                        touched.insert(origin[i + 1])
-                        changed = true
+                        note(.ectopic, o, origin[i + 1])
                         i += 2
                         continue
                     }
                 }
-                guard flagged(i) else {
+                // A lone spike: far longer than both neighbours, which real sinus rhythm does not do in one beat.
+                var spike = false
+                if let a = out.last, i + 1 < n {
+                    spike = rr[i] > ref && rr[i] > (1 + spikeLimit) * (a + rr[i + 1]) / 2
+                }
+                guard flagged(i) || spike else {
                     out.append(rr[i])
                     outOrigin.append(o)
                     i += 1
@@ -104,18 +148,13 @@ public enum ArtifactCorrector {
                     if i + 1 < n, abs(rr[i] + rr[i + 1] - ref) < tol {
                         out.append(rr[i] + rr[i + 1])
                         outOrigin.append(o)
-                        findings.append(ArtifactFinding(index: o, kind: .extra))
-                        touched.insert(o)
-                        touched.insert(origin[i + 1])
-                        changed = true
+                        note(.extra, o, origin[i + 1])
                         i += 2
                         continue
                     }
-                    if let last = out.last, i > 0, abs(last + rr[i] - ref) < tol {
+                    if let last = out.last, abs(last + rr[i] - ref) < tol {
                         out[out.count - 1] = last + rr[i]
-                        findings.append(ArtifactFinding(index: o, kind: .extra))
-                        touched.insert(o)
-                        changed = true
+                        note(.extra, o)
                         i += 1
                         continue
                     }
@@ -127,21 +166,38 @@ public enum ArtifactCorrector {
                             out.append(rr[i] / k)
                             outOrigin.append(o)
                         }
-                        findings.append(ArtifactFinding(index: o, kind: .missed))
-                        touched.insert(o)
-                        changed = true
+                        note(.missed, o)
                         i += 1
                         continue
                     }
                 }
-                // A lone interval: real sinus rhythm makes steps of up to about a third, so only larger ones are
-                // taken for artefacts and replaced by the reference.
-                if d > loneLongLimit || d < -loneShortLimit {
+                // A fragment (under half the reference): merged with the neighbour that brings the sum closest to the
+                // reference, when that sum is a plausible lone interval.
+                if rr[i] < fragmentLimit * ref {
+                    let withPrevious = out.last.map { $0 + rr[i] }
+                    let withNext = i + 1 < n ? rr[i] + rr[i + 1] : nil
+                    var useNext = withNext != nil
+                    if let p = withPrevious, let q = withNext { useNext = abs(q - ref) < abs(p - ref) }
+                    if let sum = useNext ? withNext : withPrevious, sum / ref - 1 > -loneShortLimit, sum / ref - 1 < loneLongLimit {
+                        if useNext {
+                            out.append(sum)
+                            outOrigin.append(o)
+                            note(.extra, o, origin[i + 1])
+                            i += 2
+                        } else {
+                            out[out.count - 1] = sum
+                            note(.extra, o)
+                            i += 1
+                        }
+                        continue
+                    }
+                }
+                // A lone interval: real sinus rhythm makes steps of up to about a third, so only larger ones (or a
+                // spike above both neighbours) are taken for artefacts and replaced by the reference.
+                if lone && (d > loneLongLimit || d < -loneShortLimit || spike) {
                     out.append(ref)
                     outOrigin.append(o)
-                    findings.append(ArtifactFinding(index: o, kind: .longShort))
-                    touched.insert(o)
-                    changed = true
+                    note(.longShort, o)
                 } else {
                     out.append(rr[i])
                     outOrigin.append(o)
@@ -150,7 +206,14 @@ public enum ArtifactCorrector {
             }
             rr = out
             origin = outOrigin
-            if !changed { break }
+            return changed
+        }
+        // First only what keeps the elapsed time, so the reference for the lone intervals is computed from a
+        // series already rid of extra, missed and ectopic beats (their fragments pull the neighbours' median).
+        for lone in [false, true] {
+            for _ in 0..<3 {
+                if !pass(lone: lone) { break }
+            }
         }
         findings.sort { $0.index < $1.index }
         return ArtifactCorrectionResult(rrMs: rr, findings: findings, correctedIntervals: touched.count)
