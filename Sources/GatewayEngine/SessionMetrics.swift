@@ -17,6 +17,9 @@ public struct SessionMetrics: Sendable, Equatable {
     public var rrCount: Int?
     public var hrFromRRBpm: Double?
     public var artifactCount: Int?
+    /// Successive differences `rmssd_ms` and `pnn50` were computed from (after the median correction, only those
+    /// between two measured intervals; docs/hrv.md §2). Absent when an ingested `hrv.*` value overrides them.
+    public var successiveDifferences: Int?
     public var respRateRRBpm: Double?
     public var respRateRRConfidence: Double?
     /// Frequency-domain and nonlinear HRV (`vlf_ms2` ... `stress_index`), each present only when the window is long
@@ -73,6 +76,7 @@ public struct SessionMetrics: Sendable, Equatable {
         put("rr_count", rrCount)
         put("hr_from_rr_bpm", hrFromRRBpm)
         put("artifact_count", artifactCount)
+        put("successive_differences", successiveDifferences)
         put("resp_rate_rr_bpm", respRateRRBpm)
         put("resp_rate_rr_confidence", respRateRRConfidence)
         for (key, value) in extendedHRV where value.isFinite { o[key] = .double(value) }
@@ -185,8 +189,14 @@ extension SessionMetrics {
         }
 
         if let v = hsi["hrv.sdnn_ms"]?.doubleValue { m.hrSdnnMs = v }
-        if let v = hsi["hrv.rmssd_ms"]?.doubleValue { m.rmssdMs = v }
-        if let v = hsi["hrv.pnn50"]?.doubleValue { m.pnn50 = v }
+        if let v = hsi["hrv.rmssd_ms"]?.doubleValue {
+            m.rmssdMs = v
+            m.successiveDifferences = nil
+        }
+        if let v = hsi["hrv.pnn50"]?.doubleValue {
+            m.pnn50 = v
+            m.successiveDifferences = nil
+        }
         return m
     }
 
@@ -194,6 +204,7 @@ extension SessionMetrics {
         let result = HRVAnalyzer.analyze(segments: Self.rrSegments(samples), options: options)
         rrCount = result.rrCount
         artifactCount = result.artifactCount
+        successiveDifferences = result.successiveDifferences
         hrFromRRBpm = result.hrFromRRBpm.map(Self.round1)
         if let v = result.sdnnMs { hrSdnnMs = v }
         if let v = result.rmssdMs { rmssdMs = v }

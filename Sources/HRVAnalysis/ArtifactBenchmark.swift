@@ -10,6 +10,8 @@ public enum ArtifactBenchmark {
         /// First and last index of the affected intervals in the corrupted series.
         public var first: Int
         public var last: Int
+        /// Index in the clean series of the (first) interval it corrupted.
+        public var cleanIndex: Int
     }
 
     public struct Corrupted: Sendable, Equatable {
@@ -52,24 +54,24 @@ public enum ArtifactBenchmark {
             switch kind {
             case .missed:
                 out.append(clean[i] + clean[i + 1])
-                artifacts.append(Injected(kind: kind, first: at, last: at))
+                artifacts.append(Injected(kind: kind, first: at, last: at, cleanIndex: i))
                 i += 2
                 continue
             case .extra:
                 let f = 0.2 + 0.6 * uniform()
                 out.append(f * clean[i])
                 out.append((1 - f) * clean[i])
-                artifacts.append(Injected(kind: kind, first: at, last: at + 1))
+                artifacts.append(Injected(kind: kind, first: at, last: at + 1, cleanIndex: i))
             case .ectopic:
                 let q = (0.2 + 0.15 * uniform()) * clean[i]
                 out.append(clean[i] - q)
                 out.append(clean[i + 1] + q)
-                artifacts.append(Injected(kind: kind, first: at, last: at + 1))
+                artifacts.append(Injected(kind: kind, first: at, last: at + 1, cleanIndex: i))
                 i += 2
                 continue
             case .longShort:
                 out.append(clean[i] * (long ? 1.5 : 0.55))
-                artifacts.append(Injected(kind: kind, first: at, last: at))
+                artifacts.append(Injected(kind: kind, first: at, last: at, cleanIndex: i))
             }
             i += 1
         }
@@ -100,5 +102,29 @@ public enum ArtifactBenchmark {
     /// RMSSD of one series (ms).
     public static func rmssd(_ rr: [Double]) -> Double {
         HRVAnalyzer.timeDomain(segments: [rr]).rmssdMs ?? 0
+    }
+
+    /// RMSSD of the clean series over the successive differences no artefact destroyed: the best a corrector that
+    /// leaves out estimated differences can do. A missed beat, an ectopic pair and a lone long or short interval
+    /// take away the differences on both sides of the clean intervals they corrupt; an extra beat takes none (merging
+    /// its two parts gives back the clean interval). Returns the RMSSD (ms) and the number of differences.
+    public static func rmssdOfUntouched(_ clean: [Double], artifacts: [Injected]) -> (rmssdMs: Double, differences: Int) {
+        var touched = Set<Int>()
+        for a in artifacts {
+            switch a.kind {
+            case .extra: break
+            case .missed, .ectopic: touched.formUnion([a.cleanIndex, a.cleanIndex + 1])
+            case .longShort: touched.insert(a.cleanIndex)
+            }
+        }
+        let flags = clean.indices.map { touched.contains($0) }
+        let r = HRVAnalyzer.timeDomain(segments: [clean], estimated: [flags])
+        return (r.rmssdMs ?? 0, r.successiveDifferences ?? 0)
+    }
+
+    /// RMSSD of a median-corrected series as `HRVAnalyzer` reports it: only differences between two measured
+    /// intervals (ms).
+    public static func rmssd(_ corrected: ArtifactCorrectionResult) -> Double {
+        HRVAnalyzer.timeDomain(segments: [corrected.rrMs], estimated: [corrected.estimated]).rmssdMs ?? 0
     }
 }

@@ -26,6 +26,19 @@ public struct ArtifactCorrectionResult: Sendable, Equatable {
     public var findings: [ArtifactFinding]
     /// Intervals of the input that were changed, merged, split or replaced.
     public var correctedIntervals: Int
+    /// Per interval of `rrMs`: true when its value is the corrector's estimate (one of the equal parts of a split
+    /// missed beat, a beat moved to the midpoint of an ectopic pair, or the reference put in place of a lone
+    /// interval) rather than the time between two detected beats. A merged extra beat is not an estimate: the sum of
+    /// the two fragments is the time between the beats either side, as measured. Successive differences that touch
+    /// an estimated interval are not measurements; `HRVAnalyzer` leaves them out of RMSSD, NN50 and pNN50.
+    public var estimated: [Bool]
+
+    public init(rrMs: [Double], findings: [ArtifactFinding], correctedIntervals: Int, estimated: [Bool]) {
+        self.rrMs = rrMs
+        self.findings = findings
+        self.correctedIntervals = correctedIntervals
+        self.estimated = estimated
+    }
 }
 
 /// hr-gateway's RR artefact detection and correction ("median" in the CLI and configuration).
@@ -46,6 +59,9 @@ public struct ArtifactCorrectionResult: Sendable, Equatable {
 ///    computed from the repaired series, lone intervals are judged: beyond +40 % / −30 % of the reference, or more
 ///    than 35 % longer than the mean of both neighbours, they are replaced by the reference (again at most three
 ///    passes, the step 3 explanations still first).
+/// 5. Every output interval says whether it is an estimate (`ArtifactCorrectionResult.estimated`): split, moved and
+///    replaced values are; merged ones are not (the sum is the time between two detected beats). `HRVAnalyzer`
+///    computes RMSSD, NN50 and pNN50 of a median-corrected series only over differences between measured intervals.
 public enum ArtifactCorrector {
     static let halfWidth = 5
     static let spreadBlock = 32
@@ -69,14 +85,17 @@ public enum ArtifactCorrector {
         var rr = input
         // origin[i]: index in the input of the interval now at i (for reporting).
         var origin = Array(input.indices)
+        // estimated[i]: the value now at i is an estimate, not the time between two detected beats.
+        var estimated = [Bool](repeating: false, count: input.count)
         var findings: [ArtifactFinding] = []
         var touched = Set<Int>()
-        guard rr.count >= 2 * halfWidth + 1 else { return ArtifactCorrectionResult(rrMs: rr, findings: [], correctedIntervals: 0) }
+        guard rr.count >= 2 * halfWidth + 1 else { return ArtifactCorrectionResult(rrMs: rr, findings: [], correctedIntervals: 0, estimated: estimated) }
         // One pass over the series; `lone` also replaces lone long/short intervals. Returns whether anything changed.
         func pass(lone: Bool) -> Bool {
             let (reference, threshold) = referenceAndThreshold(rr)
             var out: [Double] = []
             var outOrigin: [Int] = []
+            var outEstimated: [Bool] = []
             out.reserveCapacity(rr.count + 4)
             var changed = false
             var i = 0
@@ -127,6 +146,8 @@ public enum ArtifactCorrector {
                         out.append(half)
                         outOrigin.append(o)
                         outOrigin.append(origin[i + 1])
+                        outEstimated.append(true)
+                        outEstimated.append(true)
                         note(.ectopic, o, origin[i + 1])
                         i += 2
                         continue
@@ -140,6 +161,7 @@ public enum ArtifactCorrector {
                 guard flagged(i) || spike else {
                     out.append(rr[i])
                     outOrigin.append(o)
+                    outEstimated.append(estimated[i])
                     i += 1
                     continue
                 }
@@ -148,12 +170,14 @@ public enum ArtifactCorrector {
                     if i + 1 < n, abs(rr[i] + rr[i + 1] - ref) < tol {
                         out.append(rr[i] + rr[i + 1])
                         outOrigin.append(o)
+                        outEstimated.append(estimated[i] || estimated[i + 1])
                         note(.extra, o, origin[i + 1])
                         i += 2
                         continue
                     }
                     if let last = out.last, abs(last + rr[i] - ref) < tol {
                         out[out.count - 1] = last + rr[i]
+                        outEstimated[out.count - 1] = outEstimated[out.count - 1] || estimated[i]
                         note(.extra, o)
                         i += 1
                         continue
@@ -165,6 +189,7 @@ public enum ArtifactCorrector {
                         for _ in 0..<Int(k) {
                             out.append(rr[i] / k)
                             outOrigin.append(o)
+                            outEstimated.append(true)
                         }
                         note(.missed, o)
                         i += 1
@@ -182,10 +207,12 @@ public enum ArtifactCorrector {
                         if useNext {
                             out.append(sum)
                             outOrigin.append(o)
+                            outEstimated.append(estimated[i] || estimated[i + 1])
                             note(.extra, o, origin[i + 1])
                             i += 2
                         } else {
                             out[out.count - 1] = sum
+                            outEstimated[out.count - 1] = outEstimated[out.count - 1] || estimated[i]
                             note(.extra, o)
                             i += 1
                         }
@@ -197,15 +224,18 @@ public enum ArtifactCorrector {
                 if lone && (d > loneLongLimit || d < -loneShortLimit || spike) {
                     out.append(ref)
                     outOrigin.append(o)
+                    outEstimated.append(true)
                     note(.longShort, o)
                 } else {
                     out.append(rr[i])
                     outOrigin.append(o)
+                    outEstimated.append(estimated[i])
                 }
                 i += 1
             }
             rr = out
             origin = outOrigin
+            estimated = outEstimated
             return changed
         }
         // First only what keeps the elapsed time, so the reference for the lone intervals is computed from a
@@ -216,7 +246,7 @@ public enum ArtifactCorrector {
             }
         }
         findings.sort { $0.index < $1.index }
-        return ArtifactCorrectionResult(rrMs: rr, findings: findings, correctedIntervals: touched.count)
+        return ArtifactCorrectionResult(rrMs: rr, findings: findings, correctedIntervals: touched.count, estimated: estimated)
     }
 
     /// The 10-neighbour median reference and the per-interval relative threshold.

@@ -47,11 +47,16 @@ public struct HRVResult: Sendable, Equatable {
     public var hrFromRRBpm: Double?
     /// Standard deviation of RR, N-1 denominator.
     public var sdnnMs: Double?
-    /// Root mean square of successive differences (within segments only).
+    /// Root mean square of successive differences (within segments only; after the median correction, only those
+    /// between two measured intervals: see `successiveDifferences`).
     public var rmssdMs: Double?
     /// Percentage of successive differences strictly greater than 50 ms, over the number of differences.
     public var pnn50: Double?
     public var nn50: Int?
+    /// Successive differences RMSSD, NN50 and pNN50 were computed from. Without correction and with the Kubios one,
+    /// every difference within a segment (N − 1 for one segment); with the median correction, a difference is left
+    /// out when either of its two intervals is an estimate of the corrector (`ArtifactCorrectionResult.estimated`).
+    public var successiveDifferences: Int?
     /// Breathing rate from respiratory sinus arrhythmia, in breaths per minute.
     public var respirationRateBpm: Double?
     /// 0...1: how clearly the respiratory peak stands out.
@@ -107,7 +112,9 @@ public struct HRVResult: Sendable, Equatable {
 ///
 /// Definitions (N = intervals after correction, differences only between neighbours in the same segment):
 /// mean RR; HR = 60000 / mean RR; SDNN = sample standard deviation (N − 1); RMSSD = √(mean of squared successive
-/// differences); NN50 = count of |difference| > 50 ms (strict); pNN50 = 100 × NN50 / number of differences.
+/// differences); NN50 = count of |difference| > 50 ms (strict); pNN50 = 100 × NN50 / number of differences. With
+/// the median correction the differences are those between two measured intervals (not the corrector's estimates);
+/// `HRVResult.successiveDifferences` says how many.
 public enum HRVAnalyzer {
     /// Analyses contiguous runs of RR intervals. Successive differences and beat times are never taken across
     /// the boundary between two segments (a link loss or a gap in the recording). Values that are not finite, not
@@ -131,6 +138,9 @@ public enum HRVAnalyzer {
         }
 
         var corrected = 0
+        // Per run, which intervals are the median corrector's estimates (nil: every interval is measured or the
+        // correction does not say).
+        var estimated: [[Bool]]?
         switch options.correction {
         case .none:
             break
@@ -141,14 +151,13 @@ public enum HRVAnalyzer {
                 return r.rrMs
             }
         case .median:
-            runs = runs.map { run in
-                let r = ArtifactCorrector.correct(run)
-                corrected += r.correctedIntervals
-                return r.rrMs
-            }
+            let results = runs.map(ArtifactCorrector.correct)
+            corrected = results.reduce(0) { $0 + $1.correctedIntervals }
+            runs = results.map(\.rrMs)
+            estimated = results.map(\.estimated)
         }
 
-        var result = timeDomain(segments: runs)
+        var result = timeDomain(segments: runs, estimated: estimated)
         result.artifactCount = invalid + corrected
         switch RespirationEstimator.evaluate(segments: runs, bandHz: options.respirationBandHz) {
         case .estimate(let r):
@@ -169,7 +178,11 @@ public enum HRVAnalyzer {
     }
 
     /// Time-domain metrics of the segments as given (no validation, no correction, no respiration).
-    public static func timeDomain(segments: [[Double]]) -> HRVResult {
+    ///
+    /// `estimated`, when given, has one flag per interval of `segments`: a successive difference with a flagged
+    /// interval on either side is an estimate, not a measurement, and is left out of RMSSD, NN50 and pNN50 (mean RR
+    /// and SDNN still use every interval).
+    public static func timeDomain(segments: [[Double]], estimated: [[Bool]]? = nil) -> HRVResult {
         var count = 0
         var sum = 0.0
         for s in segments {
@@ -191,14 +204,17 @@ public enum HRVAnalyzer {
         var differences = 0
         var sumSquares = 0.0
         var nn50 = 0
-        for s in segments where s.count > 1 {
+        for (k, s) in segments.enumerated() where s.count > 1 {
+            let flags = estimated.flatMap { k < $0.count && $0[k].count == s.count ? $0[k] : nil }
             for i in 1..<s.count {
+                if let flags, flags[i] || flags[i - 1] { continue }
                 let d = s[i] - s[i - 1]
                 differences += 1
                 sumSquares += d * d
                 if abs(d) > 50 { nn50 += 1 }
             }
         }
+        result.successiveDifferences = differences
         if differences > 0 {
             result.rmssdMs = (sumSquares / Double(differences)).squareRoot()
             result.nn50 = nn50

@@ -23,6 +23,9 @@ struct HRVCommand: ParsableCommand {
               rmssd_ms                 root mean square of successive differences
               nn50                     successive differences strictly above 50 ms
               pnn50                    100 * nn50 / number of differences (percent)
+              successive_differences   differences rmssd_ms, nn50 and pnn50 use (with
+                                       --correct median, only those between two measured
+                                       intervals: a split, moved or replaced one is an estimate)
               resp_rate_rr_bpm         breaths per minute from sinus arrhythmia
               resp_rate_rr_confidence  0-1: how clearly the breathing peak stands out
               vlf_ms2, lf_ms2, hf_ms2  power in 0.0033-0.04, 0.04-0.15, 0.15-0.4 Hz
@@ -232,6 +235,7 @@ struct HRVCommand: ParsableCommand {
         put("rmssd_ms", r.rmssdMs)
         put("pnn50", r.pnn50)
         if let nn50 = r.nn50 { o["nn50"] = .int(Int64(nn50)) }
+        if let d = r.successiveDifferences { o["successive_differences"] = .int(Int64(d)) }
         put("resp_rate_rr_bpm", r.respirationRateBpm)
         put("resp_rate_rr_confidence", r.respirationConfidence)
         for (key, value) in r.extendedMetricValues { o[key] = .double(value) }
@@ -308,7 +312,13 @@ struct HRVCommand: ParsableCommand {
         lines.append(row("mean RR", opt(r.meanRRMs, 2, " ms")))
         lines.append(row("HR from RR", opt(r.hrFromRRBpm, 2, " bpm")))
         lines.append(row("SDNN", opt(r.sdnnMs, 2, " ms")))
-        lines.append(row("RMSSD", opt(r.rmssdMs, 2, " ms")))
+        var rmssd = opt(r.rmssdMs, 2, " ms")
+        if r.rmssdMs != nil, let used = r.successiveDifferences {
+            // With the median correction, differences next to an interval the corrector estimated are left out.
+            rmssd += correction == .median
+                ? " (\(used) successive differences between measured intervals)" : " (\(used) successive differences)"
+        }
+        lines.append(row("RMSSD", rmssd))
         lines.append(row("NN50", r.nn50.map(String.init) ?? "-"))
         lines.append(row("pNN50", opt(r.pnn50, 2, " %")))
         if let rate = r.respirationRateBpm, let confidence = r.respirationConfidence {

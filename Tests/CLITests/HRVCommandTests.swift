@@ -65,7 +65,7 @@ import Testing
 
     static let metricKeys: Set<String> = Set([
         "rr_count", "hr_from_rr_bpm", "artifact_count", "hr_sdnn_ms", "rmssd_ms", "pnn50", "mean_rr_ms", "nn50",
-        "resp_rate_rr_bpm", "resp_rate_rr_confidence",
+        "resp_rate_rr_bpm", "resp_rate_rr_confidence", "successive_differences",
     ]).union(extendedKeys)
 
     /// Frequency-domain and nonlinear names (issue 14), each present only when the series is long enough.

@@ -51,6 +51,8 @@ import Testing
         #expect(Self.labels(c) == ["ectopic@102"])
         let half = (clean[102] + clean[103]) / 2
         #expect(abs(c.rrMs[102] - half) < 1e-9 && abs(c.rrMs[103] - half) < 1e-9)
+        // The moved beat's two intervals are estimates; every other interval is as measured.
+        #expect(c.estimated.indices.filter { c.estimated[$0] } == [102, 103])
     }
 
     /// Extra beat beside a real long interval (NSRDB beat 234, 1172 ms, +36 %): the first fragment and the long
@@ -77,5 +79,46 @@ import Testing
         #expect(Self.labels(c) == ["extra@235"])
         #expect(c.rrMs.count == clean.count)
         #expect(zip(c.rrMs, clean).allSatisfy { abs($0 - $1) < 1e-9 })
+        // A merge gives back the time between two detected beats: a measurement, not an estimate.
+        #expect(c.estimated == [Bool](repeating: false, count: clean.count))
+    }
+
+    /// RMSSD after the median correction is computed over the successive differences between two measured
+    /// intervals only: a missed beat split in two equal halves adds a zero difference and two smoothed ones, which
+    /// are estimates and would pull RMSSD down. Here RMSSD equals that of the clean series without the three
+    /// differences around the split interval, and the result says how many differences were used.
+    @Test func rmssdAfterASplitMissedBeatUsesOnlyMeasuredDifferences() {
+        // An irregular rhythm around 1000 ms (steps of 55-95 ms), so the equal halves are visibly smoother.
+        let clean: [Double] = (0..<60).map { (i: Int) -> Double in
+            let step = Double((i * 7) % 5 - 2)
+            let odd = Double(i % 2)
+            return 1000 + 30 * step + 5 * odd
+        }
+        var rr = clean
+        rr.replaceSubrange(30...31, with: [clean[30] + clean[31]])
+        let c = ArtifactCorrector.correct(rr)
+        #expect(Self.labels(c) == ["missed@30"])
+        #expect(c.estimated.indices.filter { c.estimated[$0] } == [30, 31])
+
+        // The clean differences that do not touch intervals 30 and 31 (the ones at 30, 31 and 32 are lost).
+        let kept = (1..<clean.count).filter { !(30...32).contains($0) }.map { clean[$0] - clean[$0 - 1] }
+        let expected = (kept.map { $0 * $0 }.reduce(0, +) / Double(kept.count)).squareRoot()
+        let r = HRVAnalyzer.analyze(rr, options: HRVOptions(correction: .median, extendedMetrics: false))
+        #expect(r.rrCount == clean.count)
+        #expect(r.successiveDifferences == clean.count - 1 - 3)
+        #expect(abs((r.rmssdMs ?? 0) - expected) < 1e-9, "\(r.rmssdMs ?? 0) vs \(expected)")
+        let nn50 = kept.filter { abs($0) > 50 }.count
+        #expect(r.nn50 == nn50)
+        let pnn50 = 100 * Double(nn50) / Double(kept.count)
+        #expect(abs((r.pnn50 ?? 0) - pnn50) < 1e-9)
+        // Over every difference of the corrected series (the halves included) RMSSD is a different number
+        // (72.69 against 73.22 ms here).
+        let all = HRVAnalyzer.timeDomain(segments: [c.rrMs])
+        #expect(abs((all.rmssdMs ?? 0) - expected) > 0.3)
+        // Without correction, and with the Kubios one, every difference counts.
+        let none = HRVAnalyzer.analyze(clean, options: HRVOptions(correction: .none, extendedMetrics: false))
+        #expect(none.successiveDifferences == clean.count - 1)
+        let kubios = HRVAnalyzer.analyze(rr, options: HRVOptions(correction: .kubios, extendedMetrics: false))
+        #expect(kubios.successiveDifferences == (kubios.rrCount - 1))
     }
 }

@@ -78,10 +78,11 @@ import Testing
             let s = ArtifactBenchmark.score(flagged: m.findings.map(\.index), artifacts: c.artifacts)
             found += s.found
             falseAlarms += s.falseAlarms
-            worstMedian = max(worstMedian, abs(ArtifactBenchmark.rmssd(m.rrMs) / cleanRMSSD - 1))
+            worstMedian = max(worstMedian, abs(ArtifactBenchmark.rmssd(m) / cleanRMSSD - 1))
             worstKubios = max(worstKubios, abs(ArtifactBenchmark.rmssd(KubiosCorrection.correct(c.rrMs).rrMs) / cleanRMSSD - 1))
         }
-        // Measured: 299 of 300 found, 0 false alarms; worst RMSSD error 5.9 % (Kubios port: 42.6 %).
+        // Measured: 299 of 300 found, 0 false alarms; worst RMSSD error as reported (differences between measured
+        // intervals) 4.8 %, 5.9 % over every difference of the corrected series (Kubios port: 42.6 %).
         #expect(found >= 295)
         #expect(falseAlarms <= 2)
         #expect(worstMedian < worstKubios / 3)
