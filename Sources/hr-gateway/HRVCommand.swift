@@ -23,9 +23,10 @@ struct HRVCommand: ParsableCommand {
               rmssd_ms                 root mean square of successive differences
               nn50                     successive differences strictly above 50 ms
               pnn50                    100 * nn50 / number of differences (percent)
-              successive_differences   differences rmssd_ms, nn50 and pnn50 use (with
-                                       --correct median, only those between two measured
-                                       intervals: a split, moved or replaced one is an estimate)
+              successive_differences   differences rmssd_ms, nn50 and pnn50 use; with
+                                       --correct median only those between measured
+                                       intervals (a split, moved or replaced one is
+                                       an estimate)
               resp_rate_rr_bpm         breaths per minute from sinus arrhythmia
               resp_rate_rr_confidence  0-1: how clearly the breathing peak stands out
               vlf_ms2, lf_ms2, hf_ms2  power in 0.0033-0.04, 0.04-0.15, 0.15-0.4 Hz
