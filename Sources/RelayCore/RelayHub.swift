@@ -554,6 +554,16 @@ public final class RelayHub: Sendable {
     }
 
     private func hello(_ m: JSONValue, _ c: RelayConnection) -> Result<[String: JSONValue], RelayCommandError> {
+        if let recent = m["recent_frames_ms"] {
+            guard m["resume"] == nil else {
+                return .failure(RelayCommandError(
+                    "bad_request", "\"resume\" and \"recent_frames_ms\" exclude each other: resume replays everything missed."))
+            }
+            guard let ms = recent.intValue, ms > 0 else {
+                return .failure(RelayCommandError("bad_request", "\"recent_frames_ms\" must be a positive integer (ms)."))
+            }
+            return recentFrames(withinMs: min(Int64(ms), configuration.liveRetentionMs), c)
+        }
         guard let resume = m["resume"] else { return .success(["epoch": .string(epoch), "replayed": .int(0)]) }
         guard let e = resume["epoch"]?.stringValue, let last = resume["last_seq"]?.intValue, last >= 0 else {
             return .failure(RelayCommandError(
@@ -580,6 +590,29 @@ public final class RelayHub: Sendable {
                 "epoch": .string(epoch), "replayed": .int(count),
                 "complete": .bool(last >= s.ringTrimmedThrough), "replayed_through": .int(c.startSeq),
             ])
+        }
+    }
+
+    /// `hello{recent_frames_ms}`: a consumer without a past (a page just loaded) gets the `session_frame` events of
+    /// the last `ms` published before this connection started, in order, marked `replayed`, to draw its charts
+    /// from. Once per connection, like `resume`.
+    private func recentFrames(withinMs ms: Int64, _ c: RelayConnection) -> Result<[String: JSONValue], RelayCommandError> {
+        let already = c.resumed.withLock { r -> Bool in
+            defer { r = true }
+            return r
+        }
+        if already { return .failure(RelayCommandError("bad_request", "This connection has already resumed.")) }
+        let since = clock.monotonicMs() - ms
+        return state.withLock { s in
+            var count: Int64 = 0
+            for e in s.ring[s.ringHead...] where e.seq <= c.startSeq && e.atMonotonicMs > since
+                && e.value["type"]?.stringValue == "session_frame" {
+                var v = e.value
+                v["replayed"] = .bool(true)
+                c.queue.push(JSONValue.object(v).jsonString, droppable: false)
+                count += 1
+            }
+            return .success(["epoch": .string(epoch), "replayed": .int(count), "replayed_through": .int(c.startSeq)])
         }
     }
 

@@ -10,7 +10,9 @@
 /// in words, with what to do. No raw JSON is shown.
 ///
 /// The connection (token from the URL fragment `/#token=TOKEN`, kept in localStorage; reconnection and resume) is
-/// `/relay.js` (`RelayClientScript`), shared with the overlay.
+/// `/relay.js` (`RelayClientScript`), shared with the overlay. A page just loaded asks for the last 5 minutes of
+/// `session_frame` events (`hello{recent_frames_ms}`), so the heart-rate chart and the RMSSD trend are drawn at once
+/// after a reload; the RR tachogram fills from live beats.
 ///
 /// Stable ids for tests: `hr` (with `data-seq` and `data-source`: `sample` or `frame`), `hr-mean`, `zone`
 /// (`data-zone` 0–5), `rmssd`, `sdnn`, `pnn50`, `resp`, `resp-source`, `rr-last`, `beats`, `session`, `frame`,
@@ -450,7 +452,7 @@ function connection(state, detail) {
 
 window.addEventListener("resize", () => { drawHR(); drawHRV(); if (rrSamples.size) drawRR(); });
 drawHR(); drawHRV(); plot($("rr-chart"), [], RR_SPAN_MS, 20);
-hrRelay.connect({onMessage: handle, onState: connection});
+hrRelay.connect({onMessage: handle, onState: connection, recentFramesMs: HR_SPAN_MS});
 </script>
 </body>
 </html>

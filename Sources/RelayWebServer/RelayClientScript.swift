@@ -1,6 +1,6 @@
 /// `GET /relay.js`: the relay client the dashboard and the overlay share (no external resources).
 ///
-/// `hrRelay.connect({onMessage, onState, keepFragment})`:
+/// `hrRelay.connect({onMessage, onState, keepFragment, recentFramesMs})`:
 /// - the token comes from the URL fragment (`#token=TOKEN`, never sent to the server) and is kept in the browser's
 ///   localStorage (the fragment is then removed from the address bar, unless `keepFragment`, which an OBS browser
 ///   source wants); without one the page tries without a token, as `--no-auth` allows;
@@ -9,6 +9,8 @@
 ///   with the token, which answers 401 for a refused token;
 /// - reliable events are acknowledged, a reconnection to the same gateway resumes after the last `relay_seq` seen
 ///   (`hello`), and a lost connection is retried with backoff (0.5 s doubling to 10 s);
+/// - with `recentFramesMs`, a connection with nothing to resume asks for the `session_frame` events of that span
+///   (`hello{recent_frames_ms}`), so a page just loaded draws its charts at once;
 /// - `onState(state, detail)` gets `connecting`, `connected`, `refused` (`detail.hadToken`) or `disconnected`
 ///   (`detail.retryMs`).
 /// `hrRelay.token()` is the token in use ("" without one), `hrRelay.forget()` drops it, and
@@ -40,7 +42,11 @@ const hrRelay = (() => {
     if (m.type === "welcome") {
       // The same gateway run (epoch) after a lost connection: ask for what was missed.
       if (epoch === m.epoch && lastSeq) ws.send(JSON.stringify({command: "hello", resume: {epoch, last_seq: lastSeq}}));
-      else if (epoch !== m.epoch) lastSeq = 0;
+      else {
+        if (epoch !== m.epoch) lastSeq = 0;
+        // Nothing to resume (a page just loaded, or a new gateway run): the recent frames, to draw charts from.
+        if (options.recentFramesMs) ws.send(JSON.stringify({command: "hello", recent_frames_ms: options.recentFramesMs}));
+      }
       epoch = m.epoch;
     }
     if (m.relay_seq) lastSeq = Math.max(lastSeq, m.relay_seq);

@@ -156,6 +156,34 @@ func types(_ m: [[String: JSONValue]]) -> [String] { m.compactMap { $0["type"]?.
         #expect(samples.count == 70, "one biosignal_frame every 5 s over 350 s")
     }
 
+    /// A page just loaded has no `relay_seq` to resume from: `hello{recent_frames_ms}` gives it the session frames of
+    /// that span from before it connected (only those, in order, marked replayed), once per connection.
+    @Test func helloRecentFramesGivesAFreshConsumerTheFramesOfTheSpan() async throws {
+        let rig = Rig()
+        let phone = rig.hub.connect(Rig.phone)
+        _ = await rig.send(start, phone)
+        rig.clock.advance(byMs: 120_000)   // a frame every 5 s: 24 frames
+        let published = try messages(phone.queue).filter { $0["type"] == .string("session_frame") }
+        #expect(published.count == 24)
+        let page = rig.hub.connect(Rig.viewer)
+        _ = try messages(page.queue)   // welcome, status, the unacknowledged session_started
+        let r = try #require(await rig.send(#"{"command":"hello","recent_frames_ms":60000}"#, page))
+        #expect(r["ok"] == .bool(true))
+        let got = try messages(page.queue)
+        #expect(got.allSatisfy { $0["type"] == .string("session_frame") && $0["replayed"] == .bool(true) })
+        let seqs = got.compactMap { $0["relay_seq"]?.intValue }
+        #expect(seqs == published.suffix(12).compactMap { $0["relay_seq"]?.intValue }, "the last 60 s, in order")
+        #expect(r["replayed"]?.intValue == 12)
+        let again = try #require(await rig.send(#"{"command":"hello","recent_frames_ms":60000}"#, page))
+        #expect(again["error_code"] == .string("bad_request"))
+        let other = rig.hub.connect(Rig.viewer)
+        let both = try #require(await rig.send(
+            #"{"command":"hello","recent_frames_ms":1000,"resume":{"epoch":"\#(rig.hub.epoch)","last_seq":1}}"#, other))
+        #expect(both["error_code"] == .string("bad_request"))
+        let zero = try #require(await rig.send(#"{"command":"hello","recent_frames_ms":0}"#, other))
+        #expect(zero["error_code"] == .string("bad_request"))
+    }
+
     @Test func helloFromAnotherEpochAsksForResync() async throws {
         let rig = Rig()
         let c = rig.hub.connect(Rig.phone)

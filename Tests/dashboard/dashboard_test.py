@@ -9,7 +9,8 @@ charts are drawn, that the pacer follows the emitted breathing cues, that the se
 session and its CSV download equals the beats emitted, that the page fits a phone's screen and shows the same numbers
 there, that no raw JSON is on screen, that no request leaves 127.0.0.1:PORT (no CDN: works offline), that a wrong
 token shows an authentication failure instead of numbers, that a gateway without a session shows the empty state,
-and that SIGTERM ends the session with a summary the page shows.
+that a reload draws the heart-rate chart at once from the frames emitted before it, and that SIGTERM ends the
+session with a summary the page shows.
 Prints 'N passed, N failed'; exits non-zero on any failure.
 Usage: python3 dashboard_test.py PATH/TO/hr-gateway
   CHROMIUM=PATH overrides /usr/bin/chromium; DASHBOARD_SCREENSHOTS=DIR saves screenshots of the live page at a
@@ -525,6 +526,21 @@ async def run_checks(report, gw, tab, bad, overlay, token, empty_gw, empty_tab, 
         with open(os.path.join(SCREENSHOTS, name), "wb") as f:
             f.write(base64.b64decode(shot["data"]))
 
+    async def reload_draws_charts():
+        # A reload loses the page's state; it asks for the last 5 minutes of frames (hello recent_frames_ms), so the
+        # heart-rate chart and the RMSSD trend hold points from before the reload, at once.
+        await tab.navigate(base)
+        loaded = await tab.eval("performance.timeOrigin")
+        oldest = await tab.poll("hrPoints.length ? hrPoints[0].t : 0", lambda t: t > 0,
+                                "no heart-rate points after a reload")
+        assert oldest < loaded - 10000, f"the oldest point ({oldest}) is not from well before the reload ({loaded})"
+        points = await tab.eval("hrPoints.map((p) => p.t)")
+        assert points == sorted(points) and len(set(points)) == len(points), "replayed points out of order or repeated"
+        emitted = {f["emitted_at_ms"] for f in gw.events("session_frame")}
+        assert set(points) <= emitted, f"points that no emitted frame has: {sorted(set(points) - emitted)[:5]}"
+        hr = await tab.eval(f"{SERIES_PIXELS}('hr-chart', {list(HR_RGB)})")
+        assert hr >= 100, f"the heart-rate chart has {hr} pixels of its series colour after a reload"
+
     async def phone():
         await tab.call("Emulation.setDeviceMetricsOverride", PHONE)
         await tab.navigate(base)  # the token is kept by the page (localStorage)
@@ -621,6 +637,8 @@ async def run_checks(report, gw, tab, bad, overlay, token, empty_gw, empty_tab, 
     await check("no raw JSON on screen", no_raw_json())
     if SCREENSHOTS:
         await check(f"desktop screenshot saved in {SCREENSHOTS}", screenshot(tab, "desktop.png"))
+    await check("after a reload the heart-rate chart holds the frames emitted before it (hello recent_frames_ms)",
+                reload_draws_charts())
     await check("at a phone size (390x844): no sideways scrolling, a large heart rate in view, the same numbers",
                 phone())
     await check("a gateway without a session: the empty state; a lost connection is said", empty_state())
