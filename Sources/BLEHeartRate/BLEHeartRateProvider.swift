@@ -197,7 +197,9 @@ final class StrapSession: Sendable {
     let pmd: PolarPMDLink?
     let events: StrapEventQueue
     private let observation = Locked<BlueZObservation?>(nil)
-    private let timers = Locked<[StrapTimer: any ScheduledAction]>([:])
+    private let timers = Locked<[StrapTimer: ArmedTimer]>([:])
+    /// Identifies each clock timer set, so that one replaced meanwhile does nothing when it fires.
+    private let timerGeneration = Locked<UInt64>(0)
     private let discovering = Locked(false)
     private let connectGeneration = Locked<UInt64>(0)
     private let myClaim = Locked<String?>(nil)
@@ -291,7 +293,7 @@ final class StrapSession: Sendable {
         events.finish()
         observation.withLock { $0 }?.cancel()
         for t in tasks.withLock({ $0 }) { t.cancel() }
-        for t in timers.withLock({ Array($0.values) }) { t.cancel() }
+        for t in timers.withLock({ Array($0.values) }) { t.handle.cancel() }
         let bluez = client.withLock { c -> BlueZClient? in
             defer { c = nil }
             return c
@@ -446,12 +448,72 @@ final class StrapSession: Sendable {
         }
     }
 
-    private func arm(_ timer: StrapTimer, afterMs: Int64, token: UInt64) {
-        let handle = clock.schedule(afterMs: afterMs) { [events] in events.yield(.timer(timer, token: token)) }
-        timers.withLock { $0.updateValue(handle, forKey: timer) }?.cancel()
+    /// A timer the machine asked for: when it is due and with which token, and the clock timer set for it, which may
+    /// fire earlier than `deadlineMs` (the deadline moved later since).
+    private struct ArmedTimer: Sendable {
+        var deadlineMs: Int64
+        var token: UInt64
+        var firesAtMs: Int64
+        var generation: UInt64
+        var handle: any ScheduledAction
     }
 
-    private func disarm(_ timer: StrapTimer) { timers.withLock { $0.removeValue(forKey: timer) }?.cancel() }
+    /// Sets `timer`. The stale timer is re-armed by every notification (about once a second, five seconds ahead):
+    /// a clock timer already set for no later than the new deadline is kept, and the new deadline and token are
+    /// noted; when it fires early it sets itself again for the rest. So a notification costs no timer task, and
+    /// the machine still gets the newest token at the newest deadline.
+    private func arm(_ timer: StrapTimer, afterMs: Int64, token: UInt64) {
+        let deadline = clock.monotonicMs() + afterMs
+        let kept = timers.withLock { t -> Bool in
+            guard var a = t[timer], a.firesAtMs <= deadline else { return false }
+            a.deadlineMs = deadline
+            a.token = token
+            t[timer] = a
+            return true
+        }
+        if !kept { setClockTimer(timer, at: deadline, token: token) }
+    }
+
+    /// Sets a clock timer for `timer` at `deadline`. `continuing`: the generation of the clock timer that fired early;
+    /// the record then keeps any later deadline a notification noted meanwhile, and a record replaced meanwhile wins.
+    private func setClockTimer(_ timer: StrapTimer, at deadline: Int64, token: UInt64, continuing: UInt64? = nil) {
+        let generation = timerGeneration.withLock { g -> UInt64 in
+            g += 1
+            return g
+        }
+        let handle = clock.schedule(atMonotonicMs: deadline) { [weak self] in self?.clockTimerFired(timer, generation) }
+        let superseded = timers.withLock { t -> (any ScheduledAction)? in
+            var record = ArmedTimer(deadlineMs: deadline, token: token, firesAtMs: deadline, generation: generation,
+                                    handle: handle)
+            if let continuing {
+                guard let current = t[timer], current.generation == continuing else { return handle }   // replaced
+                if current.deadlineMs > deadline {
+                    record.deadlineMs = current.deadlineMs
+                    record.token = current.token
+                }
+            }
+            return t.updateValue(record, forKey: timer)?.handle
+        }
+        superseded?.cancel()
+    }
+
+    private func clockTimerFired(_ timer: StrapTimer, _ generation: UInt64) {
+        enum Next { case nothing, deliver(UInt64), again(Int64, UInt64) }
+        let now = clock.monotonicMs()
+        let next = timers.withLock { t -> Next in
+            guard let a = t[timer], a.generation == generation else { return .nothing }   // replaced or cancelled
+            if a.deadlineMs > now { return .again(a.deadlineMs, a.token) }
+            t.removeValue(forKey: timer)
+            return .deliver(a.token)
+        }
+        switch next {
+        case .nothing: return
+        case .deliver(let token): events.yield(.timer(timer, token: token))
+        case let .again(deadline, token): setClockTimer(timer, at: deadline, token: token, continuing: generation)
+        }
+    }
+
+    private func disarm(_ timer: StrapTimer) { timers.withLock { $0.removeValue(forKey: timer) }?.handle.cancel() }
 
     /// Statuses, samples and dropped measurements, in the machine's order.
     private func report(_ actions: [StrapAction]) {
