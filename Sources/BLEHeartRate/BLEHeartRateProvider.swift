@@ -218,7 +218,7 @@ final class StrapSession: Sendable {
         self.sink = sink
         self.claims = provider.claims
         self.machine = Locked(StrapStateMachine(spec: provider.spec, policy: provider.policy))
-        self.pmd = provider.polar.map { PolarPMDLink(streams: $0, sink: sink, logger: provider.logger) }
+        self.pmd = provider.polar.map { PolarPMDLink(streams: $0, sink: sink, logger: provider.logger, clock: provider.clock) }
         self.events = StrapEventQueue(
             onFull: { [logger = provider.logger] in
                 logger.warning("strap event queue full; holding the D-Bus connection back until it drains")

@@ -9,6 +9,8 @@ public struct PolarStreams: Sendable, Equatable {
     public var ecg: Bool
     /// Accelerometer rate (25, 50, 100 or 200 Hz on an H10, ±8 g, 16 bit); nil: none.
     public var accHz: Int?
+    /// How long the strap has to answer each request, ms, on the session clock.
+    public var responseTimeoutMs: Int64 = 5_000
     public init(ecg: Bool = true, accHz: Int? = nil) {
         self.ecg = ecg
         self.accHz = accHz
@@ -48,7 +50,9 @@ final class PolarPMDLink: Sendable {
         var starting = false
         var on: Set<UInt8> = []
         var streams: [UInt8: Stream] = [:]
-        var responses: AsyncStream<PMDControlPointResponse>.Continuation?
+        var responses: AsyncStream<ControlEvent>.Continuation?
+        /// Numbers each request's timeout, so that one that fires late is not taken for the next request's.
+        var timeouts: UInt64 = 0
         var staleBondRemovals = 0
         var samples = 0
         var accSamples = 0
@@ -61,18 +65,18 @@ final class PolarPMDLink: Sendable {
     let streams: PolarStreams
     let sink: ProviderSink
     let logger: Logger
+    /// The session's clock: the response timeout runs on it (virtual time in tests).
+    let clock: any SessionClock
     let state = Locked(State())
 
     /// ECG as the H10 sends it.
     static let ecgSettings = PMDStreamSettings.h10ECG
     static let ecgRateHz = 130.0
-    /// How long the strap has to answer a request.
-    static let responseTimeout = Duration.seconds(5)
-
-    init(streams: PolarStreams, sink: ProviderSink, logger: Logger) {
+    init(streams: PolarStreams, sink: ProviderSink, logger: Logger, clock: any SessionClock) {
         self.streams = streams
         self.sink = sink
         self.logger = logger
+        self.clock = clock
     }
 
     /// Figures for tests and the status line (`samples` counts ECG samples).
@@ -116,7 +120,7 @@ final class PolarPMDLink: Sendable {
     /// Called when the strap streams heart rate: starts the streams unless they run or are starting.
     func start(device: DBusObjectPath, address: String, adapter: DBusObjectPath, bluez: BlueZClient) async {
         guard !requests.isEmpty else { return }
-        let (responses, continuation) = AsyncStream<PMDControlPointResponse>.makeStream()
+        let (responses, continuation) = AsyncStream<ControlEvent>.makeStream()
         let go = state.withLock { s -> Bool in
             guard !s.starting, s.on.isEmpty else { return false }
             s.starting = true
@@ -152,7 +156,9 @@ final class PolarPMDLink: Sendable {
                               device: device, address: address, adapter: adapter, bluez: bluez)
             else { return }
             guard let r = await next(&answers, for: request.type) else {
-                say(address, "the strap did not answer the \(request.what) request within 5 s; no \(request.what)")
+                let seconds = Double(streams.responseTimeoutMs) / 1000
+                say(address, "the strap did not answer the \(request.what) request within "
+                    + "\(seconds.formatted(.number.precision(.fractionLength(0...1)))) s; no \(request.what)")
                 continue
             }
             if r.status.isSuccess || r.status == .alreadyInState {
@@ -169,20 +175,34 @@ final class PolarPMDLink: Sendable {
         }
     }
 
+    /// What the request loop waits for: an indication on the control point, or a request's timeout.
+    enum ControlEvent: Sendable {
+        case response(PMDControlPointResponse)
+        case timeout(UInt64)
+    }
+
     /// The next response to a request for `type` (its parts joined when it spans several indications), or nil after
-    /// `responseTimeout`.
+    /// `streams.responseTimeoutMs` on the session clock. A timeout ends this wait only; the next request waits afresh.
     private func next(
-        _ answers: inout AsyncStream<PMDControlPointResponse>.Iterator, for type: PMDMeasurementType
+        _ answers: inout AsyncStream<ControlEvent>.Iterator, for type: PMDMeasurementType
     ) async -> PMDControlPointResponse? {
-        let timeout = Task { [state] in
-            do { try await Task.sleep(for: Self.responseTimeout) } catch { return }   // answered in time
-            state.withLock { $0.responses }?.finish()
+        let id = state.withLock { s -> UInt64 in
+            s.timeouts += 1
+            return s.timeouts
+        }
+        let timeout = clock.schedule(afterMs: streams.responseTimeoutMs) { [state] in
+            state.withLock { $0.responses }?.yield(.timeout(id))
         }
         defer { timeout.cancel() }
         var parts = PMDResponseAssembler()
-        while let part = await answers.next() {
-            guard let r = parts.add(part) else { continue }   // parameters continue in the next indication
-            if r.measurementType == type && r.opCode == .startMeasurement { return r }
+        while let event = await answers.next() {
+            switch event {
+            case .timeout(let t):
+                if t == id { return nil }   // else an earlier request's, fired as it was answered
+            case .response(let part):
+                guard let r = parts.add(part) else { continue }   // parameters continue in the next indication
+                if r.measurementType == type && r.opCode == .startMeasurement { return r }
+            }
         }
         return nil
     }
@@ -251,7 +271,7 @@ final class PolarPMDLink: Sendable {
         }
         switch message {
         case .response(let r):
-            state.withLock { $0.responses }?.yield(r)
+            state.withLock { $0.responses }?.yield(.response(r))
         case .measurementStopped(let types):
             let stopped = state.withLock { s -> [PMDMeasurementType] in
                 let mine = types.filter { s.on.contains($0.rawValue) }

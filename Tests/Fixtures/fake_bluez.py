@@ -560,6 +560,7 @@ class PMD:
         self.device = device
         self.ecg = list(ecg_uv)
         self.require_pairing = require_pairing
+        self.silent = False   # takes requests but never answers them (SilencePMD)
         self.ecg_on = False
         self.acc_hz = None
         self.acc_index = 0
@@ -585,6 +586,8 @@ class PMD:
             raise BlueZError("org.bluez.Error.Failed", "Operation failed with ATT error: 0x05")
         if not value:
             raise BlueZError("org.bluez.Error.InvalidValueLength", "Invalid Length")
+        if self.silent:
+            return
         op, kind = value[0], value[1] if len(value) > 1 else 0xFF
         if op == 0x01 and kind == 0x00:      # GET_MEASUREMENT_SETTINGS ECG: 130 Hz, 14 bit
             self.respond([0xF0, 0x01, 0x00, 0x00, 0x00, 0x00, 0x01, 0x82, 0x00, 0x01, 0x01, 0x0E, 0x00])
@@ -855,6 +858,11 @@ class Control(dbus.service.Object):
     def SendAcc(self, address, frames):
         """Notifies up to `frames` accelerometer frames of 36 samples if the client started it; returns samples."""
         return self.dev(address).pmd.send_acc(int(frames))
+
+    @dbus.service.method(CONTROL_IFACE, in_signature="sb")
+    def SilencePMD(self, address, silent):
+        """The strap takes PMD requests but answers none of them (while `silent`)."""
+        self.dev(address).pmd.silent = bool(silent)
 
     @dbus.service.method(CONTROL_IFACE, in_signature="s", out_signature="b")
     def ECGOn(self, address):
