@@ -76,27 +76,40 @@ public final class ManualSessionClock: SessionClock {
         var wallOffset: Int64 = 0
         var nextId: UInt64 = 0
         var pending: [Pending] = []
+        var scheduled = 0
     }
 
     private let state: Locked<State>
+    /// The delay (ms from the time it was set) of every timer set, in order: a test that must act once a timer is
+    /// set waits here instead of sleeping.
+    public let scheduledDelays: AsyncStream<Int64>
+    private let delays: AsyncStream<Int64>.Continuation
 
-    public init(startMs: Int64 = 1_700_000_000_000) { state = Locked(State(now: startMs)) }
+    public init(startMs: Int64 = 1_700_000_000_000) {
+        state = Locked(State(now: startMs))
+        (scheduledDelays, delays) = AsyncStream<Int64>.makeStream(bufferingPolicy: .bufferingNewest(4096))
+    }
 
     public func nowMs() -> Int64 { state.withLock { $0.now + $0.wallOffset } }
 
     public func monotonicMs() -> Int64 { state.withLock { $0.now } }
 
     public func schedule(atMonotonicMs deadlineMs: Int64, _ action: @escaping @Sendable () -> Void) -> any ScheduledAction {
-        let id = state.withLock { s -> UInt64 in
+        let (id, delay) = state.withLock { s -> (UInt64, Int64) in
             s.nextId += 1
+            s.scheduled += 1
             s.pending.append(Pending(id: s.nextId, deadline: deadlineMs, action: action))
-            return s.nextId
+            return (s.nextId, deadlineMs - s.now)
         }
+        delays.yield(delay)
         return ManualAction(clock: self, id: id)
     }
 
     /// Number of actions waiting to run.
     public var pendingCount: Int { state.withLock { $0.pending.count } }
+
+    /// Number of timers set so far (cancelled or not).
+    public var scheduledCount: Int { state.withLock { $0.scheduled } }
 
     /// Steps the wall clock by `ms` (negative: backwards) without moving monotonic time or running any timer.
     public func stepWallClock(byMs ms: Int64) { state.withLock { $0.wallOffset += ms } }

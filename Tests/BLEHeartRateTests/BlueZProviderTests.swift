@@ -246,8 +246,7 @@ struct BlueZProviderTests {
     /// earlier is kept and sets itself again when it fires early. The strap still goes stale exactly
     /// `staleAfterMs` after its last notification.
     @Test func notificationsDoNotSetATimerEachYetStaleFollowsTheLastOne() async throws {
-        let manual = ManualSessionClock()
-        let clock = CountingClock(manual)
+        let clock = ManualSessionClock()
         let fake = try await FakeBlueZ()
         defer { fake.stop() }
         try await fake.addStrap(Self.strap, rr: Self.rr())
@@ -261,19 +260,19 @@ struct BlueZProviderTests {
         _ = try #require(await statuses.first(.connected))
         try await fake.sendPackets(Self.strap, 1)
         _ = await samples.take(1)
-        let before = clock.scheduled
+        let before = clock.scheduledCount
         for _ in 0..<30 {   // a notification a second for 30 s
-            manual.advance(byMs: 1000)
+            clock.advance(byMs: 1000)
             try await fake.sendPackets(Self.strap, 1)
             #expect(await samples.take(1).first?.gapBefore == false)
         }
-        let set = clock.scheduled - before
+        let set = clock.scheduledCount - before
         #expect(set <= 8, "\(set) clock timers for 30 notifications (one per 5 s expected, not one per notification)")
         let policy = StrapPolicy()
-        manual.advance(byMs: policy.staleAfterMs - 1)
+        clock.advance(byMs: policy.staleAfterMs - 1)
         try await fake.sendPackets(Self.strap, 1)
         #expect(await samples.take(1).first?.gapBefore == false, "not stale 1 ms before the deadline")
-        manual.advance(byMs: policy.staleAfterMs)
+        clock.advance(byMs: policy.staleAfterMs)
         _ = try #require(await statuses.first { $0.state != .streaming && $0.state != .connected })
         try await fake.sendPackets(Self.strap, 1)
         #expect(await samples.take(1).first?.gapBefore == true, "stale after staleAfterMs without a notification")
@@ -547,21 +546,3 @@ struct BlueZProviderTests {
 
 /// A bare private bus with nobody on it.
 typealias PrivateBusDaemonForTests = DBusTestSupport.PrivateBusDaemon
-
-/// A manual clock that counts the timers set on it.
-final class CountingClock: SessionClock {
-    let base: ManualSessionClock
-    private let count = Locked(0)
-
-    init(_ base: ManualSessionClock) { self.base = base }
-
-    var scheduled: Int { count.withLock { $0 } }
-
-    func nowMs() -> Int64 { base.nowMs() }
-    func monotonicMs() -> Int64 { base.monotonicMs() }
-    func schedule(atMonotonicMs deadlineMs: Int64, _ action: @escaping @Sendable () -> Void) -> any ScheduledAction {
-        count.withLock { $0 += 1 }
-        return base.schedule(atMonotonicMs: deadlineMs, action)
-    }
-}
-

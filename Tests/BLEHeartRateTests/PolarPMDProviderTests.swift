@@ -192,8 +192,7 @@ struct PolarPMDProviderTests {
     /// A strap that takes the requests but answers none: each request waits `responseTimeoutMs` on the session
     /// clock (virtual here), is reported, and the next request gets its own wait; heart rate goes on.
     @Test func unansweredRequestsTimeOutOnTheSessionClockOneByOne() async throws {
-        let manual = ManualSessionClock()
-        let clock = DelayRecordingClock(manual)
+        let clock = ManualSessionClock()
         var streams = PolarStreams(ecg: true, accHz: 50)
         streams.responseTimeoutMs = 4_321   // told apart from the strap's own timers by its length
         var r = try await rig(requirePairing: false, streams: streams, clock: clock)
@@ -202,12 +201,12 @@ struct PolarPMDProviderTests {
         _ = try #require(await r.statuses.first(.connected))
         try await r.fake.sendPackets(Self.strap, 1)
         _ = await r.samples.take(1)
-        var delays = clock.delays.makeAsyncIterator()
+        var delays = clock.scheduledDelays.makeAsyncIterator()
         for what in ["ECG", "accelerometer"] {
             while let d = await delays.next(), d != 4_321 {}   // this request's wait is set
             try await r.fake.sendPackets(Self.strap, 1)       // heart rate flows meanwhile (the strap is not stale)
             _ = await r.samples.take(1)
-            manual.advance(byMs: 4_321)
+            clock.advance(byMs: 4_321)
             _ = try #require(await r.statuses.first(.streaming, containing: "did not answer the \(what) request within 4.3 s"))
         }
         let writes = try await r.fake.calls().filter { $0.hasPrefix("WriteValue ") }.map { $0.split(separator: " ")[1] }
@@ -264,23 +263,3 @@ struct PolarPMDProviderTests {
         #expect(try await fake.calls().contains { $0.hasPrefix("UnregisterAgent ") })
     }
 }
-
-/// A manual clock that reports the delay of every timer set on it, in order.
-final class DelayRecordingClock: SessionClock {
-    let base: ManualSessionClock
-    let delays: AsyncStream<Int64>
-    private let continuation: AsyncStream<Int64>.Continuation
-
-    init(_ base: ManualSessionClock) {
-        self.base = base
-        (delays, continuation) = AsyncStream<Int64>.makeStream()
-    }
-
-    func nowMs() -> Int64 { base.nowMs() }
-    func monotonicMs() -> Int64 { base.monotonicMs() }
-    func schedule(atMonotonicMs deadlineMs: Int64, _ action: @escaping @Sendable () -> Void) -> any ScheduledAction {
-        continuation.yield(deadlineMs - base.monotonicMs())
-        return base.schedule(atMonotonicMs: deadlineMs, action)
-    }
-}
-

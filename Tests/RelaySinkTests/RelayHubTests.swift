@@ -405,12 +405,11 @@ func types(_ m: [[String: JSONValue]]) -> [String] { m.compactMap { $0["type"]?.
 
     @Test(.timeLimit(.minutes(1))) func startSessionIsStillAnsweredWhenItsSessionStartedNeverComes() async throws {
         let clock = ManualSessionClock(startMs: 1_000_000)
-        let timers = SignallingClock(clock)
         let controller = LateStartController(clock: clock, publishAfterMs: nil)
-        let hub = RelayHub(controller: controller, clock: timers)
+        let hub = RelayHub(controller: controller, clock: clock)
         let c = hub.connect(Rig.phone)
         let answered = Task { await hub.handle(text: start, from: c) }
-        await timers.scheduled.first { _ in true }  // the hub's wait for session_started is set
+        _ = await clock.scheduledDelays.first { _ in true }  // the hub's wait for session_started is set
         clock.advance(byMs: RelayHub.startedWaitMs)
         await answered.value
         let result = try #require(try messages(c.queue).first { $0["type"] == .string("command_result") })
@@ -444,19 +443,4 @@ final class LateStartController: RelayController, @unchecked Sendable {
     func stopSession(sessionId: String) async throws(SessionError) {}
     func status() -> SessionStatus? { nil }
     func ingestHsiMetrics(_ metrics: [String: JSONValue], sessionId: String?) -> Bool { false }
-}
-
-/// A manual clock that says when something schedules on it.
-final class SignallingClock: SessionClock {
-    let clock: ManualSessionClock
-    let (scheduled, scheduledContinuation) = AsyncStream<Void>.makeStream()
-
-    init(_ clock: ManualSessionClock) { self.clock = clock }
-
-    func nowMs() -> Int64 { clock.nowMs() }
-    func monotonicMs() -> Int64 { clock.monotonicMs() }
-    func schedule(atMonotonicMs deadlineMs: Int64, _ action: @escaping @Sendable () -> Void) -> any ScheduledAction {
-        defer { scheduledContinuation.yield() }
-        return clock.schedule(atMonotonicMs: deadlineMs, action)
-    }
 }
