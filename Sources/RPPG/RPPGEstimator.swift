@@ -114,8 +114,11 @@ public struct RPPGEstimate: Sendable, Equatable {
     public var confidence: Double
     /// de Haan SNR of the POS pulse signal, dB (-30 when there is no spectrum yet).
     public var snrDb: Double
-    /// SNR of the POS peak alone (no harmonic) against the rest of 0.5-4 Hz, dB: the confidence's evidence.
+    /// SNR of the POS peak alone (no harmonic) against the rest of 0.5-4 Hz, dB: half of the confidence's evidence.
     public var fundamentalSnrDb: Double = -30
+    /// The same SNR of the CHROM signal at the POS peak's frequency, dB (`nil` without a CHROM spectrum): the other
+    /// half of the confidence's evidence.
+    public var chromSnrAtPeakDb: Double?
     /// The background's power at the pulse peak relative to its own strongest component, 0-1, when the scene beside
     /// the face was measured over the whole window (see ``RPPGEstimator``).
     public var backgroundShare: Double?
@@ -150,9 +153,10 @@ public struct RPPGEstimate: Sendable, Equatable {
 ///
 /// Pulse confidence (0-1) = clamp((E + 3.5) / 5) · G, calibrated on real compressed face video (docs/rppg.md,
 /// "Confidence calibration"), where
-/// - E = the POS spectrum's fundamental SNR in dB (power within ±0.1 Hz of the peak against all other power in
-///   0.5-4 Hz, no credit for a harmonic), plus 2.5 dB when the peak continues the last reading (within 5 bpm of a
-///   reading at most 3 s old);
+/// - E = the mean of two fundamental SNRs in dB at the POS peak f₀ (power within ±0.1 Hz of f₀ against all other
+///   power in 0.5-4 Hz, no credit for a harmonic): the POS spectrum's and the CHROM spectrum's (a pulse is in both
+///   projections; noise that one of them lets through counts half), plus 3.5 dB when the peak continues the last
+///   reading (within 5 bpm of a reading at most 3 s old);
 /// - G = 1 when the POS and CHROM peaks agree within 3 bpm or the peak continues the last reading, else 0.5;
 /// - a peak the background shares is distrusted: when the scene beside the face (``ROIMeasurement/background``)
 ///   was measured over the whole window, the confidence is multiplied by clamp(2·(1 − B)), B being the
@@ -161,9 +165,9 @@ public struct RPPGEstimate: Sendable, Equatable {
 ///   green's at the peak (a quiet wall);
 /// - windows shorter than 10 s (warm-up) lose the dB by which flat noise rises around a peak in them
 ///   (``shortWindowPenaltyDb(_:)``: 1.7 dB at 7 s, 3.3 dB at 5 s).
-/// E is measured on the band-passed signal, so little power outside the pulse band counts as noise. With the
+/// E is measured on the band-passed signals, so little power outside the pulse band counts as noise. With the
 /// default threshold 0.4 a new reading needs E ≥ -1.5 dB and POS/CHROM agreement (or E ≥ +0.5 dB without it); a
-/// reading that continues the last one needs E ≥ -4 dB. It is 0 while the window is shorter than
+/// reading that continues the last one needs E ≥ -5 dB. It is 0 while the window is shorter than
 /// `minimumWindowSeconds`, when a channel mean is below 1 (of 255), and when the spectral maximum sits on the edge
 /// of the band. `hrBpm` is reported only when confidence ≥ `confidenceThreshold`.
 ///
@@ -265,10 +269,12 @@ public struct RPPGEstimator: Sendable {
                     prior = RatePrior(centerHz: tracked.hz, sigmaHz: sigma, floor: 0.3)
                 }
                 let sp = RateSpectrum.pulse(pos, sampleRate: fs, bandHz: cfg.pulseBandHz, prior: prior)
-                let sc = RateSpectrum.pulse(chrom, sampleRate: fs, bandHz: cfg.pulseBandHz)
+                let (sc, chromSnrAtPeak) = RateSpectrum.pulse(chrom, sampleRate: fs, bandHz: cfg.pulseBandHz,
+                                                              snrAtHz: sp?.frequencyHz)
                 if let sp {
                     result.candidateHrBpm = sp.perMinute
                     result.chromHrBpm = sc?.perMinute
+                    result.chromSnrAtPeakDb = chromSnrAtPeak
                     result.snrDb = sp.snrDb
                     result.peakRatio = sp.peakRatio
                     result.fundamentalSnrDb = sp.fundamentalSnrDb
@@ -278,7 +284,7 @@ public struct RPPGEstimator: Sendable {
                                                                       sampleRate: fs, band: cfg.pulseBandHz)
                     }
                     result.confidence = Self.pulseConfidence(
-                        pos: sp, chromBpm: sc?.perMinute,
+                        pos: sp, chromBpm: sc?.perMinute, chromSnrAtPeakDb: chromSnrAtPeak,
                         lastReadingBpm: tracked.flatMap { t - $0.t <= Self.continuitySeconds + 1e-9 ? 60 * $0.hz : nil },
                         windowSeconds: result.windowSeconds) * clamp01(2 * (1 - (result.backgroundShare ?? 0)))
                     if result.confidence >= cfg.confidenceThreshold {
@@ -320,15 +326,25 @@ public struct RPPGEstimator: Sendable {
     static let continuitySeconds = 3.0
     /// POS and CHROM peaks this close (bpm) agree.
     static let agreementBpm = 3.0
+    /// Credit to the evidence of a peak that continues the last reading, dB.
+    static let continuityCreditDb = 3.5
+
+    /// The evidence E (dB) before the continuity credit and the short-window penalty: the mean of the POS peak's
+    /// fundamental SNR and the CHROM signal's SNR at that frequency (-30 dB, no support, without a CHROM spectrum).
+    static func projectionEvidenceDb(posSnrDb: Double, chromSnrAtPeakDb: Double?) -> Double {
+        0.5 * (posSnrDb + (chromSnrAtPeakDb ?? -30))
+    }
 
     /// The pulse confidence rule (see the type's documentation and docs/rppg.md, "Confidence calibration").
     static func pulseConfidence(
-        pos sp: SpectralRate, chromBpm: Double?, lastReadingBpm: Double?, windowSeconds: Double
+        pos sp: SpectralRate, chromBpm: Double?, chromSnrAtPeakDb: Double?, lastReadingBpm: Double?,
+        windowSeconds: Double
     ) -> Double {
         guard !sp.atBandEdge else { return 0 }
         let continues = lastReadingBpm.map { abs(sp.perMinute - $0) <= continuityBpm } ?? false
         let agrees = chromBpm.map { abs(sp.perMinute - $0) <= agreementBpm } ?? false
-        let evidence = sp.fundamentalSnrDb + (continues ? 2.5 : 0) - shortWindowPenaltyDb(windowSeconds)
+        let evidence = projectionEvidenceDb(posSnrDb: sp.fundamentalSnrDb, chromSnrAtPeakDb: chromSnrAtPeakDb)
+            + (continues ? continuityCreditDb : 0) - shortWindowPenaltyDb(windowSeconds)
         return clamp01((evidence + 3.5) / 5) * (agrees || continues ? 1 : 0.5)
     }
 

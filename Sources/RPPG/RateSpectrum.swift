@@ -167,8 +167,18 @@ public enum RateSpectrum {
     public static func pulse(
         _ signal: [Double], sampleRate: Double, bandHz: ClosedRange<Double> = 0.7...3.0, prior: RatePrior? = nil
     ) -> SpectralRate? {
+        pulse(signal, sampleRate: sampleRate, bandHz: bandHz, prior: prior, snrAtHz: nil).rate
+    }
+
+    /// ``pulse(_:sampleRate:bandHz:prior:)``, and the same spectrum's fundamental SNR (dB, as
+    /// ``SpectralRate/fundamentalSnrDb``) at `snrAtHz` instead of at its own peak: how strongly this signal carries
+    /// another signal's peak (the pulse confidence asks it of CHROM at the POS peak). `nil` without a spectrum.
+    static func pulse(
+        _ signal: [Double], sampleRate: Double, bandHz: ClosedRange<Double> = 0.7...3.0, prior: RatePrior? = nil,
+        snrAtHz: Double?
+    ) -> (rate: SpectralRate?, snrAtDb: Double?) {
         analyse(signal, sampleRate: sampleRate, band: bandHz, noiseBand: min(0.5, bandHz.lowerBound)...max(4.0, bandHz.upperBound),
-                step: pulseStep, floorHalfWidth: 5.0 / 60, snrHalfWidth: 0.1, prior: prior)
+                step: pulseStep, floorHalfWidth: 5.0 / 60, snrHalfWidth: 0.1, prior: prior, snrAtHz: snrAtHz)
     }
 
     /// Breathing rate in `bandHz` (default 0.08-0.7 Hz = 4.8-42 breaths/min). SNR noise band: 0.05-1.0 Hz.
@@ -176,22 +186,52 @@ public enum RateSpectrum {
         _ signal: [Double], sampleRate: Double, bandHz: ClosedRange<Double> = 0.08...0.7
     ) -> SpectralRate? {
         analyse(signal, sampleRate: sampleRate, band: bandHz, noiseBand: min(0.05, bandHz.lowerBound)...max(1.0, bandHz.upperBound),
-                step: breathingStep, floorHalfWidth: 1.0 / 60, snrHalfWidth: 0.02)
+                step: breathingStep, floorHalfWidth: 1.0 / 60, snrHalfWidth: 0.02, snrAtHz: nil).rate
     }
 
     static func analyse(
         _ signal: [Double], sampleRate: Double, band: ClosedRange<Double>, noiseBand: ClosedRange<Double>,
-        step: Double, floorHalfWidth: Double, snrHalfWidth: Double, prior: RatePrior? = nil
-    ) -> SpectralRate? {
-        guard sampleRate > 0, signal.count >= 4 else { return nil }
+        step: Double, floorHalfWidth: Double, snrHalfWidth: Double, prior: RatePrior? = nil, snrAtHz: Double?
+    ) -> (rate: SpectralRate?, snrAtDb: Double?) {
+        guard sampleRate > 0, signal.count >= 4 else { return (nil, nil) }
         let duration = Double(signal.count) / sampleRate
-        guard duration >= 2 else { return nil }
+        guard duration >= 2 else { return (nil, nil) }
         let nyquist = 0.98 * sampleRate / 2
         let hi = min(noiseBand.upperBound, nyquist)
         let bandHi = min(band.upperBound, nyquist)
-        guard bandHi > band.lowerBound, hi > noiseBand.lowerBound else { return nil }
+        guard bandHi > band.lowerBound, hi > noiseBand.lowerBound else { return (nil, nil) }
         let spectrum = ZoomSpectrum(signal: signal, sampleRate: sampleRate, from: noiseBand.lowerBound, to: hi, step: step)
-        let searchBand = band.lowerBound...bandHi
+        let noise = noiseBand.lowerBound...hi
+        let snrAt = snrAtHz.map {
+            fundamentalSnrDb(spectrum, at: $0, halfWidth: max(snrHalfWidth, 1 / duration), noise: noise)
+        }
+        return (spectralRate(spectrum, band: band.lowerBound...bandHi, noise: noise, duration: duration,
+                             floorHalfWidth: floorHalfWidth, snrHalfWidth: snrHalfWidth, prior: prior), snrAt)
+    }
+
+    /// Power within ±`halfWidth` of `f0` against all other power in `noise`, dB, clamped to -30 ... +40 dB; -30 when
+    /// the spectrum holds no power at all.
+    static func fundamentalSnrDb(
+        _ spectrum: ZoomSpectrum, at f0: Double, halfWidth w: Double, noise: ClosedRange<Double>
+    ) -> Double {
+        let total = spectrum.energy(noise)
+        guard total > 0 else { return -30 }
+        let fundamental = spectrum.energy(max(noise.lowerBound, f0 - w)...min(noise.upperBound, f0 + w))
+        return decibels(fundamental, total - fundamental)
+    }
+
+    static func decibels(_ signal: Double, _ noise: Double) -> Double {
+        if noise <= 0 { return 40 }
+        if signal <= 0 { return -30 }
+        return max(-30, min(40, 10 * log10(signal / noise)))
+    }
+
+    /// The peak of `spectrum` in `searchBand` and its quality figures (``SpectralRate``).
+    static func spectralRate(
+        _ spectrum: ZoomSpectrum, band searchBand: ClosedRange<Double>, noise: ClosedRange<Double>, duration: Double,
+        floorHalfWidth: Double, snrHalfWidth: Double, prior: RatePrior?
+    ) -> SpectralRate? {
+        let hi = noise.upperBound
         guard let (f0, onEdgePoint) = spectrum.peak(searchBand, prior: prior) else { return nil }
         // A peak closer to the band's edge than the window's resolution (1 / duration) cannot be told from the tail
         // of a component outside the band (a trend, slow motion), so it counts as on the edge.
@@ -208,16 +248,11 @@ public enum RateSpectrum {
         let ratio = min(1, around / inBand)
 
         let w = max(snrHalfWidth, 1 / duration)
-        let total = spectrum.energy(noiseBand.lowerBound...hi)
-        var signalPower = spectrum.energy(max(noiseBand.lowerBound, f0 - w)...min(hi, f0 + w))
+        let total = spectrum.energy(noise)
+        var signalPower = spectrum.energy(max(noise.lowerBound, f0 - w)...min(hi, f0 + w))
         let fundamental = signalPower
         if 2 * f0 - 2 * w < hi {
             signalPower += spectrum.energy((2 * f0 - 2 * w)...min(hi, 2 * f0 + 2 * w))
-        }
-        func decibels(_ signal: Double, _ noise: Double) -> Double {
-            if noise <= 0 { return 40 }
-            if signal <= 0 { return -30 }
-            return max(-30, min(40, 10 * log10(signal / noise)))
         }
         return SpectralRate(frequencyHz: f0, peakRatio: ratio, snrDb: decibels(signalPower, total - signalPower),
                             fundamentalSnrDb: decibels(fundamental, total - fundamental), atBandEdge: atEdge)

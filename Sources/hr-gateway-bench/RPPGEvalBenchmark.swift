@@ -76,13 +76,13 @@ func runRPPGEval(arguments: [String]) {
             fail("\(subject): \(error)")
         }
         if let tracesDir {
-            var windows = "start_s,reference_bpm,candidate_bpm,chrom_bpm,hr_bpm,confidence,fundamental_snr_db,snr_db,peak_ratio,background_share\n"
+            var windows = "start_s,reference_bpm,candidate_bpm,chrom_bpm,hr_bpm,confidence,fundamental_snr_db,snr_db,peak_ratio,background_share,chrom_snr_at_peak_db\n"
             for w in r.scored {
                 func f(_ v: Double?) -> String { v.map { String(format: "%.4f", $0) } ?? "" }
                 let e = w.estimate
                 windows += [f(w.startSeconds), f(w.referenceBpm), f(e?.candidateHrBpm), f(e?.chromHrBpm), f(e?.hrBpm),
                             f(e?.confidence), f(e?.fundamentalSnrDb), f(e?.snrDb), f(e?.peakRatio),
-                            f(e?.backgroundShare)].joined(separator: ",") + "\n"
+                            f(e?.backgroundShare), f(e?.chromSnrAtPeakDb)].joined(separator: ",") + "\n"
             }
             for (name, text) in [("roi", trace), ("windows", windows)] {
                 let path = (tracesDir as NSString).appendingPathComponent("\(subject)_\(name).csv")
@@ -131,7 +131,7 @@ func runRPPGEval(arguments: [String]) {
             }
             print(line)
         }
-        print("  (a reading that continues the last one gets 2.5 dB of credit, so these curves are read off the run at the")
+        print("  (a reading that continues the last one gets 3.5 dB of credit, so these curves are read off the run at the")
         print("   configured threshold; a run at another threshold answers slightly differently)")
     }
     print(String(format: "rppg-eval took %.1f s", Date().timeIntervalSince(started)))
