@@ -122,6 +122,35 @@ public enum ArtifactBenchmark {
         return (r.rmssdMs ?? 0, r.successiveDifferences ?? 0)
     }
 
+    /// The clean series repaired as the median corrector would with perfect knowledge of the artefacts: a missed beat
+    /// and an ectopic pair become two equal halves of their clean sum (one repair that kept the elapsed time), a lone
+    /// long or short interval becomes the median of its 10 clean neighbours (`ArtifactCorrector`'s reference), an
+    /// extra beat nothing (merging its parts gives back the clean interval). With `estimateGroups` as the corrector
+    /// gives them, so a DFA of it is the floor of a DFA of the corrected series: only the smoothing of exact repairs.
+    public static func oracleRepair(_ clean: [Double], artifacts: [Injected]) -> (rrMs: [Double], estimateGroups: [Int]) {
+        var rr = clean
+        var groups = [Int](repeating: 0, count: clean.count)
+        let reference = ArtifactCorrector.referenceAndThreshold(clean).reference
+        var next = 1
+        for a in artifacts {
+            let k = a.cleanIndex
+            switch a.kind {
+            case .extra: continue
+            case .missed, .ectopic:
+                let half = (clean[k] + clean[k + 1]) / 2
+                rr[k] = half
+                rr[k + 1] = half
+                groups[k] = next
+                groups[k + 1] = next
+            case .longShort:
+                rr[k] = reference[k]
+                groups[k] = next
+            }
+            next += 1
+        }
+        return (rr, groups)
+    }
+
     /// RMSSD of a median-corrected series as `HRVAnalyzer` reports it: only differences between two measured
     /// intervals (ms).
     public static func rmssd(_ corrected: ArtifactCorrectionResult) -> Double {

@@ -32,12 +32,31 @@ public struct ArtifactCorrectionResult: Sendable, Equatable {
     /// the two fragments is the time between the beats either side, as measured. Successive differences that touch
     /// an estimated interval are not measurements; `HRVAnalyzer` leaves them out of RMSSD, NN50 and pNN50.
     public var estimated: [Bool]
+    /// Per interval of `rrMs`: 0 when measured, otherwise the number of the repair that wrote the estimate.
+    /// Consecutive intervals with the same number are one repair that kept the elapsed time (the parts of a split
+    /// missed beat, the two sides of a moved beat): their true values are unknown but their sum is measured. An
+    /// estimate alone under its number (a lone interval replaced by the reference) did not keep it. `NonlinearHRV`'s
+    /// DFA uses this to take off the effect of the repairs (`NonlinearHRV.dfa(_:scales:estimateGroups:)`).
+    public var estimateGroups: [Int]
 
-    public init(rrMs: [Double], findings: [ArtifactFinding], correctedIntervals: Int, estimated: [Bool]) {
+    /// `estimateGroups` nil: every estimated interval counts as a repair of its own that did not keep the elapsed time.
+    public init(
+        rrMs: [Double], findings: [ArtifactFinding], correctedIntervals: Int, estimated: [Bool], estimateGroups: [Int]? = nil
+    ) {
         self.rrMs = rrMs
         self.findings = findings
         self.correctedIntervals = correctedIntervals
         self.estimated = estimated
+        if let estimateGroups, estimateGroups.count == estimated.count {
+            self.estimateGroups = estimateGroups
+        } else {
+            var next = 0
+            self.estimateGroups = estimated.map { e in
+                guard e else { return 0 }
+                next += 1
+                return next
+            }
+        }
     }
 }
 
@@ -61,7 +80,8 @@ public struct ArtifactCorrectionResult: Sendable, Equatable {
 ///    passes, the step 3 explanations still first).
 /// 5. Every output interval says whether it is an estimate (`ArtifactCorrectionResult.estimated`): split, moved and
 ///    replaced values are; merged ones are not (the sum is the time between two detected beats). `HRVAnalyzer`
-///    computes RMSSD, NN50 and pNN50 of a median-corrected series only over differences between measured intervals.
+///    computes RMSSD, NN50 and pNN50 of a median-corrected series only over differences between measured intervals;
+///    `estimateGroups` says which estimates came from one repair that kept the elapsed time, for the DFA.
 public enum ArtifactCorrector {
     static let halfWidth = 5
     static let spreadBlock = 32
@@ -85,17 +105,31 @@ public enum ArtifactCorrector {
         var rr = input
         // origin[i]: index in the input of the interval now at i (for reporting).
         var origin = Array(input.indices)
-        // estimated[i]: the value now at i is an estimate, not the time between two detected beats.
-        var estimated = [Bool](repeating: false, count: input.count)
+        // group[i]: 0 when the value now at i is measured (the time between two detected beats), otherwise the number
+        // of the repair that estimated it (see `ArtifactCorrectionResult.estimateGroups`).
+        var group = [Int](repeating: 0, count: input.count)
+        var nextGroup = 1
+        func newGroup() -> Int {
+            defer { nextGroup += 1 }
+            return nextGroup
+        }
+        // A merge of two intervals: the sum is an estimate when either part is, and belongs to that part's repair
+        // (its total stays measured: the other part is a measured interval). Two estimates of different repairs
+        // merging is left to the first one's number (the second repair's remaining parts no longer sum to a
+        // measured time; this needs two repairs side by side and a merge across them).
+        func merged(_ a: Int, _ b: Int) -> Int { a != 0 ? a : b }
         var findings: [ArtifactFinding] = []
         var touched = Set<Int>()
-        guard rr.count >= 2 * halfWidth + 1 else { return ArtifactCorrectionResult(rrMs: rr, findings: [], correctedIntervals: 0, estimated: estimated) }
+        guard rr.count >= 2 * halfWidth + 1 else {
+            return ArtifactCorrectionResult(
+                rrMs: rr, findings: [], correctedIntervals: 0, estimated: group.map { $0 != 0 }, estimateGroups: group)
+        }
         // One pass over the series; `lone` also replaces lone long/short intervals. Returns whether anything changed.
         func pass(lone: Bool) -> Bool {
             let (reference, threshold) = referenceAndThreshold(rr)
             var out: [Double] = []
             var outOrigin: [Int] = []
-            var outEstimated: [Bool] = []
+            var outGroup: [Int] = []
             out.reserveCapacity(rr.count + 4)
             var changed = false
             var i = 0
@@ -146,8 +180,9 @@ public enum ArtifactCorrector {
                         out.append(half)
                         outOrigin.append(o)
                         outOrigin.append(origin[i + 1])
-                        outEstimated.append(true)
-                        outEstimated.append(true)
+                        let g = newGroup()
+                        outGroup.append(g)
+                        outGroup.append(g)
                         note(.ectopic, o, origin[i + 1])
                         i += 2
                         continue
@@ -161,7 +196,7 @@ public enum ArtifactCorrector {
                 guard flagged(i) || spike else {
                     out.append(rr[i])
                     outOrigin.append(o)
-                    outEstimated.append(estimated[i])
+                    outGroup.append(group[i])
                     i += 1
                     continue
                 }
@@ -170,14 +205,14 @@ public enum ArtifactCorrector {
                     if i + 1 < n, abs(rr[i] + rr[i + 1] - ref) < tol {
                         out.append(rr[i] + rr[i + 1])
                         outOrigin.append(o)
-                        outEstimated.append(estimated[i] || estimated[i + 1])
+                        outGroup.append(merged(group[i], group[i + 1]))
                         note(.extra, o, origin[i + 1])
                         i += 2
                         continue
                     }
                     if let last = out.last, abs(last + rr[i] - ref) < tol {
                         out[out.count - 1] = last + rr[i]
-                        outEstimated[out.count - 1] = outEstimated[out.count - 1] || estimated[i]
+                        outGroup[out.count - 1] = merged(outGroup[out.count - 1], group[i])
                         note(.extra, o)
                         i += 1
                         continue
@@ -186,10 +221,11 @@ public enum ArtifactCorrector {
                     // Missed beat(s): k references within tolerance each.
                     let k = (rr[i] / ref).rounded()
                     if k >= 2, abs(rr[i] / k - ref) < Swift.min(tol, missedTolerance * ref) {
+                        let g = newGroup()
                         for _ in 0..<Int(k) {
                             out.append(rr[i] / k)
                             outOrigin.append(o)
-                            outEstimated.append(true)
+                            outGroup.append(g)
                         }
                         note(.missed, o)
                         i += 1
@@ -207,12 +243,12 @@ public enum ArtifactCorrector {
                         if useNext {
                             out.append(sum)
                             outOrigin.append(o)
-                            outEstimated.append(estimated[i] || estimated[i + 1])
+                            outGroup.append(merged(group[i], group[i + 1]))
                             note(.extra, o, origin[i + 1])
                             i += 2
                         } else {
                             out[out.count - 1] = sum
-                            outEstimated[out.count - 1] = outEstimated[out.count - 1] || estimated[i]
+                            outGroup[out.count - 1] = merged(outGroup[out.count - 1], group[i])
                             note(.extra, o)
                             i += 1
                         }
@@ -224,18 +260,18 @@ public enum ArtifactCorrector {
                 if lone && (d > loneLongLimit || d < -loneShortLimit || spike) {
                     out.append(ref)
                     outOrigin.append(o)
-                    outEstimated.append(true)
+                    outGroup.append(newGroup())
                     note(.longShort, o)
                 } else {
                     out.append(rr[i])
                     outOrigin.append(o)
-                    outEstimated.append(estimated[i])
+                    outGroup.append(group[i])
                 }
                 i += 1
             }
             rr = out
             origin = outOrigin
-            estimated = outEstimated
+            group = outGroup
             return changed
         }
         // First only what keeps the elapsed time, so the reference for the lone intervals is computed from a
@@ -246,7 +282,9 @@ public enum ArtifactCorrector {
             }
         }
         findings.sort { $0.index < $1.index }
-        return ArtifactCorrectionResult(rrMs: rr, findings: findings, correctedIntervals: touched.count, estimated: estimated)
+        return ArtifactCorrectionResult(
+            rrMs: rr, findings: findings, correctedIntervals: touched.count, estimated: group.map { $0 != 0 },
+            estimateGroups: group)
     }
 
     /// The 10-neighbour median reference and the per-interval relative threshold.

@@ -141,6 +141,7 @@ public enum HRVAnalyzer {
         // Per run, which intervals are the median corrector's estimates (nil: every interval is measured or the
         // correction does not say).
         var estimated: [[Bool]]?
+        var estimateGroups: [[Int]]?
         switch options.correction {
         case .none:
             break
@@ -155,6 +156,7 @@ public enum HRVAnalyzer {
             corrected = results.reduce(0) { $0 + $1.correctedIntervals }
             runs = results.map(\.rrMs)
             estimated = results.map(\.estimated)
+            estimateGroups = results.map(\.estimateGroups)
         }
 
         var result = timeDomain(segments: runs, estimated: estimated)
@@ -166,8 +168,9 @@ public enum HRVAnalyzer {
         case .rejected(let why):
             if result.rrCount > 0 { result.respirationRejection = why }
         }
-        if options.extendedMetrics, let longest = runs.max(by: { $0.count < $1.count }) {
-            result.addExtendedMetrics(of: longest, method: options.spectrumMethod)
+        if options.extendedMetrics, let longest = runs.indices.max(by: { runs[$0].count < runs[$1].count }) {
+            result.addExtendedMetrics(
+                of: runs[longest], method: options.spectrumMethod, estimateGroups: estimateGroups?[longest])
         }
         return result
     }
@@ -227,15 +230,17 @@ public enum HRVAnalyzer {
 extension HRVResult {
     /// Fills the frequency-domain and nonlinear metrics from one uninterrupted series; each stays nil when the
     /// series is too short for it. A series with an interval outside 1 ms ... 60 s (not a heartbeat) gets none.
-    public mutating func addExtendedMetrics(of rr: [Double], method: SpectrumMethod = .welch) {
+    /// `estimateGroups` (the median corrector's, one per interval) makes DFA alpha1 and alpha2 take off the effect of
+    /// its repairs (`NonlinearHRV.dfa(_:scales:estimateGroups:)`); the other metrics use the series as it is.
+    public mutating func addExtendedMetrics(of rr: [Double], method: SpectrumMethod = .welch, estimateGroups: [Int]? = nil) {
         guard rr.allSatisfy({ $0 >= 1 && $0 <= RRFile.maximumMs }) else { return }
         frequency = FrequencyDomain.analyze(rr, method: method)
         if let p = NonlinearHRV.poincare(rr) {
             sd1Ms = p.sd1
             sd2Ms = p.sd2
         }
-        dfaAlpha1 = NonlinearHRV.alpha1(rr)
-        dfaAlpha2 = NonlinearHRV.alpha2(rr)
+        dfaAlpha1 = NonlinearHRV.alpha1(rr, estimateGroups: estimateGroups)
+        dfaAlpha2 = NonlinearHRV.alpha2(rr, estimateGroups: estimateGroups)
         sampleEntropy = NonlinearHRV.sampleEntropy(rr)
         stressIndex = NonlinearHRV.stressIndex(rr)
     }

@@ -28,7 +28,9 @@ public struct DFAThresholdCrossing: Sendable, Equatable {
 /// Rogers et al. (2021, Front Physiol 11:596567) found alpha1 biased by 1-3 % missed beats and unusable past about
 /// 5 %, so an estimate is withheld when more than `artifactLimitPercent` of the window's intervals had to be
 /// corrected, when the window has fewer than `NonlinearHRV.minimumAlpha1` intervals, or when a gap cut it so its
-/// longest uninterrupted run is under 90 % of the window.
+/// longest uninterrupted run is under 90 % of the window. Alpha1 has the effect of the corrector's repairs taken off
+/// (`NonlinearHRV.dfa(_:scales:estimateGroups:)`), as `HRVAnalyzer` does with the median correction; it is withheld
+/// too when the repairs are too dense for that.
 public enum LiveDFA {
     public static let windowS = 120.0
     public static let stepS = 20.0
@@ -40,15 +42,16 @@ public enum LiveDFA {
     public static func estimate(segments: [[Double]], endS: Double) -> DFAEstimate {
         let total = segments.reduce(0) { $0 + $1.count }
         var corrected = 0
-        var runs: [[Double]] = []
+        var runs: [ArtifactCorrectionResult] = []
         for s in segments {
             let r = ArtifactCorrector.correct(s)
             corrected += r.correctedIntervals
-            runs.append(r.rrMs)
+            runs.append(r)
         }
         let percent = total > 0 ? 100 * Double(corrected) / Double(total) : 0
         var e = DFAEstimate(endS: endS, alpha1: nil, artifactPercent: percent, rrCount: total, withheldReason: nil)
-        let longest = runs.max(by: { $0.count < $1.count }) ?? []
+        let longestRun = runs.max(by: { $0.rrMs.count < $1.rrMs.count })
+        let longest = longestRun?.rrMs ?? []
         let longestS = longest.reduce(0, +) / 1000
         if total < NonlinearHRV.minimumAlpha1 || longest.count < NonlinearHRV.minimumAlpha1 {
             e.withheldReason = "too few beats (\(longest.count) uninterrupted, \(NonlinearHRV.minimumAlpha1) needed)"
@@ -58,8 +61,11 @@ public enum LiveDFA {
             let shown = (percent * 10).rounded() / 10
             e.withheldReason = "artifact_percent \(shown) above the \(Int(artifactLimitPercent)) % limit"
         } else {
-            e.alpha1 = NonlinearHRV.alpha1(longest)
-            if e.alpha1 == nil { e.withheldReason = "no fluctuation to analyse" }
+            e.alpha1 = NonlinearHRV.alpha1(longest, estimateGroups: longestRun?.estimateGroups)
+            if e.alpha1 == nil {
+                e.withheldReason = NonlinearHRV.alpha1(longest) == nil
+                    ? "no fluctuation to analyse" : "repairs too dense to take their effect off the DFA"
+            }
         }
         return e
     }

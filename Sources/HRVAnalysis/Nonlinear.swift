@@ -29,16 +29,105 @@ public enum NonlinearHRV {
         return (sd1, s2.squareRoot())
     }
 
-    /// DFA alpha1: box sizes 4...16 beats.
-    public static func alpha1(_ rr: [Double]) -> Double? {
+    /// DFA alpha1: box sizes 4...16 beats. With `estimateGroups` (the median corrector's
+    /// `ArtifactCorrectionResult.estimateGroups`, one per interval), the effect of its repairs is taken off:
+    /// `dfa(_:scales:estimateGroups:)`.
+    public static func alpha1(_ rr: [Double], estimateGroups: [Int]? = nil) -> Double? {
         guard rr.count >= minimumAlpha1 else { return nil }
-        return dfa(rr, scales: Array(4...16))
+        return dfa(rr, scales: Array(4...16), estimateGroups: estimateGroups)
     }
 
-    /// DFA alpha2: box sizes 16...64 beats.
-    public static func alpha2(_ rr: [Double]) -> Double? {
+    /// DFA alpha2: box sizes 16...64 beats (`estimateGroups` as for `alpha1`).
+    public static func alpha2(_ rr: [Double], estimateGroups: [Int]? = nil) -> Double? {
         guard rr.count >= minimumAlpha2 else { return nil }
-        return dfa(rr, scales: Array(16...64))
+        return dfa(rr, scales: Array(16...64), estimateGroups: estimateGroups)
+    }
+
+    /// Shifts (beats) at which `dfa(_:scales:estimateGroups:)` repeats the corrector's repairs.
+    static let repeatShifts = [3, 4, 5, 6, 7, 8, -3, -4, -5, -6, -7, -8]
+
+    /// DFA of a series repaired by `ArtifactCorrector`, with the effect of the repairs taken off by simulation and
+    /// extrapolation (SIMEX, Cook & Stefanski 1994). Every repair writes a smooth estimate (an even split, a midpoint,
+    /// the median of the neighbours) that lacks the beat-to-beat variation of the true intervals, which pulls F(n)
+    /// down at the small boxes and alpha up; how much depends on the series (its correlation, the repairs' number and
+    /// kinds). So the same repairs are applied a second time to measured intervals nearby — each repair's copy shifted
+    /// by `repeatShifts` beats, where the copy and one interval either side are all measured: the intervals of a repair
+    /// that kept the elapsed time become their mean, a lone estimate becomes the median of its 10 neighbours — and
+    /// the change of alpha from once to twice repaired, scaled to a full set of copies, is taken off once:
+    /// alpha = alpha₁ − mean over the shifts of (alpha₂ − alpha₁) · repairs / copies placed. A shift that places
+    /// copies of fewer than half of the repairs is not used; nil when no shift is usable (estimates so dense that the
+    /// effect cannot be measured). Without an estimate the result is the plain DFA, bit for bit.
+    public static func dfa(_ rr: [Double], scales: [Int], estimateGroups: [Int]?) -> Double? {
+        guard let once = dfa(rr, scales: scales) else { return nil }
+        guard let estimateGroups, estimateGroups.count == rr.count else { return once }
+        let runs = estimateRuns(estimateGroups)
+        guard !runs.isEmpty else { return once }
+        var total = 0.0
+        var usable = 0
+        for shift in repeatShifts {
+            let again = repairedAgain(rr, estimateGroups: estimateGroups, runs: runs, shift: shift)
+            guard 2 * again.copies >= runs.count, let twice = dfa(again.rrMs, scales: scales) else { continue }
+            total += (twice - once) * Double(runs.count) / Double(again.copies)
+            usable += 1
+        }
+        guard usable > 0 else { return nil }
+        return once - total / Double(usable)
+    }
+
+    /// One repair's estimates: intervals `first...last`; `keepsSum`: their sum is measured (a split missed beat, a
+    /// moved beat), otherwise a lone estimate.
+    struct EstimateRun: Equatable {
+        var first: Int
+        var last: Int
+        var keepsSum: Bool { last > first }
+    }
+
+    /// Runs of equal non-zero numbers in `estimateGroups` (`ArtifactCorrectionResult.estimateGroups`).
+    static func estimateRuns(_ groups: [Int]) -> [EstimateRun] {
+        var runs: [EstimateRun] = []
+        var i = 0
+        while i < groups.count {
+            guard groups[i] != 0 else {
+                i += 1
+                continue
+            }
+            var j = i
+            while j + 1 < groups.count && groups[j + 1] == groups[i] { j += 1 }
+            runs.append(EstimateRun(first: i, last: j))
+            i = j + 1
+        }
+        return runs
+    }
+
+    /// `rr` with each run's repair applied again `shift` beats away, where the copy and one interval either side are
+    /// measured and inside the series (copies placed earlier in the same pass count as estimates). `copies`: how many.
+    static func repairedAgain(_ rr: [Double], estimateGroups: [Int], runs: [EstimateRun], shift: Int)
+        -> (rrMs: [Double], copies: Int)
+    {
+        var out = rr
+        var estimate = estimateGroups.map { $0 != 0 }
+        var copies = 0
+        var buffer = [Double](repeating: 0, count: 2 * ArtifactCorrector.halfWidth)
+        for run in runs {
+            let first = run.first + shift
+            let last = run.last + shift
+            guard first >= 1, last + 1 < rr.count, !estimate[(first - 1)...(last + 1)].contains(true) else { continue }
+            if run.keepsSum {
+                let mean = out[first...last].reduce(0, +) / Double(last - first + 1)
+                for k in first...last { out[k] = mean }
+            } else {
+                var c = 0
+                for j in Swift.max(0, first - ArtifactCorrector.halfWidth)...Swift.min(rr.count - 1, first + ArtifactCorrector.halfWidth)
+                where j != first {
+                    buffer[c] = out[j]
+                    c += 1
+                }
+                out[first] = ArtifactCorrector.median(&buffer, count: c)
+            }
+            for k in first...last { estimate[k] = true }
+            copies += 1
+        }
+        return (out, copies)
     }
 
     /// Detrended fluctuation analysis (Peng et al. 1995) as neurokit2 `fractal_dfa` (order 1, overlapping boxes
