@@ -573,19 +573,9 @@ public final class RelayHub: Sendable {
             return .failure(RelayCommandError(
                 "resync_required", "Epoch \(e.prefix(64)) is not this gateway's (\(epoch)): it restarted; start afresh."))
         }
-        let already = c.resumed.withLock { r -> Bool in
-            defer { r = true }
-            return r
-        }
-        if already { return .failure(RelayCommandError("bad_request", "This connection has already resumed.")) }
+        if let refused = claimReplay(c) { return .failure(refused) }
         return state.withLock { s in
-            var count: Int64 = 0
-            for e in s.ring[s.ringHead...] where e.seq > last && e.seq <= c.startSeq {
-                var v = e.value
-                v["replayed"] = .bool(true)
-                c.queue.push(JSONValue.object(v).jsonString, droppable: false)
-                count += 1
-            }
+            let count = Self.replay(s, to: c) { $0.seq > last }
             return .success([
                 "epoch": .string(epoch), "replayed": .int(count),
                 "complete": .bool(last >= s.ringTrimmedThrough), "replayed_through": .int(c.startSeq),
@@ -597,23 +587,36 @@ public final class RelayHub: Sendable {
     /// the last `ms` published before this connection started, in order, marked `replayed`, to draw its charts
     /// from. Once per connection, like `resume`.
     private func recentFrames(withinMs ms: Int64, _ c: RelayConnection) -> Result<[String: JSONValue], RelayCommandError> {
+        if let refused = claimReplay(c) { return .failure(refused) }
+        let since = clock.monotonicMs() - ms
+        return state.withLock { s in
+            let count = Self.replay(s, to: c) {
+                $0.atMonotonicMs > since && $0.value["type"]?.stringValue == "session_frame"
+            }
+            return .success(["epoch": .string(epoch), "replayed": .int(count), "replayed_through": .int(c.startSeq)])
+        }
+    }
+
+    /// Marks the connection as having had its one replay (`resume` or `recent_frames_ms`); the error if it had.
+    private func claimReplay(_ c: RelayConnection) -> RelayCommandError? {
         let already = c.resumed.withLock { r -> Bool in
             defer { r = true }
             return r
         }
-        if already { return .failure(RelayCommandError("bad_request", "This connection has already resumed.")) }
-        let since = clock.monotonicMs() - ms
-        return state.withLock { s in
-            var count: Int64 = 0
-            for e in s.ring[s.ringHead...] where e.seq <= c.startSeq && e.atMonotonicMs > since
-                && e.value["type"]?.stringValue == "session_frame" {
-                var v = e.value
-                v["replayed"] = .bool(true)
-                c.queue.push(JSONValue.object(v).jsonString, droppable: false)
-                count += 1
-            }
-            return .success(["epoch": .string(epoch), "replayed": .int(count), "replayed_through": .int(c.startSeq)])
+        return already ? RelayCommandError("bad_request", "This connection has already resumed.") : nil
+    }
+
+    /// Queues for `c`, in order and marked `replayed`, the buffered events published before it connected that
+    /// `include` keeps; returns how many.
+    private static func replay(_ s: State, to c: RelayConnection, where include: (Stored) -> Bool) -> Int64 {
+        var count: Int64 = 0
+        for e in s.ring[s.ringHead...] where e.seq <= c.startSeq && include(e) {
+            var v = e.value
+            v["replayed"] = .bool(true)
+            c.queue.push(JSONValue.object(v).jsonString, droppable: false)
+            count += 1
         }
+        return count
     }
 
     private func ack(_ m: JSONValue, _ c: RelayConnection) -> Result<[String: JSONValue], RelayCommandError> {
