@@ -188,7 +188,8 @@ public struct RPPGEstimator: Sendable {
     private var nextTick = 0.0
     /// The last confident pulse reading (Hz) and its time, for peak tracking.
     private var tracked: (hz: Double, t: Double)?
-    /// Band-limits the POS and CHROM signals to the pulse band before their spectra.
+    /// The pulse band-pass: applied to each mean-normalised channel before POS and CHROM, and to their outputs
+    /// before the spectra (docs/rppg.md, "Band-limiting").
     private let pulseFilter: Butterworth
 
     /// `faceDetector` finds the face for ``process(_:)`` (see ``FaceROITracker``); `nil` uses the skin-blob search.
