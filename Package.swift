@@ -40,6 +40,8 @@ let package = Package(
         // The relay's self-signed certificate (X.509 in Swift on swift-crypto; needs swift-crypto 3.12.3 or later).
         .package(url: "https://github.com/apple/swift-certificates", exact: "1.21.1"),
         .package(url: "https://github.com/apple/swift-asn1", exact: "1.7.4"),
+        // The webhook's HTTP client (on swift-nio, already here for the relay; Hummingbird's package requires it too).
+        .package(url: "https://github.com/swift-server/async-http-client", exact: "1.37.0"),
     ],
     targets: [
         // MARK: Engine (portable: no Linux-only imports)
@@ -227,7 +229,11 @@ let package = Package(
         // MARK: Webhook store-and-forward (durable outbox in the state directory, POST with retries)
         .target(
             name: "WebhookSink",
-            dependencies: ["GatewayEngine", "GatewayStorage", .product(name: "GRDB", package: "GRDB.swift")],
+            dependencies: [
+                "GatewayEngine", "GatewayStorage", .product(name: "GRDB", package: "GRDB.swift"),
+                // Already in the graph (Hummingbird's own package uses it); on NIO, like the relay.
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+            ],
             swiftSettings: strict
         ),
 

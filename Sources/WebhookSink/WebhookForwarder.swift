@@ -1,9 +1,9 @@
+import AsyncHTTPClient
 import Foundation
 import GatewayEngine
-
-#if canImport(FoundationNetworking)
-import FoundationNetworking
-#endif
+import NIOCore
+import NIOHTTP1
+import NIOPosix
 
 /// Exponential backoff with jitter: the n-th failed attempt waits `base · 2^(n-1)` capped at `max`, lengthened by a
 /// random fraction up to `jitter` (0.25: up to 25 % more), so that many gateways do not retry in step.
@@ -36,32 +36,70 @@ public enum WebhookAnswer: Sendable, Equatable {
     public var isSuccess: Bool { if case .status(let s) = self { (200..<300).contains(s) } else { false } }
 }
 
-/// Posts one JSON body. `URLSessionWebhookTransport` in production.
+/// Posts one JSON body. `HTTPClientWebhookTransport` in production.
 public protocol WebhookTransport: Sendable {
     func post(url: URL, json: String, timeoutSec: Double) async -> WebhookAnswer
 }
 
-/// POSTs with Foundation's URLSession (`Content-Type: application/json`).
-public struct URLSessionWebhookTransport: WebhookTransport {
+/// POSTs with AsyncHTTPClient (`Content-Type: application/json`) on its shared client, whose event loop threads
+/// start with the first request: a gateway without a webhook runs none of it. (Not Foundation's URLSession: that
+/// is FoundationNetworking over libcurl, whose library tree every hr-gateway process would then map, about 5 MB
+/// resident, webhook or not.) HTTPS is checked against the system's trust store.
+public struct HTTPClientWebhookTransport: WebhookTransport {
+    /// The most of an answer's body that is read (and ignored): only the status matters.
+    static let bodyLimit = 64 * 1024
+
+    /// One client for the process, never shut down (it lives as long as the process). Its own retry of failed
+    /// connections is off: the outbox retries with its backoff, and a refused connection is a failed attempt now,
+    /// not a wait until the request's timeout.
+    private static let client: HTTPClient = {
+        var configuration = HTTPClient.Configuration.singletonConfiguration
+        configuration.connectionPool.retryConnectionEstablishment = false
+        return HTTPClient(eventLoopGroup: HTTPClient.defaultEventLoopGroup, configuration: configuration)
+    }()
+
     public init() {}
 
     public func post(url: URL, json: String, timeoutSec: Double) async -> WebhookAnswer {
-        var request = URLRequest(url: url, cachePolicy: .reloadIgnoringLocalCacheData, timeoutInterval: timeoutSec)
-        request.httpMethod = "POST"
-        request.setValue("application/json", forHTTPHeaderField: "Content-Type")
-        request.setValue("hr-gateway", forHTTPHeaderField: "User-Agent")
-        request.httpBody = Data(json.utf8)
-        let config = URLSessionConfiguration.ephemeral
-        config.timeoutIntervalForRequest = timeoutSec
-        config.timeoutIntervalForResource = timeoutSec
-        let session = URLSession(configuration: config)
-        defer { session.finishTasksAndInvalidate() }
+        var request = HTTPClientRequest(url: url.absoluteString)
+        request.method = .POST
+        request.headers.add(name: "Content-Type", value: "application/json")
+        request.headers.add(name: "User-Agent", value: "hr-gateway")
+        request.body = .bytes(ByteBuffer(string: json))
         do {
-            let (_, response) = try await session.data(for: request)
-            guard let http = response as? HTTPURLResponse else { return .failed("not an HTTP answer") }
-            return .status(http.statusCode)
+            let response = try await Self.client.execute(
+                request, timeout: .milliseconds(Int64((timeoutSec * 1_000).rounded())))
+            // Read what the server sent so the connection can be reused; a long or broken body changes nothing.
+            _ = try? await response.body.collect(upTo: Self.bodyLimit)
+            return .status(Int(response.status.code))
         } catch {
-            return .failed((error as NSError).localizedDescription)
+            return .failed(Self.describe(error, url: url))
+        }
+    }
+
+    /// A short reason for the outbox's `last_error`: what happened, not the client library's type names.
+    static func describe(_ error: any Error, url: URL) -> String {
+        let target = "\(url.host ?? "?"):\(url.port ?? (url.scheme == "https" ? 443 : 80))"
+        switch error {
+        case let e as HTTPClientError where e == .deadlineExceeded || e == .readTimeout || e == .connectTimeout:
+            return "timed out (\(target))"
+        case let e as HTTPClientError where e == .remoteConnectionClosed:
+            return "\(target) closed the connection"
+        case let e as HTTPClientError where e == .invalidURL || e == .emptyScheme:
+            return "not a valid http or https URL"
+        case let e as IOError:
+            let reason = String(cString: strerror(e.errnoCode))
+            switch e.errnoCode {
+            case ECONNREFUSED, EHOSTUNREACH, ENETUNREACH, ETIMEDOUT: return "could not connect to \(target): \(reason)"
+            default: return "connection to \(target) failed: \(reason)"
+            }
+        case let e as NIOConnectionError:
+            let reasons = (e.dnsAError.map { [$0] } ?? []) + (e.dnsAAAAError.map { [$0] } ?? [])
+                + e.connectionErrors.map { $0.error }
+            if reasons.isEmpty { return "could not connect to \(target)" }
+            return "could not connect to \(target): " + reasons.map { "\($0)" }.joined(separator: "; ")
+        default:
+            return "\(error)"
         }
     }
 }
@@ -95,7 +133,7 @@ public final class WebhookForwarder: Sendable {
 
     public init(
         outbox: WebhookOutbox,
-        transport: any WebhookTransport = URLSessionWebhookTransport(),
+        transport: any WebhookTransport = HTTPClientWebhookTransport(),
         backoff: WebhookBackoff = WebhookBackoff(),
         timeoutSec: Double = 10,
         now: @escaping @Sendable () -> Int64 = { Int64((Date().timeIntervalSince1970 * 1000).rounded()) },
