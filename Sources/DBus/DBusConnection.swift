@@ -9,7 +9,8 @@ import Glibc
 
 /// A connection to a D-Bus bus, driven by libdbus on one serial dispatch queue.
 ///
-/// libdbus's watches and timeouts become `DispatchSource`s on the connection's queue, and every libdbus call for the
+/// libdbus's read watch is a thread of its own that reads on the connection's queue (`SocketReader`), its write watch
+/// and timeouts are `DispatchSource`s on that queue, and every libdbus call for the
 /// connection runs there, so replies, signals and incoming calls are handled as soon as their bytes arrive.
 ///
 /// ```swift
@@ -1012,12 +1013,13 @@ private final class PendingCallBox {
     }
 }
 
-/// The dispatch sources for one libdbus watch.
-// @unchecked Sendable: created, updated and cancelled on the connection queue; its sources fire on that queue.
+/// The reader thread and the write source for one libdbus watch.
+// @unchecked Sendable: created, updated and cancelled on the connection queue; its reader reads and its write source
+// fires on that queue.
 private final class WatchHandler: @unchecked Sendable {
     let watch: OpaquePointer
     weak var connection: DBusConnection?
-    var readSource: (any DispatchSourceRead)?
+    var reader: SocketReader?
     var writeSource: (any DispatchSourceWrite)?
 
     init(watch: OpaquePointer, connection: DBusConnection) {
@@ -1032,14 +1034,22 @@ private final class WatchHandler: @unchecked Sendable {
         let fd = dbus_watch_get_unix_fd(watch)
         let wantRead = enabled && flags & DBUS_WATCH_READABLE.rawValue != 0 && connection.readingAllowed
         let wantWrite = enabled && flags & DBUS_WATCH_WRITABLE.rawValue != 0
-        if wantRead, readSource == nil {
-            let source = DispatchSource.makeReadSource(fileDescriptor: fd, queue: connection.queue)
-            source.setEventHandler { [weak self] in self?.handle(DBUS_WATCH_READABLE.rawValue) }
-            source.resume()
-            readSource = source
-        } else if !wantRead, let source = readSource {
-            source.cancel()
-            readSource = nil
+        if wantRead, reader == nil {
+            let queue = connection.queue
+            reader = SocketReader(fd: fd) { [weak self] reader in
+                queue.sync {
+                    // Still this watch's reader, and still wanted: update() and cancel() run on the queue too.
+                    guard let self, self.reader === reader else { return }
+                    self.handle(DBUS_WATCH_READABLE.rawValue)
+                }
+            }
+            if reader == nil {
+                connection.logger.error("cannot start the D-Bus reader thread (pipe2 or pthread_create failed)",
+                                        metadata: ["unique-name": "\(connection.uniqueName)", "errno": "\(errno)"])
+            }
+        } else if !wantRead, let reader {
+            reader.stop()
+            self.reader = nil
         }
         if wantWrite, writeSource == nil {
             let source = DispatchSource.makeWriteSource(fileDescriptor: fd, queue: connection.queue)
@@ -1053,9 +1063,9 @@ private final class WatchHandler: @unchecked Sendable {
     }
 
     func cancel() {
-        readSource?.cancel()
+        reader?.stop()
         writeSource?.cancel()
-        readSource = nil
+        reader = nil
         writeSource = nil
     }
 
@@ -1063,6 +1073,87 @@ private final class WatchHandler: @unchecked Sendable {
         if flags & DBUS_WATCH_READABLE.rawValue != 0 { connection?.lastReadAt = .now }
         dbus_watch_handle(watch, flags)
         connection?.drain()
+    }
+}
+
+/// A thread that waits in `poll` for the bus socket to become readable and then runs the read on the connection's
+/// queue from itself: `DispatchQueue.sync` on an idle serial queue runs the block on the calling thread, so one thread
+/// wakes between the kernel and the message handlers. (A dispatch read source wakes two: libdispatch's event thread,
+/// which then hands the queue to a worker.) The queue stays the one place where libdbus is called; while another
+/// block runs there, the read waits for it like any other block.
+///
+/// `stop()` is asynchronous: the thread leaves at its next wake-up (a byte down a pipe makes one at once) and releases
+/// the reader, which closes the pipe.
+/// After `stop()` it calls `onReadable` at most once more, which the caller's check on the queue turns away.
+final class SocketReader: Sendable {
+    private let fd: Int32
+    /// A pipe: `stop()` writes to `wakeWrite`, the thread polls `wake`.
+    private let wake: Int32
+    private let wakeWrite: Int32
+    private let stopped = Atomic<Bool>(false)
+    private let onReadable: @Sendable (SocketReader) -> Void
+
+    init?(fd: Int32, onReadable: @escaping @Sendable (SocketReader) -> Void) {
+        var pipeFds: [Int32] = [-1, -1]
+        guard pipe(&pipeFds) == 0 else { return nil }
+        for end in pipeFds {
+            _ = fcntl(end, F_SETFD, FD_CLOEXEC)
+            _ = fcntl(end, F_SETFL, O_NONBLOCK)
+        }
+        self.fd = fd
+        self.wake = pipeFds[0]
+        self.wakeWrite = pipeFds[1]
+        self.onReadable = onReadable
+        var attributes = pthread_attr_t()
+        pthread_attr_init(&attributes)
+        defer { pthread_attr_destroy(&attributes) }
+        // The loop needs little stack; the default (8 MB of address space) is reserved for nothing.
+        pthread_attr_setstacksize(&attributes, 256 * 1024)
+        pthread_attr_setdetachstate(&attributes, Int32(PTHREAD_CREATE_DETACHED))
+        var thread = pthread_t()
+        let box = Unmanaged.passRetained(self).toOpaque()
+        let created = pthread_create(&thread, &attributes, { box in
+            let reader = Unmanaged<SocketReader>.fromOpaque(box!).takeRetainedValue()
+            reader.run()
+            return nil
+        }, box)
+        guard created == 0 else {
+            Unmanaged<SocketReader>.fromOpaque(box).release()
+            return nil
+        }
+    }
+
+    func stop() {
+        stopped.store(true, ordering: .sequentiallyConsistent)
+        var one: UInt8 = 1
+        _ = write(wakeWrite, &one, 1)
+    }
+
+    deinit {
+        close(wake)
+        close(wakeWrite)
+    }
+
+    private func run() {
+        var fds = [pollfd(fd: wake, events: Int16(POLLIN), revents: 0), pollfd(fd: fd, events: Int16(POLLIN), revents: 0)]
+        while !stopped.load(ordering: .sequentiallyConsistent) {
+            fds[0].revents = 0
+            fds[1].revents = 0
+            if poll(&fds, 2, -1) < 0 {
+                if errno == EINTR { continue }
+                return
+            }
+            if fds[0].revents != 0 {
+                var bytes: (UInt64, UInt64) = (0, 0)
+                _ = withUnsafeMutableBytes(of: &bytes) { read(wake, $0.baseAddress, $0.count) }
+            }
+            if fds[1].revents & Int16(POLLNVAL) != 0 {
+                // The socket is closed and the watch about to go: wait for stop() without polling it.
+                fds[1].fd = -1
+            } else if fds[1].revents != 0, !stopped.load(ordering: .sequentiallyConsistent) {
+                onReadable(self)
+            }
+        }
     }
 }
 
