@@ -50,6 +50,9 @@ public final class DBusConnection: @unchecked Sendable {
     /// How many parties asked to stop reading the socket (`pauseReading()`).
     private var readPausers = 0
     private var watches: [WeakWatch] = []
+    /// Every reader thread started for this connection whose thread still runs (a reader is released by its thread
+    /// when the thread ends, after `stop()`).
+    private var readers: [WeakReader] = []
     /// When the socket was last read: the arrival time of the messages that read brought.
     fileprivate var lastReadAt: ContinuousClock.Instant?
     private let droppedCount = Atomic<Int>(0)
@@ -63,6 +66,24 @@ public final class DBusConnection: @unchecked Sendable {
 
     private struct WeakWatch {
         weak var handler: WatchHandler?
+    }
+
+    private struct WeakReader {
+        weak var reader: SocketReader?
+    }
+
+    fileprivate func started(_ reader: SocketReader) {
+        readers.removeAll { $0.reader == nil }
+        readers.append(WeakReader(reader: reader))
+    }
+
+    /// Reader threads of this connection still running: 1 while it reads, 0 soon after `pauseReading()` or `close()`
+    /// (tests: no thread is left behind).
+    var readerThreadsRunning: Int {
+        onQueueSync {
+            readers.removeAll { $0.reader == nil }
+            return readers.count
+        }
     }
 
     /// Messages dropped because a subscription's buffer was full (`subscribe(anyOf:bufferLimit:transform:)`).
@@ -1043,7 +1064,9 @@ private final class WatchHandler: @unchecked Sendable {
                     self.handle(DBUS_WATCH_READABLE.rawValue)
                 }
             }
-            if reader == nil {
+            if let reader {
+                connection.started(reader)
+            } else {
                 connection.logger.error("cannot start the D-Bus reader thread (pipe2 or pthread_create failed)",
                                         metadata: ["unique-name": "\(connection.uniqueName)", "errno": "\(errno)"])
             }

@@ -1,4 +1,4 @@
-import DBus
+@testable import DBus
 import DBusTestSupport
 import Foundation
 import Logging
@@ -16,6 +16,16 @@ func withPrivateBus<R>(
     let second = try await DBusConnection.connect(to: .address(daemon.address), logger: logger)
     defer { second.close() }
     return try await body(daemon, first, second)
+}
+
+/// Whether `condition` holds within `seconds`, checked every 10 ms: for what ends on a thread of its own (an OS
+/// thread's exit), which no clock of ours can drive.
+func eventually(within seconds: Double = 5, _ condition: () -> Bool) async -> Bool {
+    for _ in 0..<Int(seconds * 100) {
+        if condition() { return true }
+        try? await Task.sleep(for: .milliseconds(10))
+    }
+    return condition()
 }
 
 /// Runs `tool` with `arguments` and returns its standard output; throws if it exits non-zero.
@@ -297,6 +307,22 @@ struct DBusConnectionTests {
             await connection.waitUntilClosed()
             let error = await #expect(throws: DBusError.self) { _ = try await connection.listNames() }
             #expect(error?.name == DBusError.disconnected)
+        }
+    }
+
+    /// The socket's reader thread ends when reading pauses and when the connection closes: a process that opens and
+    /// closes connections (the strap scanner, reconnects) leaves no threads behind.
+    @Test func theReaderThreadEndsWithPausingAndClosing() async throws {
+        try await withPrivateBus { _, connection, _ in
+            #expect(connection.readerThreadsRunning == 1)
+            connection.pauseReading()
+            #expect(await eventually { connection.readerThreadsRunning == 0 })
+            connection.resumeReading()
+            #expect(connection.readerThreadsRunning == 1)
+            let names = try await connection.listNames()
+            #expect(names.contains(connection.uniqueName))
+            connection.close()
+            #expect(await eventually { connection.readerThreadsRunning == 0 })
         }
     }
 
