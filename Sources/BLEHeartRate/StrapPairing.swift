@@ -69,10 +69,19 @@ public enum StrapPairing {
         if device == nil {
             try? await bluez.setDiscoveryFilter(on: adapterPath, uuids: [], pattern: target)
             try? await bluez.startDiscovery(on: adapterPath)
-            let deadline = ContinuousClock.now + .milliseconds(timeoutMs)
-            while device == nil && ContinuousClock.now < deadline {
-                try? await Task.sleep(for: .milliseconds(200))   // polling BlueZ's mirror, not synchronising
-                device = bluez.tree.devices(of: adapterPath).first { $0.address?.uppercased() == target }
+            // The mirror's changes wake the wait (InterfacesAdded when BlueZ first sees it); the timeout is the
+            // user's, on real time.
+            device = await withTaskGroup(of: BlueZDevice?.self) { group in
+                group.addTask {
+                    await bluez.wait { tree in tree.devices(of: adapterPath).first { $0.address?.uppercased() == target } }
+                }
+                group.addTask {
+                    try? await Task.sleep(for: .milliseconds(timeoutMs))
+                    return nil
+                }
+                let first = await group.next() ?? nil
+                group.cancelAll()
+                return first
             }
             try? await bluez.stopDiscovery(on: adapterPath)
         }
