@@ -111,17 +111,11 @@ import Testing
     /// wander many times the pulse's size, just below the band, leaks through the window into its low edge, and
     /// without the band-pass that leakage is the largest in-band value; with it, the pulse is found.
     @Test func slowWanderBelowTheBandDoesNotHideThePulse() throws {
-        var estimator = try RPPGEstimator()
-        var last: RPPGEstimate?
-        for i in 0..<(12 * 30) {
-            let t = Double(i) / 30
+        let e = try #require(try lastEstimate(seconds: 12) { t in
             let p = 0.002 * sin(2 * Double.pi * 1.9 * t)
             let w = 0.03 * sin(2 * Double.pi * 0.45 * t + 0.4)
-            let s = RPPGSample(tSeconds: t, rgb: RGBMean(r: 180 * (1 + 0.4 * p + w), g: 130 * (1 + p - 0.6 * w),
-                                                        b: 100 * (1 + 0.7 * p + 0.3 * w)))
-            if let e = estimator.append(s) { last = e }
-        }
-        let e = try #require(last)
+            return RGBMean(r: 180 * (1 + 0.4 * p + w), g: 130 * (1 + p - 0.6 * w), b: 100 * (1 + 0.7 * p + 0.3 * w))
+        })
         #expect(abs(try #require(e.candidateHrBpm) - 114) <= 1.5)
     }
 
@@ -140,4 +134,16 @@ import Testing
             try RGBTrace.parse("t_s,R,G,B\n", framesPerSecond: nil)
         }
     }
+}
+
+/// The last estimate of a default `RPPGEstimator` fed `seconds` of a synthetic 30 fps trace whose colour at time t is
+/// `rgb(t)`.
+func lastEstimate(seconds: Int, _ rgb: (Double) -> RGBMean) throws -> RPPGEstimate? {
+    var estimator = try RPPGEstimator()
+    var last: RPPGEstimate?
+    for i in 0..<(seconds * 30) {
+        let t = Double(i) / 30
+        if let e = estimator.append(RPPGSample(tSeconds: t, rgb: rgb(t))) { last = e }
+    }
+    return last
 }
