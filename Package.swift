@@ -203,7 +203,8 @@ let package = Package(
         ),
 
         // MARK: MQTT (libmosquitto from libmosquitto-dev): status, events, last will to a real broker
-        .systemLibrary(name: "CMosquitto", pkgConfig: "libmosquitto", providers: [.apt(["libmosquitto-dev"])]),
+        // libmosquitto through dlopen (opened when `--mqtt` first needs it); mosquitto.h from libmosquitto-dev.
+        .target(name: "CMosquitto", cSettings: [.define("_GNU_SOURCE")], linkerSettings: [.linkedLibrary("dl")]),
         .target(
             name: "MQTTSink",
             dependencies: [

@@ -97,6 +97,9 @@ public struct DoctorFacts: Sendable, Equatable {
     /// liblsl for `--lsl`: where it was loaded from and its version, or why it could not be.
     public var lsl: LSLFound?
     public var lslError: String?
+    /// libmosquitto for `--mqtt`: nil when it loaded, else why not.
+    public var mqttError: String?
+    public var mqttChecked = false
 
     public struct LSLFound: Sendable, Equatable {
         public var path: String
@@ -278,6 +281,15 @@ public struct DoctorFacts: Sendable, Equatable {
             checks.append(DoctorCheck(
                 "Lab Streaming", .warning, "liblsl not found: --lsl unavailable (\(lslError.prefix(200)))",
                 fix: "pip install pylsl (its wheel carries liblsl), or set HR_GATEWAY_LIBLSL to liblsl.so's path"))
+        }
+        if mqttChecked {
+            if let mqttError {
+                checks.append(DoctorCheck(
+                    "MQTT", .warning, "libmosquitto not found: --mqtt unavailable (\(mqttError.prefix(200)))",
+                    fix: "sudo apt install libmosquitto1, or set HR_GATEWAY_LIBMOSQUITTO to libmosquitto.so.1's path"))
+            } else {
+                checks.append(DoctorCheck("MQTT", .ok, "libmosquitto loaded (--mqtt available)"))
+            }
         }
         return checks
     }

@@ -79,7 +79,21 @@ public final class MQTTConnection: Sendable {
     public let broker: MQTTBrokerURL
     private let keepAliveSec: Int32
 
-    private static let library: Void = { _ = mosquitto_lib_init() }()
+    /// Opens libmosquitto (once per process; see CMosquitto.h). Throws `MQTTError` with code `library`, saying how to
+    /// install it, when it cannot be opened.
+    public static func loadLibrary() throws(MQTTError) {
+        if let reason = libraryProblem() {
+            throw MQTTError(.library, "libmosquitto is not available (\(reason)): install it with "
+                + "`sudo apt install libmosquitto1`, or set HR_GATEWAY_LIBMOSQUITTO to libmosquitto.so.1's path")
+        }
+    }
+
+    /// Why libmosquitto cannot be opened (the loader's message), or nil once it is open (`hr-gateway doctor`).
+    public static func libraryProblem() -> String? {
+        var why = [CChar](repeating: 0, count: 512)
+        guard hrm_load(&why, why.count) == 1 else { return why.withUnsafeBufferPointer { String(cString: $0.baseAddress!) } }
+        return nil
+    }
 
     /// - Parameters:
     ///   - will: published by the broker, retained, if the connection drops without a clean disconnect.
@@ -88,47 +102,47 @@ public final class MQTTConnection: Sendable {
         clientId: String, broker: MQTTBrokerURL, will: (topic: String, payload: String)? = nil, caFile: String? = nil,
         keepAliveSec: Int32 = 30
     ) throws(MQTTError) {
-        _ = Self.library
-        guard let h = mosquitto_new(clientId, true, nil) else {
+        try Self.loadLibrary()
+        guard let h = hrm_new(clientId, true, nil) else {
             throw MQTTError(.library, "libmosquitto could not create a client (out of memory or a bad client id)")
         }
         handle = h
         self.broker = broker
         self.keepAliveSec = keepAliveSec
-        mosquitto_user_data_set(h, Unmanaged.passUnretained(self).toOpaque())
-        _ = mosquitto_int_option(h, MOSQ_OPT_PROTOCOL_VERSION, MQTT_PROTOCOL_V311)
-        _ = mosquitto_reconnect_delay_set(h, 1, 30, true)
+        hrm_user_data_set(h, Unmanaged.passUnretained(self).toOpaque())
+        _ = hrm_int_option(h, MOSQ_OPT_PROTOCOL_VERSION, MQTT_PROTOCOL_V311)
+        _ = hrm_reconnect_delay_set(h, 1, 30, true)
         if let user = broker.username {
-            try check(mosquitto_username_pw_set(h, user, broker.password), "user name and password")
+            try check(hrm_username_pw_set(h, user, broker.password), "user name and password")
         }
         if broker.tls {
             let ca = caFile ?? "/etc/ssl/certs/ca-certificates.crt"
             guard FileManager.default.isReadableFile(atPath: ca) else {
                 throw MQTTError(.tls, "mqtts: CA file \(ca) is not readable (--mqtt-ca FILE names one)")
             }
-            try check(mosquitto_tls_set(h, ca, nil, nil, nil, nil), "TLS with CA file \(ca)", code: .tls)
+            try check(hrm_tls_set(h, ca, nil, nil, nil, nil), "TLS with CA file \(ca)", code: .tls)
         }
         if let will {
             let bytes = Array(will.payload.utf8)
-            try check(mosquitto_will_set(h, will.topic, Int32(bytes.count), bytes, 1, true), "last will")
+            try check(hrm_will_set(h, will.topic, Int32(bytes.count), bytes, 1, true), "last will")
         }
-        mosquitto_connect_callback_set(h) { _, object, rc in
+        hrm_connect_callback_set(h) { _, object, rc in
             guard let object else { return }
             Unmanaged<MQTTConnection>.fromOpaque(object).takeUnretainedValue().connected(rc)
         }
-        mosquitto_disconnect_callback_set(h) { _, object, rc in
+        hrm_disconnect_callback_set(h) { _, object, rc in
             guard let object else { return }
             Unmanaged<MQTTConnection>.fromOpaque(object).takeUnretainedValue().disconnected(rc)
         }
-        mosquitto_publish_callback_set(h) { _, object, mid in
+        hrm_publish_callback_set(h) { _, object, mid in
             guard let object else { return }
             Unmanaged<MQTTConnection>.fromOpaque(object).takeUnretainedValue().acknowledged(mid)
         }
-        mosquitto_log_callback_set(h) { _, object, level, text in
+        hrm_log_callback_set(h) { _, object, level, text in
             guard let object, let text, level & Int32(MOSQ_LOG_ERR) != 0 else { return }
             Unmanaged<MQTTConnection>.fromOpaque(object).takeUnretainedValue().logged(String(cString: text))
         }
-        mosquitto_message_callback_set(h) { _, object, message in
+        hrm_message_callback_set(h) { _, object, message in
             guard let object, let message, let topic = message.pointee.topic else { return }
             let count = Int(max(0, message.pointee.payloadlen))
             let bytes = message.pointee.payload.map {
@@ -157,19 +171,19 @@ public final class MQTTConnection: Sendable {
     /// Subscribes to `topic` (QoS 1) now if connected, and again on every connection.
     public func subscribe(_ topic: String) {
         handlers.withLock { $0.subscriptions.append(topic) }
-        if isConnected { _ = mosquitto_subscribe(handle, nil, topic, 1) }
+        if isConnected { _ = hrm_subscribe(handle, nil, topic, 1) }
     }
 
     deinit {
         stop()
         // A retry that started the network thread while stop() ran would leave it running: end it for sure.
-        _ = mosquitto_loop_stop(handle, true)
-        mosquitto_destroy(handle)
+        _ = hrm_loop_stop(handle, true)
+        hrm_destroy(handle)
     }
 
     private func check(_ rc: Int32, _ what: String, code: MQTTError.Code = .library) throws(MQTTError) {
         guard rc == MOSQ_ERR_SUCCESS.rawValue else {
-            throw MQTTError(code, "\(what): \(String(cString: mosquitto_strerror(rc)))")
+            throw MQTTError(code, "\(what): \(String(cString: hrm_strerror(rc)))")
         }
     }
 
@@ -195,12 +209,12 @@ public final class MQTTConnection: Sendable {
 
     /// One connection attempt and, when it is under way, the network thread; nil on success, else why not.
     private func attemptConnection() -> String? {
-        let rc = mosquitto_connect_async(handle, broker.host, Int32(broker.port), keepAliveSec)
+        let rc = hrm_connect_async(handle, broker.host, Int32(broker.port), keepAliveSec)
         guard rc == MOSQ_ERR_SUCCESS.rawValue else {
-            return rc == MOSQ_ERR_ERRNO.rawValue ? String(cString: strerror(errno)) : String(cString: mosquitto_strerror(rc))
+            return rc == MOSQ_ERR_ERRNO.rawValue ? String(cString: strerror(errno)) : String(cString: hrm_strerror(rc))
         }
-        let loop = mosquitto_loop_start(handle)
-        return loop == MOSQ_ERR_SUCCESS.rawValue ? nil : String(cString: mosquitto_strerror(loop))
+        let loop = hrm_loop_start(handle)
+        return loop == MOSQ_ERR_SUCCESS.rawValue ? nil : String(cString: hrm_strerror(loop))
     }
 
     /// Queues a message; while the broker is unreachable it is held and sent, in order, on connection. QoS 1
@@ -221,7 +235,7 @@ public final class MQTTConnection: Sendable {
     /// Hands one message to libmosquitto; one refused for want of a connection (it just dropped) is held.
     private func send(_ message: Held) -> Bool {
         var mid: Int32 = 0
-        let rc = mosquitto_publish(
+        let rc = hrm_publish(
             handle, &mid, message.topic, Int32(message.payload.count), message.payload, message.qos, message.retain)
         let qos = message.qos
         if rc == MOSQ_ERR_NO_CONN.rawValue {
@@ -231,7 +245,7 @@ public final class MQTTConnection: Sendable {
         guard rc == MOSQ_ERR_SUCCESS.rawValue else {
             state.withLock {
                 $0.refused += 1
-                $0.lastError = String(cString: mosquitto_strerror(rc))
+                $0.lastError = String(cString: hrm_strerror(rc))
             }
             return false
         }
@@ -285,8 +299,8 @@ public final class MQTTConnection: Sendable {
         }
         guard first else { return }
         retry.withLock { $0 }?.cancel()
-        _ = mosquitto_disconnect(handle)
-        _ = mosquitto_loop_stop(handle, false)
+        _ = hrm_disconnect(handle)
+        _ = hrm_loop_stop(handle, false)
         wakeWaiters()
     }
 
@@ -295,14 +309,14 @@ public final class MQTTConnection: Sendable {
     private func connected(_ rc: Int32) {
         let link = handlers.withLock { $0.link }
         guard rc == 0 else {
-            var reason = String(cString: mosquitto_connack_string(rc))
+            var reason = String(cString: hrm_connack_string(rc))
             while reason.hasSuffix(".") { reason.removeLast() }
             state.withLock { $0.lastError = reason }
             link?(.refused(code: rc, reason: reason))
             return
         }
         link?(.connected)
-        for topic in handlers.withLock({ $0.subscriptions }) { _ = mosquitto_subscribe(handle, nil, topic, 1) }
+        for topic in handlers.withLock({ $0.subscriptions }) { _ = hrm_subscribe(handle, nil, topic, 1) }
         // Send what was held, in order; `connected` flips only once nothing is left, so that a message published
         // meanwhile queues behind the held ones instead of overtaking them.
         while true {
@@ -323,7 +337,7 @@ public final class MQTTConnection: Sendable {
         }
         // rc 0 is our own disconnect; a refused connection was reported as such already.
         if wasConnected && !stopped && rc != 0 {
-            handlers.withLock { $0.link }?(.lost(reason: String(cString: mosquitto_strerror(rc))))
+            handlers.withLock { $0.link }?(.lost(reason: String(cString: hrm_strerror(rc))))
         }
     }
 

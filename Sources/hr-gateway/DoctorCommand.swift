@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import GatewayConfig
 import GatewayDoctor
+import MQTTSink
 import LSLSink
 import SessionStore
 
@@ -64,6 +65,8 @@ struct DoctorCommand: AsyncParsableCommand {
         } catch {
             facts.lslError = error.tried.isEmpty ? "nothing to try" : error.tried
         }
+        facts.mqttChecked = true
+        facts.mqttError = MQTTConnection.libraryProblem()
         let checks = facts.evaluate()
         for c in checks { print(c.line) }
         if checks.contains(where: { $0.status == .failure }) {

@@ -230,4 +230,20 @@ struct BrokerError: Error, CustomStringConvertible {
         #expect(id.status != 0)
         #expect(id.stderr.contains("gateway id"), "\(id.stderr)")
     }
+
+    /// libmosquitto is opened only for --mqtt: without it, a session without --mqtt runs, --mqtt says how to install
+    /// it, and doctor reports it.
+    @Test func withoutLibmosquittoOnlyMQTTIsUnavailable() throws {
+        let env = ["HR_GATEWAY_LIBMOSQUITTO": "/nonexistent/libmosquitto.so.1"]
+        let plain = try CLI.run(["stream", "--simulate", "--duration", "1"], environment: env)
+        #expect(plain.status == 0, "\(plain.stderr)")
+        let r = try CLI.run(["stream", "--simulate", "--duration", "1", "--mqtt", "mqtt://127.0.0.1:1"], environment: env)
+        #expect(r.status != 0)
+        #expect(r.stderr.contains("libmosquitto is not available"), "\(r.stderr)")
+        #expect(r.stderr.contains("sudo apt install libmosquitto1"), "\(r.stderr)")
+        let doctor = try CLI.run(["doctor"], environment: env)
+        #expect(doctor.stdout.contains("libmosquitto not found: --mqtt unavailable"), "\(doctor.stdout)")
+        let found = try CLI.run(["doctor"])
+        #expect(found.stdout.contains("libmosquitto loaded (--mqtt available)"), "\(found.stdout)")
+    }
 }
