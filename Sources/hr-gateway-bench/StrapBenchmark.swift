@@ -13,7 +13,8 @@ import Logging
 /// - with `--peer bleak`: the same for bleak (Python) through `scripts/strap-bleak-peer`, notification to bleak's
 ///   callback, with its RSS and CPU per notification;
 /// - the real `hr-gateway stream --strap` process (`--binary`, default: next to this executable) streaming one
-///   strap against the same fake: its RSS and CPU per notification.
+///   strap against the same fake: its RSS and CPU per notification (the binary's pages dropped from the page cache
+///   first, as after a reboot).
 func runStrapBenchmark(arguments: [String]) async {
     do {
         try await strapBenchmark(StrapBenchOptions(arguments))
@@ -165,6 +166,13 @@ private func measureBinary(_ fake: FakeBlueZ, _ address: String, _ options: Stra
     let state = FileManager.default.temporaryDirectory.appendingPathComponent("strap-bench-\(getpid())")
     try FileManager.default.createDirectory(at: state, withIntermediateDirectories: true)
     defer { try? FileManager.default.removeItem(at: state) }
+    // As after a reboot, the binary's pages start outside the page cache: a binary just built or copied is cached
+    // whole, and the kernel's fault-around then maps up to 64 KB around each page used, 1-2 MB more RSS.
+    let fd = open(binary, O_RDONLY)
+    if fd >= 0 {
+        _ = posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED)
+        close(fd)
+    }
     let p = Process()
     p.executableURL = URL(fileURLWithPath: binary)
     p.arguments = ["stream", "--strap", address, "--format", "jsonl", "--session-id", "strap-bench"]
