@@ -583,19 +583,23 @@ public final class RelayHub: Sendable {
         }
     }
 
-    /// `hello{recent_frames_ms}`: a consumer without a past (a page just loaded) gets the `session_frame` events of
-    /// the last `ms` published before this connection started, in order, marked `replayed`, to draw its charts
-    /// from. Once per connection, like `resume`.
+    /// `hello{recent_frames_ms}`: a consumer without a past (a page just loaded) gets the `session_frame` and
+    /// `biosignal_frame` events of the last `ms` published before this connection started, in order, marked
+    /// `replayed`, to draw its charts from. Once per connection, like `resume`.
     private func recentFrames(withinMs ms: Int64, _ c: RelayConnection) -> Result<[String: JSONValue], RelayCommandError> {
         if let refused = claimReplay(c) { return .failure(refused) }
         let since = clock.monotonicMs() - ms
         return state.withLock { s in
             let count = Self.replay(s, to: c) {
-                $0.atMonotonicMs > since && $0.value["type"]?.stringValue == "session_frame"
+                $0.atMonotonicMs > since && Self.recentFrameTypes.contains($0.value["type"]?.stringValue ?? "")
             }
             return .success(["epoch": .string(epoch), "replayed": .int(count), "replayed_through": .int(c.startSeq)])
         }
     }
+
+    /// What `hello{recent_frames_ms}` replays: the frames a chart is drawn from (metrics, and the samples with their RR
+    /// intervals when the session sends them).
+    static let recentFrameTypes: Set<String> = ["session_frame", "biosignal_frame"]
 
     /// Marks the connection as having had its one replay (`resume` or `recent_frames_ms`); the error if it had.
     private func claimReplay(_ c: RelayConnection) -> RelayCommandError? {

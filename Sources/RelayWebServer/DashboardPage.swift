@@ -11,8 +11,8 @@
 ///
 /// The connection (token from the URL fragment `/#token=TOKEN`, kept in localStorage; reconnection and resume) is
 /// `/relay.js` (`RelayClientScript`), shared with the overlay. A page just loaded asks for the last 5 minutes of
-/// `session_frame` events (`hello{recent_frames_ms}`), so the heart-rate chart and the RMSSD trend are drawn at once
-/// after a reload; the RR tachogram fills from live beats.
+/// `session_frame` and `biosignal_frame` events (`hello{recent_frames_ms}`), so the heart-rate chart, the RMSSD trend
+/// and the RR tachogram are drawn at once after a reload.
 ///
 /// Stable ids for tests: `hr` (with `data-seq` and `data-source`: `sample` or `frame`), `hr-mean`, `zone`
 /// (`data-zone` 0–5), `rmssd`, `sdnn`, `pnn50`, `resp`, `resp-source`, `rr-last`, `beats`, `session`, `frame`,

@@ -156,24 +156,27 @@ func types(_ m: [[String: JSONValue]]) -> [String] { m.compactMap { $0["type"]?.
         #expect(samples.count == 70, "one biosignal_frame every 5 s over 350 s")
     }
 
-    /// A page just loaded has no `relay_seq` to resume from: `hello{recent_frames_ms}` gives it the session frames of
-    /// that span from before it connected (only those, in order, marked replayed), once per connection.
+    /// A page just loaded has no `relay_seq` to resume from: `hello{recent_frames_ms}` gives it the session frames and
+    /// sample frames of that span from before it connected (only those, in order, marked replayed), once per
+    /// connection.
     @Test func helloRecentFramesGivesAFreshConsumerTheFramesOfTheSpan() async throws {
         let rig = Rig()
         let phone = rig.hub.connect(Rig.phone)
         _ = await rig.send(start, phone)
-        rig.clock.advance(byMs: 120_000)   // a frame every 5 s: 24 frames
-        let published = try messages(phone.queue).filter { $0["type"] == .string("session_frame") }
-        #expect(published.count == 24)
+        rig.clock.advance(byMs: 120_000)   // a session frame and a biosignal frame every 5 s: 24 of each
+        let isFrame = { (m: [String: JSONValue]) in ["session_frame", "biosignal_frame"].contains(m["type"]?.stringValue ?? "") }
+        let published = try messages(phone.queue).filter(isFrame)
+        #expect(published.count == 48)
         let page = rig.hub.connect(Rig.viewer)
         _ = try messages(page.queue)   // welcome, status, the unacknowledged session_started
         let r = try #require(await rig.send(#"{"command":"hello","recent_frames_ms":60000}"#, page))
         #expect(r["ok"] == .bool(true))
         let got = try messages(page.queue)
-        #expect(got.allSatisfy { $0["type"] == .string("session_frame") && $0["replayed"] == .bool(true) })
+        #expect(got.allSatisfy { isFrame($0) && $0["replayed"] == .bool(true) })
+        #expect(got.filter { $0["type"] == .string("biosignal_frame") }.count == 12)
         let seqs = got.compactMap { $0["relay_seq"]?.intValue }
-        #expect(seqs == published.suffix(12).compactMap { $0["relay_seq"]?.intValue }, "the last 60 s, in order")
-        #expect(r["replayed"]?.intValue == 12)
+        #expect(seqs == published.suffix(24).compactMap { $0["relay_seq"]?.intValue }, "the last 60 s, in order")
+        #expect(r["replayed"]?.intValue == 24)
         let again = try #require(await rig.send(#"{"command":"hello","recent_frames_ms":60000}"#, page))
         #expect(again["error_code"] == .string("bad_request"))
         let other = rig.hub.connect(Rig.viewer)

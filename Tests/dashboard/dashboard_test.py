@@ -476,7 +476,8 @@ async def run_checks(report, gw, tab, bad, overlay, token, empty_gw, empty_tab, 
             assert p["durationMs"] == sent["phase_duration_ms"], (p, sent)
             assert p["text"] == texts[phase] and f"breath {cycle}" in p["info"] and PATTERN in p["info"], p
             assert abs(float(p["transition"].rstrip("s")) * 1000 - sent["phase_duration_ms"]) < 1, p["transition"]
-        assert [c["phase_duration_ms"] for c in gw.events("breathing_cue")[:3]] == [2000, 1000, 2000]
+        first = gw.events("breathing_cue")[:3]
+        assert [c["phase_duration_ms"] for c in first] == [2000, 1000, 2000], f"the first three cues: {first}"
         snap = await tab.poll(SNAPSHOT, lambda s: s["rsa"] != "–", "no RSA shown for the paced session")
         frame = frame_with_seq(gw, snap["seq"])
         shown_as(snap["rsa"], frame["metrics"].get("rsa_amplitude_bpm"), 1, "RSA")
@@ -540,6 +541,13 @@ async def run_checks(report, gw, tab, bad, overlay, token, empty_gw, empty_tab, 
         assert set(points) <= emitted, f"points that no emitted frame has: {sorted(set(points) - emitted)[:5]}"
         hr = await tab.eval(f"{SERIES_PIXELS}('hr-chart', {list(HR_RGB)})")
         assert hr >= 100, f"the heart-rate chart has {hr} pixels of its series colour after a reload"
+        # The RR tachogram too: the replayed biosignal frames bring beats from before the reload.
+        beats = await tab.poll("rrSamples.size ? Math.min(...[...rrSamples.values()].map((s) => s.t)) : 0",
+                               lambda t: t > 0, "no RR beats after a reload")
+        assert beats < loaded - 10000, f"the oldest beat ({beats}) is not from well before the reload ({loaded})"
+        sampled = {s["timestamp_ms"] for f in gw.events("biosignal_frame") for s in f.get("samples", [])}
+        kept = await tab.eval("[...rrSamples.values()].map((s) => s.t)")
+        assert set(kept) <= sampled, f"beats that no emitted sample has: {sorted(set(kept) - sampled)[:5]}"
 
     async def phone():
         await tab.call("Emulation.setDeviceMetricsOverride", PHONE)
@@ -637,7 +645,7 @@ async def run_checks(report, gw, tab, bad, overlay, token, empty_gw, empty_tab, 
     await check("no raw JSON on screen", no_raw_json())
     if SCREENSHOTS:
         await check(f"desktop screenshot saved in {SCREENSHOTS}", screenshot(tab, "desktop.png"))
-    await check("after a reload the heart-rate chart holds the frames emitted before it (hello recent_frames_ms)",
+    await check("after a reload the heart-rate chart and the RR tachogram hold what was emitted before it (hello recent_frames_ms)",
                 reload_draws_charts())
     await check("at a phone size (390x844): no sideways scrolling, a large heart rate in view, the same numbers",
                 phone())
