@@ -1067,7 +1067,7 @@ private final class WatchHandler: @unchecked Sendable {
             if let reader {
                 connection.started(reader)
             } else {
-                connection.logger.error("cannot start the D-Bus reader thread (pipe2 or pthread_create failed)",
+                connection.logger.error("cannot start the D-Bus reader thread (pipe or pthread_create failed)",
                                         metadata: ["unique-name": "\(connection.uniqueName)", "errno": "\(errno)"])
             }
         } else if !wantRead, let reader {
@@ -1130,8 +1130,8 @@ final class SocketReader: Sendable {
         var attributes = pthread_attr_t()
         pthread_attr_init(&attributes)
         defer { pthread_attr_destroy(&attributes) }
-        // The loop needs little stack; the default (8 MB of address space) is reserved for nothing.
-        pthread_attr_setstacksize(&attributes, 256 * 1024)
+        // The default stack size (8 MB of address space, resident only as used): the whole dispatch runs on this
+        // thread, handlers and all (the strap's state machine, the engine's ingest), as it ran on dispatch's workers.
         pthread_attr_setdetachstate(&attributes, Int32(PTHREAD_CREATE_DETACHED))
         var thread = pthread_t()
         let box = Unmanaged.passRetained(self).toOpaque()

@@ -41,8 +41,8 @@ public protocol WebhookTransport: Sendable {
     func post(url: URL, json: String, timeoutSec: Double) async -> WebhookAnswer
 }
 
-/// POSTs with AsyncHTTPClient (`Content-Type: application/json`) on its shared client, whose event loop threads
-/// start with the first request: a gateway without a webhook runs none of it. (Not Foundation's URLSession: that
+/// POSTs with AsyncHTTPClient (`Content-Type: application/json`) on one client for the process, created with the
+/// first request on AsyncHTTPClient's default event loop group: a gateway without a webhook runs none of it. (Not Foundation's URLSession: that
 /// is FoundationNetworking over libcurl, whose library tree every hr-gateway process would then map, about 5 MB
 /// resident, webhook or not.) HTTPS is checked against the system's trust store.
 public struct HTTPClientWebhookTransport: WebhookTransport {
