@@ -26,12 +26,6 @@ public struct ArtifactCorrectionResult: Sendable, Equatable {
     public var findings: [ArtifactFinding]
     /// Intervals of the input that were changed, merged, split or replaced.
     public var correctedIntervals: Int
-    /// Per interval of `rrMs`: true when its value is the corrector's estimate (one of the equal parts of a split
-    /// missed beat, a beat moved to the midpoint of an ectopic pair, or the reference put in place of a lone
-    /// interval) rather than the time between two detected beats. A merged extra beat is not an estimate: the sum of
-    /// the two fragments is the time between the beats either side, as measured. Successive differences that touch
-    /// an estimated interval are not measurements; `HRVAnalyzer` leaves them out of RMSSD, NN50 and pNN50.
-    public var estimated: [Bool]
     /// Per interval of `rrMs`: 0 when measured, otherwise the number of the repair that wrote the estimate.
     /// Consecutive intervals with the same number are one repair that kept the elapsed time (the parts of a split
     /// missed beat, the two sides of a moved beat): their true values are unknown but their sum is measured. An
@@ -39,24 +33,18 @@ public struct ArtifactCorrectionResult: Sendable, Equatable {
     /// DFA uses this to take off the effect of the repairs (`NonlinearHRV.dfa(_:scales:estimateGroups:)`).
     public var estimateGroups: [Int]
 
-    /// `estimateGroups` nil: every estimated interval counts as a repair of its own that did not keep the elapsed time.
-    public init(
-        rrMs: [Double], findings: [ArtifactFinding], correctedIntervals: Int, estimated: [Bool], estimateGroups: [Int]? = nil
-    ) {
+    /// Per interval of `rrMs`: true when its value is the corrector's estimate (one of the equal parts of a split
+    /// missed beat, a beat moved to the midpoint of an ectopic pair, or the reference put in place of a lone
+    /// interval) rather than the time between two detected beats. A merged extra beat is not an estimate: the sum of
+    /// the two fragments is the time between the beats either side, as measured. Successive differences that touch
+    /// an estimated interval are not measurements; `HRVAnalyzer` leaves them out of RMSSD, NN50 and pNN50.
+    public var estimated: [Bool] { estimateGroups.map { $0 != 0 } }
+
+    public init(rrMs: [Double], findings: [ArtifactFinding], correctedIntervals: Int, estimateGroups: [Int]) {
         self.rrMs = rrMs
         self.findings = findings
         self.correctedIntervals = correctedIntervals
-        self.estimated = estimated
-        if let estimateGroups, estimateGroups.count == estimated.count {
-            self.estimateGroups = estimateGroups
-        } else {
-            var next = 0
-            self.estimateGroups = estimated.map { e in
-                guard e else { return 0 }
-                next += 1
-                return next
-            }
-        }
+        self.estimateGroups = estimateGroups
     }
 }
 
@@ -121,8 +109,7 @@ public enum ArtifactCorrector {
         var findings: [ArtifactFinding] = []
         var touched = Set<Int>()
         guard rr.count >= 2 * halfWidth + 1 else {
-            return ArtifactCorrectionResult(
-                rrMs: rr, findings: [], correctedIntervals: 0, estimated: group.map { $0 != 0 }, estimateGroups: group)
+            return ArtifactCorrectionResult(rrMs: rr, findings: [], correctedIntervals: 0, estimateGroups: group)
         }
         // One pass over the series; `lone` also replaces lone long/short intervals. Returns whether anything changed.
         func pass(lone: Bool) -> Bool {
@@ -283,8 +270,7 @@ public enum ArtifactCorrector {
         }
         findings.sort { $0.index < $1.index }
         return ArtifactCorrectionResult(
-            rrMs: rr, findings: findings, correctedIntervals: touched.count, estimated: group.map { $0 != 0 },
-            estimateGroups: group)
+            rrMs: rr, findings: findings, correctedIntervals: touched.count, estimateGroups: group)
     }
 
     /// The 10-neighbour median reference and the per-interval relative threshold.
