@@ -28,6 +28,9 @@ struct StrapBenchOptions {
     var binary: String?
     var count = 400
     var intervalMs = 25
+    /// Start the binary with its file wholly in the page cache (as just after a build, a copy or an install) instead
+    /// of outside it (as after a reboot).
+    var warmCache = false
 
     init(_ arguments: [String]) {
         var it = arguments.makeIterator()
@@ -37,6 +40,7 @@ struct StrapBenchOptions {
             case "--binary": binary = it.next()
             case "--count": count = it.next().flatMap(Int.init) ?? count
             case "--interval-ms": intervalMs = it.next().flatMap(Int.init) ?? intervalMs
+            case "--warm-cache": warmCache = true
             default: print("strap: ignoring argument \(a)")
             }
         }
@@ -166,11 +170,17 @@ private func measureBinary(_ fake: FakeBlueZ, _ address: String, _ options: Stra
     let state = FileManager.default.temporaryDirectory.appendingPathComponent("strap-bench-\(getpid())")
     try FileManager.default.createDirectory(at: state, withIntermediateDirectories: true)
     defer { try? FileManager.default.removeItem(at: state) }
-    // As after a reboot, the binary's pages start outside the page cache: a binary just built or copied is cached
-    // whole, and the kernel's fault-around then maps up to 64 KB around each page used, 1-2 MB more RSS.
+    // By default, as after a reboot, the binary's pages start outside the page cache. With --warm-cache the file is
+    // read whole first, as just after a build, a copy or an install: the kernel then maps the cached pages around each
+    // page used (fault-around, 64 KB; whole large folios on recent kernels), which reads higher.
     let fd = open(binary, O_RDONLY)
     if fd >= 0 {
-        _ = posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED)
+        if options.warmCache {
+            var buffer = [UInt8](repeating: 0, count: 1 << 20)
+            while buffer.withUnsafeMutableBytes({ read(fd, $0.baseAddress, $0.count) }) > 0 {}
+        } else {
+            _ = posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED)
+        }
         close(fd)
     }
     let p = Process()
@@ -197,11 +207,16 @@ private func measureBinary(_ fake: FakeBlueZ, _ address: String, _ options: Stra
     let cpu = processCPUSeconds(p.processIdentifier) - cpu0
     let rss = processMemory(p.processIdentifier, "VmRSS:")
     let peak = processMemory(p.processIdentifier, "VmHWM:")
+    // A graceful stop, as a user's Ctrl-C: the summary is written and the process exits (given 10 s; a profiler
+    // wrapping the binary writes its data at exit too). The deferred SIGKILL only ends a process that hangs.
     kill(p.processIdentifier, SIGINT)
-    return "hr-gateway stream --strap (\(binary), recording on): "
+    let stopDeadline = ContinuousClock.now + .seconds(10)
+    while p.isRunning && ContinuousClock.now < stopDeadline { try await Task.sleep(for: .milliseconds(20)) }
+    let stopped = p.isRunning ? "did not stop within 10 s of SIGINT" : "exit status \(p.terminationStatus) after SIGINT"
+    return "hr-gateway stream --strap (\(binary), recording on, \(options.warmCache ? "warm" : "cold") page cache): "
         + String(
             format: "RSS %.1f MB streaming (%.1f MB before the measured packets, peak %.1f MB); CPU %.0f µs per notification",
-            rss / 1024, rssStart / 1024, peak / 1024, cpu * 1e6 / Double(options.count))
+            rss / 1024, rssStart / 1024, peak / 1024, cpu * 1e6 / Double(options.count)) + "; \(stopped)"
 }
 
 /// utime + stime of a process, in seconds.
