@@ -228,15 +228,29 @@ final class StrapSession: Sendable {
     }
 
     static func open(provider: BLEHeartRateProvider, sink: ProviderSink) async throws(BLEHeartRateError) -> StrapSession {
+        let (connection, bluez, adapter) = try await connectToBlueZ(
+            bus: provider.bus, adapter: provider.adapter, logger: provider.logger)
+        return StrapSession(provider: provider, sink: sink, connection: connection, bluez: bluez, adapterPath: adapter)
+    }
+
+    /// A connection to the system bus, bluetoothd's objects mirrored over it, and the adapter to use: what a strap
+    /// session and pairing (`StrapPairing`) start from. On failure nothing stays open.
+    static func connectToBlueZ(bus: DBusBus, adapter: String?, logger: Logger) async throws(BLEHeartRateError)
+        -> (DBusConnection, BlueZClient, DBusObjectPath)
+    {
         let connection: DBusConnection
-        do { connection = try await DBusConnection.connect(to: provider.bus, logger: provider.logger) } catch {
+        do { connection = try await DBusConnection.connect(to: bus, logger: logger) } catch {
             throw .systemBusUnreachable(error)
         }
         do {
-            let bluez = try await BlueZClient.start(on: connection, logger: provider.logger)
-            guard bluez.bluetoothdRunning else { throw BLEHeartRateError.noBluetoothd }
-            let adapter = try chooseAdapter(provider.adapter, in: bluez.tree)
-            return StrapSession(provider: provider, sink: sink, connection: connection, bluez: bluez, adapterPath: adapter)
+            let bluez = try await BlueZClient.start(on: connection, logger: logger)
+            do {
+                guard bluez.bluetoothdRunning else { throw BLEHeartRateError.noBluetoothd }
+                return (connection, bluez, try chooseAdapter(adapter, in: bluez.tree))
+            } catch {
+                bluez.close()
+                throw error
+            }
         } catch let e as BLEHeartRateError {
             connection.close()
             throw e

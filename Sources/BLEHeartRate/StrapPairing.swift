@@ -125,28 +125,16 @@ public enum StrapPairing {
         return true
     }
 
-    private static func open(bus: DBusBus, adapter: String?, logger: Logger) async throws
+    private static func open(bus: DBusBus, adapter: String?, logger: Logger) async throws(Failure)
         -> (DBusConnection, BlueZClient, DBusObjectPath)
     {
-        let connection: DBusConnection
-        do { connection = try await DBusConnection.connect(to: bus, logger: logger) } catch {
-            throw Failure(.noBluetoothd, "cannot reach the system bus (\(error)); `hr-gateway doctor` says what to fix")
-        }
         do {
-            let bluez = try await BlueZClient.start(on: connection, logger: logger)
-            guard bluez.bluetoothdRunning else {
-                bluez.close()
-                throw Failure(.noBluetoothd, "bluetoothd is not running: `sudo systemctl start bluetooth`")
-            }
-            do {
-                return (connection, bluez, try StrapSession.chooseAdapter(adapter, in: bluez.tree))
-            } catch {
-                bluez.close()
-                throw Failure(.noAdapter, "\(error)")
-            }
+            return try await StrapSession.connectToBlueZ(bus: bus, adapter: adapter, logger: logger)
         } catch {
-            connection.close()
-            throw error
+            switch error {
+            case .noAdapter, .adapterNotFound, .adapterOff: throw Failure(.noAdapter, error.description)
+            default: throw Failure(.noBluetoothd, error.description)
+            }
         }
     }
 }

@@ -49,4 +49,24 @@ import Testing
         let bad = try CLI.run(["pair", "A0:9E:1A"], environment: env)
         #expect(bad.status != 0 && bad.stderr.contains("is not a Bluetooth address"), "\(bad.stderr)")
     }
+
+    /// Pairing starts the way a strap session does (`StrapSession.connectToBlueZ`), with the same errors and fixes.
+    @Test func noBluetoothdAndAnAdapterOffAreSaidWithTheirFix() async throws {
+        let bus = try PrivateBusDaemon()
+        defer { bus.stop() }
+        let r = try CLI.run(["pair", Self.strap, "--timeout", "1"], environment: ["DBUS_SYSTEM_BUS_ADDRESS": bus.address])
+        #expect(r.status != 0)
+        #expect(r.stderr.contains("bluetoothd is not running") && r.stderr.contains("sudo systemctl start bluetooth"),
+                "\(r.stderr)")
+
+        let fake = try await FakeBlueZ(adapters: ["hci0=00:AA:01:00:00:01", "hci1=00:AA:01:00:00:02"])
+        defer { fake.stop() }
+        try await fake.ctl("SetPowered", [.string("hci1"), .boolean(false)])
+        let env = ["DBUS_SYSTEM_BUS_ADDRESS": fake.daemon.address]
+        let off = try CLI.run(["unpair", Self.strap, "--adapter", "hci1"], environment: env)
+        #expect(off.status != 0 && off.stderr.contains("adapter hci1 is powered off; run `bluetoothctl power on`"),
+                "\(off.stderr)")
+        let missing = try CLI.run(["pair", Self.strap, "--adapter", "hci7"], environment: env)
+        #expect(missing.status != 0 && missing.stderr.contains("no adapter hci7; available: hci0, hci1"), "\(missing.stderr)")
+    }
 }
