@@ -269,17 +269,20 @@ let package = Package(
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ],
-            exclude: ["exports.map", "hot-code.order"],
+            exclude: ["link"],
             swiftSettings: strict,
-            // Release links for a smaller resident set (docs/architecture.md, "Memory"): lld with packed relative
-            // relocations (DT_RELR: 144,000 relocations in 30 KB instead of 3.4 MB read at every start; needs glibc
-            // 2.36, Debian 12), no exported symbols (exports.map), and the functions a strap session runs placed
-            // side by side (hot-code.order, written by scripts/code-order; a name no longer in the build is skipped).
+            // Release links for a smaller resident set (docs/architecture.md, "Memory"), with the files in link/: lld
+            // with packed relative relocations (DT_RELR: 144,000 relocations in 30 KB instead of 3.4 MB read at every
+            // start; needs glibc 2.36, Debian 12), no exported symbols (exports.map), libstdc++ linked statically
+            // (link/libstdc++.so, a linker script that -lstdc++ finds first), and the functions a strap session runs
+            // placed side by side (hot-code.order, written by scripts/code-order; a name no longer in the build is
+            // skipped).
             linkerSettings: [
                 .unsafeFlags(
                     ["-use-ld=lld", "-Xlinker", "-z", "-Xlinker", "pack-relative-relocs",
-                     "-Xlinker", "--version-script=\(Context.packageDirectory)/Sources/hr-gateway/exports.map",
-                     "-Xlinker", "--symbol-ordering-file=\(Context.packageDirectory)/Sources/hr-gateway/hot-code.order",
+                     "-Xlinker", "--version-script=\(Context.packageDirectory)/Sources/hr-gateway/link/exports.map",
+                     "-L", "\(Context.packageDirectory)/Sources/hr-gateway/link",
+                     "-Xlinker", "--symbol-ordering-file=\(Context.packageDirectory)/Sources/hr-gateway/link/hot-code.order",
                      "-Xlinker", "--no-warn-symbol-ordering"],
                     .when(configuration: .release)),
             ]
