@@ -47,6 +47,10 @@ public final class DBusConnection: @unchecked Sendable {
     private var objectManagers: Set<DBusObjectPath> = []
     private var closeWaiters: [CheckedContinuation<Void, Never>] = []
     private var dispatchScheduled = false
+    /// A watch or timeout is being handled on the queue and a drain follows it (or runs): a dispatch status change
+    /// meanwhile needs no drain of its own, which would wake another thread for every message read.
+    private var drainFollows = false
+    private var drainsScheduledCount = 0
     /// How many parties asked to stop reading the socket (`pauseReading()`).
     private var readPausers = 0
     private var watches: [WeakWatch] = []
@@ -85,6 +89,10 @@ public final class DBusConnection: @unchecked Sendable {
             return readers.count
         }
     }
+
+    /// Drains scheduled as blocks of their own on the queue (tests: a message read from the socket is dispatched by the
+    /// reader that read it, with no second thread woken for it).
+    var drainsScheduled: Int { onQueueSync { drainsScheduledCount } }
 
     /// Messages dropped because a subscription's buffer was full (`subscribe(anyOf:bufferLimit:transform:)`).
     public var droppedMessages: Int { droppedCount.load(ordering: .relaxed) }
@@ -244,8 +252,9 @@ public final class DBusConnection: @unchecked Sendable {
     // MARK: Dispatching
 
     fileprivate func scheduleDispatch() {
-        guard !dispatchScheduled else { return }
+        guard !dispatchScheduled, !drainFollows else { return }
         dispatchScheduled = true
+        drainsScheduledCount += 1
         queue.async { [weak self] in
             guard let self else { return }
             self.dispatchScheduled = false
@@ -255,6 +264,17 @@ public final class DBusConnection: @unchecked Sendable {
 
     fileprivate func drain() {
         while let connection = raw, dbus_connection_dispatch(connection) == DBUS_DISPATCH_DATA_REMAINS {}
+    }
+
+    /// Runs `handle` (libdbus reading the socket or handling a timeout, which may queue messages), then dispatches
+    /// every queued message, on the calling thread (on the queue).
+    fileprivate func handleThenDrain(_ handle: () -> Void) {
+        let outer = drainFollows
+        drainFollows = true
+        defer { drainFollows = outer }
+        handle()
+        // Dispatches until libdbus says nothing remains, so a status change during the drain needs nothing either.
+        drain()
     }
 
     fileprivate func handle(_ pointer: OpaquePointer) -> DBusHandlerResult {
@@ -1094,8 +1114,11 @@ private final class WatchHandler: @unchecked Sendable {
 
     private func handle(_ flags: UInt32) {
         if flags & DBUS_WATCH_READABLE.rawValue != 0 { connection?.lastReadAt = .now }
-        dbus_watch_handle(watch, flags)
-        connection?.drain()
+        guard let connection else {
+            dbus_watch_handle(watch, flags)
+            return
+        }
+        connection.handleThenDrain { _ = dbus_watch_handle(watch, flags) }
     }
 }
 
@@ -1201,8 +1224,11 @@ private final class TimeoutHandler: @unchecked Sendable {
         timer.schedule(deadline: .now() + interval, repeating: interval)
         timer.setEventHandler { [weak self] in
             guard let self else { return }
-            dbus_timeout_handle(self.timeout)
-            self.connection?.drain()
+            guard let connection = self.connection else {
+                dbus_timeout_handle(self.timeout)
+                return
+            }
+            connection.handleThenDrain { _ = dbus_timeout_handle(self.timeout) }
         }
         timer.resume()
         source = timer

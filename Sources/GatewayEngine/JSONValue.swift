@@ -159,7 +159,10 @@ extension JSONValue {
         // Reached only for a non-finite value at the top level; members and elements are left out before this.
         guard d.isFinite else { return "null" }
         let text = "\(d)"
-        if text.contains(".") || text.contains("e") || text.contains("E") { return text }
+        // Byte by byte: `String.contains(_:)` with Foundation imported is NSString's search, costly on every number.
+        if text.utf8.contains(where: { $0 == UInt8(ascii: ".") || $0 == UInt8(ascii: "e") || $0 == UInt8(ascii: "E") }) {
+            return text
+        }
         return text + ".0"
     }
 

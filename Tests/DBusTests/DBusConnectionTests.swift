@@ -271,6 +271,24 @@ struct DBusConnectionTests {
         }
     }
 
+    /// The reader thread that reads a message dispatches it: libdbus announcing "data remains" while it reads does
+    /// not also schedule a drain of its own on the queue, which would wake a second thread for every message.
+    @Test func aMessageReadIsDispatchedWithoutASecondDrain() async throws {
+        try await withPrivateBus { _, listener, emitter in
+            let signals = try await listener.messages(matching: DBusMatchRule(interface: "org.example.Test"))
+            var iterator = signals.makeAsyncIterator()
+            let before = listener.drainsScheduled
+            for n in 0..<40 {
+                try emitter.emitSignal(path: "/org/example", interface: "org.example.Test", member: "Ping",
+                                       arguments: [.uint32(UInt32(n))])
+                let message = try #require(await iterator.next())
+                #expect(message.body == [.uint32(UInt32(n))])
+            }
+            // One read per signal (each is awaited before the next is sent); before, each scheduled a drain.
+            #expect(listener.drainsScheduled - before <= 2)
+        }
+    }
+
     @Test func nameOwnerChangedReportsADroppedConnection() async throws {
         try await withPrivateBus { _, watcher, other in
             let changes = try await watcher.nameOwnerChanges(of: "org.example.Second")
