@@ -5,13 +5,16 @@ import Foundation
 import GatewayEngine
 import Logging
 
-/// `hr-gateway-bench strap [--peer bleak] [--binary PATH] [--count N] [--interval-ms MS]`: straps on the fake
-/// bluetoothd (Tests/Fixtures/fake_bluez.py on a private dbus-daemon), in one run:
+/// `hr-gateway-bench strap [--peer bleak] [--rounds R] [--binary PATH] [--count N] [--interval-ms MS]`: straps on the
+/// fake bluetoothd (Tests/Fixtures/fake_bluez.py on a private dbus-daemon), in one run:
 /// - hr-gateway's notification-to-engine latency: from the fake's CLOCK_MONOTONIC just before it emits the
 ///   `PropertiesChanged(Value)` signal to CLOCK_MONOTONIC when the real BLE provider hands the sample to the
 ///   `SessionEngine` (p50/p99/max), and this process's CPU time per notification;
 /// - with `--peer bleak`: the same for bleak (Python) through `scripts/strap-bleak-peer`, notification to bleak's
 ///   callback, with its RSS and CPU per notification;
+/// - with `--rounds R`: the two consumers take turns R times (hr-gateway, then bleak, then hr-gateway…), so a change in
+///   the machine's state (this VM's speed moves by a factor of two over minutes) weighs on both alike; each round is
+///   printed, then the figures over all rounds' notifications together;
 /// - the real `hr-gateway stream --strap` process (`--binary`, default: next to this executable) streaming one
 ///   strap against the same fake: its RSS and CPU per notification (the binary's pages dropped from the page cache
 ///   first, as after a reboot).
@@ -31,6 +34,8 @@ struct StrapBenchOptions {
     /// Start the binary with its file wholly in the page cache (as just after a build, a copy or an install) instead
     /// of outside it (as after a reboot).
     var warmCache = false
+    /// Turns of hr-gateway then bleak (with `--peer bleak`), each `count` notifications.
+    var rounds = 1
 
     init(_ arguments: [String]) {
         var it = arguments.makeIterator()
@@ -41,6 +46,7 @@ struct StrapBenchOptions {
             case "--count": count = it.next().flatMap(Int.init) ?? count
             case "--interval-ms": intervalMs = it.next().flatMap(Int.init) ?? intervalMs
             case "--warm-cache": warmCache = true
+            case "--rounds": rounds = max(1, it.next().flatMap(Int.init) ?? rounds)
             default: print("strap: ignoring argument \(a)")
             }
         }
@@ -90,26 +96,51 @@ private func strapBenchmark(_ options: StrapBenchOptions) async throws {
     try await stream(fake, ours, warmup, options.intervalMs)
     for _ in 0..<warmup { _ = await it.next() }
     _ = try await sentTimes(fake)
-    let cpu0 = cpuSeconds()
+    var cpu0 = cpuSeconds()
     try await stream(fake, ours, options.count, options.intervalMs)
-    var received: [UInt64] = []
-    for _ in 0..<options.count { if let t = await it.next() { received.append(t) } }
-    let cpu = cpuSeconds() - cpu0
-    let sent = try await sentTimes(fake)
-    try await engine.stopSession(sessionId: "bench")
-    let flow = provider.flow
-    guard sent.count == received.count else {
-        throw BenchError("sent \(sent.count) notifications, the engine got \(received.count)")
-    }
-    let gateway = Figures(zip(sent, received).map { Double(Int64($1) - Int64($0)) / 1000 })
-    print("  hr-gateway, notification -> engine (in process): \(gateway.text); "
-        + String(format: "CPU %.0f µs per notification (whole process)", cpu * 1e6 / Double(options.count))
-        + "; queue high water \(flow.queueHighWater), dropped \(flow.droppedEvents)")
+    var ourLatencies: [Double] = [], theirLatencies: [Double] = []
+    var oursNoWorse = 0, bleakRounds = 0
+    for round in 1...options.rounds {
+        if round > 1 {
+            cpu0 = cpuSeconds()
+            _ = try await sentTimes(fake)
+            try await stream(fake, ours, options.count, options.intervalMs)
+        }
+        var received: [UInt64] = []
+        for _ in 0..<options.count { if let t = await it.next() { received.append(t) } }
+        let cpu = cpuSeconds() - cpu0
+        let sent = try await sentTimes(fake)
+        guard sent.count == received.count else {
+            throw BenchError("sent \(sent.count) notifications, the engine got \(received.count)")
+        }
+        let latencies = zip(sent, received).map { Double(Int64($1) - Int64($0)) / 1000 }
+        ourLatencies += latencies
+        let gateway = Figures(latencies)
+        let flow = provider.flow
+        let label = options.rounds > 1 ? "round \(round), " : ""
+        print("  \(label)hr-gateway, notification -> engine (in process): \(gateway.text); "
+            + String(format: "CPU %.0f µs per notification (whole process)", cpu * 1e6 / Double(options.count))
+            + "; queue high water \(flow.queueHighWater), dropped \(flow.droppedEvents)")
 
-    if options.peer == "bleak" {
-        print("  " + runBleak(fake, theirs, options))
-    } else if let peer = options.peer {
-        print("  unknown peer \(peer) (known: bleak)")
+        if options.peer == "bleak" {
+            let bleak = runBleak(fake, theirs, options)
+            print("  \(label)" + bleak.text)
+            if let theirs = bleak.latencies {
+                theirLatencies += theirs
+                bleakRounds += 1
+                if gateway.p99 <= Figures(theirs).p99 { oursNoWorse += 1 }
+            }
+        } else if let peer = options.peer {
+            print("  unknown peer \(peer) (known: bleak)")
+        }
+    }
+    try await engine.stopSession(sessionId: "bench")
+    if options.rounds > 1 {
+        print("  all \(options.rounds) rounds: hr-gateway \(Figures(ourLatencies).text)")
+        if bleakRounds > 0 {
+            print("  all \(options.rounds) rounds: bleak \(Figures(theirLatencies).text); hr-gateway's p99 no worse "
+                + "than bleak's in \(oursNoWorse) of \(bleakRounds) rounds")
+        }
     }
 
     print("  " + (try await measureBinary(fake, binaryStrap, options)))
@@ -138,27 +169,31 @@ private func waitForNotifySession(_ fake: FakeBlueZ, _ address: String) async th
     throw BenchError("\(address) never got a notify session")
 }
 
-private func runBleak(_ fake: FakeBlueZ, _ address: String, _ options: StrapBenchOptions) -> String {
+/// bleak's line for the report, and its latencies (µs) when it ran.
+private func runBleak(_ fake: FakeBlueZ, _ address: String, _ options: StrapBenchOptions)
+    -> (text: String, latencies: [Double]?)
+{
     let p = Process()
     p.executableURL = repository.appendingPathComponent("scripts/strap-bleak-peer")
     p.arguments = ["--address", fake.daemon.address, "--strap", address, "--count", "\(options.count)",
                    "--interval-ms", "\(options.intervalMs)"]
     let out = Pipe()
     p.standardOutput = out
-    do { try p.run() } catch { return "bleak: cannot run \(p.executableURL!.path): \(error)" }
+    do { try p.run() } catch { return ("bleak: cannot run \(p.executableURL!.path): \(error)", nil) }
     let data = out.fileHandleForReading.readDataToEndOfFile()
     p.waitUntilExit()
     let line = String(decoding: data, as: UTF8.self).split(separator: "\n").last.map(String.init) ?? ""
     guard let json = try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any] else {
-        return "bleak: no result (\(line))"
+        return ("bleak: no result (\(line))", nil)
     }
-    if let error = json["error"] as? String { return "bleak: failed: \(error)" }
+    if let error = json["error"] as? String { return ("bleak: failed: \(error)", nil) }
     func d(_ k: String) -> Double { (json[k] as? NSNumber)?.doubleValue ?? .nan }
-    return String(
+    let text = String(
         format: "bleak, notification -> callback: p50 %.0f µs, p99 %.0f µs, max %.0f µs (n=%d); CPU %.0f µs per "
             + "notification, RSS %.1f MB",
         d("p50_us"), d("p99_us"), d("max_us"), (json["n"] as? Int) ?? 0, d("cpu_us_per_notification"),
         d("rss_kb") / 1024)
+    return (text, (json["latencies_us"] as? [NSNumber])?.map(\.doubleValue))
 }
 
 private func measureBinary(_ fake: FakeBlueZ, _ address: String, _ options: StrapBenchOptions) async throws -> String {

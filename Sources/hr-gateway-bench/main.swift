@@ -4,7 +4,7 @@ let benchmarks: [(name: String, about: String, run: () async -> Void)] = [
     ("engine", "SessionEngine throughput: samples/s through the window and metrics", runEngineBenchmark),
     ("hrv", "HRVAnalyzer.analyze (Kubios correction, time domain, respiration) on 5-minute windows", runHRVBenchmark),
     ("dbus", "D-Bus round trips and signal delivery over a private dbus-daemon", runDBusBenchmark),
-    ("strap", "BLE notification latency into the engine, CPU, RSS of `stream --strap` (fake bluetoothd) [--peer bleak] [--binary PATH] [--warm-cache] [--count N]", {
+    ("strap", "BLE notification latency into the engine, CPU, RSS of `stream --strap` (fake bluetoothd) [--peer bleak] [--rounds R] [--binary PATH] [--warm-cache] [--count N]", {
         await runStrapBenchmark(arguments: Array(CommandLine.arguments.dropFirst(2)))
     }),
     ("relay", "relay delivery latency (p50/p99) to 100 WebSocket consumers on loopback, and the gateway's CPU", runRelayBenchmark),

@@ -95,7 +95,7 @@ async def main(args):
         "peer": "bleak", "n": len(lat),
         "p50_us": lat[len(lat) // 2], "p99_us": lat[min(len(lat) - 1, len(lat) * 99 // 100)], "max_us": lat[-1],
         "rss_kb": rss, "cpu_us_per_notification": (cpu1 - cpu0) * 1e6 / args.count,
-        "seconds": wall1 - wall0,
+        "seconds": wall1 - wall0, "latencies_us": lat,
     }), flush=True)
 
 
