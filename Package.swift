@@ -295,7 +295,17 @@ let package = Package(
                 "WebhookTestSupport",
                 .product(name: "Logging", package: "swift-log"),
             ],
-            swiftSettings: strict
+            swiftSettings: strict,
+            // The strap bench's in-process consumer runs the shipped binary's strap path: in release, its functions
+            // are placed side by side as in `hr-gateway` (hot-code.order), so its latency is that of the layout users
+            // run.
+            linkerSettings: [
+                .unsafeFlags(
+                    ["-use-ld=lld",
+                     "-Xlinker", "--symbol-ordering-file=\(Context.packageDirectory)/Sources/hr-gateway/link/hot-code.order",
+                     "-Xlinker", "--no-warn-symbol-ordering"],
+                    .when(configuration: .release)),
+            ]
         ),
 
         // MARK: Tests
