@@ -61,14 +61,13 @@ public final class MQTTOutbox: Sendable {
                     nowMs: Int64) throws(MQTTError) -> (id: Int64, dropped: Int)
     {
         try write { db in
-            try db.execute(
-                sql: """
-                    INSERT INTO outbox (broker, gateway_id, topic, payload, qos, retain, created_at_ms, owner)
-                    VALUES (?, ?, ?, ?, ?, ?, ?, ?)
-                    """,
-                arguments: [broker, gatewayId, topic, payload, qos, retain ? 1 : 0, nowMs, owner])
+            // Statements prepared once per connection (GRDB's statement cache), not parsed again for every message.
+            try db.cachedStatement(sql: """
+                INSERT INTO outbox (broker, gateway_id, topic, payload, qos, retain, created_at_ms, owner)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+                """).execute(arguments: [broker, gatewayId, topic, payload, qos, retain ? 1 : 0, nowMs, owner])
             let id = db.lastInsertedRowID
-            let count = try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM outbox") ?? 0
+            let count = try Int.fetchOne(db.cachedStatement(sql: "SELECT COUNT(*) FROM outbox")) ?? 0
             let excess = count - maxItems
             if excess > 0 {
                 try db.execute(

@@ -87,9 +87,9 @@ public final class RelayOutboxStore: RelayOutbox {
     public func append(_ event: Event) throws {
         try reserve(through: event.seq)
         try dbQueue.write { db in
-            try db.execute(
-                sql: "INSERT OR REPLACE INTO events (seq, at_ms, text) VALUES (?, ?, ?)",
-                arguments: [event.seq, event.atMs, event.text])
+            // Prepared once per connection (GRDB's statement cache), not parsed again for every event.
+            try db.cachedStatement(sql: "INSERT OR REPLACE INTO events (seq, at_ms, text) VALUES (?, ?, ?)")
+                .execute(arguments: [event.seq, event.atMs, event.text])
         }
     }
 

@@ -297,13 +297,12 @@ public final class SessionStore: Sendable {
             s.ecgUv.map { Self.blob($0) }, s.ecgRateHz.flatMap { $0.isFinite ? $0 : nil },
             s.accG.map { Self.blob($0) }, s.accRateHz.flatMap { $0.isFinite ? $0 : nil },
         ]
-        try db.execute(
-            sql: """
-                INSERT INTO samples (session_id, timestamp_ms, bpm, rr_ms, rr_1024, rr_count, contact, energy_kj,
-                    confidence, breathing_rate_bpm, device_id, source, notification_seq, gap_before, ecg_uv, ecg_rate_hz, acc_g, acc_rate_hz)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-                """,
-            arguments: StatementArguments(values))
+        // Prepared once per connection (GRDB's statement cache), not parsed again for every sample.
+        try db.cachedStatement(sql: """
+            INSERT INTO samples (session_id, timestamp_ms, bpm, rr_ms, rr_1024, rr_count, contact, energy_kj,
+                confidence, breathing_rate_bpm, device_id, source, notification_seq, gap_before, ecg_uv, ecg_rate_hz, acc_g, acc_rate_hz)
+            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+            """).execute(arguments: StatementArguments(values))
     }
 
     private static func insert(_ event: SessionEvent, json: String, db: Database) throws {
@@ -313,9 +312,8 @@ public final class SessionStore: Sendable {
         default:
             break
         }
-        try db.execute(
-            sql: "INSERT INTO events (session_id, type, json) VALUES (?, ?, ?)",
-            arguments: [event.sessionId, event.type, json])
+        try db.cachedStatement(sql: "INSERT INTO events (session_id, type, json) VALUES (?, ?, ?)")
+            .execute(arguments: [event.sessionId, event.type, json])
     }
 
     private static func end(sessionId: String, state: RecordedSessionState, atMs: Int64, db: Database) throws {

@@ -133,12 +133,12 @@ public final class WebhookOutbox: Sendable {
         throws(WebhookError) -> BatchResult
     {
         try write { db in
-            try db.execute(
-                sql: "INSERT INTO batch_samples (url, session_id, sample, added_at_ms) VALUES (?, ?, ?, ?)",
-                arguments: [url, sessionId, sampleJSON, nowMs])
+            // Statements prepared once per connection (GRDB's statement cache), not parsed again for every sample.
+            try db.cachedStatement(sql: "INSERT INTO batch_samples (url, session_id, sample, added_at_ms) VALUES (?, ?, ?, ?)")
+                .execute(arguments: [url, sessionId, sampleJSON, nowMs])
             let forming = try Int.fetchOne(
-                db, sql: "SELECT COUNT(*) FROM batch_samples WHERE url = ? AND session_id = ?", arguments: [url, sessionId])
-                ?? 0
+                db.cachedStatement(sql: "SELECT COUNT(*) FROM batch_samples WHERE url = ? AND session_id = ?"),
+                arguments: [url, sessionId]) ?? 0
             var result = BatchResult()
             if forming >= max(1, batchSize) { try seal(db, url: url, sessionId: sessionId, nowMs: nowMs, into: &result) }
             return result
