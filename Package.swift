@@ -362,7 +362,10 @@ let package = Package(
         ),
         .testTarget(
             name: "SessionStoreTests",
-            dependencies: ["SessionStore", "GatewayEngine", "SimulatedProvider", "ReplayProvider"],
+            dependencies: [
+                "SessionStore", "GatewayEngine", "GatewayStorage", "SimulatedProvider", "ReplayProvider",
+                .product(name: "GRDB", package: "GRDB.swift"),
+            ],
             swiftSettings: strict
         ),
         .testTarget(
