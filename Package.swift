@@ -161,6 +161,9 @@ let package = Package(
 
         // MARK: D-Bus and BlueZ (Linux, libdbus-1)
         .systemLibrary(name: "CDBus", pkgConfig: "dbus-1", providers: [.apt(["libdbus-1-dev"])]),
+        // The release binary links libdbus statically (Sources/hr-gateway/link/libdbus-1.so); this answers its two
+        // calls into libsystemd, which only a D-Bus server makes.
+        .target(name: "CDBusStatic"),
         .target(
             name: "DBus",
             dependencies: ["CDBus", .product(name: "Logging", package: "swift-log")],
@@ -261,7 +264,8 @@ let package = Package(
             name: "hr-gateway",
             dependencies: [
                 "GatewayEngine", "HRVAnalysis", "SimulatedProvider", "ReplayProvider", "StdoutSink",
-                "BLEHeartRate", "BlueZ", "DBus", "V4L2Capture", "RPPG", "RPPGAnalysis", "FaceDetection", "CameraProvider",
+                "BLEHeartRate", "BlueZ", "DBus", "CDBusStatic", "V4L2Capture", "RPPG", "RPPGAnalysis", "FaceDetection",
+                "CameraProvider",
                 "SessionStore", "GatewayConfig", "GatewayDoctor", "GatewayLogging", "RelayCore", "RelayStore",
                 "RelayWebServer", "RelayWSClient", "WebhookSink", "GatewaySink", "MQTTSink", "GatewayMetrics", "LSLSink",
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -292,16 +296,17 @@ let package = Package(
             dependencies: [
                 "GatewayEngine", "HRVAnalysis", "DBus", "DBusTestSupport", "RPPG", "RPPGAnalysis", "RPPGSynthetic", "FaceDetection", "BLEHeartRate", "V4L2Capture",
                 "RelayCore", "RelayWebServer", "RelayWSClient", "MQTTSink", "GatewaySink", "SimulatedProvider",
-                "WebhookTestSupport",
+                "WebhookTestSupport", "CDBusStatic",
                 .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: strict,
             // The strap bench's in-process consumer runs the shipped binary's strap path: in release, its functions
-            // are placed side by side as in `hr-gateway` (hot-code.order), so its latency is that of the layout users
-            // run.
+            // are placed side by side as in `hr-gateway` (hot-code.order), with libdbus and libstdc++ linked
+            // statically as there (link/), so its latency is that of the layout users run.
             linkerSettings: [
                 .unsafeFlags(
                     ["-use-ld=lld",
+                     "-L", "\(Context.packageDirectory)/Sources/hr-gateway/link",
                      "-Xlinker", "--symbol-ordering-file=\(Context.packageDirectory)/Sources/hr-gateway/link/hot-code.order",
                      "-Xlinker", "--no-warn-symbol-ordering"],
                     .when(configuration: .release)),
