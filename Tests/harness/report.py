@@ -1,6 +1,14 @@
-"""PASS/FAIL lines and the closing `N passed, N failed` for the Python checks (edf, lsl, dashboard): one place for
-how a check is run, reported and counted. Import with `sys.path.insert(0, <Tests/harness>)`."""
+"""How the Python checks report: one place for how a check is run, printed and counted. Import with
+`sys.path.insert(0, <Tests/harness>)`.
 
+- `Report`: a check is a function that raises; PASS/FAIL lines and `N passed, N failed` (edf, lsl, dashboard).
+- `Checklist`: a check is a condition; `ok`/`FAIL` lines and a closing count that sets the exit status (mqtt,
+  metrics).
+- `free_port()`: a TCP port on 127.0.0.1 for a server the check starts.
+"""
+
+import socket
+import sys
 import traceback
 
 
@@ -44,3 +52,29 @@ class Report:
         passed = sum(self.results)
         print(f"{passed} passed, {len(self.results) - passed} failed")
         return bool(self.results) and passed == len(self.results)
+
+
+class Checklist:
+    """`check(ok, what)` prints `ok   what` or `FAIL what` as each condition is checked; `finish(name)` prints the
+    count and exits 1 when any failed."""
+
+    def __init__(self):
+        self.failures = []
+
+    def __call__(self, ok, what):
+        print(("ok   " if ok else "FAIL ") + what, flush=True)
+        if not ok:
+            self.failures.append(what)
+
+    def finish(self, name):
+        if self.failures:
+            print(f"\n{len(self.failures)} check(s) failed", flush=True)
+            sys.exit(1)
+        print(f"\nall {name} checks passed", flush=True)
+
+
+def free_port():
+    """A TCP port that is free on 127.0.0.1 now (the kernel picks it; the caller binds it soon after)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]

@@ -8,7 +8,6 @@ a fleet dashboard needs are there with their types and labels; counters move for
 page refuses a request without the token.
 """
 import os
-import socket
 import subprocess
 import sys
 import tempfile
@@ -18,20 +17,11 @@ import urllib.request
 
 from prometheus_client.parser import text_string_to_metric_families
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "harness"))
+from report import Checklist, free_port  # noqa: E402
+
 BINARY = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else ".build/debug/hr-gateway")
-failures = []
-
-
-def check(ok, what):
-    print(("ok   " if ok else "FAIL ") + what, flush=True)
-    if not ok:
-        failures.append(what)
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+check = Checklist()
 
 
 def scrape(url, token=None):
@@ -106,10 +96,7 @@ def main():
     finally:
         gateway.terminate()
         gateway.wait(timeout=30)
-    if failures:
-        print(f"\n{len(failures)} check(s) failed", flush=True)
-        sys.exit(1)
-    print("\nall metrics checks passed", flush=True)
+    check.finish("metrics")
 
 
 if __name__ == "__main__":

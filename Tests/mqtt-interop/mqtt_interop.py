@@ -29,6 +29,9 @@ import time
 
 import paho.mqtt.client as mqtt
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "harness"))
+from report import Checklist, free_port  # noqa: E402
+
 BINARY = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else ".build/debug/hr-gateway")
 MOSQUITTO = shutil.which("mosquitto") or "/usr/sbin/mosquitto"
 PASSWD = shutil.which("mosquitto_passwd") or "/usr/bin/mosquitto_passwd"
@@ -52,19 +55,7 @@ topic write hr-gateway/+/cmd
 topic read hr-gateway/+/cmd_result
 topic read hr-gateway/+/event
 """
-failures = []
-
-
-def check(ok, what):
-    print(("ok   " if ok else "FAIL ") + what, flush=True)
-    if not ok:
-        failures.append(what)
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+check = Checklist()
 
 
 class Broker:
@@ -365,10 +356,7 @@ def main():
     finally:
         broker.stop()
         shutil.rmtree(root, ignore_errors=True)
-    if failures:
-        print(f"\n{len(failures)} check(s) failed", flush=True)
-        sys.exit(1)
-    print("\nall MQTT interop checks passed", flush=True)
+    check.finish("MQTT interop")
 
 
 if __name__ == "__main__":
