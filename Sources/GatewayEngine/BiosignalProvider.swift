@@ -43,11 +43,16 @@ public struct SensorStatus: Sendable, Equatable {
 public struct ProviderSink: Sendable {
     let onSample: @Sendable (BiosignalSample) -> Void
     let onStatus: @Sendable (SensorStatus) -> Void
+    /// The session this sink delivers into, as the engine started it (nil outside an engine). A provider that acts
+    /// on the session's settings reads them here, as the simulated strap follows a phone-started breathing pattern.
+    public let session: SessionConfig?
 
     public init(
+        session: SessionConfig? = nil,
         onSample: @escaping @Sendable (BiosignalSample) -> Void,
         onStatus: @escaping @Sendable (SensorStatus) -> Void = { _ in }
     ) {
+        self.session = session
         self.onSample = onSample
         self.onStatus = onStatus
     }

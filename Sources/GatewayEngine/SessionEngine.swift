@@ -96,6 +96,7 @@ public final class SessionEngine: Sendable {
         var started: [any BiosignalProvider] = []
         for provider in providers {
             let sink = ProviderSink(
+                session: config,
                 onSample: { [weak self] sample in self?.ingest(sample, generation: generation) },
                 onStatus: { [weak self] status in self?.report(status, generation: generation) }
             )

@@ -22,6 +22,7 @@ public struct TappedProvider: BiosignalProvider {
         let onSample = onSample
         let onStatus = onStatus
         try await base.startStreaming(into: ProviderSink(
+            session: sink.session,
             onSample: { sample in
                 onSample(sample)
                 sink.send(sample)

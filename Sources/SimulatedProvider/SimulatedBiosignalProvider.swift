@@ -112,7 +112,12 @@ public final class SimulatedBiosignalProvider: BiosignalProvider {
     }
 
     public let model: Model
+    /// The body of the realistic model; with `followsSessionPacing`, the body of a session without a pacer.
     public let physiology: Physiology
+    /// When set, a session with a pacer (a breathing pattern or a resonance assessment, `ProviderSink.session`) gets
+    /// the body that pacer asks for, `Physiology.following(_:resonanceRateBpm:)` with this resonance: the provider
+    /// follows whichever session the engine starts, as `serve` needs when a phone starts a breathing session.
+    public let followsSessionPacing: Double?
     public let deviceId: String?
     private let clock: any SessionClock
     private let seed: UInt64
@@ -134,6 +139,8 @@ public final class SimulatedBiosignalProvider: BiosignalProvider {
         /// Exercise-ramp model: the precomputed beats and the next one to deliver.
         var ramp: [Double] = []
         var rampIndex = 0
+        /// The body of this run (`physiology`, or the one the session's pacer asks for).
+        var physiology: Physiology
         var sink: ProviderSink
     }
 
@@ -145,12 +152,14 @@ public final class SimulatedBiosignalProvider: BiosignalProvider {
     public init(
         model: Model = .realistic,
         physiology: Physiology = Physiology(),
+        followsSessionPacing resonanceRateBpm: Double? = nil,
         seed: UInt64 = 1,
         deviceId: String? = nil,
         clock: any SessionClock = SystemSessionClock()
     ) {
         self.model = model
         self.physiology = physiology
+        self.followsSessionPacing = resonanceRateBpm
         self.seed = seed
         self.deviceId = deviceId ?? (model != .sdkMock ? "simulated-strap" : nil)
         self.clock = clock
@@ -160,8 +169,16 @@ public final class SimulatedBiosignalProvider: BiosignalProvider {
         let start = clock.nowMs()
         let ramp = model == .exerciseRamp ? ExerciseRamp(seed: seed).rrMs().map { $0.rounded() } : []
         let startMono = clock.monotonicMs()
-        run.withLock {
-            $0 = Run(generator: SplitMix64(seed: seed), startMs: start, startMonoMs: startMono, ramp: ramp, sink: sink)
+        var body = physiology
+        if let resonance = followsSessionPacing, let session = sink.session,
+            session.breathingPattern != nil || session.resonance != nil
+        {
+            body = .following(session, resonanceRateBpm: resonance)
+        }
+        run.withLock { [body] in
+            $0 = Run(
+                generator: SplitMix64(seed: seed), startMs: start, startMonoMs: startMono, ramp: ramp,
+                physiology: body, sink: sink)
         }
         sink.status(SensorStatus(source: name, deviceId: deviceId, state: .streaming))
         if model == .sdkMock { emitTick() } else { scheduleNext() }
@@ -221,7 +238,7 @@ public final class SimulatedBiosignalProvider: BiosignalProvider {
             rr.append(interval)
         }
         let bpm = rr.isEmpty
-            ? physiology.meanHeartRateBpm.rounded()
+            ? r.physiology.meanHeartRateBpm.rounded()
             : (60000 / (rr.reduce(0, +) / Double(rr.count))).rounded()
         return BiosignalSample(
             timestampMs: nowMs,
@@ -244,13 +261,13 @@ public final class SimulatedBiosignalProvider: BiosignalProvider {
         }
         let t = r.lastBeatMs
         let drift = 3 * sin(2 * Double.pi * t / 120_000)
-        let base = 60000 / (physiology.meanHeartRateBpm + drift)
-        let rsa = physiology.rsa(atMs: t)
+        let base = 60000 / (r.physiology.meanHeartRateBpm + drift)
+        let rsa = r.physiology.rsa(atMs: t)
         var interval = base + rsa + r.generator.gaussian() * 8
         if r.compensation > 0 {
             interval = r.compensation
             r.compensation = 0
-        } else if r.generator.uniform(in: 0...1) < physiology.ectopicProbability {
+        } else if r.generator.uniform(in: 0...1) < r.physiology.ectopicProbability {
             r.compensation = interval * 1.3
             interval *= 0.7
         }

@@ -144,8 +144,7 @@ struct BreatheCommand: AsyncParsableCommand {
             profile: ComputeProfile(windowSec: window, emitIntervalSec: settings.emitIntervalSec),
             breathingPattern: resonance == nil ? paced : nil,
             resonance: resonance)
-        let providers = try source.providers(
-            clock: clock, store: store, session: config, simulatedResonanceBpm: simulatedResonance)
+        let providers = try source.providers(clock: clock, store: store, simulatedResonanceBpm: simulatedResonance)
         let recorder = noRecordDb || !settings.record ? nil : store.recorder(config, settings)
         let output = format ?? (isatty(STDOUT_FILENO) == 1 ? .pretty : .jsonl)
         if let resonance, output == .pretty {

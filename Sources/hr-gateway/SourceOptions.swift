@@ -90,12 +90,11 @@ struct SourceOptions: ParsableArguments {
         } catch { throw ValidationError("--replay \(replay): \(error)") }
     }
 
-    /// The chosen sources, ready for a `SessionEngine`. A `--replay` that is not a file is looked up in `store`. With
-    /// `session` paced (a breathing pattern or a resonance assessment), the simulated strap follows the pacer
+    /// The chosen sources, ready for a `SessionEngine`. A `--replay` that is not a file is looked up in `store`. In a
+    /// paced session (a breathing pattern or a resonance assessment), whether started here or by a phone through
+    /// `serve`, the simulated strap follows the pacer, with its RSA largest at `simulatedResonanceBpm`
     /// (docs/engine.md).
-    func providers(
-        clock: any SessionClock, store: StoreOptions, session: SessionConfig? = nil, simulatedResonanceBpm: Double = 5.5
-    ) throws
+    func providers(clock: any SessionClock, store: StoreOptions, simulatedResonanceBpm: Double = 5.5) throws
         -> [any BiosignalProvider]
     {
         var providers: [any BiosignalProvider] = []
@@ -107,11 +106,8 @@ struct SourceOptions: ParsableArguments {
                 polar: ecg || acc != nil ? PolarStreams(ecg: ecg, accHz: acc) : nil, logger: logger)
         }
         if simulate {
-            let physiology = session.map {
-                SimulatedBiosignalProvider.Physiology.following($0, resonanceRateBpm: simulatedResonanceBpm)
-            }
-                ?? SimulatedBiosignalProvider.Physiology()
-            providers.append(SimulatedBiosignalProvider(model: model, physiology: physiology, seed: seed, clock: clock))
+            providers.append(SimulatedBiosignalProvider(
+                model: model, followsSessionPacing: simulatedResonanceBpm, seed: seed, clock: clock))
         }
         if let replay {
             if FileManager.default.fileExists(atPath: replay) {

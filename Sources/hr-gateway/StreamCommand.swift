@@ -161,8 +161,7 @@ struct StreamCommand: AsyncParsableCommand {
         let clock = SystemSessionClock()
         let settings = try store.settings()
         let config = session.config(defaults: settings)
-        let providers = try source.providers(
-            clock: clock, store: store, session: config)
+        let providers = try source.providers(clock: clock, store: store)
         let recorder = noRecordDb || !settings.record ? nil : store.recorder(config, settings, keepDays: keepDays)
         let lslSink = lsl ? try Self.lslSink() : nil
         let output = format ?? (isatty(STDOUT_FILENO) == 1 ? .pretty : .jsonl)

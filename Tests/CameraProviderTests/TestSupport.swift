@@ -49,6 +49,7 @@ final class Probe: Sendable {
         func startStreaming(into sink: ProviderSink) async throws {
             let probe = probe
             try await base.startStreaming(into: ProviderSink(
+                session: sink.session,
                 onSample: { sample in
                     sink.send(sample)
                     probe.record(.sample(sample))

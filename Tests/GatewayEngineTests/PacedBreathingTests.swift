@@ -66,6 +66,34 @@ import Testing
         #expect(!log.types.contains("breathing_cue"))
     }
 
+    /// One provider for every session, as `serve` has: with `followsSessionPacing`, it reads each session's pacer
+    /// from the engine (`ProviderSink.session`, through a `TappedProvider` as `serve`'s outputs wrap it) and breathes
+    /// with it, at 6 /min in the first session and 7.5 /min in the second; the same provider without it keeps
+    /// breathing at 12 /min. Synthetic RR: this proves the plumbing, not the physiology.
+    @Test func oneProviderFollowsEachSessionsPacer() async throws {
+        func adherence(follows: Bool) async throws -> [Double?] {
+            let clock = ManualSessionClock(startMs: 0)
+            let sim = SimulatedBiosignalProvider(followsSessionPacing: follows ? 5.5 : nil, seed: 3, clock: clock)
+            let engine = SessionEngine(providers: [TappedProvider(sim, onSample: { _ in })], clock: clock)
+            let log = EventLog(engine)
+            var result: [Double?] = []
+            for (i, pattern) in ["coherent", "3-0-5-0"].enumerated() {
+                _ = try await engine.startSession(SessionConfig(
+                    sessionId: "p\(i)", mode: .breathing, durationSec: 180,
+                    profile: ComputeProfile(windowSec: 120, emitIntervalSec: 10),
+                    breathingPattern: try BreathingPattern(parsing: pattern)))
+                clock.advance(toMs: Int64(i + 1) * 180_000)
+                guard case .summary(_, _, let m, _)? = log.last else { throw ProviderBroke() }
+                result.append(m.breathingAdherence)
+            }
+            return result
+        }
+        let following = try await adherence(follows: true)
+        let fixed = try await adherence(follows: false)
+        #expect(following.allSatisfy { ($0 ?? 0) > 0.9 }, "adherence \(following)")
+        #expect(fixed.allSatisfy { ($0 ?? 0) < 0.5 }, "adherence \(fixed)")
+    }
+
     /// The simulated body that follows the pacer (at 6 /min, near its resonance) against one that keeps breathing at
     /// 12 /min under the same pacer: adherence, RSA and coherence tell them apart. Synthetic RR: this proves the
     /// arithmetic, not the physiology.
