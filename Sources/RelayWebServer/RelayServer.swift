@@ -102,7 +102,7 @@ public struct RelayServer: Sendable {
                 }
                 let limit = request.uri.queryParameters.get("limit").flatMap { Int($0) }.map { min(max($0, 1), 500) } ?? 50
                 let text: String
-                do { text = try archive.listJSON(limit: limit) } catch {
+                do { text = try await Self.archiveRead { try archive.listJSON(limit: limit) } } catch {
                     throw HTTPError(.internalServerError, message: "The session store cannot be read: \(error)\n")
                 }
                 return Response(
@@ -116,7 +116,9 @@ public struct RelayServer: Sendable {
                 let id = context.parameters.get("id") ?? ""
                 let format = request.uri.queryParameters.get("format") ?? "csv"
                 let file: SessionArchiveFile?
-                do { file = try archive.export(id: id, format: format) } catch let error as SessionArchiveError {
+                do {
+                    file = try await Self.archiveRead { try archive.export(id: id, format: format) }
+                } catch let error as SessionArchiveError {
                     throw HTTPError(.badRequest, message: "\(error)\n")
                 } catch {
                     throw HTTPError(.internalServerError, message: "The session store cannot be read: \(error)\n")
@@ -239,6 +241,17 @@ public struct RelayServer: Sendable {
     }
 
     static let protocolHeader = HTTPField.Name("Sec-WebSocket-Protocol")!
+
+    /// Session list and exports read SQLite synchronously: a long export, or another process holding the store's lock
+    /// (up to its 10 s busy timeout), would hold a thread of the concurrency pool, of which a Pi has as many as cores,
+    /// and stall the relay with it. They run here instead, one at a time.
+    private static let archiveQueue = DispatchQueue(label: "hr-gateway.relay.sessions")
+
+    static func archiveRead<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
+        try await withCheckedThrowingContinuation { continuation in
+            archiveQueue.async { continuation.resume(with: Result { try body() }) }
+        }
+    }
 
     static func offeredProtocols(_ request: Request) -> [String] {
         request.headers[values: protocolHeader].flatMap { $0.split(separator: ",") }

@@ -2,13 +2,26 @@ import GatewayEngine
 import RelayWebServer
 import SessionStore
 
-/// The session store as the dashboard's session list (`GET /v1/sessions`, exports): opened per request, so that a
-/// store another process writes is read as it is now.
-struct StoreSessionArchive: SessionArchive {
+/// The session store as the dashboard's session list (`GET /v1/sessions`, exports). Opened on the first request and
+/// kept: every read is a transaction of its own, which sees what another process (a `stream` recording beside this
+/// `serve`) has committed, so nothing is stale; a failed open is tried again at the next request.
+final class StoreSessionArchive: SessionArchive {
     let directory: String
+    private let opened = Locked<SessionStore?>(nil)
+
+    init(directory: String) { self.directory = directory }
+
+    private func store() throws -> SessionStore {
+        try opened.withLock { cached in
+            if let cached { return cached }
+            let store = try SessionStore(directory: directory)
+            cached = store
+            return store
+        }
+    }
 
     func listJSON(limit: Int) throws -> String {
-        let store = try SessionStore(directory: directory)
+        let store = try store()
         let newest = try store.list().suffix(limit).reversed()
         return JSONValue.array(newest.map { s in
             guard case .object(var o) = s.jsonValue else { return s.jsonValue }
@@ -21,7 +34,7 @@ struct StoreSessionArchive: SessionArchive {
         guard let f = SessionExport.Format(rawValue: format) else {
             throw SessionArchiveError.badFormat(format, supported: SessionExport.Format.allCases.map(\.rawValue))
         }
-        let store = try SessionStore(directory: directory)
+        let store = try store()
         guard try store.session(id: id) != nil else { return nil }
         let type = switch f {
         case .csv: "text/csv; charset=utf-8"

@@ -73,20 +73,17 @@ func upgradeStatus(port: Int, headers: [String] = [], path: String = "/v1/relay"
 }
 
 /// A plain GET over a raw socket: (body, head).
-func httpGet(port: Int, path: String, headers: [String] = []) async throws -> (String, String) {
-    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+func httpGet(port: Int, path: String, headers: [String] = [], timeoutSeconds: Int = 30) async throws -> (String, String) {
+    try httpGetNow(port: port, path: path, headers: headers, timeoutSeconds: timeoutSeconds)
+}
+
+/// `httpGet` on the calling thread.
+func httpGetNow(port: Int, path: String, headers: [String] = [], timeoutSeconds: Int = 30) throws -> (String, String) {
+    let fd = try sendGet(port: port, path: path, headers: headers)
     defer { close(fd) }
-    var addr = sockaddr_in()
-    addr.sin_family = sa_family_t(AF_INET)
-    addr.sin_port = in_port_t(UInt16(port).bigEndian)
-    addr.sin_addr.s_addr = inet_addr("127.0.0.1")
-    let rc = withUnsafePointer(to: &addr) {
-        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-    }
-    try #require(rc == 0)
-    let request = (["GET \(path) HTTP/1.1", "Host: 127.0.0.1", "Connection: close"] + headers + ["", ""])
-        .joined(separator: "\r\n")
-    _ = request.withCString { send(fd, $0, strlen($0), 0) }
+    // A server that never answers fails the test instead of hanging it.
+    var timeout = timeval(tv_sec: timeoutSeconds, tv_usec: 0)
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
     var buffer = [UInt8](repeating: 0, count: 65536)
     var got: [UInt8] = []
     while true {
@@ -97,6 +94,26 @@ func httpGet(port: Int, path: String, headers: [String] = []) async throws -> (S
     let text = String(decoding: got, as: UTF8.self)
     let parts = text.components(separatedBy: "\r\n\r\n")
     return (parts.dropFirst().joined(separator: "\r\n\r\n"), parts.first ?? "")
+}
+
+/// Connects and sends a GET; the caller reads the answer (or not) and closes the socket.
+func sendGet(port: Int, path: String, headers: [String] = []) throws -> Int32 {
+    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    var addr = sockaddr_in()
+    addr.sin_family = sa_family_t(AF_INET)
+    addr.sin_port = in_port_t(UInt16(port).bigEndian)
+    addr.sin_addr.s_addr = inet_addr("127.0.0.1")
+    let rc = withUnsafePointer(to: &addr) {
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+    }
+    guard rc == 0 else {
+        close(fd)
+        throw POSIXError(.ECONNREFUSED)
+    }
+    let request = (["GET \(path) HTTP/1.1", "Host: 127.0.0.1", "Connection: close"] + headers + ["", ""])
+        .joined(separator: "\r\n")
+    _ = request.withCString { send(fd, $0, strlen($0), 0) }
+    return fd
 }
 
 @Suite(.serialized) struct RelayServerTests {
@@ -157,6 +174,50 @@ func httpGet(port: Int, path: String, headers: [String] = []) async throws -> (S
         #expect(missingHead.contains(" 404 ") && missing.contains("No recorded session nope"), "\(missing)")
         let (bad, badHead) = try await httpGet(port: relay.port, path: "/v1/sessions/s1/export?format=edf", headers: auth)
         #expect(badHead.contains(" 400 ") && bad.contains("format=csv, format=json"), "\(bad)")
+        await relay.stop()
+    }
+
+    /// A session store that answers only when the test lets it, as one locked by another process or busy with a long
+    /// export does.
+    final class StalledArchive: SessionArchive {
+        let gate = DispatchSemaphore(value: 0)
+        let entered = DispatchSemaphore(value: 0)
+        func listJSON(limit: Int) throws -> String {
+            entered.signal()
+            gate.wait()
+            return "[]"
+        }
+        func export(id: String, format: String) throws -> SessionArchiveFile? { nil }
+    }
+
+    /// Store reads never hold the threads the relay runs on: with more session lists stalled in the store than the
+    /// machine has cores (each would hold one of them if read in place), the dashboard page is still served. The
+    /// client side runs on a thread of its own, so that a relay that does stall fails the test (no answer within
+    /// 10 s) rather than hanging it.
+    @Test func aStalledSessionStoreDoesNotStallTheRelay() async throws {
+        let archive = StalledArchive()
+        let relay = try await LiveRelay(sessions: archive)
+        let (token, _) = try relay.tokens.create(name: "browser", scope: .read, nowMs: 0)
+        let stalled = 2 * ProcessInfo.processInfo.activeProcessorCount + 2
+        let port = relay.port
+        let head: String = try await withCheckedThrowingContinuation { done in
+            Thread.detachNewThread {
+                do {
+                    let sockets = try (0..<stalled).map { _ in
+                        try sendGet(port: port, path: "/v1/sessions", headers: ["Authorization: Bearer \(token)"])
+                    }
+                    archive.entered.wait()
+                    let (_, head) = try httpGetNow(port: port, path: "/", timeoutSeconds: 10)
+                    for _ in 0..<stalled { archive.gate.signal() }
+                    for fd in sockets { close(fd) }
+                    done.resume(returning: head)
+                } catch {
+                    for _ in 0..<stalled { archive.gate.signal() }
+                    done.resume(throwing: error)
+                }
+            }
+        }
+        #expect(head.contains(" 200 "), "the dashboard page while \(stalled) session lists wait: \(head)")
         await relay.stop()
     }
 
