@@ -45,11 +45,10 @@ final class LiveRelay: Sendable {
     }
 }
 
-/// The status line of a raw HTTP/1.1 WebSocket upgrade request.
-func upgradeStatus(port: Int, headers: [String] = [], path: String = "/v1/relay") throws -> String {
+/// A TCP connection to 127.0.0.1:`port`; the caller closes it.
+func connectLoopback(port: Int) throws -> Int32 {
     let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-    #expect(fd >= 0)
-    defer { close(fd) }
+    guard fd >= 0 else { throw POSIXError(.EMFILE) }
     var addr = sockaddr_in()
     addr.sin_family = sa_family_t(AF_INET)
     addr.sin_port = in_port_t(UInt16(port).bigEndian)
@@ -57,7 +56,18 @@ func upgradeStatus(port: Int, headers: [String] = [], path: String = "/v1/relay"
     let rc = withUnsafePointer(to: &addr) {
         $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
     }
-    try #require(rc == 0)
+    guard rc == 0 else {
+        let code = POSIXErrorCode(rawValue: errno) ?? .ECONNREFUSED
+        close(fd)
+        throw POSIXError(code)
+    }
+    return fd
+}
+
+/// The status line of a raw HTTP/1.1 WebSocket upgrade request.
+func upgradeStatus(port: Int, headers: [String] = [], path: String = "/v1/relay") throws -> String {
+    let fd = try connectLoopback(port: port)
+    defer { close(fd) }
     let request = (["GET \(path) HTTP/1.1", "Host: 127.0.0.1:\(port)", "Upgrade: websocket", "Connection: Upgrade",
                     "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==", "Sec-WebSocket-Version: 13"] + headers + ["", ""])
         .joined(separator: "\r\n")
@@ -98,18 +108,7 @@ func httpGetNow(port: Int, path: String, headers: [String] = [], timeoutSeconds:
 
 /// Connects and sends a GET; the caller reads the answer (or not) and closes the socket.
 func sendGet(port: Int, path: String, headers: [String] = []) throws -> Int32 {
-    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-    var addr = sockaddr_in()
-    addr.sin_family = sa_family_t(AF_INET)
-    addr.sin_port = in_port_t(UInt16(port).bigEndian)
-    addr.sin_addr.s_addr = inet_addr("127.0.0.1")
-    let rc = withUnsafePointer(to: &addr) {
-        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-    }
-    guard rc == 0 else {
-        close(fd)
-        throw POSIXError(.ECONNREFUSED)
-    }
+    let fd = try connectLoopback(port: port)
     let request = (["GET \(path) HTTP/1.1", "Host: 127.0.0.1", "Connection: close"] + headers + ["", ""])
         .joined(separator: "\r\n")
     _ = request.withCString { send(fd, $0, strlen($0), 0) }
@@ -232,17 +231,8 @@ func sendGet(port: Int, path: String, headers: [String] = []) throws -> Int32 {
     /// Browsers open connections ahead of use (preconnect) and may never send a request on them.
     @Test func aConnectionThatNeverSendsARequestDoesNotHoldUpShutdown() async throws {
         let relay = try await LiveRelay()
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        try #require(fd >= 0)
+        let fd = try connectLoopback(port: relay.port)
         defer { close(fd) }
-        var addr = sockaddr_in()
-        addr.sin_family = sa_family_t(AF_INET)
-        addr.sin_port = in_port_t(UInt16(relay.port).bigEndian)
-        addr.sin_addr.s_addr = inet_addr("127.0.0.1")
-        let rc = withUnsafePointer(to: &addr) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-        }
-        try #require(rc == 0)
         // The page itself still loads meanwhile, so the idle connection has been accepted by then.
         let (_, head) = try await httpGet(port: relay.port, path: "/")
         #expect(head.contains(" 200 "))
