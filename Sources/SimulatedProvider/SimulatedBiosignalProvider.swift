@@ -58,8 +58,11 @@ public final class SimulatedBiosignalProvider: BiosignalProvider {
         }
 
         /// The body a session's pacer asks for: a resonance assessment's steps, a pattern's rate, or, without a pacer,
-        /// the default (12 breaths/min). Step offsets assume the provider starts with the session (within a beat).
-        public static func following(_ config: SessionConfig, resonanceRateBpm: Double = 5.5) -> Physiology {
+        /// `unpaced` (by default 12 breaths/min). Step offsets assume the provider starts with the session (within a
+        /// beat).
+        public static func following(
+            _ config: SessionConfig, resonanceRateBpm: Double = 5.5, unpaced: Physiology = Physiology()
+        ) -> Physiology {
             if let plan = config.resonance {
                 var offsets: [Double] = []
                 var at = Double(BreathingCue.firstBreathAfterMs)
@@ -70,7 +73,7 @@ public final class SimulatedBiosignalProvider: BiosignalProvider {
                 return assessment(rates: plan.steps.map(\.pattern.rateBpm), offsetsMs: offsets, resonanceRateBpm: resonanceRateBpm)
             }
             if let p = config.breathingPattern { return paced(at: p.rateBpm, resonanceRateBpm: resonanceRateBpm) }
-            return Physiology()
+            return unpaced
         }
 
         /// Respiratory sinus arrhythmia at `t` ms after the start (ms added to the interval).
@@ -170,10 +173,8 @@ public final class SimulatedBiosignalProvider: BiosignalProvider {
         let ramp = model == .exerciseRamp ? ExerciseRamp(seed: seed).rrMs().map { $0.rounded() } : []
         let startMono = clock.monotonicMs()
         var body = physiology
-        if let resonance = followsSessionPacing, let session = sink.session,
-            session.breathingPattern != nil || session.resonance != nil
-        {
-            body = .following(session, resonanceRateBpm: resonance)
+        if let resonance = followsSessionPacing, let session = sink.session {
+            body = .following(session, resonanceRateBpm: resonance, unpaced: physiology)
         }
         run.withLock { [body] in
             $0 = Run(
