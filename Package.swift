@@ -135,7 +135,7 @@ let package = Package(
         .target(
             name: "RelayWebServer",
             dependencies: [
-                "RelayCore", "RelayStore", "GatewayEngine",
+                "RelayCore", "RelayStore", "GatewayEngine", "GatewayStorage",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdTLS", package: "hummingbird"),
                 .product(name: "HummingbirdWebSocket", package: "hummingbird-websocket"),

@@ -6,11 +6,14 @@ import GRDB
 /// page cache of 256 KB per connection instead of SQLite's 2 MB: the writers append at the end of their tables, and
 /// with the default cache a long recording's resident memory grew by the pages it had written, up to 2 MB.
 public enum StateDatabase {
+    /// How long a write waits for another connection's write lock before it fails with SQLITE_BUSY.
+    public static let busyTimeoutMs = 10_000
+
     /// Opens (creating when needed) the database at `path` and applies `migrations` in order.
     public static func open(path: String, migrations: [(name: String, sql: String)]) throws -> DatabaseQueue {
         var config = Configuration()
         config.journalMode = .wal
-        config.busyMode = .timeout(10)
+        config.busyMode = .timeout(Double(busyTimeoutMs) / 1_000)
         config.prepareDatabase { db in
             try db.execute(sql: "PRAGMA synchronous = NORMAL")
             try db.execute(sql: "PRAGMA cache_size = -256")

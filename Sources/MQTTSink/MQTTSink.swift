@@ -1,5 +1,6 @@
 import Foundation
 import GatewayEngine
+import GatewayStorage
 import GatewaySink
 import Logging
 import Synchronization
@@ -48,7 +49,11 @@ public final class MQTTSink: SessionSink {
     private let connection: MQTTConnection
     private let queue = SinkQueue<EncodedEvent>()
     private let outbox: MQTTOutbox?
-    private let outboxWrites = DispatchQueue(label: "hr-gateway.mqtt.outbox")
+    /// Every use of the outbox while the sink runs: off libmosquitto's network thread and the concurrency pool, so that
+    /// a database another process holds stalls neither the link nor the session.
+    private let outboxLane = DatabaseLane(label: "hr-gateway.mqtt.outbox")
+    /// The outbox's depth after its last change, for a scrape, which must not wait for the outbox.
+    private let depth = Mutex<Int?>(nil)
     private let graceMs: Int64
     private let sources: [String]
     private let logger: Logger
@@ -85,12 +90,8 @@ public final class MQTTSink: SessionSink {
             clientId: "hr-gateway-\(topics.gatewayId)-\(getpid())", broker: broker,
             will: (topics.status, Self.status("offline", gatewayId: topics.gatewayId, sources: sources, reason: "connection lost")),
             caFile: caFile)
-        connection.onAcknowledged { [outbox, outboxWrites, logger] id in
-            guard let outbox else { return }
-            // Off libmosquitto's network thread: a database another process holds must not stall the link.
-            outboxWrites.async {
-                do { try outbox.remove(id: id) } catch { logger.warning("mqtt: \(error)") }
-            }
+        connection.onAcknowledged { [weak self] id in
+            self?.onOutbox { outbox in try outbox.remove(id: id) }
         }
         connection.onLink { [weak self] event in self?.linkChanged(event) }
         connection.onMessage { [commands] _, payload in commands.continuation.yield(payload) }
@@ -155,7 +156,22 @@ public final class MQTTSink: SessionSink {
     public func receive(event: EncodedEvent) { queue.push(event) }
 
     /// QoS 1 events of this broker and gateway ID waiting in the outbox (nil without one).
-    public var outboxDepth: Int? { try? outbox?.count(broker: broker.destination, gatewayId: topics.gatewayId) }
+    public var outboxDepth: Int? { depth.withLock { $0 } }
+
+    /// Queues `change` on the outbox's lane, then notes the depth it left; a failure is logged.
+    private func onOutbox(_ change: @escaping @Sendable (MQTTOutbox) throws -> Void) {
+        guard let outbox else { return }
+        let (broker, gatewayId) = (broker.destination, topics.gatewayId)
+        outboxLane.submit { [self] in
+            do {
+                try change(outbox)
+                let count = try outbox.count(broker: broker, gatewayId: gatewayId)
+                depth.withLock { $0 = count }
+            } catch {
+                logger.warning("mqtt: \(error)")
+            }
+        }
+    }
     public var isConnected: Bool { connection.isConnected }
 
     /// Ends `run()` after what is queued, outside a service group (`serve`): it then says offline and waits for the
@@ -165,18 +181,20 @@ public final class MQTTSink: SessionSink {
     public func run() async throws {
         let online = Self.status("online", gatewayId: topics.gatewayId, sources: sources)
         connection.publish(topic: topics.status, payload: online, qos: 1, retain: true)
-        publishLeftovers()
+        await publishLeftovers()
         let answering = Task { await answerCommands() }
-        await queue.drain { [self] e in publish(e) }
+        await queue.drain { [self] e in await publish(e) }
         commands.continuation.finish()
         await answering.value
         let offline = Self.status("offline", gatewayId: topics.gatewayId, sources: sources, reason: "stopped")
         connection.publish(topic: topics.status, payload: offline, qos: 1, retain: true)
         let left = await connection.waitForAcknowledgements(timeoutMs: graceMs)
         connection.stop()
-        outboxWrites.sync {}
+        // Every acknowledgement's removal from the outbox done before the process may end.
+        await outboxLane.settled()
         if left > 0 {
-            let kept = (try? outbox?.count(broker: broker.destination, gatewayId: topics.gatewayId)) ?? nil
+            let (outbox, broker, gatewayId) = (outbox, broker.destination, topics.gatewayId)
+            let kept = (try? await outboxLane.run { try outbox?.count(broker: broker, gatewayId: gatewayId) }) ?? nil
             let fate = kept.map {
                 "\($0) event(s) stay in \(outbox?.path ?? "the outbox") and are sent on the next run with this broker and gateway ID"
             } ?? "they are lost (no outbox)"
@@ -189,10 +207,15 @@ public final class MQTTSink: SessionSink {
     }
 
     /// QoS 1 events an earlier run left unacknowledged, oldest first, before anything new.
-    private func publishLeftovers() {
+    private func publishLeftovers() async {
         guard let outbox else { return }
+        let (broker, gatewayId) = (broker.destination, topics.gatewayId)
         do {
-            let items = try outbox.adoptLeftovers(broker: broker.destination, gatewayId: topics.gatewayId)
+            let (items, count) = try await outboxLane.run {
+                (try outbox.adoptLeftovers(broker: broker, gatewayId: gatewayId),
+                 try outbox.count(broker: broker, gatewayId: gatewayId))
+            }
+            depth.withLock { $0 = count }
             if !items.isEmpty {
                 logger.notice("mqtt: sending \(items.count) QoS 1 event(s) left from an earlier run")
             }
@@ -204,14 +227,20 @@ public final class MQTTSink: SessionSink {
         }
     }
 
-    private func publish(_ e: EncodedEvent) {
+    private func publish(_ e: EncodedEvent) async {
         let qos = Self.qos(e.event)
         var tag: Int64?
         if qos > 0, let outbox {
+            let (broker, gatewayId, topic) = (broker.destination, topics.gatewayId, topics.event)
+            let nowMs = Int64(Date().timeIntervalSince1970 * 1000)
             do {
-                let (id, dropped) = try outbox.add(
-                    broker: broker.destination, gatewayId: topics.gatewayId, topic: topics.event, payload: e.json,
-                    qos: qos, retain: false, nowMs: Int64(Date().timeIntervalSince1970 * 1000))
+                let (id, dropped, count) = try await outboxLane.run {
+                    let (id, dropped) = try outbox.add(
+                        broker: broker, gatewayId: gatewayId, topic: topic, payload: e.json, qos: qos, retain: false,
+                        nowMs: nowMs)
+                    return (id, dropped, try outbox.count(broker: broker, gatewayId: gatewayId))
+                }
+                depth.withLock { $0 = count }
                 tag = id
                 if dropped > 0 { logger.warning("mqtt: outbox full; dropped its \(dropped) oldest event(s)") }
             } catch {

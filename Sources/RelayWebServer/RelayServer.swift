@@ -1,5 +1,6 @@
 import Foundation
 import GatewayEngine
+import GatewayStorage
 import RelayCore
 import RelayStore
 import HTTPTypes
@@ -244,13 +245,11 @@ public struct RelayServer: Sendable {
 
     /// Session list and exports read SQLite synchronously: a long export, or another process holding the store's lock
     /// (up to its 10 s busy timeout), would hold a thread of the concurrency pool, of which a Pi has as many as cores,
-    /// and stall the relay with it. They run here instead, one at a time.
-    private static let archiveQueue = DispatchQueue(label: "hr-gateway.relay.sessions")
+    /// and stall the relay with it. They run on a lane of their own instead, one at a time.
+    private static let archiveLane = DatabaseLane(label: "hr-gateway.relay.sessions")
 
     static func archiveRead<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
-        try await withCheckedThrowingContinuation { continuation in
-            archiveQueue.async { continuation.resume(with: Result { try body() }) }
-        }
+        try await archiveLane.run(body)
     }
 
     static func offeredProtocols(_ request: Request) -> [String] {

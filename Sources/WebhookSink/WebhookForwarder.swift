@@ -1,9 +1,11 @@
 import AsyncHTTPClient
 import Foundation
 import GatewayEngine
+import GatewayStorage
 import NIOCore
 import NIOHTTP1
 import NIOPosix
+import Synchronization
 
 /// Exponential backoff with jitter: the n-th failed attempt waits `base · 2^(n-1)` capped at `max`, lengthened by a
 /// random fraction up to `jitter` (0.25: up to 25 % more), so that many gateways do not retry in step.
@@ -118,6 +120,11 @@ public struct WebhookDeliveryReport: Sendable, Equatable {
 ///
 /// Time is injected (`now`, `sleep`) so that tests drive retries without waiting: call `deliverDue()` after
 /// moving the clock.
+///
+/// Delivery passes (`deliverDue`, `drain`, `run`) and `onOutboxQueue` do their database work on the outbox's own
+/// queue (a `DatabaseLane`), and `commit(sample:…)` writes on the caller's thread only when that costs no wait: a
+/// session never waits for another process's lock on `outbox.sqlite` on a thread of the concurrency pool or a
+/// provider's. The other synchronous methods write where they are called, for commands and tests.
 public final class WebhookForwarder: Sendable {
     public let outbox: WebhookOutbox
     public let backoff: WebhookBackoff
@@ -130,6 +137,9 @@ public final class WebhookForwarder: Sendable {
     private let random: @Sendable () -> Double
     private let sleep: @Sendable (Int64) async throws -> Void
     private let onWarning: @Sendable (String) -> Void
+    private let lane = DatabaseLane(label: "hr-gateway.webhook.outbox")
+    /// Items left by the last delivery pass.
+    private let lastRemaining = Mutex<Int?>(nil)
 
     public init(
         outbox: WebhookOutbox,
@@ -174,13 +184,51 @@ public final class WebhookForwarder: Sendable {
         try enqueue(json: batch.jsonString, to: url)
     }
 
-    /// Commits one sample to the batch forming for `sessionId` and `url` (sealed into an item at `batchSize`).
-    public func enqueue(sample: BiosignalSample, sessionId: String, to url: URL, batchSize: Int) throws(WebhookError) {
-        let result = try outbox.addSample(
-            sample.jsonValue.jsonString, sessionId: sessionId, url: url.absoluteString, batchSize: batchSize,
-            nowMs: now())
-        warnDropped(result.dropped)
+    /// Commits one sample to the batch forming for `sessionId` and `url` (sealed into an item at `batchSize`): on the
+    /// caller's thread, on disk when this returns, unless that would wait (work queued on the outbox's queue, or
+    /// another process holding the outbox); then on the outbox's queue, after what is there. `onFailure` hears of a
+    /// sample that could not be committed.
+    public func commit(
+        sample: BiosignalSample, sessionId: String, to url: URL, batchSize: Int,
+        onFailure: @escaping @Sendable (WebhookError) -> Void
+    ) {
+        let json = sample.jsonValue.jsonString
+        let target = url.absoluteString
+        let arrivedMs = now()
+        lane.runHereIfIdle(
+            {
+                do throws(WebhookError) {
+                    guard let result = try outbox.addSampleIfFree(
+                        json, sessionId: sessionId, url: target, batchSize: batchSize, nowMs: arrivedMs)
+                    else { return false }
+                    warnDropped(result.dropped)
+                } catch {
+                    onFailure(error)
+                }
+                return true
+            },
+            otherwise: { [self] in
+                do throws(WebhookError) {
+                    let result = try outbox.addSample(
+                        json, sessionId: sessionId, url: target, batchSize: batchSize, nowMs: arrivedMs)
+                    warnDropped(result.dropped)
+                } catch {
+                    onFailure(error)
+                }
+            })
     }
+
+    /// Runs `body` (calls on this forwarder or its outbox) on the outbox's queue, after the work already there:
+    /// from a task, so that waiting for another process's lock holds no thread of the concurrency pool.
+    public func onOutboxQueue<T: Sendable>(_ body: @escaping @Sendable () throws(WebhookError) -> T)
+        async throws(WebhookError) -> T
+    {
+        try await lane.run(body)
+    }
+
+    /// Items waiting after the last delivery pass (nil before the first): for a gauge read by a scrape, which must not
+    /// wait for the outbox.
+    public var outboxDepth: Int? { lastRemaining.withLock { $0 } }
 
     /// Seals the batch forming for `sessionId` and `url` into an item, however many samples it holds.
     public func sealBatch(sessionId: String, to url: URL) throws(WebhookError) {
@@ -207,12 +255,15 @@ public final class WebhookForwarder: Sendable {
         var report = WebhookDeliveryReport()
         let start = now()
         // Hold the claimed items a little past the request timeout so a crash mid-request only delays them.
-        let items = try outbox.claimDue(
-            nowMs: start, leaseUntilMs: start + leaseMs, ignoringSchedule: ignoringSchedule, horizonMs: horizonMs)
+        let (leaseUntil, horizon) = (start + leaseMs, horizonMs)
+        let items = try await lane.run { [outbox] () throws(WebhookError) in
+            try outbox.claimDue(
+                nowMs: start, leaseUntilMs: leaseUntil, ignoringSchedule: ignoringSchedule, horizonMs: horizon)
+        }
         var blocked: [String: Int64] = [:]
         for item in items {
             if let retryAt = blocked[item.url] {
-                try outbox.reschedule(id: item.id, nextAttemptMs: retryAt, failedAttempt: nil)
+                try await reschedule(item.id, at: retryAt, failedAttempt: nil)
                 continue
             }
             let answer: WebhookAnswer
@@ -222,11 +273,11 @@ public final class WebhookForwarder: Sendable {
                 answer = .failed("malformed URL \(item.url)")
             }
             if answer.isSuccess {
-                try outbox.remove(id: item.id)
+                try await lane.run { [outbox] () throws(WebhookError) in try outbox.remove(id: item.id) }
                 report.delivered += 1
             } else if Task.isCancelled {
                 // Stopped mid-request: due again at once, for whoever delivers next.
-                try outbox.reschedule(id: item.id, nextAttemptMs: now(), failedAttempt: nil)
+                try await reschedule(item.id, at: now(), failedAttempt: nil)
                 blocked[item.url] = now()
             } else {
                 let reason = switch answer {
@@ -234,13 +285,20 @@ public final class WebhookForwarder: Sendable {
                 case .failed(let m): m
                 }
                 let retryAt = now() + backoff.delayMs(afterAttempts: item.attempts + 1, random: random())
-                try outbox.reschedule(id: item.id, nextAttemptMs: retryAt, failedAttempt: reason)
+                try await reschedule(item.id, at: retryAt, failedAttempt: reason)
                 blocked[item.url] = retryAt
                 report.failed += 1
             }
         }
-        report.remaining = try outbox.pending().count
+        report.remaining = try await lane.run { [outbox] () throws(WebhookError) in try outbox.count() }
+        lastRemaining.withLock { $0 = report.remaining }
         return report
+    }
+
+    private func reschedule(_ id: Int64, at nextAttemptMs: Int64, failedAttempt: String?) async throws(WebhookError) {
+        try await lane.run { [outbox] () throws(WebhookError) in
+            try outbox.reschedule(id: id, nextAttemptMs: nextAttemptMs, failedAttempt: failedAttempt)
+        }
     }
 
     /// Delivers until the outbox is empty or `graceMs` have passed (on the monotonic clock, so that a wall-clock step
@@ -256,7 +314,7 @@ public final class WebhookForwarder: Sendable {
             if report.remaining == 0 { return 0 }
             if Task.isCancelled { return report.remaining }
             let t = now()
-            guard let due = try nextDue(at: t) else { return 0 }
+            guard let due = try await nextDue(at: t) else { return 0 }
             let wait = max(0, due - t)
             let left = deadline - monotonic()
             if left <= 0 || wait > left { return report.remaining }
@@ -276,8 +334,10 @@ public final class WebhookForwarder: Sendable {
     }
 
     /// The next schedule, with one beyond the horizon (the wall clock stepped back) counted as due now.
-    private func nextDue(at t: Int64) throws(WebhookError) -> Int64? {
-        guard let due = try outbox.nextDueMs() else { return nil }
+    private func nextDue(at t: Int64) async throws(WebhookError) -> Int64? {
+        guard let due = try await lane.run({ [outbox] () throws(WebhookError) in try outbox.nextDueMs() }) else {
+            return nil
+        }
         return due > t + horizonMs ? t : due
     }
 
@@ -290,7 +350,7 @@ public final class WebhookForwarder: Sendable {
                 onWarning("\(error)")
             }
             let t = now()
-            let due = (try? nextDue(at: t)) ?? nil
+            let due = (try? await nextDue(at: t)) ?? nil
             let wait = min(pollMs, max(1, (due ?? t + pollMs) - t))
             do { try await sleep(wait) } catch { return }
         }
@@ -299,7 +359,10 @@ public final class WebhookForwarder: Sendable {
 
 /// Gathers samples into `biosignal_batch` items of `size` samples for a `WebhookForwarder`. Each sample is committed
 /// to the outbox as it arrives (the batch forms on disk), so a crash or `kill -9` loses none: whatever a process left
-/// forming is sealed into an item by the next delivery pass. `flush()` seals a partial batch (at the session's end).
+/// forming is sealed into an item by the next delivery pass. The one exception: while another process holds the
+/// outbox, samples wait in memory on the outbox's queue until it is free, rather than stall the provider, and a
+/// `kill -9` in that time loses them from the webhook (the session store has them). `flush()` seals a partial batch
+/// (at the session's end).
 public final class WebhookSampleBatcher: Sendable {
     public let size: Int
     private let forwarder: WebhookForwarder
@@ -318,13 +381,20 @@ public final class WebhookSampleBatcher: Sendable {
         self.onFailure = onFailure
     }
 
+    /// Commits `sample` (`WebhookForwarder.commit(sample:…)`).
     public func add(_ sample: BiosignalSample) {
-        do { try forwarder.enqueue(sample: sample, sessionId: sessionId, to: url, batchSize: size) } catch {
-            onFailure("\(error)")
+        forwarder.commit(sample: sample, sessionId: sessionId, to: url, batchSize: size) { [onFailure] in
+            onFailure("\($0)")
         }
     }
 
-    public func flush() {
-        do { try forwarder.sealBatch(sessionId: sessionId, to: url) } catch { onFailure("\(error)") }
+    /// Seals the forming batch, after every sample added before, on the outbox's queue.
+    public func flush() async {
+        let (forwarder, sessionId, url) = (forwarder, sessionId, url)
+        do {
+            try await forwarder.onOutboxQueue { () throws(WebhookError) in try forwarder.sealBatch(sessionId: sessionId, to: url) }
+        } catch {
+            onFailure("\(error)")
+        }
     }
 }

@@ -132,17 +132,29 @@ public final class WebhookOutbox: Sendable {
     public func addSample(_ sampleJSON: String, sessionId: String, url: String, batchSize: Int, nowMs: Int64)
         throws(WebhookError) -> BatchResult
     {
-        try write { db in
-            // Statements prepared once per connection (GRDB's statement cache), not parsed again for every sample.
-            try db.cachedStatement(sql: "INSERT INTO batch_samples (url, session_id, sample, added_at_ms) VALUES (?, ?, ?, ?)")
-                .execute(arguments: [url, sessionId, sampleJSON, nowMs])
-            let forming = try Int.fetchOne(
-                db.cachedStatement(sql: "SELECT COUNT(*) FROM batch_samples WHERE url = ? AND session_id = ?"),
-                arguments: [url, sessionId]) ?? 0
-            var result = BatchResult()
-            if forming >= max(1, batchSize) { try seal(db, url: url, sessionId: sessionId, nowMs: nowMs, into: &result) }
-            return result
-        }
+        try write { db in try add(db, sampleJSON, sessionId: sessionId, url: url, batchSize: batchSize, nowMs: nowMs) }
+    }
+
+    /// As `addSample`, without waiting for another process's write lock: nil, and nothing written, while another
+    /// connection holds it (`webhook flush` claiming items, `sqlite3`).
+    public func addSampleIfFree(_ sampleJSON: String, sessionId: String, url: String, batchSize: Int, nowMs: Int64)
+        throws(WebhookError) -> BatchResult?
+    {
+        try writeIfFree { db in try add(db, sampleJSON, sessionId: sessionId, url: url, batchSize: batchSize, nowMs: nowMs) }
+    }
+
+    private func add(_ db: Database, _ sampleJSON: String, sessionId: String, url: String, batchSize: Int, nowMs: Int64)
+        throws -> BatchResult
+    {
+        // Statements prepared once per connection (GRDB's statement cache), not parsed again for every sample.
+        try db.cachedStatement(sql: "INSERT INTO batch_samples (url, session_id, sample, added_at_ms) VALUES (?, ?, ?, ?)")
+            .execute(arguments: [url, sessionId, sampleJSON, nowMs])
+        let forming = try Int.fetchOne(
+            db.cachedStatement(sql: "SELECT COUNT(*) FROM batch_samples WHERE url = ? AND session_id = ?"),
+            arguments: [url, sessionId]) ?? 0
+        var result = BatchResult()
+        if forming >= max(1, batchSize) { try seal(db, url: url, sessionId: sessionId, nowMs: nowMs, into: &result) }
+        return result
     }
 
     /// Turns the batch forming for `url` and `sessionId` into an outbox item, however many samples it holds (the
@@ -278,6 +290,29 @@ public final class WebhookOutbox: Sendable {
 
     private func write<T>(_ body: (Database) throws -> T) throws(WebhookError) -> T {
         do { return try dbQueue.write(body) } catch { throw .outbox("writing \(path): \(Self.reason(error))") }
+    }
+
+    /// One write transaction with a busy timeout of 0 for its duration: nil when another connection holds the write
+    /// lock. The connection is this object's alone, so the timeout is put back before anything else uses it.
+    private func writeIfFree<T>(_ body: (Database) throws -> T) throws(WebhookError) -> T? {
+        do {
+            return try dbQueue.writeWithoutTransaction { db -> T? in
+                try db.execute(sql: "PRAGMA busy_timeout = 0")
+                defer { try? db.execute(sql: "PRAGMA busy_timeout = \(StateDatabase.busyTimeoutMs)") }
+                var result: T?
+                do {
+                    try db.inTransaction(.immediate) {
+                        result = try body(db)
+                        return .commit
+                    }
+                } catch let error as DatabaseError where error.resultCode == .SQLITE_BUSY {
+                    return nil
+                }
+                return result
+            }
+        } catch {
+            throw .outbox("writing \(path): \(Self.reason(error))")
+        }
     }
 
     private static func reason(_ error: any Error) -> String {

@@ -85,7 +85,7 @@ struct SessionRunner {
                 m.gauge("hr_gateway_mqtt_connected", help: "1 while the MQTT broker link is up.", mqtt.isConnected ? 1 : 0)
             }
         }
-        if let webhook { metrics?.metrics.collectOutbox("webhook") { try? webhook.forwarder.outbox.count() } }
+        if let webhook { metrics?.metrics.collectOutbox("webhook") { webhook.forwarder.outboxDepth } }
         if let metrics {
             outputs.attach(MetricsSink(metrics: metrics.metrics))
             metrics.metrics.collectStraps(providers.compactMap { $0 as? BLEHeartRateProvider })

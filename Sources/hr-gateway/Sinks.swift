@@ -102,7 +102,7 @@ final class WebhookOutput: SessionSink {
     }
 
     func run() async throws {
-        await queue.drain { [session] event in session.handle(event) }
+        await queue.drain { [session] event in await session.handle(event) }
         await session.finish()
     }
 }

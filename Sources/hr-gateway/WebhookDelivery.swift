@@ -49,18 +49,21 @@ struct WebhookDelivery: Sendable {
         func handle(_ sample: BiosignalSample) { batcher?.add(sample) }
 
         /// Commits the summary (after the last sample batch), its shared JSON text as is, before anything tries to
-        /// deliver it.
-        func handle(_ encoded: EncodedEvent) {
+        /// deliver it; on the outbox's queue, as every write of a running session that may wait.
+        func handle(_ encoded: EncodedEvent) async {
             guard case .summary = encoded.event else { return }
-            batcher?.flush()
-            do { try delivery.forwarder.enqueue(json: encoded.json, to: delivery.url) } catch {
+            await batcher?.flush()
+            let (forwarder, url) = (delivery.forwarder, delivery.url)
+            do {
+                try await forwarder.onOutboxQueue { () throws(WebhookError) in try forwarder.enqueue(json: encoded.json, to: url) }
+            } catch {
                 logger.warning("webhook: the session_summary could not be queued: \(error)")
             }
         }
 
         /// Stops the background loop and retries for the grace period; says what is left in the outbox.
         func finish() async {
-            batcher?.flush()
+            await batcher?.flush()
             loop.cancel()
             await loop.value
             do {

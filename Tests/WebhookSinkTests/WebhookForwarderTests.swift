@@ -290,7 +290,7 @@ private func forwarder(_ dir: String, _ now: ManualNow, backoff: WebhookBackoff 
         }
         samples.forEach(batcher.add)
         #expect(try f.outbox.pending().count == 1)
-        batcher.flush()
+        await batcher.flush()
         try await f.deliverDue()
         let bodies = try server.accepted().map { try JSONValue(parsing: $0.body) }
         try #require(bodies.count == 2)
@@ -328,6 +328,44 @@ private func forwarder(_ dir: String, _ now: ManualNow, backoff: WebhookBackoff 
         #expect(bodies[0]["type"] == .string("biosignal_batch") && bodies[0]["session_id"] == .string("s2"))
         #expect(try (bodies[0]["samples"]?.arrayValue ?? []).map { try BiosignalSample(json: $0) } == samples)
         #expect(try later.outbox.formingSampleCount() == 0)
+    }
+
+    /// Another process holding outbox.sqlite (`webhook flush`, `sqlite3`) holds neither the provider's thread nor the
+    /// concurrency pool: samples added meanwhile wait on the outbox's queue and are committed in order once it is
+    /// free; delivery passes wait there too instead of failing after the busy timeout.
+    @Test func aLockedOutboxHoldsNoProviderThreadAndNoPoolThread() async throws {
+        let server = try FlakyServer(failing: 0)
+        let dir = tempDir()
+        let f = try forwarder(dir, ManualNow())
+        let failures = Locked<[String]>([])
+        let batcher = WebhookSampleBatcher(
+            forwarder: f, url: server.url, sessionId: "s5", size: 60,
+            onFailure: { e in failures.withLock { $0.append(e) } })
+        let samples = (0..<6).map {
+            BiosignalSample(timestampMs: 1_000 * Int64($0), bpm: 70, rrIntervalsMs: [857], source: "ble")
+        }
+        batcher.add(samples[0])
+        try f.enqueue(json: "{\"n\":1}", to: server.url)
+
+        let lock = try OutsideLock(path: dir + "/outbox.sqlite")
+        // On the provider's thread: each add returns without waiting (waiting, it would fail after the busy timeout).
+        for sample in samples.dropFirst() { batcher.add(sample) }
+        // More delivery passes than the pool has threads, all waiting for the lock.
+        let passes = 2 * ProcessInfo.processInfo.activeProcessorCount + 2
+        let delivering = (0..<passes).map { _ in Task { try await f.deliverDue() } }
+        // The pool still runs other work while they wait.
+        #expect(await Task.detached { 42 }.value == 42)
+        #expect(try lock.release() == "released on request")
+
+        var delivered = 0
+        for pass in delivering { delivered += try await pass.value.delivered }
+        #expect(delivered == 1)
+        await batcher.flush()
+        try await f.deliverDue()
+        #expect(failures.withLock { $0 }.isEmpty)
+        let batches = try server.accepted().map { try JSONValue(parsing: $0.body) }.filter { $0["type"] == .string("biosignal_batch") }
+        try #require(batches.count == 1)
+        #expect(try (batches[0]["samples"]?.arrayValue ?? []).map { try BiosignalSample(json: $0) } == samples)
     }
 
     @Test func aFullBatchBecomesAnItemInTheTransactionThatAddsItsLastSample() throws {
@@ -368,4 +406,51 @@ private func forwarder(_ dir: String, _ now: ManualNow, backoff: WebhookBackoff 
         #expect(try parseWebhookURL("http://127.0.0.1:8080/hook").port == 8080)
         #expect(try parseWebhookURL("https://example.org/a?b=c").host == "example.org")
     }
+}
+
+/// Another process (Python's sqlite3) holding the write lock of a database until `release()`, or for at most a minute
+/// if the test never asks.
+private final class OutsideLock {
+    private let process = Process()
+    private let input = Pipe()
+    private let output = Pipe()
+
+    init(path: String) throws {
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/python3")
+        process.arguments = ["-c", """
+            import signal, sqlite3, sys
+            db = sqlite3.connect(sys.argv[1], isolation_level=None, timeout=30)
+            db.execute("BEGIN EXCLUSIVE")
+            print("locked", flush=True)
+            signal.signal(signal.SIGALRM, lambda *_: (db.execute("COMMIT"), print("released after a minute", flush=True), sys.exit(0)))
+            signal.alarm(60)
+            sys.stdin.readline()
+            db.execute("COMMIT")
+            print("released on request", flush=True)
+            """, path]
+        process.standardInput = input
+        process.standardOutput = output
+        try process.run()
+        guard readLine() == "locked" else { throw CocoaError(.fileLocking) }
+    }
+
+    /// Ends the lock; returns what the holder said.
+    func release() throws -> String? {
+        try input.fileHandleForWriting.write(contentsOf: Data("go\n".utf8))
+        let said = readLine()
+        process.waitUntilExit()
+        return said
+    }
+
+    private func readLine() -> String? {
+        var line = Data()
+        while true {
+            let byte = try? output.fileHandleForReading.read(upToCount: 1)
+            guard let byte, let b = byte.first else { return line.isEmpty ? nil : String(decoding: line, as: UTF8.self) }
+            if b == 0x0A { return String(decoding: line, as: UTF8.self) }
+            line.append(b)
+        }
+    }
+
+    deinit { if process.isRunning { process.terminate() } }
 }
