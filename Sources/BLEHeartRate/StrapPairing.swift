@@ -57,7 +57,7 @@ public enum StrapPairing {
     /// and marks it trusted.
     public static func pair(
         address: String, adapter: String? = nil, bus: DBusBus = .system, timeoutMs: Int = 20_000,
-        logger: Logger = Logger(label: "hr-gateway.pair")
+        discoveryRefreshMs: Int = StrapPairing.discoveryRefreshMs, logger: Logger = Logger(label: "hr-gateway.pair")
     ) async throws -> Outcome {
         let (connection, bluez, adapterPath) = try await open(bus: bus, adapter: adapter, logger: logger)
         defer {
@@ -67,23 +67,18 @@ public enum StrapPairing {
         let target = address.uppercased()
         var device = bluez.tree.devices(of: adapterPath).first { $0.address?.uppercased() == target }
         if device == nil {
-            try? await bluez.setDiscoveryFilter(on: adapterPath, uuids: [], pattern: target)
-            try? await bluez.startDiscovery(on: adapterPath)
-            // The mirror's changes wake the wait (InterfacesAdded when BlueZ first sees it); the timeout is the
-            // user's, on real time.
-            device = await withTaskGroup(of: BlueZDevice?.self) { group in
-                group.addTask {
-                    await bluez.wait { tree in tree.devices(of: adapterPath).first { $0.address?.uppercased() == target } }
-                }
-                group.addTask {
-                    try? await Task.sleep(for: .milliseconds(timeoutMs))
-                    return nil
-                }
-                let first = await group.next() ?? nil
-                group.cancelAll()
-                return first
+            // Discovery restarts every `discoveryRefreshMs` until the strap is seen: bluetoothd 5.66 can keep
+            // reporting Discovering after the controller stopped scanning (a StopDiscovery the kernel refused leaves
+            // its state stale), and a StartDiscovery with the same filter then scans nothing. Stopping and starting
+            // again clears it. The timeout is the user's, on real time.
+            let deadline = ContinuousClock.now + .milliseconds(timeoutMs)
+            while device == nil, ContinuousClock.now < deadline {
+                try? await bluez.setDiscoveryFilter(on: adapterPath, uuids: [], pattern: target)
+                try? await bluez.startDiscovery(on: adapterPath)
+                let slice = min(deadline - .now, .milliseconds(discoveryRefreshMs))
+                device = await seen(target, on: adapterPath, bluez: bluez, within: slice)
+                try? await bluez.stopDiscovery(on: adapterPath)
             }
-            try? await bluez.stopDiscovery(on: adapterPath)
         }
         guard let found = device else {
             throw Failure(.notFound, "\(target) was not seen in \(timeoutMs / 1000) s. Wake the strap (moisten the "
@@ -107,6 +102,28 @@ public enum StrapPairing {
             "Trusted", interface: BlueZ.deviceInterface, to: .boolean(true), destination: BlueZ.busName, path: found.path,
             timeout: .seconds(5))
         return outcome
+    }
+
+    /// How long one discovery runs before it is restarted while the strap has not been seen.
+    public static let discoveryRefreshMs = 10_000
+
+    /// The device `target` once BlueZ knows it (the mirror's changes wake the wait: InterfacesAdded when BlueZ first
+    /// sees it), or nil after `limit`.
+    private static func seen(
+        _ target: String, on adapterPath: DBusObjectPath, bluez: BlueZClient, within limit: Duration
+    ) async -> BlueZDevice? {
+        await withTaskGroup(of: BlueZDevice?.self) { group in
+            group.addTask {
+                await bluez.wait { tree in tree.devices(of: adapterPath).first { $0.address?.uppercased() == target } }
+            }
+            group.addTask {
+                try? await Task.sleep(for: limit)
+                return nil
+            }
+            let first = await group.next() ?? nil
+            group.cancelAll()
+            return first
+        }
     }
 
     /// `hr-gateway unpair ADDRESS`: removes the device and its bond from BlueZ. False when BlueZ does not know it.

@@ -692,17 +692,20 @@ class Adapter(Object):
         self.fake.record("StartDiscovery", self.path, sender)
         if not self.props[ADAPTER]["Powered"]:
             raise BlueZError("org.bluez.Error.NotReady", "Resource Not Ready")
-        if self.start_discovery_outcomes:
-            outcome = self.start_discovery_outcomes.pop(0)
-            if outcome == "inprogress":
-                raise BlueZError("org.bluez.Error.InProgress", "Operation already in progress")
+        outcome = self.start_discovery_outcomes.pop(0) if self.start_discovery_outcomes else "ok"
+        if outcome == "inprogress":
+            raise BlueZError("org.bluez.Error.InProgress", "Operation already in progress")
         if sender in self.discovering_clients:
             raise BlueZError("org.bluez.Error.InProgress", "Operation already in progress")
         self.fake.watch_sender(sender)
         self.discovering_clients.add(sender)
         if not self.props[ADAPTER]["Discovering"]:
             self.set(ADAPTER, Discovering=dbus.Boolean(True))
-        GLib.idle_add(self.scan)
+        # "stale": accepted, Discovering true, and nothing scanned, as bluetoothd 5.66 answers after a StopDiscovery
+        # the kernel refused left its state stale (the controller no longer scans, a new session with the same
+        # filter is not restarted).
+        if outcome != "stale":
+            GLib.idle_add(self.scan)
 
     def scan(self):
         if self.props[ADAPTER]["Discovering"]:
@@ -907,6 +910,7 @@ class Control(dbus.service.Object):
 
     @dbus.service.method(CONTROL_IFACE, in_signature="sas")
     def ScriptStartDiscovery(self, adapter, outcomes):
+        """Outcomes of the next StartDiscovery calls on adapter: ok, inprogress, stale (accepted, scans nothing)."""
         self.adapter(adapter).start_discovery_outcomes += [str(o) for o in outcomes]
 
     @dbus.service.method(CONTROL_IFACE, in_signature="sb")
