@@ -201,6 +201,9 @@ final class StrapSession: Sendable {
     /// Identifies each clock timer set, so that one replaced meanwhile does nothing when it fires.
     private let timerGeneration = Locked<UInt64>(0)
     private let discovering = Locked(false)
+    /// The last discovery start or restart: the next one runs after it, so that a restart's stop never overtakes
+    /// the start it restarts.
+    private let lastDiscoveryStep = Locked<Task<Void, Never>?>(nil)
     private let connectGeneration = Locked<UInt64>(0)
     private let myClaim = Locked<String?>(nil)
     private let tasks = Locked<[Task<Void, Never>]>([])
@@ -413,9 +416,14 @@ final class StrapSession: Sendable {
             case .cancel(let timer):
                 disarm(timer)
             case .startDiscovery:
-                spawn { await self.startDiscovery() }
+                discoveryStep { await self.startDiscovery() }
             case .stopDiscovery:
                 await stopDiscovery()
+            case .restartDiscovery:
+                discoveryStep {
+                    await self.stopDiscovery()
+                    await self.startDiscovery()
+                }
             case .connect(let path):
                 let generation = connectGeneration.withLock { $0 }
                 spawn { await self.connect(DBusObjectPath(path), generation: generation) }
@@ -561,6 +569,20 @@ final class StrapSession: Sendable {
 
     private func spawn(_ body: @escaping @Sendable () async -> Void) {
         let t = Task { await body() }
+        tasks.withLock { $0.append(t) }
+    }
+
+    /// Spawns `body` to run after the previous discovery step has finished.
+    private func discoveryStep(_ body: @escaping @Sendable () async -> Void) {
+        let t = lastDiscoveryStep.withLock { last -> Task<Void, Never> in
+            let previous = last
+            let t = Task {
+                await previous?.value
+                await body()
+            }
+            last = t
+            return t
+        }
         tasks.withLock { $0.append(t) }
     }
 

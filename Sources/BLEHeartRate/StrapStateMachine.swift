@@ -127,6 +127,8 @@ public enum StrapTimer: Sendable, Hashable {
     case staleReconnect
     /// Time to try again.
     case backoff
+    /// Still discovering without having seen the strap: restart discovery.
+    case discoveryRefresh
 }
 
 /// Inputs of the per-strap state machine.
@@ -157,6 +159,10 @@ public enum StrapAction: Sendable, Equatable {
     /// SetDiscoveryFilter (0x180D, le) + StartDiscovery if not running, then report matching devices already known.
     case startDiscovery
     case stopDiscovery
+    /// StopDiscovery, then as `startDiscovery`: bluetoothd 5.66 can accept a StartDiscovery and scan nothing (after
+    /// a StopDiscovery the kernel refused, its state stays "discovering" with the same filter), until the session is
+    /// stopped and started again.
+    case restartDiscovery
     case connect(path: String)
     /// Also cancels a pending Connect; results of Connect calls made before it are to be dropped.
     case disconnect(path: String)
@@ -193,6 +199,10 @@ public struct StrapPolicy: Sendable, Equatable {
     public var maxAbortRetries = 3
     /// Connections in a row without a 2A37 object before the device is removed from BlueZ (stale GATT cache).
     public var missingCharacteristicLimit = 2
+    /// Discovering this long without seeing the strap → `restartDiscovery`, and again every as long; nil never. A
+    /// strap advertises several times a second, so a scan that finds nothing for 10 s is one that does not run, or a
+    /// strap that is off (where a restart costs nothing).
+    public var discoveryRefreshMs: Int64? = 10_000
 
     public init() {}
 }
@@ -521,6 +531,8 @@ public struct StrapStateMachine: Sendable {
 
     private mutating func discover(_ out: inout [StrapAction], state: SensorStatus.State, message: String) {
         phase = .discovering
+        // Armed before the status is reported, as the backoff is: whoever sees the status can move the clock past it.
+        if let ms = policy.discoveryRefreshMs { schedule(.discoveryRefresh, ms, &out) }
         status(state, message, &out)
         out.append(.startDiscovery)
     }
@@ -598,6 +610,9 @@ public struct StrapStateMachine: Sendable {
             disconnect(&out)
             linkLost(&out)
             backoff(&out, message: "no heart-rate notification for \(Self.seconds(silent)) s; reconnecting")
+        case (.discoveryRefresh, .discovering):
+            out.append(.restartDiscovery)
+            if let ms = policy.discoveryRefreshMs { schedule(.discoveryRefresh, ms, &out) }
         case (.backoff, .backoff):
             if let d = device {
                 if d.connected, d.servicesResolved {

@@ -95,6 +95,22 @@ struct BlueZProviderTests {
         await r.provider.stopStreaming()
     }
 
+    /// A StartDiscovery that bluetoothd accepts and that scans nothing (bluetoothd 5.66 after a StopDiscovery the
+    /// kernel refused) is restarted after `discoveryRefreshMs` of searching, and the strap is found.
+    @Test func aDiscoveryThatScansNothingIsRestarted() async throws {
+        var r = try await rig()
+        defer { r.fake.stop() }
+        _ = try await r.fake.ctl("ScriptStartDiscovery", [.string("hci0"), .array(elementSignature: "s", [.string("stale")])])
+        try await r.provider.startStreaming(into: r.recorder.sink)
+        _ = try #require(await r.statuses.first(.searching))
+        r.clock.advance(byMs: try #require(StrapPolicy().discoveryRefreshMs))
+        _ = try #require(await r.statuses.first(.connected))
+        let calls = try await r.fake.calls()
+        #expect(calls.filter { $0 == "StartDiscovery /org/bluez/hci0" }.count == 2, "\(calls)")
+        #expect(calls.contains("StopDiscovery /org/bluez/hci0"), "\(calls)")
+        await r.provider.stopStreaming()
+    }
+
     @Test func batteryFallsBackTo2A19WithoutBattery1() async throws {
         let fake = try await FakeBlueZ()
         try await fake.addStrap(Self.strap, rr: Self.rr(), battery: 42, battery1: false)

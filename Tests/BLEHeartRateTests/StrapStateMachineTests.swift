@@ -79,6 +79,27 @@ struct StrapStateMachineTests {
         #expect(samples.first?.gapBefore == false)
     }
 
+    /// bluetoothd 5.66 can accept a StartDiscovery and scan nothing: while the strap is not seen, discovery is
+    /// restarted every `discoveryRefreshMs`; once it is, the refresh stops.
+    @Test func aSearchThatFindsNothingRestartsDiscovery() throws {
+        var m = StrapStateMachine(spec: .address(Self.address))
+        let start = m.handle(.start)
+        #expect(delay(.discoveryRefresh, in: start) == StrapPolicy().discoveryRefreshMs)
+        var t = try #require(token(.discoveryRefresh, in: start))
+        for _ in 0..<3 {
+            let fired = m.handle(.timer(.discoveryRefresh, token: t))
+            #expect(fired.contains(.restartDiscovery))
+            t = try #require(token(.discoveryRefresh, in: fired))
+        }
+        _ = m.handle(.deviceSeen(device()))
+        #expect(m.phase == .connecting)
+        #expect(!m.handle(.timer(.discoveryRefresh, token: t)).contains(.restartDiscovery))
+        var never = StrapPolicy()
+        never.discoveryRefreshMs = nil
+        var quiet = StrapStateMachine(spec: .address(Self.address), policy: never)
+        #expect(token(.discoveryRefresh, in: quiet.handle(.start)) == nil)
+    }
+
     @Test func pitfall7_connectedFalseWhileResolvingRetries() {
         var m = StrapStateMachine(spec: .address(Self.address))
         _ = m.handle(.start)
