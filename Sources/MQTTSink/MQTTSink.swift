@@ -172,6 +172,7 @@ public final class MQTTSink: SessionSink {
             }
         }
     }
+
     public var isConnected: Bool { connection.isConnected }
 
     /// Ends `run()` after what is queued, outside a service group (`serve`): it then says offline and waits for the

@@ -10,21 +10,11 @@
 # VM_LANE_TESTS_ONLY="45-ecg.sh 46-stale-bond.sh" on a guest kernel with the fix. The behaviour it checks is covered
 # against the fake bluetoothd, which answers Connect as bluetoothd 5.66 does here (le-connection-abort-by-local).
 . "$(dirname "$0")/lib.sh"
-central=$VM_LANE_CENTRAL_ADAPTER
-addr=$(adapter_address hci0)
-central_addr=$(adapter_address "$central")
-strap_dev=/org/bluez/$central/dev_$(tr ':' '_' <<<"$addr")
-central_dev=/org/bluez/hci0/dev_$(tr ':' '_' <<<"$central_addr")
-paired() { [ "$(busprop "$1" org.bluez.Device1 Paired)" = "b true" ]; }
-if paired "$strap_dev" && paired "$central_dev"; then pass bonded-both-sides
-else fail bonded-both-sides "gateway side: $(busprop "$strap_dev" org.bluez.Device1 Paired); strap side: $(busprop "$central_dev" org.bluez.Device1 Paired)"; fi
-# The strap forgets: its side drops the bond (keys and all), once the link is down (removing a connected device made
-# this guest kernel oops in hci_chan_del).
-busctl --system call org.bluez "$strap_dev" org.bluez.Device1 Disconnect >/dev/null 2>&1
-link_down() { ! device_connected "$central" "$addr" && ! device_connected hci0 "$central_addr"; }
-wait_until 30 link_down || fail link-down "the link between the gateway and the strap stays up"
-busctl --system call org.bluez /org/bluez/hci0 org.bluez.Adapter1 RemoveDevice o "$central_dev" \
-    && pass strap-forgets || fail strap-forgets "RemoveDevice $central_dev failed"
+bond_paths
+check_bonded bonded-both-sides
+# The strap forgets: its side drops the bond (keys and all), once the link is down.
+drop_link
+strap_forgets
 ev=$OUT/stale-bond.jsonl rec=$OUT/stale-bond-record.jsonl
 start_stream "$ev" "$rec" --strap "$addr" --adapter "$central" --ecg --window 60 --emit-interval 5
 if wait_line 120 "$ev" 'ECG streaming at 130 Hz'; then pass ecg-after-repairing

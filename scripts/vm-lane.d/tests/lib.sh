@@ -81,4 +81,33 @@ start_stream() {
     STREAM_PID=$!
 }
 
+# bond_paths: the bond between the gateway (the central adapter) and the emulated strap on hci0 (46-stale-bond,
+# 47-pair). Sets central, addr (the strap's address), central_addr, strap_dev (the strap as the gateway's side sees
+# it) and central_dev (the gateway as the strap's side sees it).
+bond_paths() {
+    central=$VM_LANE_CENTRAL_ADAPTER
+    addr=$(adapter_address hci0)
+    central_addr=$(adapter_address "$central")
+    strap_dev=/org/bluez/$central/dev_$(tr ':' '_' <<<"$addr")
+    central_dev=/org/bluez/hci0/dev_$(tr ':' '_' <<<"$central_addr")
+}
+paired() { [ "$(busprop "$1" org.bluez.Device1 Paired)" = "b true" ]; }
+# check_bonded NAME: PASS when both sides hold the bond.
+check_bonded() {
+    if paired "$strap_dev" && paired "$central_dev"; then pass "$1"
+    else fail "$1" "gateway side: $(busprop "$strap_dev" org.bluez.Device1 Paired); strap side: $(busprop "$central_dev" org.bluez.Device1 Paired)"; fi
+}
+# drop_link: the gateway's side disconnects the strap, and the link is waited down on both sides. It comes before
+# any removal: removing a connected device made this guest kernel (6.1) oops in hci_chan_del.
+link_down() { ! device_connected "$central" "$addr" && ! device_connected hci0 "$central_addr"; }
+drop_link() {
+    busctl --system call org.bluez "$strap_dev" org.bluez.Device1 Disconnect >/dev/null 2>&1
+    wait_until 30 link_down || fail link-down "the link between the gateway and the strap stays up"
+}
+# strap_forgets: the strap's side removes the gateway, keys and all, as a strap reset or paired elsewhere does.
+strap_forgets() {
+    busctl --system call org.bluez /org/bluez/hci0 org.bluez.Adapter1 RemoveDevice o "$central_dev" \
+        && pass strap-forgets || fail strap-forgets "RemoveDevice $central_dev failed"
+}
+
 finish_scenario() { exit "$FAILED"; }
