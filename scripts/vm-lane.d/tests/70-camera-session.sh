@@ -16,7 +16,7 @@ else fail camera-hr-in-session "$(grep sensor_status "$ev" | tail -n3 | tr '\n' 
 n=$(grep -c '"camera_hr_bpm"' "$ev"); wait_count 30 "$ev" '"camera_hr_bpm"' $((n + 2))
 wait_count 90 "$rec" '"rr_1024"' 5
 stop_pid "$STREAM_PID"
-check camera-hr-matches-clip $CHECK camera-hr "$ev" "$LANE_CLIP_BPM" 5
+check camera-hr-matches-clip $CHECK camera-hr "$ev" "$LANE_CLIP_BPM" 5 "${VM_LANE_OUT:-/out}/ffmpeg-progress.log"
 check strap-alongside-camera $CHECK count "$rec" 5 "$addr"
 
 ev=$OUT/unplug.jsonl rec=$OUT/unplug-record.jsonl

@@ -222,16 +222,29 @@ def capture(args):
     print(f"{frames} frames {f['fourcc']} {f['width']}x{f['height']} of {size} bytes, timestamps increasing")
 
 
+def feeder_pace(progress):
+    """The slowest pace of the clip's feeder over 5 s, from ffmpeg's -progress log (a block a second): the pulse a
+    camera shows is slower than the clip's when its feeder falls behind."""
+    try:
+        frames = [int(line.split("=", 1)[1]) for line in open(progress) if line.startswith("frame=")]
+    except OSError as e:
+        return f"; feeder pace unknown ({e})"
+    steps = [(b - a) / 5 for a, b in zip(frames, frames[5:])]
+    return f"; the feeder's slowest 5 s: {min(steps):.1f} frames/s" if steps else ""
+
+
 def camera_hr(args):
-    """camera-hr EVENTS BPM TOLERANCE: a session_frame carries camera_hr_bpm within TOLERANCE of BPM."""
+    """camera-hr EVENTS BPM TOLERANCE [PROGRESS]: a session_frame carries camera_hr_bpm within TOLERANCE of BPM;
+    PROGRESS, the feeder's ffmpeg -progress log, is summed up alongside."""
     events, bpm, tol = args[0], float(args[1]), float(args[2])
+    pace = feeder_pace(args[3]) if len(args) > 3 else ""
     hrs = [e["metrics"]["camera_hr_bpm"] for e in jsonl(events)
            if e.get("type") == "session_frame" and "camera_hr_bpm" in e.get("metrics", {})]
     if not hrs:
-        die("no session_frame with camera_hr_bpm")
+        die("no session_frame with camera_hr_bpm" + pace)
     if abs(hrs[-1] - bpm) > tol:
-        die(f"camera_hr_bpm {hrs} (last {hrs[-1]}), expected {bpm} +- {tol}")
-    print(f"camera_hr_bpm {hrs[-1]} (clip pulse {bpm}); frames with camera HR: {len(hrs)}")
+        die(f"camera_hr_bpm {hrs} (last {hrs[-1]}), expected {bpm} +- {tol}{pace}")
+    print(f"camera_hr_bpm {hrs[-1]} (clip pulse {bpm}); frames with camera HR: {len(hrs)}{pace}")
 
 
 def ecg(args):
