@@ -16,10 +16,13 @@ struct CameraPipeline {
     private var tally = ROITally()
     private(set) var quality = SignalQuality.warmingUp
     private var malformedFrameReported = false
+    private var pace: FramePace
 
-    init(devicePath: String, estimator: RPPGEstimator) {
+    /// `framesPerSecond` is the rate the driver reports for the negotiated mode, if any.
+    init(devicePath: String, estimator: RPPGEstimator, framesPerSecond: Double? = nil) {
         self.devicePath = devicePath
         self.estimator = estimator
+        self.pace = FramePace(reported: framesPerSecond)
     }
 
     /// Feeds one frame. `receivedAtMs` (epoch ms) is read once, on the first frame, to anchor the driver's monotonic
@@ -46,9 +49,12 @@ struct CameraPipeline {
             return [.status(status(.streaming, "Skipping malformed frames from \(devicePath): \(error)"))]
         }
         if let roi = estimator.lastMeasurement?.status { tally.count(roi) }
-        guard let estimate else { return [] }
-
         var out: [Output] = []
+        if let message = pace.count(timestamp: frame.timestamp, skipped: frame.droppedFrames) {
+            out.append(.status(status(.streaming, message)))
+        }
+        guard let estimate else { return out }
+
         let assessed = SignalQuality.assess(
             estimate, tally: tally, minimumWindowSeconds: estimator.configuration.minimumWindowSeconds
         )
@@ -105,6 +111,78 @@ struct MonotonicToEpoch: Equatable {
     static func == (a: Self, b: Self) -> Bool {
         a.anchor?.monotonicSeconds == b.anchor?.monotonicSeconds && a.anchor?.epochMs == b.anchor?.epochMs
     }
+}
+
+/// The pace of the frames, measured once over the first ``span`` seconds of frame times and said when it matters: a
+/// camera delivering well below the rate its driver reports (webcams slow down in dim light, a longer exposure; a
+/// loopback device reports a rate its writer need not keep), frames lost before the estimator (numbered by the
+/// driver, never arrived: the CPU is too busy for the mode), or too few frames for a pulse. Estimates use each
+/// frame's own time, so a slower pace does not bias them; the user learns why readings may be fewer or less sure.
+struct FramePace: Equatable {
+    static let span = 5.0
+    /// Below this, a pulse's waveform has too few points per beat for a confident reading.
+    static let slowest = 8.0
+
+    let reported: Double?
+    private var first: Double?
+    private var frames = 0
+    private var skipped = 0
+    private var done = false
+
+    init(reported: Double?) { self.reported = reported }
+
+    /// Counts one frame (`skipped`: frames the driver numbered before it that never arrived); returns a status
+    /// message once, after ``span`` seconds, when the pace is worth saying.
+    mutating func count(timestamp: Double, skipped gap: Int) -> String? {
+        guard !done else { return nil }
+        guard let first else {
+            first = timestamp
+            return nil
+        }
+        frames += 1
+        skipped += gap
+        let elapsed = timestamp - first
+        guard elapsed >= Self.span else { return nil }
+        done = true
+        return Self.message(
+            received: Double(frames) / elapsed, delivered: Double(frames + skipped) / elapsed,
+            reported: reported, skipped: skipped, seconds: elapsed
+        )
+    }
+
+    /// `received`: frames per second that reached the estimator; `delivered`: the driver's pace (received and
+    /// skipped); `reported`: the driver's nominal rate.
+    static func message(
+        received: Double, delivered: Double, reported: Double?, skipped: Int, seconds: Double
+    ) -> String? {
+        let cameraSlow = reported.map { delivered < 0.9 * $0 } ?? false
+        let lost = skipped > 0 && received < 0.9 * delivered
+        let tooSlow = received < slowest
+        guard cameraSlow || lost || tooSlow else { return nil }
+        var parts: [String] = []
+        if let reported, cameraSlow {
+            parts.append(
+                "The camera delivers \(format(delivered)) fps, not the \(format(reported)) fps its driver reports: "
+                    + "webcams slow down in dim light (longer exposure), so add steady light in front of you."
+            )
+        }
+        if lost {
+            parts.append(
+                "Only \(format(received)) of the camera's \(format(delivered)) fps reach the pulse estimator "
+                    + "(\(skipped) frames skipped in \(format(seconds)) s): the CPU is too busy for this mode; choose "
+                    + "a smaller one (--camera-width, --camera-height)."
+            )
+        }
+        if parts.isEmpty { parts.append("The camera delivers \(format(delivered)) fps.") }
+        parts.append(
+            tooSlow
+                ? "Below \(format(slowest)) fps a pulse cannot be read reliably."
+                : "Pulse readings use each frame's own time, so they stay right."
+        )
+        return parts.joined(separator: " ")
+    }
+
+    private static func format(_ value: Double) -> String { String((value * 10).rounded() / 10) }
 }
 
 /// ROI statuses of the frames since the last estimate.

@@ -23,7 +23,8 @@ import V4L2Capture
 ///   `sensor_unavailable` naming the package to install (opencv-data).
 /// - Status changes (state `streaming` with a message, sent only when it changes): no face in view, too dark (add
 ///   light in front of you), too bright, hold still (the face box keeps moving), no confident pulse, measuring
-///   again, and once the automatic controls are locked, what could and could not be locked.
+///   again, once the automatic controls are locked, what could and could not be locked, and, after 5 s, the
+///   pace of the frames when it matters (``FramePace``).
 /// - A device failing mid-session (unplugged: ENODEV) reports state `error` with `sensor_unavailable`; the camera is
 ///   released and the session goes on with its other providers.
 public final class CameraRPPGProvider: BiosignalProvider {
@@ -147,7 +148,9 @@ public final class CameraRPPGProvider: BiosignalProvider {
             throw SessionError(error)
         }
 
-        var pipeline = CameraPipeline(devicePath: devicePath, estimator: estimator)
+        var pipeline = CameraPipeline(
+            devicePath: devicePath, estimator: estimator, framesPerSecond: camera.format.framesPerSecond
+        )
         let card = camera.identity.card.isEmpty ? "" : " (\(camera.identity.card))"
         sink.status(pipeline.status(
             .streaming, "Capturing \(camera.format) from \(devicePath)\(card); first pulse reading after about 6 s."

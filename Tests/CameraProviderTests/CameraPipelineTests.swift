@@ -120,4 +120,54 @@ import Glibc
         #expect(nothingToLock.statusMessage
             == "Camera controls after 10 frames: nothing locked; not offered by the driver: auto gain.")
     }
+
+    /// Every other frame of a 30 fps video: a camera slowed to 15 fps in dim light (frames numbered one after the
+    /// other), or frames lost before the estimator (a gap of one in the driver's numbers each time). Said once,
+    /// after 5 s, when the driver reports 30 fps; nothing said when it reports 15. The pulse stays right.
+    @Test func aPaceWellBelowTheDriversRateIsSaidOnceWithItsCause() throws {
+        let video = faceVideo(heartRate: 90, seconds: 10)
+        #expect(video.framesPerSecond == 30)
+        let cases: [(reported: Double, gaps: Bool, said: String?)] = [
+            (30, false, "The camera delivers 15.0 fps, not the 30.0 fps its driver reports: webcams slow down in dim "
+                + "light (longer exposure), so add steady light in front of you. Pulse readings use each frame's own "
+                + "time, so they stay right."),
+            (30, true, "Only 15.0 of the camera's 30.0 fps reach the pulse estimator (75 frames skipped in 5.0 s): "
+                + "the CPU is too busy for this mode; choose a smaller one (--camera-width, --camera-height). Pulse "
+                + "readings use each frame's own time, so they stay right."),
+            (15, false, nil),
+        ]
+        for (reported, gaps, said) in cases {
+            var pipeline = CameraPipeline(
+                devicePath: "/dev/video3", estimator: try RPPGEstimator(), framesPerSecond: reported
+            )
+            var out: [CameraPipeline.Output] = []
+            var paceSaidAt: Double?
+            for (i, frame) in video.frames(format: .yuyv).enumerated() where i % 2 == 0 {
+                var c = captured(frame, sequence: gaps ? i : i / 2)
+                c.droppedFrames = gaps && i > 0 ? 1 : 0
+                let step = pipeline.process(c, receivedAtMs: { 1_000_000 })
+                if paceSaidAt == nil, !pace(step).isEmpty { paceSaidAt = frame.timestampSeconds }
+                out += step
+            }
+            #expect(pace(out) == (said.map { [$0] } ?? []))
+            if said != nil { #expect(paceSaidAt.map { abs($0 - FramePace.span) < 0.1 } == true) }
+            let bpm = samples(out).map(\.bpm)
+            #expect(!bpm.isEmpty && bpm.allSatisfy { abs($0 - 90) < 3 })
+        }
+    }
+
+    private func pace(_ out: [CameraPipeline.Output]) -> [String] {
+        messages(out).filter { $0.hasPrefix("The camera delivers") || $0.hasPrefix("Only ") }
+    }
+
+    @Test func aPaceTooSlowForAPulseIsSaidEvenWithoutADriverRate() {
+        #expect(FramePace.message(received: 29.5, delivered: 29.5, reported: 30, skipped: 0, seconds: 5) == nil)
+        #expect(FramePace.message(received: 12, delivered: 12, reported: nil, skipped: 0, seconds: 5) == nil)
+        var pace = FramePace(reported: nil)
+        var said: [String] = []
+        for i in 0...60 {  // 6 fps for 10 s
+            if let m = pace.count(timestamp: 100 + Double(i) / 6, skipped: 0) { said.append(m) }
+        }
+        #expect(said == ["The camera delivers 6.0 fps. Below 8.0 fps a pulse cannot be read reliably."])
+    }
 }
