@@ -114,6 +114,10 @@ public final class ManualSessionClock: SessionClock {
     /// Steps the wall clock by `ms` (negative: backwards) without moving monotonic time or running any timer.
     public func stepWallClock(byMs ms: Int64) { state.withLock { $0.wallOffset += ms } }
 
+    /// Moves time forward by `ms` (the wall clock with it) without running any timer, as a process that got no CPU
+    /// sees it; the next `advance` runs the overdue timers late, at the time it has reached.
+    public func stall(byMs ms: Int64) { state.withLock { $0.now += ms } }
+
     /// Moves time forward by `ms`, running every action that falls due on the way.
     public func advance(byMs ms: Int64) { advance(toMs: monotonicMs() + ms) }
 

@@ -161,8 +161,10 @@ struct SessionCore {
         var events: [SessionEvent] = []
         while nextDeadlineMs <= nowMs {
             if let deadline = cueDeadline(cueIndex), deadline <= nowMs, deadline < endMs, let next = pacer?.cue(cueIndex) {
-                // A cue that fell behind (a stalled clock) is skipped rather than sent late: it would mislead.
-                if next.startMs >= nowMs {
+                // A cue that fell behind (a loaded machine, a stalled process) is still sent while its phase lasts,
+                // with the phase's true start (already past), so a display can show the rest of the phase rather
+                // than the one before; a cue whose phase has ended is skipped: it would mislead.
+                if next.startMs + next.durationMs > nowMs {
                     let pattern = pacer!.segments[next.step].pattern
                     var cue = BreathingCue(
                         phase: next.phase, phaseDurationMs: next.durationMs, cycle: next.cycle,

@@ -313,15 +313,17 @@ function newSession(id) {
 }
 
 // A cue announces a phase a little ahead (starts_at_ms - emitted_at_ms): the animation starts after that lead on
-// this device's own clock, so a phone whose clock is off by seconds still breathes in step.
+// this device's own clock, so a phone whose clock is off by seconds still breathes in step. A cue sent late (its
+// phase began before it was emitted) animates the rest of the phase.
 function cue(m) {
   const lead = Math.max(0, Math.min(2000, m.starts_at_ms - m.emitted_at_ms));
+  const late = Math.max(0, Math.min(m.phase_duration_ms, m.emitted_at_ms - m.starts_at_ms));
   const p = $("pacer");
   pacerTimers.push(setTimeout(() => {
     p.dataset.active = "1"; p.dataset.phase = m.phase; p.dataset.cycle = String(m.cycle);
     p.dataset.durationMs = String(m.phase_duration_ms);
     const circle = $("pacer-circle");
-    circle.style.transitionDuration = m.phase_duration_ms + "ms";
+    circle.style.transitionDuration = (m.phase_duration_ms - late) + "ms";
     if (m.phase === "inhale") circle.style.transform = "scale(1)";
     if (m.phase === "exhale") circle.style.transform = "scale(.4)";
     $("pacer-text").textContent = PHASE_TEXT[m.phase] || m.phase;

@@ -57,6 +57,34 @@ import Testing
         #expect(log.last?.type == "session_summary")
     }
 
+    /// Timers that fire late (the process got no CPU): a cue is still sent while its phase lasts, with the phase's
+    /// true start, and skipped once its phase has ended.
+    @Test func aLateCueIsSentWhileItsPhaseLastsAndSkippedAfter() async throws {
+        let clock = ManualSessionClock(startMs: 1_000_000)
+        let engine = SessionEngine(providers: [], clock: clock)
+        let log = EventLog(engine)
+        _ = try await engine.startSession(SessionConfig(
+            sessionId: "p", mode: .breathing, durationSec: 12, breathingPattern: try BreathingPattern(parsing: "2-1-2-0")))
+        // Phases: inhale 1 001 000, hold 1 003 000, exhale 1 004 000, inhale 1 006 000, hold 1 008 000, exhale 1 009 000.
+        clock.advance(toMs: 1_002_000)
+        clock.stall(byMs: 1_500)  // the hold's cue (due 1 002 700) fires at 1 003 500, halfway through the hold
+        clock.advance(byMs: 0)
+        clock.advance(toMs: 1_005_000)
+        clock.stall(byMs: 3_100)  // 1 008 100: the second inhale (1 006 000-1 008 000) is over, its hold under way
+        clock.advance(byMs: 0)
+        clock.advance(toMs: 1_010_000)
+        let cues = log.all.compactMap { e -> [Int64]? in
+            if case .breathingCue(_, let at, let c) = e { [Int64(c.cycle), c.phaseDurationMs, c.startsAtMs, at] } else { nil }
+        }
+        #expect(cues == [
+            [1, 2000, 1_001_000, 1_000_700],
+            [1, 1000, 1_003_000, 1_003_500],
+            [1, 2000, 1_004_000, 1_003_700],
+            [2, 1000, 1_008_000, 1_008_100],
+            [2, 2000, 1_009_000, 1_008_700],
+        ])
+    }
+
     @Test func noPatternNoCues() async throws {
         let clock = ManualSessionClock(startMs: 0)
         let engine = SessionEngine(providers: [], clock: clock)
