@@ -242,6 +242,7 @@ let package = Package(
         ),
 
         .target(name: "WebhookTestSupport", swiftSettings: strict),
+        .target(name: "StorageTestSupport", swiftSettings: strict),
 
         // MARK: Configuration file (TOML)
         .target(
@@ -377,12 +378,13 @@ let package = Package(
             name: "RelaySinkTests",
             dependencies: [
                 "RelayCore", "RelayStore", "RelayWebServer", "RelayWSClient", "GatewayEngine", "SimulatedProvider",
-                .product(name: "HummingbirdWSClient", package: "hummingbird-websocket"),
+                "StorageTestSupport", .product(name: "HummingbirdWSClient", package: "hummingbird-websocket"),
             ],
             swiftSettings: strict
         ),
         .testTarget(
-            name: "WebhookSinkTests", dependencies: ["WebhookSink", "WebhookTestSupport", "GatewayEngine"],
+            name: "WebhookSinkTests",
+            dependencies: ["WebhookSink", "WebhookTestSupport", "StorageTestSupport", "GatewayEngine"],
             swiftSettings: strict
         ),
         .testTarget(name: "MQTTSinkTests", dependencies: ["MQTTSink", "GatewayEngine"], swiftSettings: strict),

@@ -28,3 +28,26 @@ public enum StateDatabase {
         return queue
     }
 }
+
+extension DatabaseQueue {
+    /// One write transaction with a busy timeout of 0 for its duration: nil when another connection holds the write
+    /// lock, instead of waiting for it. For work done on a thread that must not wait (a provider's, the concurrency
+    /// pool's) when nothing is queued before it (`DatabaseLane.runHereIfIdle`). The queue's connection is its owner's
+    /// alone, so the timeout is put back before anything else uses it.
+    public func writeIfFree<T>(_ body: (Database) throws -> T) throws -> T? {
+        try writeWithoutTransaction { db -> T? in
+            try db.execute(sql: "PRAGMA busy_timeout = 0")
+            defer { try? db.execute(sql: "PRAGMA busy_timeout = \(StateDatabase.busyTimeoutMs)") }
+            var result: T?
+            do {
+                try db.inTransaction(.immediate) {
+                    result = try body(db)
+                    return .commit
+                }
+            } catch let error as DatabaseError where error.resultCode == .SQLITE_BUSY {
+                return nil
+            }
+            return result
+        }
+    }
+}

@@ -41,6 +41,17 @@ public enum RelayDelivery: String, Sendable {
     }
 }
 
+extension RelayOutboxWrite {
+    /// The event number a `.reserve` or `.append` is for.
+    fileprivate var seq: Int64 {
+        switch self {
+        case .reserve(let seq): seq
+        case .append(let event): event.seq
+        case .update, .trim: 0
+        }
+    }
+}
+
 /// One open consumer connection.
 public final class RelayConnection: Sendable {
     public let id: UInt64
@@ -79,8 +90,22 @@ public final class RelayHub: Sendable {
         var text: String
     }
 
+    /// An event numbered and not yet visible: its write to the store (or one before it) is not done.
+    private struct Held {
+        var stored: Stored
+        var event: SessionEvent
+        var delivery: RelayDelivery
+        var value: JSONValue
+        var written: Bool
+    }
+
     private struct State {
+        /// The last number visible to consumers (`welcome`, replays, acknowledgements).
         var lastSeq: Int64 = 0
+        /// The last number handed out; above `lastSeq` while events wait in `held`.
+        var assignedSeq: Int64 = 0
+        /// Events waiting for the store, in order: nothing overtakes an event that is not on disk yet.
+        var held: [Held] = []
         var ring: [Stored] = []
         var ringHead = 0
         /// The highest seq that left the resume buffer (resume from before it is incomplete).
@@ -129,6 +154,7 @@ public final class RelayHub: Sendable {
         if let snapshot = store?.snapshot {
             state.withLock { s in
                 s.lastSeq = snapshot.seqFloor
+                s.assignedSeq = snapshot.seqFloor
                 s.ringTrimmedThrough = snapshot.seqFloor
                 s.acked = snapshot.cursors
                 for e in snapshot.events {
@@ -139,17 +165,24 @@ public final class RelayHub: Sendable {
         }
     }
 
-    /// Runs a write to the store, if any; reports the first failure and carries on.
-    private func persist(_ write: (any RelayOutbox) throws -> Void) {
-        guard let store else { return }
-        do { try write(store) } catch {
-            let first = storeFailed.withLock { f -> Bool in
-                defer { f = true }
-                return !f
-            }
-            if first { storeFailure?("cannot write \(store.path): \(error); reliable events are kept in memory only") }
-        }
+    /// Queues a write to the store, if any, after the writes before it; never waits (it may run under the lock).
+    private func persist(_ write: RelayOutboxWrite) {
+        store?.enqueue(write) { [weak self] in self?.report($0) }
     }
+
+    /// Reports the first failed write and carries on from memory.
+    private func report(_ result: Result<Void, any Error>) {
+        guard case .failure(let error) = result, let store else { return }
+        let first = storeFailed.withLock { f -> Bool in
+            defer { f = true }
+            return !f
+        }
+        if first { storeFailure?("cannot write \(store.path): \(error); reliable events are kept in memory only") }
+    }
+
+    /// Returns once every write to the store given so far is done, and so every event published before the call is
+    /// visible (at shutdown, before the process exits; in tests).
+    public func settled() async { await store?.settled() }
 
     /// Relays every event of `engine` until the token is cancelled.
     public func attach(to engine: SessionEngine) -> ObservationToken {
@@ -157,6 +190,8 @@ public final class RelayHub: Sendable {
     }
 
     public var connectionCount: Int { state.withLock { $0.connections.count } }
+    /// Events numbered and waiting for the store before they become visible.
+    var heldCount: Int { state.withLock { $0.held.count } }
     /// Events in the resume buffer whose text is still held (tests: trimmed ones must hold none).
     var resumeBufferHeld: (slots: Int, withText: Int) {
         state.withLock { s in (s.ring.count, s.ring.filter { !$0.text.isEmpty }.count) }
@@ -172,7 +207,9 @@ public final class RelayHub: Sendable {
 
     // MARK: Events
 
-    /// Numbers the event, stores it for resume or redelivery, and queues it for every consumer. Never blocks.
+    /// Numbers the event, stores it for resume or redelivery, and queues it for every consumer. Never blocks: an
+    /// event that must be on disk first (a reliable one, or the first of a new block of numbers) becomes visible once
+    /// the store has it, and the events after it wait behind it, in order.
     public func publish(_ event: SessionEvent) { publish(EncodedEvent(event)) }
 
     /// As `publish(_:)`, with the event's JSON value already made (shared with the other sinks).
@@ -181,53 +218,89 @@ public final class RelayHub: Sendable {
         let delivery = RelayDelivery(for: event)
         let now = clock.nowMs()
         let monotonicNow = clock.monotonicMs()
-        state.withLock { s in
-            s.lastSeq += 1
-            guard case .object(var o) = encoded.value else { return }
-            o["relay_seq"] = .int(s.lastSeq)
+        let write = state.withLock { s -> RelayOutboxWrite? in
+            s.assignedSeq += 1
+            guard case .object(var o) = encoded.value else { return nil }
+            o["relay_seq"] = .int(s.assignedSeq)
             o["delivery"] = .string(delivery.rawValue)
-            let stored = Stored(seq: s.lastSeq, atMonotonicMs: monotonicNow, value: o, text: JSONValue.object(o).jsonString)
-            switch delivery {
-            case .reliable:
-                // On disk before any consumer can see it.
-                persist { try $0.append(.init(seq: stored.seq, atMs: now, text: stored.text)) }
-                s.outbox.append(stored)
-                if s.outbox.count > configuration.outboxLimit {
-                    s.outbox.removeFirst(s.outbox.count - configuration.outboxLimit)
-                    persist { try $0.trim(keeping: configuration.outboxLimit) }
+            let stored = Stored(seq: s.assignedSeq, atMonotonicMs: monotonicNow, value: o, text: JSONValue.object(o).jsonString)
+            var write: RelayOutboxWrite?
+            if let store {
+                if delivery == .reliable {
+                    write = .append(.init(seq: stored.seq, atMs: now, text: stored.text))
+                } else if !store.covers(stored.seq) {
+                    write = .reserve(through: stored.seq)
                 }
-            case .live, .state:
-                persist { try $0.reserve(through: stored.seq) }
-                s.ring.append(stored)
-                trimRing(&s, monotonicNow: monotonicNow)
             }
-            var stateChanged = true
-            switch event {
-            case .started(let id, _):
-                s.session = ["session_id": .string(id), "active": .bool(true)]
-                s.sensors = [:]
-                s.startedSessions.append(id)
-                if s.startedSessions.count > 256 { s.startedSessions.removeFirst() }
-            case .summary(let id, _, _, _), .error(let id, _, _):
-                s.session = nil
-                s.endedSessions.append(id)
-                if s.endedSessions.count > 256 { s.endedSessions.removeFirst() }
-            case .sensorStatus(_, _, let status):
-                var v = encoded.value.objectValue ?? [:]
-                v["type"] = nil
-                v["session_id"] = nil
-                s.sensors[status.deviceId.map { "\(status.source)/\($0)" } ?? status.source] = .object(v)
-            default:
-                stateChanged = false
+            let held = Held(stored: stored, event: event, delivery: delivery, value: encoded.value, written: write == nil)
+            if write == nil && s.held.isEmpty {
+                release(held, &s)
+            } else {
+                s.held.append(held)
             }
-            let snapshot = stateChanged ? stateText(s) : nil
-            for c in s.connections.values {
-                c.queue.push(stored.text, droppable: delivery == .live)
-                if let snapshot { c.queue.push(snapshot, droppable: false) }
+            return write
+        }
+        guard let write, let store else { return }
+        let seq = write.seq
+        // Outside the lock: done here when the file is free and nothing is queued, else on the store's queue.
+        if let outcome = store.apply(write, done: { [weak self] in self?.written(seq, $0) }) { written(seq, outcome) }
+    }
+
+    /// The store has (or could not take) the write of the event numbered `seq`: it and every event behind it up to
+    /// the next one still waiting become visible. A failed write is reported once and the event relayed from memory.
+    private func written(_ seq: Int64, _ result: Result<Void, any Error>) {
+        report(result)
+        state.withLock { s in
+            if let i = s.held.firstIndex(where: { $0.stored.seq == seq }) { s.held[i].written = true }
+            var n = 0
+            while n < s.held.count && s.held[n].written { n += 1 }
+            let ready = s.held.prefix(n)
+            s.held.removeFirst(n)
+            for h in ready { release(h, &s) }
+        }
+    }
+
+    /// Makes an event visible: kept for resume or redelivery, the gateway's state updated, queued for every consumer.
+    private func release(_ h: Held, _ s: inout State) {
+        let stored = h.stored
+        s.lastSeq = stored.seq
+        switch h.delivery {
+        case .reliable:
+            s.outbox.append(stored)
+            if s.outbox.count > configuration.outboxLimit {
+                s.outbox.removeFirst(s.outbox.count - configuration.outboxLimit)
+                persist(.trim(keeping: configuration.outboxLimit))
             }
-            if case .started(let id, _) = event, let waiters = s.startWaiters.removeValue(forKey: id) {
-                for w in waiters.values { w.resume() }
-            }
+        case .live, .state:
+            s.ring.append(stored)
+            trimRing(&s, monotonicNow: stored.atMonotonicMs)
+        }
+        var stateChanged = true
+        switch h.event {
+        case .started(let id, _):
+            s.session = ["session_id": .string(id), "active": .bool(true)]
+            s.sensors = [:]
+            s.startedSessions.append(id)
+            if s.startedSessions.count > 256 { s.startedSessions.removeFirst() }
+        case .summary(let id, _, _, _), .error(let id, _, _):
+            s.session = nil
+            s.endedSessions.append(id)
+            if s.endedSessions.count > 256 { s.endedSessions.removeFirst() }
+        case .sensorStatus(_, _, let status):
+            var v = h.value.objectValue ?? [:]
+            v["type"] = nil
+            v["session_id"] = nil
+            s.sensors[status.deviceId.map { "\(status.source)/\($0)" } ?? status.source] = .object(v)
+        default:
+            stateChanged = false
+        }
+        let snapshot = stateChanged ? stateText(s) : nil
+        for c in s.connections.values {
+            c.queue.push(stored.text, droppable: h.delivery == .live)
+            if let snapshot { c.queue.push(snapshot, droppable: false) }
+        }
+        if case .started(let id, _) = h.event, let waiters = s.startWaiters.removeValue(forKey: id) {
+            for w in waiters.values { w.resume() }
         }
     }
 
@@ -308,7 +381,7 @@ public final class RelayHub: Sendable {
             let known = s.acked[principal.consumerId]
             let cursor = known ?? s.lastSeq
             s.acked[principal.consumerId] = cursor
-            if known == nil { persist { try $0.update(cursors: [principal.consumerId: cursor], dropThrough: nil) } }
+            if known == nil { persist(.update(cursors: [principal.consumerId: cursor], dropThrough: nil)) }
             let c = RelayConnection(id: s.nextConnection, principal: principal, queue: queue, startSeq: s.lastSeq)
             let welcome: [String: JSONValue] = [
                 "type": .string("welcome"),
@@ -335,7 +408,7 @@ public final class RelayHub: Sendable {
             s.registered.insert(consumerId)
             if s.acked[consumerId] == nil {
                 s.acked[consumerId] = s.lastSeq
-                persist { try $0.update(cursors: [consumerId: s.lastSeq], dropThrough: nil) }
+                persist(.update(cursors: [consumerId: s.lastSeq], dropThrough: nil))
             }
         }
     }
@@ -372,7 +445,7 @@ public final class RelayHub: Sendable {
             let floor = s.acked.values.min() ?? s.lastSeq
             s.outbox.removeAll { $0.seq <= floor }
             if !gone.isEmpty {
-                persist { try $0.update(cursors: Dictionary(uniqueKeysWithValues: gone.map { ($0, nil) }), dropThrough: floor) }
+                persist(.update(cursors: Dictionary(uniqueKeysWithValues: gone.map { ($0, nil) }), dropThrough: floor))
             }
             return s.connections.values.filter { isRevoked($0.principal.consumerId) }
         }
@@ -633,7 +706,7 @@ public final class RelayHub: Sendable {
             s.acked[c.principal.consumerId] = value
             let floor = s.acked.values.min() ?? value
             s.outbox.removeAll { $0.seq <= floor }
-            if value != before { persist { try $0.update(cursors: [c.principal.consumerId: value], dropThrough: floor) } }
+            if value != before { persist(.update(cursors: [c.principal.consumerId: value], dropThrough: floor)) }
             return value
         }
         return .success(["acked_through": .int(acked)])

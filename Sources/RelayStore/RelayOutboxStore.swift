@@ -22,7 +22,11 @@ public final class RelayOutboxStore: RelayOutbox {
     static let reservation: Int64 = 10_000
     private let dbQueue: DatabaseQueue
     private let lock: FileLock
+    /// The highest number the hub may hand out without a `.reserve`: what is on disk.
     private let reservedThrough: Locked<Int64>
+    /// Every write after the opening runs here (or, when nothing is queued and the file is free, on the caller's
+    /// thread without waiting), in the order given.
+    private let lane = DatabaseLane(label: "hr-gateway.relay-outbox")
 
     /// Opens (or creates) the store in `directory` and reads what it holds.
     public init(directory: String) throws(RelayOutboxStoreError) {
@@ -71,31 +75,44 @@ public final class RelayOutboxStore: RelayOutbox {
 
     deinit { lock.release(remove: false) }
 
-    /// Makes sure `seq` is covered by a reservation (one write per 10 000 numbers).
-    public func reserve(through seq: Int64) throws {
-        let needed = reservedThrough.withLock { r -> Int64? in
-            guard seq > r else { return nil }
-            r = seq + Self.reservation
-            return r
-        }
-        guard let needed else { return }
-        try dbQueue.write { db in
-            try db.execute(sql: "INSERT OR REPLACE INTO meta (key, value) VALUES ('reserved_seq', ?)", arguments: [needed])
-        }
+    public func covers(_ seq: Int64) -> Bool { reservedThrough.withLock { seq <= $0 } }
+
+    public func apply(_ write: RelayOutboxWrite, done: @escaping @Sendable (Result<Void, any Error>) -> Void)
+        -> Result<Void, any Error>?
+    {
+        var outcome: Result<Void, any Error>?
+        lane.runHereIfIdle(
+            {
+                do {
+                    guard try dbQueue.writeIfFree({ db in try perform(write, db) }) != nil else { return false }
+                    outcome = .success(())
+                } catch {
+                    outcome = .failure(error)
+                }
+                return true
+            },
+            otherwise: { [self] in done(Result { try dbQueue.write { db in try perform(write, db) } }) })
+        return outcome
     }
 
-    public func append(_ event: Event) throws {
-        try reserve(through: event.seq)
-        try dbQueue.write { db in
+    public func enqueue(_ write: RelayOutboxWrite, done: @escaping @Sendable (Result<Void, any Error>) -> Void) {
+        lane.submit { [self] in done(Result { try dbQueue.write { db in try perform(write, db) } }) }
+    }
+
+    public func settled() async { await lane.settled() }
+
+    /// One write, inside the caller's transaction. A reservation raised in memory and then not written (the write
+    /// failed) only makes a later one write again.
+    private func perform(_ write: RelayOutboxWrite, _ db: Database) throws {
+        switch write {
+        case .reserve(let seq):
+            try reserve(through: seq, db)
+        case .append(let event):
+            try reserve(through: event.seq, db)
             // Prepared once per connection (GRDB's statement cache), not parsed again for every event.
             try db.cachedStatement(sql: "INSERT OR REPLACE INTO events (seq, at_ms, text) VALUES (?, ?, ?)")
                 .execute(arguments: [event.seq, event.atMs, event.text])
-        }
-    }
-
-    /// Stores the cursors given (nil removes one) and drops the events at or below `floor`.
-    public func update(cursors: [String: Int64?], dropThrough floor: Int64?) throws {
-        try dbQueue.write { db in
+        case .update(let cursors, let floor):
             for (id, value) in cursors {
                 if let value {
                     try db.execute(
@@ -105,16 +122,20 @@ public final class RelayOutboxStore: RelayOutbox {
                 }
             }
             if let floor { try db.execute(sql: "DELETE FROM events WHERE seq <= ?", arguments: [floor]) }
-        }
-    }
-
-    /// Drops the oldest events beyond `limit`.
-    public func trim(keeping limit: Int) throws {
-        try dbQueue.write { db in
+        case .trim(let limit):
             try db.execute(
                 sql: "DELETE FROM events WHERE seq NOT IN (SELECT seq FROM events ORDER BY seq DESC LIMIT ?)",
                 arguments: [limit])
         }
+    }
+
+    /// Writes a new block of numbers when `seq` is beyond the one on disk (one write per 10 000 numbers).
+    private func reserve(through seq: Int64, _ db: Database) throws {
+        guard !covers(seq) else { return }
+        let needed = seq + Self.reservation
+        try db.execute(sql: "INSERT OR REPLACE INTO meta (key, value) VALUES ('reserved_seq', ?)", arguments: [needed])
+        // Only after the commit: the hub hands out numbers up to this value without asking.
+        db.afterNextTransaction { _ in self.reservedThrough.withLock { $0 = max($0, needed) } }
     }
 }
 

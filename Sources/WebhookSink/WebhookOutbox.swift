@@ -292,27 +292,9 @@ public final class WebhookOutbox: Sendable {
         do { return try dbQueue.write(body) } catch { throw .outbox("writing \(path): \(Self.reason(error))") }
     }
 
-    /// One write transaction with a busy timeout of 0 for its duration: nil when another connection holds the write
-    /// lock. The connection is this object's alone, so the timeout is put back before anything else uses it.
+    /// As `write`, with no wait: nil when another connection holds the write lock (`DatabaseQueue.writeIfFree`).
     private func writeIfFree<T>(_ body: (Database) throws -> T) throws(WebhookError) -> T? {
-        do {
-            return try dbQueue.writeWithoutTransaction { db -> T? in
-                try db.execute(sql: "PRAGMA busy_timeout = 0")
-                defer { try? db.execute(sql: "PRAGMA busy_timeout = \(StateDatabase.busyTimeoutMs)") }
-                var result: T?
-                do {
-                    try db.inTransaction(.immediate) {
-                        result = try body(db)
-                        return .commit
-                    }
-                } catch let error as DatabaseError where error.resultCode == .SQLITE_BUSY {
-                    return nil
-                }
-                return result
-            }
-        } catch {
-            throw .outbox("writing \(path): \(Self.reason(error))")
-        }
+        do { return try dbQueue.writeIfFree(body) } catch { throw .outbox("writing \(path): \(Self.reason(error))") }
     }
 
     private static func reason(_ error: any Error) -> String {

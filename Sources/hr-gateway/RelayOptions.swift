@@ -138,6 +138,8 @@ final class RelayRuntime: Sendable {
         }
         task.cancel()
         _ = try? await task.value
+        // The consumers' last acknowledgements reach relay.sqlite before the process exits.
+        await hub.settled()
     }
 }
 

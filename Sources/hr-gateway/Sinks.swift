@@ -25,8 +25,8 @@ final class RecordFileSink: SessionSink {
 }
 
 /// Publishes the session's events to a relay hub (for `--listen` consumers and the `--connect` uplink). The hub
-/// numbers each event and stores the reliable ones in relay.sqlite, so that happens on this sink's task, never on
-/// the engine's delivery path.
+/// numbers each event on this sink's task, never on the engine's delivery path, and hands the reliable ones to
+/// relay.sqlite's own queue; at shutdown this sink returns once they are written and so queued for consumers.
 final class RelayHubSink: SessionSink {
     let name = "relay-hub"
     let hub: RelayHub
@@ -38,6 +38,7 @@ final class RelayHubSink: SessionSink {
 
     func run() async throws {
         await queue.drain { [hub] event in hub.publish(event) }
+        await hub.settled()
     }
 
     /// Ends `run()` after what is queued, outside a service group (`serve`).

@@ -80,5 +80,6 @@ struct UplinkOptions: ParsableArguments {
         }
         task.cancel()
         await task.value
+        await uplink.hub.settled()
     }
 }

@@ -30,8 +30,11 @@ struct Rig {
     static let phone = RelayPrincipal(consumerId: "phone", name: "phone", scope: .control)
     static let viewer = RelayPrincipal(consumerId: "viewer", name: "viewer", scope: .read)
 
+    /// The command's result, once the events it caused are visible (written to the hub's store, when it has one).
     func send(_ json: String, _ c: RelayConnection) async -> [String: JSONValue]? {
-        await hub.response(to: json, from: c)?.objectValue
+        let result = await hub.response(to: json, from: c)?.objectValue
+        await hub.settled()
+        return result
     }
 }
 

@@ -1,6 +1,7 @@
 import Foundation
 import GatewayEngine
 import SimulatedProvider
+import StorageTestSupport
 import Testing
 
 @testable import RelayCore
@@ -65,10 +66,66 @@ import Testing
             let seq = try #require(try messages(phone.queue).first { $0["type"] == .string("session_started") }?["relay_seq"]?.intValue)
             _ = await rig.send(#"{"command":"ack","relay_seq":\#(seq)}"#, phone)
             await rig.engine.dispose()
+            await rig.hub.settled()
         }
         let store = try RelayOutboxStore(directory: dir)
         #expect(store.snapshot.events.isEmpty, "acknowledged by the only consumer: dropped from disk")
         #expect(store.snapshot.cursors["phone"] != nil)
+    }
+
+    /// Another process holding relay.sqlite (`sqlite3`, a backup) holds neither the hub's lock nor a thread of the
+    /// concurrency pool: the summary published meanwhile waits, invisible, for its write (durable before any consumer
+    /// sees it), while commands and acknowledgements are answered at once; once the file is free both are on disk.
+    @Test func aLockedOutboxHoldsNeitherTheHubNorThePool() async throws {
+        let dir = tempDir()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let failures = Locked<[String]>([])
+        var started: Int64 = 0
+        do {
+            let store = try RelayOutboxStore(directory: dir)
+            let clock = ManualSessionClock(startMs: 1_000_000)
+            let engine = SessionEngine(providers: [SimulatedBiosignalProvider(seed: 3, clock: clock)], clock: clock)
+            let hub = RelayHub(
+                controller: EngineRelayController(engine: engine), clock: clock, store: store,
+                onStoreFailure: { e in failures.withLock { $0.append(e) } })
+            let rig = Rig(clock: clock, engine: engine, hub: hub, token: hub.attach(to: engine))
+            let phone = hub.connect(Rig.phone)
+            _ = try #require(await rig.send(start, phone))
+            started = try #require(try messages(phone.queue).first { $0["type"] == .string("session_started") }?["relay_seq"]?.intValue)
+            clock.advance(byMs: 12_000)
+
+            let lock = try OutsideLock(path: dir + "/relay.sqlite")
+            let stop = await hub.response(to: #"{"command":"stop_session","session_id":"s1","id":"stop"}"#, from: phone)
+            #expect(stop?["ok"] == .bool(true), "the command returns while its summary waits for the file")
+            #expect(hub.heldCount == 1, "the summary is numbered and held until it is on disk")
+            #expect(try messages(phone.queue).allSatisfy { $0["type"] != .string("session_summary") })
+            // More commands than the pool has threads, each needing the hub's lock, while the write waits.
+            let commands = 2 * ProcessInfo.processInfo.activeProcessorCount + 2
+            let answers = await withTaskGroup(of: JSONValue?.self) { group in
+                for i in 0..<commands {
+                    group.addTask { await hub.response(to: #"{"command":"get_status","id":"s\#(i)"}"#, from: phone) }
+                }
+                return await group.reduce(into: [JSONValue?]()) { $0.append($1) }
+            }
+            #expect(answers.count == commands && answers.allSatisfy { $0?["ok"] == .bool(true) })
+            let ack = await hub.response(to: #"{"command":"ack","relay_seq":\#(started),"id":"ack"}"#, from: phone)
+            #expect(ack?["acked_through"]?.intValue == started)
+            #expect(await Task.detached { 42 }.value == 42, "the pool runs other work meanwhile")
+            #expect(hub.heldCount == 1 && failures.withLock { $0 }.isEmpty, "still waiting, nothing given up")
+            #expect(try lock.release() == "released on request")
+
+            await hub.settled()
+            #expect(hub.heldCount == 0)
+            let after = try messages(phone.queue)
+            #expect(after.filter { $0["type"] == .string("session_summary") }.count == 1, "visible once written")
+            rig.token.cancel()
+            await engine.dispose()
+        }
+        #expect(failures.withLock { $0 }.isEmpty)
+        let reopened = try RelayOutboxStore(directory: dir)
+        #expect(reopened.snapshot.cursors["phone"] == started, "the acknowledgement made while the file was held")
+        #expect(reopened.snapshot.events.map { try? JSONValue(parsing: $0.text)["type"] } == [.string("session_summary")],
+                "the summary is on disk and session_started, acknowledged, is gone")
     }
 
     @Test func oneGatewayAtATimeUsesAStateDirectory() throws {
