@@ -3,22 +3,31 @@ import GatewayEngine
 
 /// Writes one compact JSON object per line and flushes it, so a pipe reader sees each event as it happens.
 public struct JSONLinesWriter: Sendable {
-    private let write: @Sendable (String) -> Void
+    private let write: @Sendable (String) -> Bool
 
     /// Writes to standard output.
     public init() {
-        self.init { line in
-            FileHandle.standardOutput.write(Data(line.utf8))
-        }
+        self.init(failable: { line in StandardStream.output.write(line) })
     }
 
     /// Writes through `write` (tests, files).
-    public init(write: @escaping @Sendable (String) -> Void) { self.write = write }
+    public init(write: @escaping @Sendable (String) -> Void) {
+        self.write = { line in
+            write(line)
+            return true
+        }
+    }
 
-    public func write(_ event: SessionEvent) { write(event.jsonValue) }
+    /// Writes through `write`, which answers false when its destination is gone (a closed pipe).
+    public init(failable write: @escaping @Sendable (String) -> Bool) { self.write = write }
 
-    public func write(_ value: JSONValue) { write(value.jsonString + "\n") }
+    @discardableResult
+    public func write(_ event: SessionEvent) -> Bool { write(event.jsonValue) }
 
-    /// Writes JSON text already made (an `EncodedEvent`'s) as one line.
-    public func write(line json: String) { write(json + "\n") }
+    @discardableResult
+    public func write(_ value: JSONValue) -> Bool { write(value.jsonString + "\n") }
+
+    /// Writes JSON text already made (an `EncodedEvent`'s) as one line; false when the destination is gone.
+    @discardableResult
+    public func write(line json: String) -> Bool { write(json + "\n") }
 }

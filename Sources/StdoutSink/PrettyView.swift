@@ -173,8 +173,8 @@ public final class PrettyTerminal: Sendable {
             return v.render()
         }
         // Home, draw, clear to the end of the screen: no flicker.
-        FileHandle.standardOutput.write(Data(("\u{1B}[H" + text.replacingOccurrences(of: "\n", with: "\u{1B}[K\n") + "\u{1B}[J").utf8))
+        StandardStream.output.write(Data(("\u{1B}[H" + text.replacingOccurrences(of: "\n", with: "\u{1B}[K\n") + "\u{1B}[J").utf8))
     }
 
-    public func begin() { FileHandle.standardOutput.write(Data("\u{1B}[2J\u{1B}[H".utf8)) }
+    public func begin() { StandardStream.output.write(Data("\u{1B}[2J\u{1B}[H".utf8)) }
 }

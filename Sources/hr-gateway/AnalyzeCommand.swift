@@ -4,6 +4,7 @@ import Foundation
 import GatewayEngine
 import RPPG
 import RPPGAnalysis
+import StdoutSink
 
 struct AnalyzeCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
@@ -92,7 +93,7 @@ struct AnalyzeCommand: ParsableCommand {
                 throw AnalyzeError("\(file): \(error.description)")
             }
             if rows.droppedRows > 0 {
-                FileHandle.standardError.write(Data(
+                StandardStream.error.write(Data(
                     "warning: \(file): dropped \(rows.droppedRows) row(s) whose t_s does not increase (first on line \(rows.firstDroppedLine ?? 0))\n".utf8))
             }
             result = try OfflineAnalysis.analyze(trace: rows, configuration: config)
@@ -101,7 +102,7 @@ struct AnalyzeCommand: ParsableCommand {
                 video: file, configuration: config,
                 estimator: OfflineAnalysis.makeVideoEstimator(configuration: config, faceCascade: faceCascade))
             if result.droppedFrames > 0 {
-                FileHandle.standardError.write(Data(
+                StandardStream.error.write(Data(
                     "warning: \(file): dropped \(result.droppedFrames) frame(s) whose time does not increase\n".utf8))
             }
         }

@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import GatewayEngine
 import RelayWSClient
+import StdoutSink
 
 struct AttachCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
@@ -89,7 +90,7 @@ struct AttachCommand: AsyncParsableCommand {
             try await RelayClient(url: url, token: token, pinnedFingerprint: pin).run(initial: initial) { m in
                 let type = m["type"]?.stringValue
                 if !(hideHeartbeats && type == "heartbeat") {
-                    FileHandle.standardOutput.write(Data((m.jsonString + "\n").utf8))
+                    StandardStream.output.write(Data((m.jsonString + "\n").utf8))
                 }
                 if type == "command_result", m["ok"] == .bool(false), m["id"] == .string("attach-start-\(id)") {
                     status.withLock { $0 = 1 }
@@ -109,22 +110,22 @@ struct AttachCommand: AsyncParsableCommand {
                 return reply.isEmpty ? .continue : .send(reply)
             }
         } catch let e as RelayPinningError {
-            FileHandle.standardError.write(Data("error: \(e)\n".utf8))
+            StandardStream.error.write(Data("error: \(e)\n".utf8))
             throw ExitCode(1)
         } catch let e as RelayClientError {
-            FileHandle.standardError.write(Data("error: \(e)\n".utf8))
+            StandardStream.error.write(Data("error: \(e)\n".utf8))
             throw ExitCode(1)
         } catch {
             var hint = "Check the address and the token (401 means refused)."
             if url.hasPrefix("wss://") && pin == nil {
                 hint += " A gateway with its own self-signed certificate (serve --tls) is trusted by fingerprint: add --pin SHA256."
             }
-            FileHandle.standardError.write(Data("error: cannot attach to \(url): \(error). \(hint)\n".utf8))
+            StandardStream.error.write(Data("error: cannot attach to \(url): \(error). \(hint)\n".utf8))
             throw ExitCode(1)
         }
         if let code = status.withLock({ $0 }), code != 0 { throw ExitCode(code) }
         if stopAtEnd && status.withLock({ $0 }) == nil {
-            FileHandle.standardError.write(Data("error: the relay closed before the session ended\n".utf8))
+            StandardStream.error.write(Data("error: the relay closed before the session ended\n".utf8))
             throw ExitCode(1)
         }
     }

@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import GatewayEngine
 import SessionStore
+import StdoutSink
 
 struct BreatheCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
@@ -149,7 +150,7 @@ struct BreatheCommand: AsyncParsableCommand {
         let output = format ?? (isatty(STDOUT_FILENO) == 1 ? .pretty : .jsonl)
         if let resonance, output == .pretty {
             let minutes = Double(resonance.sessionDurationSec) / 60
-            FileHandle.standardError.write(Data(
+            StandardStream.error.write(Data(
                 "Resonance assessment: \(resonance.rates.count) steps, about \(String(format: "%.0f", minutes.rounded(.up))) minutes.\n".utf8))
         }
         let exitCode = try await SessionRunner(

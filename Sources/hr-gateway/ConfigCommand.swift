@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import GatewayConfig
 import SessionStore
+import StdoutSink
 
 struct ConfigCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
@@ -55,8 +56,8 @@ struct ConfigCheckCommand: ParsableCommand {
         let loaded: (GatewayConfiguration, warnings: [String])
         do throws(ConfigurationError) { loaded = try GatewayConfiguration.load(path: path) } catch {
             let all = error.all
-            for e in all { FileHandle.standardError.write(Data("\(e)\n".utf8)) }
-            FileHandle.standardError.write(Data("\(path): \(all.count) error\(all.count == 1 ? "" : "s")\n".utf8))
+            for e in all { StandardStream.error.write(Data("\(e)\n".utf8)) }
+            StandardStream.error.write(Data("\(path): \(all.count) error\(all.count == 1 ? "" : "s")\n".utf8))
             throw ExitCode.failure
         }
         for w in loaded.warnings { print("warning: \(w)") }

@@ -5,6 +5,7 @@ import DBus
 import Foundation
 import GatewayEngine
 import Logging
+import StdoutSink
 
 /// `hr-gateway emulate-strap`: this machine's adapter acts as a heart-rate strap.
 struct EmulateStrapCommand: AsyncParsableCommand {
@@ -93,7 +94,7 @@ struct EmulateStrapCommand: AsyncParsableCommand {
         do { try await emulator.start() } catch {
             throw failure("cannot register the strap with bluetoothd on \(adapterPath): \(error)", code: 2)
         }
-        FileHandle.standardError.write(Data(
+        StandardStream.error.write(Data(
             ("advertising \"\(name)\" on \(adapterPath.rawValue) with \(series.count) RR intervals"
                 + (ecg.map { " and Polar's measurement service (\($0.count) ECG samples)" } ?? "") + "; Ctrl-C to stop\n").utf8))
 
@@ -109,7 +110,7 @@ struct EmulateStrapCommand: AsyncParsableCommand {
         for await _ in stop { break }
         sources.forEach { $0.cancel() }
         await emulator.stop()
-        FileHandle.standardError.write(Data(
+        StandardStream.error.write(Data(
             ("stopped after \(emulator.sentCount) notifications"
                 + (ecg == nil ? "" : ", \(emulator.sentECGSamples) ECG and \(emulator.sentAccelerometerSamples) "
                     + "accelerometer samples") + "\n").utf8))

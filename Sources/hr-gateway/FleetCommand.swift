@@ -3,6 +3,7 @@ import Foundation
 import GatewayEngine
 import MQTTSink
 import Synchronization
+import StdoutSink
 
 /// `hr-gateway fleet`: every gateway and strap seen on an MQTT broker.
 struct FleetCommand: AsyncParsableCommand {
@@ -73,7 +74,7 @@ struct FleetCommand: AsyncParsableCommand {
         }
         for topic in FleetBoard.subscriptions { connection.subscribe(topic) }
         if let failure = try connection.start() {
-            FileHandle.standardError.write(Data("fleet: \(broker) not reachable yet (\(failure)); retrying\n".utf8))
+            StandardStream.error.write(Data("fleet: \(broker) not reachable yet (\(failure)); retrying\n".utf8))
         }
         defer { connection.stop() }
 
@@ -99,7 +100,7 @@ struct FleetCommand: AsyncParsableCommand {
                 screen += "Connecting…\n"
             }
             screen += Self.table(snapshot, nowMs: Self.nowMs())
-            FileHandle.standardOutput.write(Data(screen.utf8))
+            StandardStream.output.write(Data(screen.utf8))
             try? await Task.sleep(for: .seconds(1))
         }
     }

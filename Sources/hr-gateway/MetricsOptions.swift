@@ -4,6 +4,7 @@ import Foundation
 import GatewayEngine
 import GatewayMetrics
 import GatewaySink
+import StdoutSink
 
 /// `--metrics-listen`, shared by the commands that run sessions.
 struct MetricsOptions: ParsableArguments {
@@ -44,7 +45,7 @@ final class MetricsServerSink: SessionSink {
             throw CommandFailure("--metrics-listen: the metrics server stopped before listening on \(listen)")
         }
         let shown = host.contains(":") ? "[\(host)]" : host
-        FileHandle.standardError.write(Data("metrics: serving http://\(shown):\(bound)/metrics\n".utf8))
+        StandardStream.error.write(Data("metrics: serving http://\(shown):\(bound)/metrics\n".utf8))
         return MetricsServerSink(task: task)
     }
 

@@ -5,6 +5,7 @@ import GatewayEngine
 import RelayCore
 import RelayStore
 import RelayWebServer
+import StdoutSink
 
 /// Where the relay listens and whom it lets in (`serve`, `stream --listen`).
 struct RelayOptions: ParsableArguments {
@@ -79,7 +80,7 @@ final class RelayRuntime: Sendable {
             if count == 0 {
                 let warning = "warning: no relay tokens in \(tokens.directory): every consumer will be refused (401). "
                     + "Create one with `hr-gateway token create --name phone`.\n"
-                FileHandle.standardError.write(Data(warning.utf8))
+                StandardStream.error.write(Data(warning.utf8))
             }
         }
         var config = RelayServerConfiguration(host: host, port: port)
@@ -108,9 +109,9 @@ final class RelayRuntime: Sendable {
         }
         let line = Data(text.utf8)
         if announceOnStderr {
-            FileHandle.standardError.write(line)
+            StandardStream.error.write(line)
         } else {
-            FileHandle.standardOutput.write(line)
+            StandardStream.output.write(line)
         }
         return RelayRuntime(hub: hub, observation: observation, task: task, url: url)
     }
@@ -147,7 +148,7 @@ extension RelayHub {
     /// The hub for `engine`, keeping reliable events and cursors in `relay.sqlite` in the state directory, or in
     /// memory only (with a warning) when that cannot be opened.
     static func forGateway(engine: SessionEngine, stateDirectory: String) -> RelayHub {
-        let report: @Sendable (String) -> Void = { FileHandle.standardError.write(Data("warning: relay: \($0)\n".utf8)) }
+        let report: @Sendable (String) -> Void = { StandardStream.error.write(Data("warning: relay: \($0)\n".utf8)) }
         var store: RelayOutboxStore?
         do { store = try RelayOutboxStore(directory: stateDirectory) } catch {
             report("\(error); reliable events will not survive a restart")

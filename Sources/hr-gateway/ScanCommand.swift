@@ -5,6 +5,7 @@ import DBus
 import Foundation
 import GatewayEngine
 import Logging
+import StdoutSink
 
 /// `hr-gateway scan`: lists heart-rate straps in range.
 struct ScanCommand: AsyncParsableCommand {
@@ -111,12 +112,12 @@ struct ScanCommand: AsyncParsableCommand {
         var out = "\u{1B}[H\u{1B}[2J"
         out += StrapScan.table(rows) + "\n"
         out += secondsLeft > 0 ? "\nscanning… \(Int(secondsLeft.rounded(.up))) s left\n" : "\n\(rows.count) strap(s)\n"
-        FileHandle.standardOutput.write(Data(out.utf8))
+        StandardStream.output.write(Data(out.utf8))
     }
 }
 
 /// Prints `text` to standard error and returns the exit code to throw.
 func failure(_ text: String, code: Int32) -> ExitCode {
-    FileHandle.standardError.write(Data(("hr-gateway: " + text + "\n").utf8))
+    StandardStream.error.write(Data(("hr-gateway: " + text + "\n").utf8))
     return ExitCode(code)
 }

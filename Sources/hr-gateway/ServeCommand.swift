@@ -5,6 +5,7 @@ import GatewayMetrics
 import GatewaySink
 import MQTTSink
 import RelayCore
+import StdoutSink
 
 struct ServeCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
@@ -136,7 +137,7 @@ struct ServeCommand: AsyncParsableCommand {
         await metricsServer?.stop()
         await engine.dispose()
         if let message = await failure.value, !signalled.withLock({ $0 }) {
-            FileHandle.standardError.write(Data("error: relay stopped: \(message)\n".utf8))
+            StandardStream.error.write(Data("error: relay stopped: \(message)\n".utf8))
             throw ExitCode(1)
         }
     }

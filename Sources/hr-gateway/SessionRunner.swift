@@ -94,8 +94,13 @@ struct SessionRunner {
         if let lsl { outputs.attach(lsl) }
         if let recordPath { outputs.attach(RecordFileSink(writer: try SampleFileWriter(path: recordPath))) }
         if let recorder { outputs.attach(StoreSink(recorder: recorder)) }
+        // Standard output closed by its reader (`| head`, a viewer that quit): told by the stdout sink, acted on once
+        // the group runs.
+        let (stdoutClosed, closing) = AsyncStream<Void>.makeStream()
         switch output {
-        case .jsonl: outputs.attach(JSONLinesSink())
+        case .jsonl:
+            StandardStream.ignoreBrokenPipe()
+            outputs.attach(JSONLinesSink(onClosed: { closing.yield() }))
         case .pretty:
             outputs.attach(PrettySink(view: PrettyView(
                 sessionId: config.sessionId, mode: config.mode.rawValue,
@@ -107,7 +112,7 @@ struct SessionRunner {
         // The live view shows a session error on its last screen; saying it on stderr too would repeat it.
         let sayError = output == .jsonl
         let session = SessionService(engine: engine, config: config, stopWhenSourcesEnd: stopWhenSourcesEnd) { message in
-            if sayError { FileHandle.standardError.write(Data("error: \(message)\n".utf8)) }
+            if sayError { StandardStream.error.write(Data("error: \(message)\n".utf8)) }
         }
         let group = ServiceGroup(configuration: ServiceGroupConfiguration(
             services: outputs.services + [
@@ -119,12 +124,47 @@ struct SessionRunner {
             Task { await group.triggerGracefulShutdown() }
         }
         defer { signals.finishing() }
+        let otherOutputs = liveOutputs
+        let whenClosed = Task {
+            for await _ in stdoutClosed {
+                StandardStream.error.write(Self.stdoutClosedNote(otherOutputs: otherOutputs, recorded: recorder != nil, sessionId: config.sessionId))
+                if otherOutputs.isEmpty { await group.triggerGracefulShutdown() }
+                return
+            }
+        }
+        defer { whenClosed.cancel() }
         try await group.run()
         if output == .jsonl, isatty(STDERR_FILENO) == 1 {
             let note = session.exitStatus != 0 && outputs.samplesReceived == 0 ? PrettyView.nothingReceivedNote : endNote
-            if let note { FileHandle.standardError.write(Data((note + "\n").utf8)) }
+            if let note { StandardStream.error.write(Data((note + "\n").utf8)) }
         }
         return session.exitStatus
+    }
+}
+
+extension SessionRunner {
+    /// The outputs that take the session live besides standard output.
+    var liveOutputs: [String] {
+        var names: [String] = []
+        if relay != nil { names.append("the relay") }
+        if uplink?.options.connect != nil { names.append("the uplink") }
+        if webhook != nil { names.append("the webhook") }
+        if mqtt != nil { names.append("MQTT") }
+        if lsl != nil { names.append("LSL") }
+        return names
+    }
+
+    /// What is said when the reader of standard output has gone: the session ends as on Ctrl-C when standard output
+    /// was its only live output, and goes on for the others otherwise.
+    static func stdoutClosedNote(otherOutputs: [String], recorded: Bool, sessionId: String) -> String {
+        let what = "note: standard output was closed (the program reading it exited)"
+        guard otherOutputs.isEmpty else {
+            return "\(what); the session goes on for \(otherOutputs.joined(separator: ", ")) until it ends or Ctrl-C.\n"
+        }
+        let kept = recorded
+            ? " It is recorded: hr-gateway sessions export \(sessionId)."
+            : " It was not recorded (--no-record-db)."
+        return "\(what): ending the session as on Ctrl-C.\(kept)\n"
     }
 }
 

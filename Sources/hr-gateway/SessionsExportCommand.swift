@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import SessionStore
+import StdoutSink
 
 extension SessionExport.Format: ExpressibleByArgument {}
 
@@ -65,7 +66,7 @@ struct SessionsExportCommand: ParsableCommand {
                 throw CommandFailure("cannot write \(output): check the directory and permissions")
             }
         } else {
-            FileHandle.standardOutput.write(text)
+            StandardStream.output.write(text)
         }
     }
 }

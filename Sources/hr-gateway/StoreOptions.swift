@@ -5,6 +5,7 @@ import GatewayEngine
 import GatewayLogging
 import Logging
 import SessionStore
+import StdoutSink
 
 /// The state directory (sessions, relay tokens and outbox, webhook outbox), the configuration file and the log level,
 /// shared by every command that keeps state.
@@ -34,7 +35,7 @@ struct StoreOptions: ParsableArguments {
         if let path = GatewayConfiguration.locate(explicit: config) {
             do {
                 let (loaded, warnings) = try GatewayConfiguration.load(path: path)
-                for w in warnings { FileHandle.standardError.write(Data("warning: \(w)\n".utf8)) }
+                for w in warnings { StandardStream.error.write(Data("warning: \(w)\n".utf8)) }
                 c = loaded
             } catch { throw CommandFailure("\(error) (check it with `hr-gateway config check \(path)`)") }
         }

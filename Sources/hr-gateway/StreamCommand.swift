@@ -67,7 +67,9 @@ struct StreamCommand: AsyncParsableCommand {
             summary.
 
             Output: --format pretty (the default on a terminal) is a live one-screen view; --format jsonl (the \
-            default in a pipe) writes one JSON event per line.
+            default in a pipe) writes one JSON event per line. When the program reading it exits (| head), the \
+            session ends as on Ctrl-C, recorded with its summary; with another live output (--listen, --connect, \
+            --webhook, --mqtt, --lsl) it goes on for that one.
 
             Examples:
               hr-gateway stream --strap auto
@@ -201,7 +203,7 @@ struct StreamCommand: AsyncParsableCommand {
         do throws(LSLLibrary.Unavailable) {
             let sink = try LSLSink()
             let v = sink.library.version
-            FileHandle.standardError.write(Data(
+            StandardStream.error.write(Data(
                 "lsl: publishing with liblsl \(v / 100).\(v % 100) (\(sink.library.path)); streams appear per device as data comes\n".utf8))
             return sink
         } catch {

@@ -3,6 +3,7 @@ import Foundation
 import GatewayEngine
 import RelayCore
 import RelayWSClient
+import StdoutSink
 
 /// Dialling out to a relay endpoint instead of (or as well as) listening: `serve --connect`, `stream --connect`.
 struct UplinkOptions: ParsableArguments {
@@ -67,7 +68,7 @@ struct UplinkOptions: ParsableArguments {
                     defer { l = line }
                     return l == line
                 }
-                if !repeated { FileHandle.standardError.write(Data("relay: \(line)\n".utf8)) }
+                if !repeated { StandardStream.error.write(Data("relay: \(line)\n".utf8)) }
             }
         }
     }
@@ -75,7 +76,7 @@ struct UplinkOptions: ParsableArguments {
     /// Gives the far end `connectGrace` seconds to receive every reliable event, then ends the uplink's task.
     func finish(_ uplink: RelayUplink, task: Task<Void, Never>) async {
         if !(await uplink.finish(grace: .seconds(connectGrace))) {
-            FileHandle.standardError.write(Data(
+            StandardStream.error.write(Data(
                 "warning: relay: \(uplink.url) did not receive every session event within \(connectGrace) s (see --connect-grace).\n".utf8))
         }
         task.cancel()

@@ -3,6 +3,7 @@ import Foundation
 import Logging
 import SessionStore
 import WebhookSink
+import StdoutSink
 
 struct WebhookFlushCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
@@ -46,7 +47,7 @@ struct WebhookFlushCommand: AsyncParsableCommand {
         } catch { throw CommandFailure("\(error)") }
         print("Delivered \(max(0, before - left)) of \(before) webhook item(s); \(left) left in \(forwarder.outbox.path).")
         if left > 0 {
-            FileHandle.standardError.write(Data(
+            StandardStream.error.write(Data(
                 "error: \(left) item(s) could not be delivered: see `hr-gateway webhook status` for the last errors\n".utf8))
             throw ExitCode(1)
         }
