@@ -192,6 +192,8 @@ public final class RelayHub: Sendable {
     public var connectionCount: Int { state.withLock { $0.connections.count } }
     /// Events numbered and waiting for the store before they become visible.
     var heldCount: Int { state.withLock { $0.held.count } }
+    /// `start_session` results waiting for their `session_started`.
+    var startWaiterCount: Int { state.withLock { $0.startWaiters.values.reduce(0) { $0 + $1.count } } }
     /// Events in the resume buffer whose text is still held (tests: trimmed ones must hold none).
     var resumeBufferHeld: (slots: Int, withText: Int) {
         state.withLock { s in (s.ring.count, s.ring.filter { !$0.text.isEmpty }.count) }
@@ -321,6 +323,12 @@ public final class RelayHub: Sendable {
         let expired = Locked(false)
         let timeout = clock.schedule(afterMs: Self.startedWaitMs) { [weak self] in
             let waiter = self?.state.withLock { s -> CheckedContinuation<Void, Never>? in
+                // Numbered and waiting for the store (another process holds relay.sqlite): it is on its way, and
+                // its release resumes the waiter.
+                let held = s.held.contains { h in
+                    if case .started(let id, _) = h.event { id == sessionId } else { false }
+                }
+                if held { return nil }
                 guard let w = s.startWaiters[sessionId]?.removeValue(forKey: key) else {
                     expired.withLock { $0 = true }
                     return nil

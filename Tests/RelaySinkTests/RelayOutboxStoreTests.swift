@@ -128,6 +128,31 @@ import Testing
                 "the summary is on disk and session_started, acknowledged, is gone")
     }
 
+    /// A `start_session` answered while its `session_started` waits for relay.sqlite (held by another process longer
+    /// than the result's usual wait) still reaches the consumer after the event, never before it.
+    @Test func aStartResultWaitsForItsHeldSessionStarted() async throws {
+        let dir = tempDir()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let (rig, _) = try rig(dir)
+        let phone = rig.hub.connect(Rig.phone)
+        await rig.hub.settled()
+        let lock = try OutsideLock(path: dir + "/relay.sqlite")
+        let starting = Task { await rig.hub.handle(text: start, from: phone) }
+        // The event is numbered and held, and the command waits for it with its timer set.
+        while rig.hub.heldCount == 0 || rig.hub.startWaiterCount == 0 { await Task.yield() }
+        // The result's own wait (5 s) runs out while the event is held.
+        rig.clock.advance(byMs: RelayHub.startedWaitMs + 1_000)
+        #expect(rig.hub.startWaiterCount == 1, "still waiting for its session_started")
+        #expect(try lock.release() == "released on request")
+        await starting.value
+        await rig.hub.settled()
+        let types = try messages(phone.queue).compactMap { $0["type"]?.stringValue }
+        let started = try #require(types.firstIndex(of: "session_started"))
+        let result = try #require(types.firstIndex(of: "command_result"))
+        #expect(started < result, "\(types)")
+        await rig.engine.dispose()
+    }
+
     @Test func oneGatewayAtATimeUsesAStateDirectory() throws {
         let dir = tempDir()
         defer { try? FileManager.default.removeItem(atPath: dir) }
