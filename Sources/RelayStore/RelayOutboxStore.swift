@@ -101,8 +101,7 @@ public final class RelayOutboxStore: RelayOutbox {
 
     public func settled() async { await lane.settled() }
 
-    /// One write, inside the caller's transaction. A reservation raised in memory and then not written (the write
-    /// failed) only makes a later one write again.
+    /// One write, inside the caller's transaction.
     private func perform(_ write: RelayOutboxWrite, _ db: Database) throws {
         switch write {
         case .reserve(let seq):

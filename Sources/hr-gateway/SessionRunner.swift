@@ -124,10 +124,11 @@ struct SessionRunner {
             Task { await group.triggerGracefulShutdown() }
         }
         defer { signals.finishing() }
-        let otherOutputs = liveOutputs
+        let (otherOutputs, recorded, sessionId) = (liveOutputs, recorder != nil, config.sessionId)
         let whenClosed = Task {
             for await _ in stdoutClosed {
-                StandardStream.error.write(Self.stdoutClosedNote(otherOutputs: otherOutputs, recorded: recorder != nil, sessionId: config.sessionId))
+                StandardStream.error.write(
+                    Self.stdoutClosedNote(otherOutputs: otherOutputs, recorded: recorded, sessionId: sessionId))
                 if otherOutputs.isEmpty { await group.triggerGracefulShutdown() }
                 return
             }
