@@ -117,6 +117,30 @@ final class RunningCLI {
     deinit { if process.isRunning { kill(process.processIdentifier, SIGKILL) } }
 }
 
+/// `hr-gateway attach URL` as a relay consumer in a process of its own, its standard output read with arrival times;
+/// killed when released.
+final class RelayConsumer {
+    let process = Process()
+    let lines: TimedLines
+
+    init(_ url: String, _ arguments: [String]) throws {
+        process.executableURL = CLI.executable
+        process.arguments = ["attach", url] + arguments
+        let out = Pipe()
+        process.standardOutput = out
+        process.standardError = FileHandle.nullDevice
+        process.standardInput = FileHandle.nullDevice
+        try process.run()
+        lines = TimedLines(out.fileHandleForReading)
+    }
+
+    func wait() {
+        process.waitUntilExit()
+    }
+
+    deinit { if process.isRunning { kill(process.processIdentifier, SIGKILL) } }
+}
+
 /// A value guarded by a lock (tests only).
 // @unchecked Sendable: `value` is only touched inside `withLock`.
 final class Locked<Value>: @unchecked Sendable {

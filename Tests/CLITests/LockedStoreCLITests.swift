@@ -77,16 +77,8 @@ final class TimedLines: @unchecked Sendable {
         // A consumer of the relay, in a process of its own.
         let announced = try #require(stderr.wait { $0.contains("relay: listening on ") })
         let url = String(announced[announced.range(of: "ws://")!.lowerBound...])
-        let consumer = Process()
-        consumer.executableURL = CLI.executable
-        consumer.arguments = ["attach", url, "--until-summary", "--no-heartbeats"]
-        let consumerOut = Pipe()
-        consumer.standardOutput = consumerOut
-        consumer.standardError = FileHandle.nullDevice
-        consumer.standardInput = FileHandle.nullDevice
-        try consumer.run()
-        defer { if consumer.isRunning { kill(consumer.processIdentifier, SIGKILL) } }
-        let relayed = TimedLines(consumerOut.fileHandleForReading)
+        let consumer = try RelayConsumer(url, ["--until-summary", "--no-heartbeats"])
+        let relayed = consumer.lines
 
         // Three frames in, another process takes the database for ten seconds.
         try #require(stdout.wait { $0.contains("\"session_frame\"") && $0.contains("\"seq\":3,") } != nil)
@@ -113,7 +105,7 @@ final class TimedLines: @unchecked Sendable {
         #expect(lockedAt.duration(to: releasedAt) >= .seconds(9.5))
 
         gateway.waitUntilExit()
-        consumer.waitUntilExit()
+        consumer.wait()
         #expect(gateway.terminationStatus == 0, "\(stderr.all.map(\.text))")
 
         // stdout: every frame, one a second, also while the database was held.

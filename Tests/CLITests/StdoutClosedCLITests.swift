@@ -103,16 +103,8 @@ import Testing
         #expect(note.contains("the session goes on for the relay"), "\(note)")
 
         // A relay consumer started after that still gets frames: the session runs on.
-        let consumer = Process()
-        consumer.executableURL = CLI.executable
-        consumer.arguments = ["attach", url, "--no-heartbeats"]
-        let consumerOut = Pipe()
-        consumer.standardOutput = consumerOut
-        consumer.standardError = FileHandle.nullDevice
-        consumer.standardInput = FileHandle.nullDevice
-        try consumer.run()
-        defer { if consumer.isRunning { kill(consumer.processIdentifier, SIGKILL) } }
-        let relayed = TimedLines(consumerOut.fileHandleForReading)
+        let consumer = try RelayConsumer(url, ["--no-heartbeats"])
+        let relayed = consumer.lines
         let live = { (line: String) in line.contains("\"type\":\"session_frame\"") && !line.contains("\"replayed\"") }
         #expect(relayed.wait { _ in relayed.all.filter { live($0.text) }.count >= 2 } != nil,
                 "live frames on the relay after standard output closed")
