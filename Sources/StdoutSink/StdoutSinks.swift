@@ -4,32 +4,25 @@ import GatewaySink
 
 /// `--format jsonl`: one event per line on standard output, the shared JSON text as is, written by the sink's own
 /// task (a reader that stops reading stalls only this sink). When the reader goes away (the pipe is closed: `| head`,
-/// a viewer that quit), the sink stops writing, counts what it could not write and tells `onClosed` once.
+/// a viewer that quit), the sink stops writing and tells `onClosed` once.
 public final class JSONLinesSink: SessionSink {
     public let name = "stdout"
     private let writer: JSONLinesWriter
     private let queue = SinkQueue<String>()
     private let onClosed: @Sendable () -> Void
-    private let unwritten = Locked<Int?>(nil)
+    private let gone = Locked(false)
 
     public init(writer: JSONLinesWriter = JSONLinesWriter(), onClosed: @escaping @Sendable () -> Void = {}) {
         self.writer = writer
         self.onClosed = onClosed
     }
 
-    /// Events not written because the reader had gone; nil while it reads.
-    public var eventsNotWritten: Int? { unwritten.withLock { $0 } }
-
     public func receive(event: EncodedEvent) { queue.push(event.json) }
 
     public func run() async throws {
         await queue.drain { [self] line in
-            let closed = unwritten.withLock { n -> Bool in
-                if n != nil { n! += 1 }
-                return n != nil
-            }
-            guard !closed, !writer.write(line: line) else { return }
-            unwritten.withLock { $0 = 1 }
+            if gone.withLock({ $0 }) || writer.write(line: line) { return }
+            gone.withLock { $0 = true }
             onClosed()
         }
     }
