@@ -31,7 +31,9 @@ public enum StandardStream: Sendable {
     @discardableResult
     public func write(_ text: String) -> Bool { write(Data(text.utf8)) }
 
-    /// From now on a write to a closed pipe or socket fails with EPIPE instead of killing the process, so that a
-    /// session whose standard output is closed can end properly, recorded and with its summary.
+    /// From now on a write to a closed pipe or socket fails with EPIPE instead of killing the process (the
+    /// long-running commands: `stream`, `serve`), so that a session whose standard output is closed can end properly,
+    /// recorded and with its summary, and a socket written without `MSG_NOSIGNAL` (OpenSSL's, under libmosquitto's
+    /// TLS) cannot end the gateway. Every write to standard output and error goes through `StandardStream` then.
     public static func ignoreBrokenPipe() { signal(SIGPIPE, SIG_IGN) }
 }

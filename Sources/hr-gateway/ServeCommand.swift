@@ -67,6 +67,8 @@ struct ServeCommand: AsyncParsableCommand {
     }
 
     func run() async throws {
+        // A consumer or broker socket that goes away, or a closed standard output, must not end the service.
+        StandardStream.ignoreBrokenPipe()
         let clock = SystemSessionClock()
         let providers = try source.providers(clock: clock, store: store)
         let outputs = SessionOutputs()

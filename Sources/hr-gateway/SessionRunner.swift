@@ -48,6 +48,9 @@ struct SessionRunner {
 
     /// Returns the process exit status: 0 after a summary, 1 after a session error, 2 when it could not start.
     func run() async throws -> Int32 {
+        // A reader that goes away (standard output's, a TLS broker's socket written by OpenSSL without MSG_NOSIGNAL)
+        // is an error to handle, not the end of the process: the session ends properly or goes on.
+        StandardStream.ignoreBrokenPipe()
         let outputs = SessionOutputs()
         let engine = SessionEngine(providers: providers.map(outputs.tap), correction: correction)
 
@@ -99,7 +102,6 @@ struct SessionRunner {
         let (stdoutClosed, closing) = AsyncStream<Void>.makeStream()
         switch output {
         case .jsonl:
-            StandardStream.ignoreBrokenPipe()
             outputs.attach(JSONLinesSink(onClosed: { closing.yield() }))
         case .pretty:
             outputs.attach(PrettySink(view: PrettyView(
