@@ -16,6 +16,8 @@ public final class SessionEngine: Sendable {
     public let behaviorProvider: (any BehaviorProvider)?
     public let clock: any SessionClock
     public let correction: ArtifactCorrection
+    /// How long `stopSession` waits for the providers to stop before it emits the summary anyway.
+    public let providerStopLimitMs: Int64
 
     private struct Active {
         var core: SessionCore
@@ -23,6 +25,8 @@ public final class SessionEngine: Sendable {
         var continuation: AsyncStream<SessionEvent>.Continuation
         var timer: (any ScheduledAction)?
         var running: [any BiosignalProvider] = []
+        /// Set while `stopSession` waits for the providers: the instant the session ended (its summary's).
+        var endingAt: SessionCore.Instant?
     }
 
     private struct State {
@@ -59,12 +63,14 @@ public final class SessionEngine: Sendable {
         providers: [any BiosignalProvider],
         behaviorProvider: (any BehaviorProvider)? = nil,
         clock: any SessionClock = SystemSessionClock(),
-        correction: ArtifactCorrection = .kubios
+        correction: ArtifactCorrection = .kubios,
+        providerStopLimitMs: Int64 = 3_000
     ) {
         self.providers = providers
         self.behaviorProvider = behaviorProvider
         self.clock = clock
         self.correction = correction
+        self.providerStopLimitMs = providerStopLimitMs
     }
 
     // MARK: Control
@@ -104,7 +110,7 @@ public final class SessionEngine: Sendable {
                 try await provider.startStreaming(into: sink)
                 started.append(provider)
                 let stillOurs = state.withLock { s -> Bool in
-                    guard s.active?.generation == generation else { return false }
+                    guard s.active?.generation == generation, s.active?.endingAt == nil else { return false }
                     s.active?.running.append(provider)
                     return true
                 }
@@ -116,15 +122,35 @@ public final class SessionEngine: Sendable {
             }
         }
         // A stop or failure while providers were starting: release whatever this call started.
-        let ended = state.withLock { $0.active?.generation != generation }
+        let ended = state.withLock { $0.active?.generation != generation || $0.active?.endingAt != nil }
         if ended { for p in started { await p.stopStreaming() } }
         return stream
     }
 
-    /// Stops the running session: emits the summary, finishes the stream, then stops the providers and returns.
-    /// Throws "No active session" or "Session ID mismatch: expected A, got B".
+    /// Stops the running session: stops its providers first, so that every sample they had already received reaches
+    /// the session (as it reached the sinks' taps, and so the store and `--record`), then emits the summary as of the
+    /// moment of the call and finishes the stream. No frame comes while the providers stop; a provider that takes
+    /// longer than `providerStopLimitMs` is left to finish in the background. Throws "No active session",
+    /// "Session ID mismatch: expected A, got B", or "Session X is already stopping" while another stop waits.
     public func stopSession(sessionId: String) async throws(SessionError) {
-        for p in try endSession(sessionId: sessionId) { await p.stopStreaming() }
+        let snapshot = behaviorSnapshot()
+        let (generation, running) = try state.withLock { s throws(SessionError) -> (UInt64, [any BiosignalProvider]) in
+            guard let a = s.active else { throw .invalidState("No active session") }
+            guard a.core.config.sessionId == sessionId else {
+                throw .invalidState("Session ID mismatch: expected \(a.core.config.sessionId), got \(sessionId)")
+            }
+            guard a.endingAt == nil else { throw .invalidState("Session \(sessionId) is already stopping") }
+            a.timer?.cancel()
+            s.active?.timer = nil
+            s.active?.endingAt = SessionCore.Instant(clock)
+            return (a.generation, a.running)
+        }
+        await stop(running, within: providerStopLimitMs)
+        state.withLock { s in
+            guard let a = s.active, a.generation == generation, let at = a.endingAt else { return }
+            _ = finish(&s, with: a.core.summary(at: at, behavior: snapshot))
+        }
+        deliver()
     }
 
     /// The SDK's synchronous `stop`: the summary is emitted before this returns; providers stop in the background.
@@ -140,7 +166,7 @@ public final class SessionEngine: Sendable {
             guard a.core.config.sessionId == sessionId else {
                 throw .invalidState("Session ID mismatch: expected \(a.core.config.sessionId), got \(sessionId)")
             }
-            let summary = a.core.summary(at: SessionCore.Instant(clock), behavior: snapshot)
+            let summary = a.core.summary(at: a.endingAt ?? SessionCore.Instant(clock), behavior: snapshot)
             return finish(&s, with: summary)
         }
         deliver()
@@ -228,6 +254,27 @@ public final class SessionEngine: Sendable {
         deliver()
     }
 
+    /// Stops `providers` one after the other; returns when they have, or after `limitMs` on the engine's clock.
+    private func stop(_ providers: [any BiosignalProvider], within limitMs: Int64) async {
+        guard !providers.isEmpty else { return }
+        let clock = clock
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            let waiting = Locked<CheckedContinuation<Void, Never>?>(continuation)
+            let resume: @Sendable () -> Void = {
+                waiting.withLock { c -> CheckedContinuation<Void, Never>? in
+                    defer { c = nil }
+                    return c
+                }?.resume()
+            }
+            let limit = clock.schedule(atMonotonicMs: clock.monotonicMs() + limitMs, resume)
+            Task {
+                for p in providers { await p.stopStreaming() }
+                limit.cancel()
+                resume()
+            }
+        }
+    }
+
     /// Must be called with the lock held.
     private func finish(_ s: inout State, with event: SessionEvent) -> [any BiosignalProvider] {
         guard let a = s.active else { return [] }
@@ -250,7 +297,7 @@ public final class SessionEngine: Sendable {
     private func tick(generation: UInt64) {
         let snapshot = behaviorSnapshot()
         let stopped = state.withLock { s -> [any BiosignalProvider]? in
-            guard var a = s.active, a.generation == generation else { return nil }
+            guard var a = s.active, a.generation == generation, a.endingAt == nil else { return nil }
             let (events, finished) = a.core.fire(at: SessionCore.Instant(clock), behavior: snapshot)
             s.active = a
             if finished {

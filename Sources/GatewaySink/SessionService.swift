@@ -42,7 +42,7 @@ public final class SessionService: Service, Sendable {
                 return
             }
             // A shutdown that came while the providers were starting.
-            if state.withLock({ $0.shutdownRequested }) { try? engine.stop(sessionId: sessionId) }
+            if state.withLock({ $0.shutdownRequested }) { Task { try? await engine.stopSession(sessionId: sessionId) } }
             var finishedSources = Set<String>()
             for await event in stream {
                 switch event {
@@ -61,8 +61,9 @@ public final class SessionService: Service, Sendable {
             }
         } onGracefulShutdown: { [state] in
             state.withLock { $0.shutdownRequested = true }
-            // The summary is emitted (to every sink) before this returns; providers stop in the background.
-            try? engine.stop(sessionId: sessionId)
+            // The providers stop first, so that the summary covers every sample the sinks were shown; `run` returns
+            // once the summary is emitted (to every sink).
+            Task { try? await engine.stopSession(sessionId: sessionId) }
         }
     }
 }

@@ -303,6 +303,56 @@ import Testing
         #expect(!log.types.contains("biosignal_frame"))
     }
 
+    @Test func stopWaitsForTheProvidersSoTheirLastSamplesAreInTheSummary() async throws {
+        // A strap's stop hands over the notifications it had already read (they reached the store's tap) before it
+        // returns; the summary must count them, as of the moment of the stop.
+        let p = StoppingProvider(lastSample: sample(t0 + 7_300, rr: [800]))
+        let e = engine([p])
+        let log = EventLog(e)
+        _ = try await e.startSession(config())
+        p.send(sample(t0 + 500, rr: [810]))
+        clock.advance(toMs: t0 + 7_400)
+        try await e.stopSession(sessionId: "s1")
+        #expect(log.types == ["session_started", "session_frame", "session_summary"])
+        guard case .summary(_, let duration, let metrics, _) = log.last else {
+            Issue.record("no summary")
+            return
+        }
+        #expect(metrics.sampleCount == 2)
+        #expect(metrics.rrCount == 2)
+        #expect(duration == 7)
+        #expect(e.getStatus() == nil)
+    }
+
+    @Test func aProviderThatDoesNotStopDelaysTheSummaryByTheLimitOnly() async throws {
+        let p = StoppingProvider(lastSample: nil, hangs: true)
+        let e = SessionEngine(providers: [p], clock: clock, correction: .none, providerStopLimitMs: 3_000)
+        let log = EventLog(e)
+        _ = try await e.startSession(config())
+        p.send(sample(t0 + 500, rr: [810]))
+        clock.advance(toMs: t0 + 2_000)
+        let stopping = Task { try await e.stopSession(sessionId: "s1") }
+        await p.stopEntered()
+        // While the provider stops: no frame, no summary yet, a second stop is refused, the session is still there.
+        clock.advance(toMs: t0 + 4_999)
+        #expect(log.types == ["session_started"])
+        await #expect(throws: SessionError.invalidState("Session s1 is already stopping")) {
+            try await e.stopSession(sessionId: "s1")
+        }
+        #expect(e.getStatus()?.sessionId == "s1")
+        clock.advance(toMs: t0 + 5_000)
+        try await stopping.value
+        #expect(log.types == ["session_started", "session_summary"])
+        if case .summary(_, let d, let m, _) = log.last {
+            #expect(d == 2)
+            #expect(m.sampleCount == 1)
+        } else {
+            Issue.record("no summary")
+        }
+        #expect(e.getStatus() == nil)
+        p.release()
+    }
+
     @Test func samplesAfterStopAreIgnored() async throws {
         let p = ScriptedProvider()
         let e = engine([p])

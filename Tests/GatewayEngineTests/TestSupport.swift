@@ -33,6 +33,41 @@ final class ScriptedProvider: BiosignalProvider {
     var stops: Int { state.withLock { $0.stops } }
 }
 
+/// A provider whose stop, like a strap's, first hands over a sample it had already read, or (`hangs`) does not
+/// return until `release()`.
+final class StoppingProvider: BiosignalProvider {
+    let name = "stopping"
+    let lastSample: BiosignalSample?
+    let hangs: Bool
+    private let sink = Locked<ProviderSink?>(nil)
+    private let entered: AsyncStream<Void>
+    private let enter: AsyncStream<Void>.Continuation
+    private let released: AsyncStream<Void>
+    private let release_: AsyncStream<Void>.Continuation
+
+    init(lastSample: BiosignalSample?, hangs: Bool = false) {
+        self.lastSample = lastSample
+        self.hangs = hangs
+        (entered, enter) = AsyncStream<Void>.makeStream()
+        (released, release_) = AsyncStream<Void>.makeStream()
+    }
+
+    var isAvailable: Bool { true }
+
+    func startStreaming(into sink: ProviderSink) async throws { self.sink.withLock { $0 = sink } }
+
+    func stopStreaming() async {
+        enter.yield()
+        if let lastSample { sink.withLock { $0 }?.send(lastSample) }
+        if hangs { for await _ in released { break } }
+    }
+
+    func send(_ sample: BiosignalSample) { sink.withLock { $0 }?.send(sample) }
+    /// Returns once `stopStreaming` was called.
+    func stopEntered() async { for await _ in entered { break } }
+    func release() { release_.yield() }
+}
+
 /// Collects every event the engine emits, synchronously, in order.
 final class EventLog: Sendable {
     private let events: Locked<[SessionEvent]>
