@@ -164,17 +164,19 @@ public final class PrettyTerminal: Sendable {
 
     public init(view: PrettyView) { self.view = Locked(view) }
 
-    public func handle(_ event: SessionEvent) { draw { $0.update(event) } }
-    public func handle(_ sample: BiosignalSample) { draw { $0.update(sample) } }
+    /// Each answers false when standard output's reader has gone.
+    @discardableResult public func handle(_ event: SessionEvent) -> Bool { draw { $0.update(event) } }
+    @discardableResult public func handle(_ sample: BiosignalSample) -> Bool { draw { $0.update(sample) } }
 
-    private func draw(_ change: (inout PrettyView) -> Void) {
+    private func draw(_ change: (inout PrettyView) -> Void) -> Bool {
         let text = view.withLock { v -> String in
             change(&v)
             return v.render()
         }
         // Home, draw, clear to the end of the screen: no flicker.
-        StandardStream.output.write(Data(("\u{1B}[H" + text.replacingOccurrences(of: "\n", with: "\u{1B}[K\n") + "\u{1B}[J").utf8))
+        return StandardStream.output.write(
+            Data(("\u{1B}[H" + text.replacingOccurrences(of: "\n", with: "\u{1B}[K\n") + "\u{1B}[J").utf8))
     }
 
-    public func begin() { StandardStream.output.write(Data("\u{1B}[2J\u{1B}[H".utf8)) }
+    @discardableResult public func begin() -> Bool { StandardStream.output.write(Data("\u{1B}[2J\u{1B}[H".utf8)) }
 }

@@ -28,10 +28,13 @@ public final class JSONLinesSink: SessionSink {
     }
 }
 
-/// `--format pretty`: the live one-screen view, redrawn on every sample and event.
+/// `--format pretty`: the live one-screen view, redrawn on every sample and event. When standard output's reader
+/// has gone, the sink stops drawing and tells `onClosed` once, as `JSONLinesSink` does.
 public final class PrettySink: SessionSink {
     public let name = "stdout"
     private let terminal: PrettyTerminal
+    private let onClosed: @Sendable () -> Void
+    private let gone = Locked(false)
     private enum Item: Sendable {
         case sample(BiosignalSample)
         case event(SessionEvent)
@@ -39,19 +42,26 @@ public final class PrettySink: SessionSink {
 
     private let queue = SinkQueue<Item>()
 
-    public init(view: PrettyView) {
+    public init(view: PrettyView, onClosed: @escaping @Sendable () -> Void = {}) {
         terminal = PrettyTerminal(view: view)
-        terminal.begin()
+        self.onClosed = onClosed
+        if !terminal.begin() { gone.withLock { $0 = true } }
     }
 
     public func receive(sample: BiosignalSample) { queue.push(.sample(sample)) }
     public func receive(event: EncodedEvent) { queue.push(.event(event.event)) }
 
     public func run() async throws {
-        await queue.drain { [terminal] item in
-            switch item {
+        if gone.withLock({ $0 }) { onClosed() }  // already closed when the screen was cleared
+        await queue.drain { [terminal, gone, onClosed] item in
+            if gone.withLock({ $0 }) { return }
+            let written = switch item {
             case .sample(let s): terminal.handle(s)
             case .event(let e): terminal.handle(e)
+            }
+            if !written {
+                gone.withLock { $0 = true }
+                onClosed()
             }
         }
     }

@@ -46,6 +46,9 @@ import Testing
             return lines
         }
 
+        /// Reads what `--format pretty` drew first (the screen is cleared and drawn at once).
+        func readScreen() -> String { String(decoding: out.fileHandleForReading.availableData, as: UTF8.self) }
+
         /// The reader goes away: no process has the pipe's read end open any more.
         func closeStdout() { try? out.fileHandleForReading.close() }
 
@@ -68,14 +71,19 @@ import Testing
         return try JSONValue(parsing: list.stdout).arrayValue?.first { $0["session_id"] == .string(id) }
     }
 
-    @Test func aClosedStandardOutputEndsTheSessionRecordedWithItsSummary() throws {
+    @Test(arguments: ["jsonl", "pretty"])
+    func aClosedStandardOutputEndsTheSessionRecordedWithItsSummary(format: String) throws {
         let dir = try tempDir()
         defer { try? FileManager.default.removeItem(atPath: dir) }
         let gateway = try Gateway([
-            "stream", "--simulate", "--format", "jsonl", "--emit-interval", "1", "--duration", "600",
+            "stream", "--simulate", "--format", format, "--emit-interval", "1", "--duration", "600",
             "--session-id", "headed", "--state-dir", dir,
         ])
-        #expect(gateway.readFrames(2).first?.contains("\"session_started\"") == true)
+        if format == "jsonl" {
+            #expect(gateway.readFrames(2).first?.contains("\"session_started\"") == true)
+        } else {
+            #expect(gateway.readScreen().contains("\u{1B}[2J"), "the live view clears the screen first")
+        }
         gateway.closeStdout()
         #expect(gateway.wait() == 0, "\(gateway.stderr.all.map(\.text))")
         let note = gateway.stderr.all.map(\.text).first { $0.contains("standard output was closed") }
