@@ -104,9 +104,11 @@ struct SessionRunner {
         case .jsonl:
             outputs.attach(JSONLinesSink(onClosed: { closing.yield() }))
         case .pretty:
-            outputs.attach(PrettySink(view: PrettyView(
-                sessionId: config.sessionId, mode: config.mode.rawValue,
-                durationSec: config.durationSec == Int(Int32.max) ? nil : config.durationSec, endNote: endNote)))
+            outputs.attach(PrettySink(
+                view: PrettyView(
+                    sessionId: config.sessionId, mode: config.mode.rawValue,
+                    durationSec: config.durationSec == Int(Int32.max) ? nil : config.durationSec, endNote: endNote),
+                onClosed: { closing.yield() }))
         }
         outputs.observe(engine)
         defer { outputs.detach() }
@@ -171,8 +173,10 @@ extension SessionRunner {
     }
 }
 
-/// SIGINT and SIGTERM through swift-service-lifecycle's `UnixSignalsSequence`: the first one calls the handler (a
-/// graceful shutdown), any later one exits at once with status 128 + signal.
+/// SIGINT, SIGTERM and SIGHUP through swift-service-lifecycle's `UnixSignalsSequence`: the first one calls the
+/// handler (a graceful shutdown), any later one exits at once with status 128 + signal. SIGHUP is the terminal going
+/// away (an ssh connection dropped): the session ends as on Ctrl-C, with its summary, instead of being killed
+/// `interrupted`. A SIGHUP the process was started ignoring (`nohup`) stays ignored.
 ///
 /// The signals are also unblocked on the calling thread: a service manager or a test runner may start the process
 /// with them blocked, and on Linux the sequence reads them from the thread that does not block them.
@@ -201,15 +205,24 @@ final class TerminationSignals: Sendable {
         }
     }
 
-    /// Routes the next SIGINT or SIGTERM to `handler` instead of the default action, until `finishing()`.
+    /// Routes the next SIGINT, SIGTERM or SIGHUP to `handler` instead of the default action, until `finishing()`.
     static func onSignal(_ handler: @escaping @Sendable (Int32) -> Void) async -> TerminationSignals {
-        let signals = await UnixSignalsSequence(trapping: .sigint, .sigterm)
+        let hangUp = ignored(SIGHUP) ? [] : [UnixSignal.sighup]
+        let signals = await UnixSignalsSequence(trapping: [.sigint, .sigterm] + hangUp)
         var set = sigset_t()
         sigemptyset(&set)
         sigaddset(&set, SIGINT)
         sigaddset(&set, SIGTERM)
+        if !hangUp.isEmpty { sigaddset(&set, SIGHUP) }
         pthread_sigmask(SIG_UNBLOCK, &set, nil)
         return TerminationSignals(handler: handler, signals: signals)
+    }
+
+    /// Whether `signal` is ignored (SIG_IGN), as `nohup` leaves SIGHUP for the program it starts.
+    private static func ignored(_ signal: Int32) -> Bool {
+        var current = sigaction()
+        guard sigaction(signal, nil, &current) == 0 else { return false }
+        return unsafeBitCast(current.__sigaction_handler.sa_handler, to: Int.self) == unsafeBitCast(SIG_IGN, to: Int.self)
     }
 
     /// The command is finishing: a first signal from now on is taken and ignored (so that a service manager's

@@ -20,7 +20,8 @@ struct StreamCommand: AsyncParsableCommand {
             Starts one session over the chosen sources and prints the Synheart session events: session_started, \
             a session_frame every --emit-interval seconds (heart rate over the last --window seconds, HRV and \
             breathing from RR intervals), biosignal_frame with --raw, sensor_status when a source changes state, \
-            and session_summary at the end. Ctrl-C or SIGTERM stops the session cleanly and prints the summary.
+            and session_summary at the end. Ctrl-C, SIGTERM or SIGHUP (the terminal gone) stops the session \
+            cleanly and prints the summary.
 
             Sources:
               --strap auto            the first heart-rate strap found (BLE, bluetoothd)

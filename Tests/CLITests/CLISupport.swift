@@ -91,9 +91,15 @@ final class RunningCLI {
     private let out = Pipe()
     private lazy var lines = PipeLines(out.fileHandleForReading)
 
-    init(_ arguments: [String], environment: [String: String] = [:]) throws {
-        process.executableURL = CLI.executable
-        process.arguments = arguments
+    /// `under`: a program that runs hr-gateway (such as `nohup`), with its own arguments.
+    init(_ arguments: [String], environment: [String: String] = [:], under wrapper: [String] = []) throws {
+        if let program = wrapper.first {
+            process.executableURL = URL(fileURLWithPath: program)
+            process.arguments = wrapper.dropFirst() + [CLI.executable.path] + arguments
+        } else {
+            process.executableURL = CLI.executable
+            process.arguments = arguments
+        }
         var env = ProcessInfo.processInfo.environment
         env["HR_GATEWAY_STATE_DIR"] = CLI.stateDir
         for (k, v) in environment { env[k] = v }

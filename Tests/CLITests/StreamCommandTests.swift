@@ -77,10 +77,31 @@ import Testing
         #expect(replayed["metrics"]?["rr_count"] == .int(Int64(recordedRR.count)))
     }
 
-    @Test func sigtermStopsCleanlyWithASummary() throws {
+    /// SIGHUP is the terminal going away (an ssh connection dropped): a clean end too, not a kill.
+    @Test(arguments: [SIGTERM, SIGHUP])
+    func aTerminationSignalStopsCleanlyWithASummary(signal: Int32) throws {
         let cli = try RunningCLI(["stream", "--simulate", "--model", "sdk-mock", "--format", "jsonl"])
         let first = try #require(cli.readLine())
         #expect(try JSONValue(parsing: first)["type"] == .string("session_started"))
+        cli.signal(signal)
+        var last = ""
+        while let line = cli.readLine() { last = line }
+        #expect(cli.wait() == 0)
+        #expect(try JSONValue(parsing: last)["type"] == .string("session_summary"))
+    }
+
+    @Test func underNohupAHangUpIsIgnored() throws {
+        let cli = try RunningCLI(
+            ["stream", "--simulate", "--model", "sdk-mock", "--format", "jsonl", "--emit-interval", "1"],
+            under: ["/usr/bin/nohup"])
+        #expect(try JSONValue(parsing: try #require(cli.readLine()))["type"] == .string("session_started"))
+        cli.signal(SIGHUP)
+        var after: [String] = []
+        while after.filter({ $0.contains("\"type\":\"session_frame\"") }).count < 2, let line = cli.readLine() {
+            after.append(line)
+        }
+        #expect(!after.contains { $0.contains("session_summary") }, "the session went on after SIGHUP: \(after)")
+        #expect(after.count >= 2)
         cli.signal(SIGTERM)
         var last = ""
         while let line = cli.readLine() { last = line }
