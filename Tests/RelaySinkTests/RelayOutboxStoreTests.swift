@@ -13,11 +13,14 @@ import Testing
     func tempDir() -> String { NSTemporaryDirectory() + "relay-outbox-" + UUID().uuidString }
 
     /// A hub over a real engine on a manual clock, persisting into `directory`.
-    func rig(_ directory: String) throws -> (Rig, RelayOutboxStore) {
+    func rig(
+        _ directory: String, onStoreFailure: (@Sendable (String) -> Void)? = nil
+    ) throws -> (Rig, RelayOutboxStore) {
         let store = try RelayOutboxStore(directory: directory)
         let clock = ManualSessionClock(startMs: 1_000_000)
         let engine = SessionEngine(providers: [SimulatedBiosignalProvider(seed: 3, clock: clock)], clock: clock)
-        let hub = RelayHub(controller: EngineRelayController(engine: engine), clock: clock, store: store)
+        let hub = RelayHub(
+            controller: EngineRelayController(engine: engine), clock: clock, store: store, onStoreFailure: onStoreFailure)
         return (Rig(clock: clock, engine: engine, hub: hub, token: hub.attach(to: engine)), store)
     }
 
@@ -82,13 +85,8 @@ import Testing
         let failures = Locked<[String]>([])
         var started: Int64 = 0
         do {
-            let store = try RelayOutboxStore(directory: dir)
-            let clock = ManualSessionClock(startMs: 1_000_000)
-            let engine = SessionEngine(providers: [SimulatedBiosignalProvider(seed: 3, clock: clock)], clock: clock)
-            let hub = RelayHub(
-                controller: EngineRelayController(engine: engine), clock: clock, store: store,
-                onStoreFailure: { e in failures.withLock { $0.append(e) } })
-            let rig = Rig(clock: clock, engine: engine, hub: hub, token: hub.attach(to: engine))
+            let (rig, _) = try rig(dir, onStoreFailure: { e in failures.withLock { $0.append(e) } })
+            let (clock, hub) = (rig.clock, rig.hub)
             let phone = hub.connect(Rig.phone)
             _ = try #require(await rig.send(start, phone))
             started = try #require(try messages(phone.queue).first { $0["type"] == .string("session_started") }?["relay_seq"]?.intValue)
@@ -119,7 +117,7 @@ import Testing
             let after = try messages(phone.queue)
             #expect(after.filter { $0["type"] == .string("session_summary") }.count == 1, "visible once written")
             rig.token.cancel()
-            await engine.dispose()
+            await rig.engine.dispose()
         }
         #expect(failures.withLock { $0 }.isEmpty)
         let reopened = try RelayOutboxStore(directory: dir)
