@@ -83,6 +83,11 @@ import Testing
         let cli = try RunningCLI(["stream", "--simulate", "--model", "sdk-mock", "--format", "jsonl"])
         let first = try #require(cli.readLine())
         #expect(try JSONValue(parsing: first)["type"] == .string("session_started"))
+        try expectCleanEnd(cli, on: signal)
+    }
+
+    /// Sends `signal`; the session must end with its summary last and the process with status 0.
+    private func expectCleanEnd(_ cli: RunningCLI, on signal: Int32) throws {
         cli.signal(signal)
         var last = ""
         while let line = cli.readLine() { last = line }
@@ -102,11 +107,7 @@ import Testing
         }
         #expect(!after.contains { $0.contains("session_summary") }, "the session went on after SIGHUP: \(after)")
         #expect(after.count >= 2)
-        cli.signal(SIGTERM)
-        var last = ""
-        while let line = cli.readLine() { last = line }
-        #expect(cli.wait() == 0)
-        #expect(try JSONValue(parsing: last)["type"] == .string("session_summary"))
+        try expectCleanEnd(cli, on: SIGTERM)
     }
 
     @Test func aBadRecordingNamesTheLine() throws {
