@@ -204,7 +204,58 @@ private func runArtifactBenchmark() {
     print("    RMSSD within 2 %: all d \(rmssdAll) (\(range(runs.map(\.allD), 2)) %), reported \(rmssdReported) "
         + "(\(range(runs.map(\.reported), 2)) %), floor \(rmssdFloor) (\(range(runs.map(\.floor), 2)) %)")
     print("    every target at once: with RMSSD over all d \(everyAll), as reported \(everyReported)")
+    runArtifactDensitySweep(clean: clean, cleanRMSSD: cleanRMSSD, cleanAlpha1: cleanAlpha1, minutes: minutes)
 }
+
+/// The same injection at lower densities: 30 artefacts in one 5-minute excerpt change about 11 % of its intervals,
+/// twice the share above which the live DFA withholds alpha1 (`LiveDFA.artifactLimitPercent`) and far above what a
+/// worn strap produces. At 3 per run the 10 runs together hold the 30 artefacts, in 50 minutes of data.
+private func runArtifactDensitySweep(clean: [Double], cleanRMSSD: Double, cleanAlpha1: Double, minutes: Double) {
+    print("  by density, 10 runs each: artefacts found and false alarms over the 10 runs; runs with RMSSD within 2 %, "
+        + "alpha1 within 0.03 and both (RMSSD and alpha1 as reported; floors with perfect knowledge of the artefacts); "
+        + "\"changed\": the share of intervals hr-gateway estimated (the live DFA withholds alpha1 above "
+        + "\(Int(LiveDFA.artifactLimitPercent)) %)")
+    print("  per run | changed | hr-gateway: found     false  RMSSD ok (floor)  alpha1 ok (floor)  both | "
+        + "Kubios: found     RMSSD ok  alpha1 ok")
+    for count in artifactDensities + [30] {
+        var found = 0, injected = 0, falseAlarms = 0, changed = 0, intervals = 0
+        var rmssdOK = 0, rmssdFloorOK = 0, alphaOK = 0, alphaFloorOK = 0, allOK = 0
+        var kFound = 0, kRMSSDOK = 0, kAlphaOK = 0
+        for seed in UInt64(1)...10 {
+            let c = ArtifactBenchmark.inject(into: clean, count: count, seed: seed)
+            let m = ArtifactCorrector.correct(c.rrMs)
+            let s = ArtifactBenchmark.score(flagged: m.findings.map(\.index), artifacts: c.artifacts)
+            let rmssd = abs(100 * (ArtifactBenchmark.rmssd(m) / cleanRMSSD - 1)) <= 2
+            let alpha = abs((NonlinearHRV.alpha1(m.rrMs, estimateGroups: m.estimateGroups) ?? .nan) - cleanAlpha1) <= 0.03
+            let floor = ArtifactBenchmark.rmssdOfUntouched(clean, artifacts: c.artifacts).rmssdMs
+            let oracle = ArtifactBenchmark.oracleRepair(clean, artifacts: c.artifacts)
+            let alphaFloor = (NonlinearHRV.alpha1(oracle.rrMs, estimateGroups: oracle.estimateGroups) ?? .nan) - cleanAlpha1
+            found += s.found
+            injected += s.injected
+            falseAlarms += s.falseAlarms
+            changed += m.estimated.filter { $0 }.count
+            intervals += m.rrMs.count
+            if rmssd { rmssdOK += 1 }
+            if abs(100 * (floor / cleanRMSSD - 1)) <= 2 { rmssdFloorOK += 1 }
+            if alpha { alphaOK += 1 }
+            if abs(alphaFloor) <= 0.03 { alphaFloorOK += 1 }
+            if rmssd && alpha { allOK += 1 }
+            let k = KubiosCorrection.correct(c.rrMs)
+            let p = k.firstPass
+            kFound += ArtifactBenchmark.score(flagged: (p.ectopic + p.missed + p.extra + p.longShort).map { $0 - 1 },
+                artifacts: c.artifacts).found
+            if abs(100 * (ArtifactBenchmark.rmssd(k.rrMs) / cleanRMSSD - 1)) <= 2 { kRMSSDOK += 1 }
+            if abs((NonlinearHRV.alpha1(k.rrMs) ?? .nan) - cleanAlpha1) <= 0.03 { kAlphaOK += 1 }
+        }
+        print(String(format: "  %7d | %5.1f %% |       %3d/%3d  %5d  %5d/10 (%2d)  %6d/10 (%2d)  %4d | %8d/%3d  %5d/10  %6d/10",
+            count, 100 * Double(changed) / Double(intervals), found, injected, falseAlarms, rmssdOK, rmssdFloorOK,
+            alphaOK, alphaFloorOK, allOK, kFound, injected, kRMSSDOK, kAlphaOK)
+            + "  (\(format(minutes * 10)) min of data)")
+    }
+}
+
+/// Artefacts per run below the benchmark's 30, from about one in a hundred intervals to the live DFA's limit.
+private let artifactDensities = [3, 6, 10, 15]
 
 private let cleanSeriesPath = "../shared/data/hrv/rr_nsrdb_short_pyhrv_raw.csv"
 
@@ -229,6 +280,7 @@ private func loadCleanSeries() -> [Double]? {
 ///   DIR/hr-gateway.csv            seed,found,injected,false_alarms,rmssd_err_pct,alpha1_err,rmssd_all_d_err_pct,
 ///                                 alpha1_plain_err (rmssd_err_pct and alpha1_err as hr-gateway reports them:
 ///                                 differences between measured intervals; the DFA counting what the estimates lack)
+///   DIR/dN/...                    the same three kinds of file with N artefacts per series (3, 6, 10, 15)
 func runArtifactExport(arguments: [String]) {
     guard let dir = arguments.first else {
         print("usage: hr-gateway-bench artifacts-export DIR")
@@ -245,22 +297,30 @@ func runArtifactExport(arguments: [String]) {
     write("clean.csv", column(clean))
     let cleanRMSSD = ArtifactBenchmark.rmssd(clean)
     let cleanAlpha1 = NonlinearHRV.alpha1(clean) ?? 0
-    var summary = "seed,found,injected,false_alarms,rmssd_err_pct,alpha1_err,rmssd_all_d_err_pct,alpha1_plain_err\n"
-    for seed in UInt64(1)...10 {
-        let c = ArtifactBenchmark.inject(into: clean, seed: seed)
-        write("seed\(seed).csv", column(c.rrMs))
-        write("seed\(seed)_artifacts.csv", "kind,first,last\n"
-            + c.artifacts.map { "\($0.kind.rawValue),\($0.first),\($0.last)" }.joined(separator: "\n") + "\n")
-        let m = ArtifactCorrector.correct(c.rrMs)
-        let s = ArtifactBenchmark.score(flagged: m.findings.map(\.index), artifacts: c.artifacts)
-        let e = 100 * (ArtifactBenchmark.rmssd(m) / cleanRMSSD - 1)
-        let eAll = 100 * (ArtifactBenchmark.rmssd(m.rrMs) / cleanRMSSD - 1)
-        let a = (NonlinearHRV.alpha1(m.rrMs, estimateGroups: m.estimateGroups) ?? .nan) - cleanAlpha1
-        let aPlain = (NonlinearHRV.alpha1(m.rrMs) ?? .nan) - cleanAlpha1
-        summary += "\(seed),\(s.found),\(s.injected),\(s.falseAlarms),\(e),\(a),\(eAll),\(aPlain)\n"
+    for count in [30] + artifactDensities {
+        // The benchmark's 30 per run at the top, the lower densities in dN/ with the same files.
+        let prefix = count == 30 ? "" : "d\(count)/"
+        if count != 30 {
+            try? FileManager.default.createDirectory(atPath: dir + "/" + prefix, withIntermediateDirectories: true)
+        }
+        var summary = "seed,found,injected,false_alarms,rmssd_err_pct,alpha1_err,rmssd_all_d_err_pct,alpha1_plain_err\n"
+        for seed in UInt64(1)...10 {
+            let c = ArtifactBenchmark.inject(into: clean, count: count, seed: seed)
+            write(prefix + "seed\(seed).csv", column(c.rrMs))
+            write(prefix + "seed\(seed)_artifacts.csv", "kind,first,last\n"
+                + c.artifacts.map { "\($0.kind.rawValue),\($0.first),\($0.last)" }.joined(separator: "\n") + "\n")
+            let m = ArtifactCorrector.correct(c.rrMs)
+            let s = ArtifactBenchmark.score(flagged: m.findings.map(\.index), artifacts: c.artifacts)
+            let e = 100 * (ArtifactBenchmark.rmssd(m) / cleanRMSSD - 1)
+            let eAll = 100 * (ArtifactBenchmark.rmssd(m.rrMs) / cleanRMSSD - 1)
+            let a = (NonlinearHRV.alpha1(m.rrMs, estimateGroups: m.estimateGroups) ?? .nan) - cleanAlpha1
+            let aPlain = (NonlinearHRV.alpha1(m.rrMs) ?? .nan) - cleanAlpha1
+            summary += "\(seed),\(s.found),\(s.injected),\(s.falseAlarms),\(e),\(a),\(eAll),\(aPlain)\n"
+        }
+        write(prefix + "hr-gateway.csv", summary)
     }
-    write("hr-gateway.csv", summary)
-    print("artifacts-export: 10 injected series of \(clean.count) beats and hr-gateway's scores in \(dir)")
+    print("artifacts-export: 10 injected series of \(clean.count) beats and hr-gateway's scores in \(dir) (30 artefacts "
+        + "each), and the same at " + artifactDensities.map { "\($0)" }.joined(separator: ", ") + " in \(dir)/dN")
 }
 
 private func format3(_ v: Double) -> String { String(format: "%.3f", v) }
