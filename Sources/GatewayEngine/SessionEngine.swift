@@ -6,7 +6,8 @@ import HRVAnalysis
 ///   `session_error` (`sensor_unavailable`, or the code the provider threw) and the engine is idle again.
 /// - A `session_frame` every `emit_interval_sec` from the start (none and no `seq` step on an empty window), a
 ///   `biosignal_frame` every raw interval when raw samples are on, and the `session_summary` exactly once, on stop
-///   or when the duration expires.
+///   or when the duration expires. Before that summary the providers are stopped (`stopSession`, the duration), so
+///   that it counts every sample they had received; the SDK's synchronous `stop` emits it at once instead.
 /// - Timers run on the injected `SessionClock`'s monotonic time; the wall clock only stamps events. Events arrive in
 ///   order on the returned stream, which finishes after the summary or the error.
 /// - The engine never calls out while holding its lock: events are queued in order under the lock and delivered
@@ -16,7 +17,8 @@ public final class SessionEngine: Sendable {
     public let behaviorProvider: (any BehaviorProvider)?
     public let clock: any SessionClock
     public let correction: ArtifactCorrection
-    /// How long `stopSession` waits for the providers to stop before it emits the summary anyway.
+    /// How long the end of a session (`stopSession`, the duration) waits for the providers to stop before it emits the
+    /// summary anyway.
     public let providerStopLimitMs: Int64
 
     private struct Active {
@@ -25,7 +27,7 @@ public final class SessionEngine: Sendable {
         var continuation: AsyncStream<SessionEvent>.Continuation
         var timer: (any ScheduledAction)?
         var running: [any BiosignalProvider] = []
-        /// Set while `stopSession` waits for the providers: the instant the session ended (its summary's).
+        /// Set while the end of the session waits for the providers: the instant it ended (its summary's).
         var endingAt: SessionCore.Instant?
     }
 
@@ -35,6 +37,8 @@ public final class SessionEngine: Sendable {
         /// Ingested HSI metrics waiting for the next session (ingest before start is honoured, as in SDK 0.2.0).
         var pendingHsi: [String: JSONValue] = [:]
         var disposed = false
+        /// Callers of `idle()` waiting for the running session to end.
+        var idleWaiters: [CheckedContinuation<Void, Never>] = []
     }
 
     private let state = Locked(State())
@@ -49,6 +53,8 @@ public final class SessionEngine: Sendable {
     private enum Delivery: Sendable {
         case event(SessionEvent, AsyncStream<SessionEvent>.Continuation)
         case finish(AsyncStream<SessionEvent>.Continuation)
+        /// Callers of `idle()`, resumed once everything queued before them was delivered.
+        case wake([CheckedContinuation<Void, Never>])
     }
 
     private struct Outbox: Sendable {
@@ -130,27 +136,44 @@ public final class SessionEngine: Sendable {
     /// Stops the running session: stops its providers first, so that every sample they had already received reaches
     /// the session (as it reached the sinks' taps, and so the store and `--record`), then emits the summary as of the
     /// moment of the call and finishes the stream. No frame comes while the providers stop; a provider that takes
-    /// longer than `providerStopLimitMs` is left to finish in the background. Throws "No active session",
-    /// "Session ID mismatch: expected A, got B", or "Session X is already stopping" while another stop waits.
+    /// longer than `providerStopLimitMs` is left to finish in the background. A session already ending (another
+    /// stop, or its duration reached) is not stopped twice: the call returns once that end's summary is out.
+    /// Throws "No active session" or "Session ID mismatch: expected A, got B".
     public func stopSession(sessionId: String) async throws(SessionError) {
-        let snapshot = behaviorSnapshot()
-        let (generation, running) = try state.withLock { s throws(SessionError) -> (UInt64, [any BiosignalProvider]) in
-            guard let a = s.active else { throw .invalidState("No active session") }
-            guard a.core.config.sessionId == sessionId else {
-                throw .invalidState("Session ID mismatch: expected \(a.core.config.sessionId), got \(sessionId)")
-            }
-            guard a.endingAt == nil else { throw .invalidState("Session \(sessionId) is already stopping") }
+        let ending = try state.withLock { s throws(SessionError) -> (UInt64, [any BiosignalProvider])? in
+            let a = try Self.active(s, matching: sessionId)
+            guard a.endingAt == nil else { return nil }
             a.timer?.cancel()
             s.active?.timer = nil
             s.active?.endingAt = SessionCore.Instant(clock)
             return (a.generation, a.running)
         }
+        guard let (generation, running) = ending else {
+            await idle()
+            return
+        }
+        await drain(generation: generation, running)
+    }
+
+    /// The end of a session whose `endingAt` is set: stops its providers (at most `providerStopLimitMs`), then emits
+    /// the summary as of `endingAt`, with every sample they handed over, and finishes the stream.
+    private func drain(generation: UInt64, _ running: [any BiosignalProvider]) async {
         await stop(running, within: providerStopLimitMs)
+        let snapshot = behaviorSnapshot()
         state.withLock { s in
             guard let a = s.active, a.generation == generation, let at = a.endingAt else { return }
             _ = finish(&s, with: a.core.summary(at: at, behavior: snapshot))
         }
         deliver()
+    }
+
+    /// The running session when its ID is `sessionId`; must be called with the lock held.
+    private static func active(_ s: State, matching sessionId: String) throws(SessionError) -> Active {
+        guard let a = s.active else { throw .invalidState("No active session") }
+        guard a.core.config.sessionId == sessionId else {
+            throw .invalidState("Session ID mismatch: expected \(a.core.config.sessionId), got \(sessionId)")
+        }
+        return a
     }
 
     /// The SDK's synchronous `stop`: the summary is emitted before this returns; providers stop in the background.
@@ -162,10 +185,7 @@ public final class SessionEngine: Sendable {
     private func endSession(sessionId: String) throws(SessionError) -> [any BiosignalProvider] {
         let snapshot = behaviorSnapshot()
         let running = try state.withLock { s throws(SessionError) -> [any BiosignalProvider] in
-            guard let a = s.active else { throw .invalidState("No active session") }
-            guard a.core.config.sessionId == sessionId else {
-                throw .invalidState("Session ID mismatch: expected \(a.core.config.sessionId), got \(sessionId)")
-            }
+            let a = try Self.active(s, matching: sessionId)
             let summary = a.core.summary(at: a.endingAt ?? SessionCore.Instant(clock), behavior: snapshot)
             return finish(&s, with: summary)
         }
@@ -204,10 +224,36 @@ public final class SessionEngine: Sendable {
             a.timer?.cancel()
             enqueue(.finish(a.continuation))
             s.active = nil
+            wakeIdleWaiters(&s)
             return a.running
         }
         deliver()
         for p in running { await p.stopStreaming() }
+    }
+
+    /// Returns once no session is running or ending, and what the last one emitted has been delivered to its stream
+    /// and to every observer. A session that reaches its duration ends on another task than its clock's, once its
+    /// providers have stopped: this is how a caller driving the clock waits for that summary.
+    public func idle() async {
+        await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
+            let now = state.withLock { s -> Bool in
+                guard s.active == nil else {
+                    s.idleWaiters.append(c)
+                    return false
+                }
+                // Queued behind whatever the last session still has to deliver.
+                enqueue(.wake([c]))
+                return true
+            }
+            if now { deliver() }
+        }
+    }
+
+    /// Must be called with the lock held, after the session's last event was queued.
+    private func wakeIdleWaiters(_ s: inout State) {
+        guard !s.idleWaiters.isEmpty else { return }
+        enqueue(.wake(s.idleWaiters))
+        s.idleWaiters = []
     }
 
     /// Calls `observer` with every event of every session, in order, until the returned token is cancelled. It is
@@ -282,6 +328,7 @@ public final class SessionEngine: Sendable {
         emit(event, to: a.continuation)
         enqueue(.finish(a.continuation))
         s.active = nil
+        wakeIdleWaiters(&s)
         return a.running
     }
 
@@ -296,22 +343,26 @@ public final class SessionEngine: Sendable {
 
     private func tick(generation: UInt64) {
         let snapshot = behaviorSnapshot()
-        let stopped = state.withLock { s -> [any BiosignalProvider]? in
+        let ending = state.withLock { s -> [any BiosignalProvider]? in
             guard var a = s.active, a.generation == generation, a.endingAt == nil else { return nil }
-            let (events, finished) = a.core.fire(at: SessionCore.Instant(clock), behavior: snapshot)
-            s.active = a
-            if finished {
-                for e in events.dropLast() { emit(e, to: a.continuation) }
-                return finish(&s, with: events.last!)
+            let now = SessionCore.Instant(clock)
+            let (events, finished) = a.core.fire(at: now, behavior: snapshot)
+            guard finished else {
+                s.active = a
+                for e in events { emit(e, to: a.continuation) }
+                scheduleNext(&s)
+                return nil
             }
-            for e in events { emit(e, to: a.continuation) }
-            scheduleNext(&s)
-            return nil
+            // The duration is over: the frames due now, then the summary once the providers have stopped (as for
+            // `stopSession`), as of now.
+            for e in events.dropLast() { emit(e, to: a.continuation) }
+            a.timer = nil
+            a.endingAt = now
+            s.active = a
+            return a.running
         }
         deliver()
-        if let stopped, !stopped.isEmpty {
-            Task { for p in stopped { await p.stopStreaming() } }
-        }
+        if let ending { Task { await self.drain(generation: generation, ending) } }
     }
 
     /// Must be called with the lock held, so that events keep their order across threads; `deliver()` after the
@@ -347,6 +398,8 @@ public final class SessionEngine: Sendable {
                     for o in observers.withLock({ $0.all.sorted { $0.key < $1.key }.map(\.value) }) { o(event) }
                 case .finish(let continuation):
                     continuation.finish()
+                case .wake(let waiters):
+                    for w in waiters { w.resume() }
                 }
             }
         }

@@ -68,6 +68,7 @@ import Testing
         recorder.attach(to: engine)
         _ = try await engine.startSession(config)
         clock.advance(byMs: Int64(plan.sessionDurationSec) * 1000)
+        await engine.idle()
         recorder.finish()
 
         let list = try CLI.run(["sessions", "list", "--state-dir", dir])

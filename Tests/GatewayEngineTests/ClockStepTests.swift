@@ -19,6 +19,7 @@ import Testing
         clock.stepWallClock(byMs: stepMs)
         // Ten seconds of virtual time in small steps, as a real process would see them.
         for _ in 0..<100 { clock.advance(byMs: 100) }
+        await log.ended()
         return (log.all, clock)
     }
 

@@ -14,6 +14,7 @@ import Testing
         _ = try await engine.startSession(SessionConfig(sessionId: "e2e", mode: .focus, durationSec: 180,
                                                         profile: ComputeProfile(windowSec: 90, emitIntervalSec: 10)))
         clock.advance(toMs: 180_000)
+        await log.ended()
         #expect(log.last?.type == "session_summary")
         let late = log.frames.compactMap(\.metrics).filter { ($0.rrCount ?? 0) > 80 }
         #expect(!late.isEmpty)

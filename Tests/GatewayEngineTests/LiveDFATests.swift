@@ -14,6 +14,7 @@ import Testing
         _ = try await engine.startSession(SessionConfig(sessionId: "ramp", mode: .focus, durationSec: 1200,
                                                         profile: ComputeProfile(windowSec: 300, emitIntervalSec: 10)))
         clock.advance(toMs: 1_200_000)
+        await log.ended()
         #expect(log.last?.type == "session_summary")
         let crossings = log.all.compactMap { e -> DFAThresholdCrossing? in
             if case .dfaThreshold(_, _, let c) = e { c } else { nil }

@@ -45,6 +45,7 @@ import Testing
         #expect(log.frames.isEmpty)
         p.send(sample(1_100, bpm: 60, rr: [1000, .nan]))
         clock.advance(toMs: 5_000)
+        await log.ended()
         #expect(log.frames.count == 2)
         for event in log.all { #expect(!event.jsonValue.jsonString.contains("nan")) }
         if case .summary(_, _, let m, _) = log.last { #expect(m.hrMeanBpm == 60) } else { Issue.record("no summary") }

@@ -39,6 +39,7 @@ import Testing
         _ = try await engine.startSession(SessionConfig(
             sessionId: "p", mode: .breathing, durationSec: seconds, breathingPattern: pattern))
         clock.advance(toMs: 1_000_000 + Int64(seconds) * 1000)
+        await log.ended()
         let cues = log.all.compactMap { e -> (at: Int64, cue: BreathingCue)? in
             if case .breathingCue(_, let at, let c) = e { (at, c) } else { nil }
         }
@@ -91,6 +92,7 @@ import Testing
         let log = EventLog(engine)
         _ = try await engine.startSession(SessionConfig(sessionId: "p", mode: .breathing, durationSec: 30))
         clock.advance(toMs: 30_000)
+        await log.ended()
         #expect(!log.types.contains("breathing_cue"))
     }
 
@@ -111,6 +113,7 @@ import Testing
                     profile: ComputeProfile(windowSec: 120, emitIntervalSec: 10),
                     breathingPattern: try BreathingPattern(parsing: pattern)))
                 clock.advance(toMs: Int64(i + 1) * 180_000)
+                await log.ended()
                 guard case .summary(_, _, let m, _)? = log.last else { throw ProviderBroke() }
                 result.append(m.breathingAdherence)
             }
@@ -135,6 +138,7 @@ import Testing
                 sessionId: "p", mode: .breathing, durationSec: 180, profile: ComputeProfile(windowSec: 120, emitIntervalSec: 10),
                 breathingPattern: try BreathingPattern(parsing: "coherent")))
             clock.advance(toMs: 180_000)
+            await log.ended()
             guard case .summary(_, _, let m, _)? = log.last else { throw ProviderBroke() }
             return m
         }

@@ -55,6 +55,7 @@ import Testing
         let log = EventLog(engine)
         _ = try await engine.startSession(config)
         clock.advance(toMs: 1_000_000 + Int64(plan.sessionDurationSec) * 1000)
+        await log.ended()
         guard case .summary(_, _, let m, _)? = log.last else { throw ProviderBroke() }
         return (log.all, m)
     }
@@ -187,6 +188,7 @@ import Testing
                 }
             }
             clock.advance(toMs: 10_000)
+            await log.ended()
             return log.all
         }
         let plain = try await run(withECG: false)
@@ -224,6 +226,7 @@ import Testing
         let acc: [SIMD3<Double>] = [SIMD3(0.1, 0, 1), SIMD3(-0.1, 0, 1), SIMD3(0.1, 0, 1), SIMD3(-0.1, 0, 1)]
         provider.send(BiosignalSample(timestampMs: 600, bpm: 0, deviceId: "A0", source: "polar_acc", accG: acc, accRateHz: 50))
         clock.advance(toMs: 4000)
+        await log.ended()
         guard case .summary(_, _, let m, _)? = log.last else { throw ProviderBroke() }
         #expect(m.motionSampleCount == 4)
         #expect(abs((m.motionRmsG ?? 0) - 0.1) < 1e-9, "\(String(describing: m.motionRmsG))")
@@ -269,6 +272,7 @@ import Testing
                 deviceId: "A0", source: "ble_hrm", rrRaw1024: mine.map(\.rr)))
         }
         clock.advance(toMs: 60_000)
+        await log.ended()
         guard case .summary(_, _, let m, _)? = log.last else { throw ProviderBroke() }
         let agreement = try #require(m.ecgRRAgreementMs)
         #expect(agreement <= 2, "agreement \(agreement) ms")

@@ -90,6 +90,7 @@ import Testing
         _ = try await e.startSession(config(duration: 12, interval: 5))
         p.send(sample(t0 + 1_000))
         clock.advance(toMs: t0 + 60_000)
+        await log.ended()
         #expect(log.types == ["session_started", "session_frame", "session_frame", "session_summary"])
         if case .summary(_, let d, _, _) = log.last { #expect(d == 12) } else { Issue.record("last is not the summary") }
         #expect(e.getStatus() == nil)
@@ -103,6 +104,7 @@ import Testing
         _ = try await e.startSession(config(duration: 10, interval: 5))
         p.send(sample(t0 + 1_000))
         clock.advance(toMs: t0 + 30_000)
+        await log.ended()
         #expect(log.types == ["session_started", "session_frame", "session_frame", "session_summary"])
         #expect(log.frames.map(\.emittedAtMs) == [t0 + 5_000, t0 + 10_000])
     }
@@ -324,7 +326,29 @@ import Testing
         #expect(e.getStatus() == nil)
     }
 
-    @Test func aProviderThatDoesNotStopDelaysTheSummaryByTheLimitOnly() async throws {
+    @Test func theEndAtTheDurationAlsoWaitsForTheProviders() async throws {
+        // The same for a session that reaches its duration: the summary comes once the providers have stopped, with
+        // the sample the strap handed over while stopping, and its duration is the configured one.
+        let p = StoppingProvider(lastSample: sample(t0 + 11_900, rr: [800]))
+        let e = engine([p])
+        let log = EventLog(e)
+        _ = try await e.startSession(config(duration: 12, interval: 5))
+        p.send(sample(t0 + 500, rr: [810]))
+        clock.advance(toMs: t0 + 12_000)
+        await log.ended()
+        #expect(log.types == ["session_started", "session_frame", "session_frame", "session_summary"])
+        guard case .summary(_, let duration, let metrics, _) = log.last else {
+            Issue.record("no summary")
+            return
+        }
+        #expect(metrics.rrCount == 2)
+        #expect(duration == 12)
+        #expect(e.getStatus() == nil)
+    }
+
+    // Without the limit the stop would wait for this provider for ever: the time limit makes that a failure.
+    @Test(.timeLimit(.minutes(1)))
+    func aProviderThatDoesNotStopDelaysTheSummaryByTheLimitOnly() async throws {
         let p = StoppingProvider(lastSample: nil, hangs: true)
         let e = SessionEngine(providers: [p], clock: clock, correction: .none, providerStopLimitMs: 3_000)
         let log = EventLog(e)
@@ -333,15 +357,18 @@ import Testing
         clock.advance(toMs: t0 + 2_000)
         let stopping = Task { try await e.stopSession(sessionId: "s1") }
         await p.stopEntered()
-        // While the provider stops: no frame, no summary yet, a second stop is refused, the session is still there.
+        // A second stop joins the first: it returns once the summary is out, having stopped nothing twice.
+        let second = Task { () throws(SessionError) -> [String] in
+            try await e.stopSession(sessionId: "s1")
+            return log.types
+        }
+        // While the provider stops: no frame, no summary yet, the session is still there.
         clock.advance(toMs: t0 + 4_999)
         #expect(log.types == ["session_started"])
-        await #expect(throws: SessionError.invalidState("Session s1 is already stopping")) {
-            try await e.stopSession(sessionId: "s1")
-        }
         #expect(e.getStatus()?.sessionId == "s1")
         clock.advance(toMs: t0 + 5_000)
         try await stopping.value
+        #expect(try await second.value == ["session_started", "session_summary"])
         #expect(log.types == ["session_started", "session_summary"])
         if case .summary(_, let d, let m, _) = log.last {
             #expect(d == 2)

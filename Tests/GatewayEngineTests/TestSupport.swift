@@ -72,10 +72,12 @@ final class StoppingProvider: BiosignalProvider {
 final class EventLog: Sendable {
     private let events: Locked<[SessionEvent]>
     private let token: ObservationToken
+    private let engine: SessionEngine
 
     init(_ engine: SessionEngine) {
         let events = Locked<[SessionEvent]>([])
         self.events = events
+        self.engine = engine
         token = engine.observe { e in events.withLock { $0.append(e) } }
     }
 
@@ -83,6 +85,10 @@ final class EventLog: Sendable {
     var types: [String] { all.map(\.type) }
     var frames: [SessionEvent] { all.filter { $0.type == "session_frame" } }
     var last: SessionEvent? { all.last }
+
+    /// Returns once the session has ended and this log holds its last event (`SessionEngine.idle()`): a session
+    /// that reaches its duration emits its summary after its providers stopped, on another task than the clock's.
+    func ended() async { await engine.idle() }
 }
 
 /// A test-wide failure with a fixed description.

@@ -324,6 +324,7 @@ func types(_ m: [[String: JSONValue]]) -> [String] { m.compactMap { $0["type"]?.
             rig.clock.advance(byMs: 1_000)
             _ = fast.queue.drain()
         }
+        await rig.engine.idle()
         #expect(rig.engine.getStatus() == nil, "the session ran to its end")
         let got = try messages(slow.queue)
         #expect(types(got.filter { $0["delivery"] == .string("reliable") }) == ["session_started", "session_summary"])

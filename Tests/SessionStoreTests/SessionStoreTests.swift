@@ -41,6 +41,7 @@ final class Seen: Sendable {
         }
         _ = try await engine.startSession(config)
         clock.advance(toMs: clock.nowMs() + Int64(seconds) * 1000)
+        await engine.idle()
         token.cancel()
         recorder.finish()
         return seen
@@ -162,6 +163,7 @@ final class Seen: Sendable {
         sqlite.waitUntilExit()
         try #require(sqlite.terminationStatus == 0)
         clock.advance(byMs: 20_000)
+        await engine.idle()
         token.cancel()
         recorder.finish()
         #expect(last.withLock { $0 }?.type == "session_summary", "the session ran to its end")
