@@ -110,12 +110,25 @@ import Testing
             #expect(ack?["acked_through"]?.intValue == started)
             #expect(await Task.detached { 42 }.value == 42, "the pool runs other work meanwhile")
             #expect(hub.heldCount == 1 && failures.withLock { $0 }.isEmpty, "still waiting, nothing given up")
+            // A consumer connecting meanwhile: a replay it asks for stops at the last visible event, without the
+            // held summary, which reaches it live once written.
+            let viewer = hub.connect(Rig.viewer)
+            let hello = await hub.response(
+                to: #"{"command":"hello","resume":{"epoch":"\#(hub.epoch)","last_seq":\#(started - 1)},"id":"h"}"#, from: viewer)
+            #expect(hello?["ok"] == .bool(true))
+            let replayed = try messages(viewer.queue)
+            let lastVisible = try #require(replayed.first { $0["type"] == .string("welcome") }?["relay_seq_last"]?.intValue)
+            let numbers = replayed.compactMap { $0["relay_seq"]?.intValue }
+            #expect(!numbers.isEmpty && numbers.allSatisfy { $0 <= lastVisible }, "the replay stops at the last visible number")
+            #expect(replayed.allSatisfy { $0["type"] != .string("session_summary") }, "and not the held summary")
             #expect(try lock.release() == "released on request")
 
             await hub.settled()
             #expect(hub.heldCount == 0)
             let after = try messages(phone.queue)
             #expect(after.filter { $0["type"] == .string("session_summary") }.count == 1, "visible once written")
+            #expect(try messages(viewer.queue).filter { $0["type"] == .string("session_summary") }.count == 1,
+                    "the late consumer gets the summary live, once")
             rig.token.cancel()
             await rig.engine.dispose()
         }
