@@ -121,17 +121,92 @@ private func runDFATimelineBenchmark() {
         + "\(format(s * 1000)) ms (target: a 100,000-beat Holter in at most 2000 ms)")
 }
 
+/// The clean series the artefact benchmark corrupts, with the values every run is scored against.
+private struct CleanSeries {
+    let rrMs: [Double]
+    let rmssd: Double
+    let alpha1: Double
+    let minutes: Double
+
+    init(_ rrMs: [Double]) {
+        self.rrMs = rrMs
+        rmssd = ArtifactBenchmark.rmssd(rrMs)
+        alpha1 = NonlinearHRV.alpha1(rrMs) ?? 0
+        minutes = rrMs.reduce(0, +) / 60000
+    }
+}
+
+/// One run of the artefact benchmark: `count` artefacts injected with `seed` into the clean series, corrected by
+/// hr-gateway's median corrector and by the Kubios port, scored against the clean series. RMSSD errors are in %,
+/// alpha1 errors absolute; "floor" values come from the clean series with perfect knowledge of the artefacts.
+private struct ArtifactRun {
+    let corrupted: ArtifactBenchmark.Corrupted
+    let median: ArtifactCorrectionResult
+    let score: ArtifactBenchmark.Score
+    /// RMSSD as hr-gateway reports it (differences between two measured intervals) and over every difference.
+    let rmssdErr: Double
+    let rmssdAllDErr: Double
+    /// Successive differences the reported RMSSD used.
+    let differencesUsed: Int
+    let rmssdFloorErr: Double
+    let floorDifferences: Int
+    /// alpha1 counting the variation the estimates lack (reported) and of the corrected series as it is (plain).
+    let alpha1Err: Double
+    let alpha1PlainErr: Double
+    let alpha1FloorErr: Double
+    let alpha1PlainFloorErr: Double
+    let kubios: KubiosCorrectionResult
+    let kubiosScore: ArtifactBenchmark.Score
+    let kubiosRMSSDErr: Double
+    let kubiosAlpha1Err: Double
+
+    init(_ clean: CleanSeries, count: Int, seed: UInt64) {
+        func rmssdOff(_ v: Double) -> Double { 100 * (v / clean.rmssd - 1) }
+        func alphaOff(_ rr: [Double], _ groups: [Int]? = nil) -> Double {
+            (NonlinearHRV.alpha1(rr, estimateGroups: groups) ?? .nan) - clean.alpha1
+        }
+        let c = ArtifactBenchmark.inject(into: clean.rrMs, count: count, seed: seed)
+        let m = ArtifactCorrector.correct(c.rrMs)
+        corrupted = c
+        median = m
+        score = ArtifactBenchmark.score(flagged: m.findings.map(\.index), artifacts: c.artifacts)
+        rmssdErr = rmssdOff(ArtifactBenchmark.rmssd(m))
+        rmssdAllDErr = rmssdOff(ArtifactBenchmark.rmssd(m.rrMs))
+        differencesUsed = HRVAnalyzer.timeDomain(segments: [m.rrMs], estimated: [m.estimated]).successiveDifferences ?? 0
+        let untouched = ArtifactBenchmark.rmssdOfUntouched(clean.rrMs, artifacts: c.artifacts)
+        rmssdFloorErr = rmssdOff(untouched.rmssdMs)
+        floorDifferences = untouched.differences
+        alpha1Err = alphaOff(m.rrMs, m.estimateGroups)
+        alpha1PlainErr = alphaOff(m.rrMs)
+        let oracle = ArtifactBenchmark.oracleRepair(clean.rrMs, artifacts: c.artifacts)
+        alpha1FloorErr = alphaOff(oracle.rrMs, oracle.estimateGroups)
+        alpha1PlainFloorErr = alphaOff(oracle.rrMs)
+        let k = KubiosCorrection.correct(c.rrMs)
+        let p = k.firstPass
+        kubios = k
+        // The Kubios flags are beat indices (1-based from the first interval's end); ours are interval indices.
+        kubiosScore = ArtifactBenchmark.score(flagged: (p.ectopic + p.missed + p.extra + p.longShort).map { $0 - 1 },
+            artifacts: c.artifacts)
+        kubiosRMSSDErr = rmssdOff(ArtifactBenchmark.rmssd(k.rrMs))
+        kubiosAlpha1Err = alphaOff(k.rrMs)
+    }
+
+    /// Every run of one density, seeds 1 to 10.
+    static func runs(_ clean: CleanSeries, count: Int) -> [ArtifactRun] {
+        (UInt64(1)...10).map { ArtifactRun(clean, count: count, seed: $0) }
+    }
+}
+
 /// Injected artefacts in the real clean NSRDB excerpt: hr-gateway's median corrector beside the neurokit2 Kubios
 /// method (our port, which KubiosTests check against neurokit2 0.2.13 output on the shared series).
 private func runArtifactBenchmark() {
-    guard let clean = loadCleanSeries() else { return }
-    let cleanRMSSD = ArtifactBenchmark.rmssd(clean)
-    let cleanAlpha1 = NonlinearHRV.alpha1(clean) ?? 0
-    let minutes = clean.reduce(0, +) / 60000
-    let medianClean = ArtifactCorrector.correct(clean).findings.count
-    let kubiosClean = KubiosCorrection.correct(clean).firstPass.total
-    print("Artefact benchmark: NSRDB excerpt, \(clean.count) beats (\(format(minutes)) min), RMSSD \(format(cleanRMSSD)) ms, "
-        + "alpha1 \(format3(cleanAlpha1)); 10 runs x 30 injected artefacts (missed, extra, ectopic, long x1.5, short x0.55)")
+    guard let series = loadCleanSeries() else { return }
+    let clean = CleanSeries(series)
+    let minutes = clean.minutes
+    let medianClean = ArtifactCorrector.correct(clean.rrMs).findings.count
+    let kubiosClean = KubiosCorrection.correct(clean.rrMs).firstPass.total
+    print("Artefact benchmark: NSRDB excerpt, \(clean.rrMs.count) beats (\(format(minutes)) min), RMSSD \(format(clean.rmssd)) ms, "
+        + "alpha1 \(format3(clean.alpha1)); 10 runs x 30 injected artefacts (missed, extra, ectopic, long x1.5, short x0.55)")
     print("  flags on the clean series: hr-gateway median \(medianClean), Kubios (neurokit2 method) \(kubiosClean)")
     print("  hr-gateway RMSSD: \"all d\" over every successive difference of the corrected series, \"reported\" "
         + "over those between two measured intervals (what hrv --correct median and the engine report); \"floor\": the clean "
@@ -141,76 +216,45 @@ private func runArtifactBenchmark() {
         + "series repaired at the true places (perfect knowledge: only the smoothing of exact repairs)")
     print("  seed | hr-gateway: found  false  RMSSD all d  reported (d used)  floor (d)  alpha1 reported  plain  floor  plain floor "
         + "| Kubios: found  false  RMSSD err  alpha1 err")
-    var totals = [0, 0, 0, 0]
-    // Per run, for the target summary: found, false alarms, RMSSD error (all d, reported) in %, alpha1 error.
-    var runs: [(found: Int, falseAlarms: Int, allD: Double, reported: Double, floor: Double, alpha1: Double,
-        alpha1Plain: Double, alpha1Floor: Double, alpha1PlainFloor: Double)] = []
-    for seed in UInt64(1)...10 {
-        let c = ArtifactBenchmark.inject(into: clean, seed: seed)
-        let m = ArtifactCorrector.correct(c.rrMs)
-        let sm = ArtifactBenchmark.score(flagged: m.findings.map(\.index), artifacts: c.artifacts)
-        let k = KubiosCorrection.correct(c.rrMs)
-        let p = k.firstPass
-        let sk = ArtifactBenchmark.score(flagged: (p.ectopic + p.missed + p.extra + p.longShort).map { $0 - 1 }, artifacts: c.artifacts)
-        func rmssdErr(_ v: Double) -> Double { 100 * (v / cleanRMSSD - 1) }
-        func alphaErr(_ rr: [Double], _ groups: [Int]? = nil) -> Double {
-            (NonlinearHRV.alpha1(rr, estimateGroups: groups) ?? .nan) - cleanAlpha1
-        }
-        let allD = rmssdErr(ArtifactBenchmark.rmssd(m.rrMs))
-        let reported = rmssdErr(ArtifactBenchmark.rmssd(m))
-        let used = HRVAnalyzer.timeDomain(segments: [m.rrMs], estimated: [m.estimated]).successiveDifferences ?? 0
-        let untouched = ArtifactBenchmark.rmssdOfUntouched(clean, artifacts: c.artifacts)
-        let floor = rmssdErr(untouched.rmssdMs)
-        let alpha = alphaErr(m.rrMs, m.estimateGroups)
-        let alphaPlain = alphaErr(m.rrMs)
-        let oracle = ArtifactBenchmark.oracleRepair(clean, artifacts: c.artifacts)
-        let alphaFloor = alphaErr(oracle.rrMs, oracle.estimateGroups)
-        let alphaPlainFloor = alphaErr(oracle.rrMs)
-        runs.append((sm.found, sm.falseAlarms, allD, reported, floor, alpha, alphaPlain, alphaFloor, alphaPlainFloor))
+    let runs = ArtifactRun.runs(clean, count: 30)
+    for (i, r) in runs.enumerated() {
         print(String(format: "  %4d |            %2d/%2d  %5d  %+9.2f %%  %+6.2f %% (%3d)  %+5.2f %% (%3d)  %+15.3f  %+5.3f  %+5.3f  %+11.3f",
-            seed, sm.found, sm.injected, sm.falseAlarms, allD, reported, used, floor, untouched.differences, alpha, alphaPlain,
-            alphaFloor, alphaPlainFloor)
-            + String(format: " |      %2d/%2d  %5d  %+7.2f %%  %+9.3f", sk.found, sk.injected, sk.falseAlarms,
-                rmssdErr(ArtifactBenchmark.rmssd(k.rrMs)), alphaErr(k.rrMs)))
-        totals[0] += sm.found
-        totals[1] += sm.falseAlarms
-        totals[2] += sk.found
-        totals[3] += sk.falseAlarms
+            i + 1, r.score.found, r.score.injected, r.score.falseAlarms, r.rmssdAllDErr, r.rmssdErr, r.differencesUsed,
+            r.rmssdFloorErr, r.floorDifferences, r.alpha1Err, r.alpha1PlainErr, r.alpha1FloorErr, r.alpha1PlainFloorErr)
+            + String(format: " |      %2d/%2d  %5d  %+7.2f %%  %+9.3f", r.kubiosScore.found, r.kubiosScore.injected,
+                r.kubiosScore.falseAlarms, r.kubiosRMSSDErr, r.kubiosAlpha1Err))
     }
-    print("  total: hr-gateway \(totals[0])/300 found, \(totals[1]) false alarms; Kubios \(totals[2])/300 found, "
-        + "\(totals[3]) false alarms (targets per run: >= 29/30 found, <= 1 false alarm per 30 min, "
-        + "RMSSD within 2 %, alpha1 within 0.03)")
+    func sum(_ value: (ArtifactRun) -> Int) -> Int { runs.map(value).reduce(0, +) }
+    print("  total: hr-gateway \(sum { $0.score.found })/300 found, \(sum { $0.score.falseAlarms }) false alarms; Kubios "
+        + "\(sum { $0.kubiosScore.found })/300 found, \(sum { $0.kubiosScore.falseAlarms }) false alarms (targets per run: "
+        + ">= 29/30 found, <= 1 false alarm per 30 min, RMSSD within 2 %, alpha1 within 0.03)")
     // A run's corrupted series lasts about as long as the clean one; the false-alarm target scales with it.
     let allowedFalse = Swift.max(1, Int(minutes / 30))
-    func meeting(_ ok: (Int) -> Bool) -> Int { runs.indices.filter(ok).count }
-    func range(_ v: [Double], _ digits: Int) -> String {
-        String(format: "%+.\(digits)f ... %+.\(digits)f", v.min() ?? .nan, v.max() ?? .nan)
+    func meeting(_ ok: (ArtifactRun) -> Bool) -> Int { runs.filter(ok).count }
+    func range(_ value: (ArtifactRun) -> Double, _ digits: Int) -> String {
+        let v = runs.map(value)
+        return String(format: "%+.\(digits)f ... %+.\(digits)f", v.min() ?? .nan, v.max() ?? .nan)
     }
-    let found = meeting { runs[$0].found >= 29 }
-    let quiet = meeting { runs[$0].falseAlarms <= allowedFalse }
-    let rmssdAll = meeting { abs(runs[$0].allD) <= 2 }
-    let rmssdReported = meeting { abs(runs[$0].reported) <= 2 }
-    let rmssdFloor = meeting { abs(runs[$0].floor) <= 2 }
-    let alpha = meeting { abs(runs[$0].alpha1) <= 0.03 }
-    let alphaPlain = meeting { abs(runs[$0].alpha1Plain) <= 0.03 }
-    let alphaFloor = meeting { abs(runs[$0].alpha1Floor) <= 0.03 }
-    let alphaPlainFloor = meeting { abs(runs[$0].alpha1PlainFloor) <= 0.03 }
-    let everyAll = meeting { runs[$0].found >= 29 && runs[$0].falseAlarms <= allowedFalse && abs(runs[$0].allD) <= 2 && abs(runs[$0].alpha1) <= 0.03 }
-    let everyReported = meeting { runs[$0].found >= 29 && runs[$0].falseAlarms <= allowedFalse && abs(runs[$0].reported) <= 2 && abs(runs[$0].alpha1) <= 0.03 }
-    print("  hr-gateway runs meeting each target (of 10): found >= 29/30 \(found); false alarms <= \(allowedFalse) \(quiet)")
-    print("    alpha1 within 0.03: reported \(alpha) (\(range(runs.map(\.alpha1), 3))), plain \(alphaPlain) "
-        + "(\(range(runs.map(\.alpha1Plain), 3))), floor \(alphaFloor) (\(range(runs.map(\.alpha1Floor), 3))), plain floor "
-        + "\(alphaPlainFloor) (\(range(runs.map(\.alpha1PlainFloor), 3)))")
-    print("    RMSSD within 2 %: all d \(rmssdAll) (\(range(runs.map(\.allD), 2)) %), reported \(rmssdReported) "
-        + "(\(range(runs.map(\.reported), 2)) %), floor \(rmssdFloor) (\(range(runs.map(\.floor), 2)) %)")
-    print("    every target at once: with RMSSD over all d \(everyAll), as reported \(everyReported)")
-    runArtifactDensitySweep(clean: clean, cleanRMSSD: cleanRMSSD, cleanAlpha1: cleanAlpha1, minutes: minutes)
+    func detected(_ r: ArtifactRun) -> Bool { r.score.found >= 29 && r.score.falseAlarms <= allowedFalse }
+    print("  hr-gateway runs meeting each target (of 10): found >= 29/30 \(meeting { $0.score.found >= 29 }); "
+        + "false alarms <= \(allowedFalse) \(meeting { $0.score.falseAlarms <= allowedFalse })")
+    print("    alpha1 within 0.03: reported \(meeting { abs($0.alpha1Err) <= 0.03 }) (\(range(\.alpha1Err, 3))), plain "
+        + "\(meeting { abs($0.alpha1PlainErr) <= 0.03 }) (\(range(\.alpha1PlainErr, 3))), floor "
+        + "\(meeting { abs($0.alpha1FloorErr) <= 0.03 }) (\(range(\.alpha1FloorErr, 3))), plain floor "
+        + "\(meeting { abs($0.alpha1PlainFloorErr) <= 0.03 }) (\(range(\.alpha1PlainFloorErr, 3)))")
+    print("    RMSSD within 2 %: all d \(meeting { abs($0.rmssdAllDErr) <= 2 }) (\(range(\.rmssdAllDErr, 2)) %), reported "
+        + "\(meeting { abs($0.rmssdErr) <= 2 }) (\(range(\.rmssdErr, 2)) %), floor \(meeting { abs($0.rmssdFloorErr) <= 2 }) "
+        + "(\(range(\.rmssdFloorErr, 2)) %)")
+    print("    every target at once: with RMSSD over all d "
+        + "\(meeting { detected($0) && abs($0.rmssdAllDErr) <= 2 && abs($0.alpha1Err) <= 0.03 }), as reported "
+        + "\(meeting { detected($0) && abs($0.rmssdErr) <= 2 && abs($0.alpha1Err) <= 0.03 })")
+    runArtifactDensitySweep(clean, thirty: runs)
 }
 
 /// The same injection at lower densities: 30 artefacts in one 5-minute excerpt change about 11 % of its intervals,
 /// twice the share above which the live DFA withholds alpha1 (`LiveDFA.artifactLimitPercent`) and far above what a
 /// worn strap produces. At 3 per run the 10 runs together hold the 30 artefacts, in 50 minutes of data.
-private func runArtifactDensitySweep(clean: [Double], cleanRMSSD: Double, cleanAlpha1: Double, minutes: Double) {
+private func runArtifactDensitySweep(_ clean: CleanSeries, thirty: [ArtifactRun]) {
     print("  by density, 10 runs each: artefacts found and false alarms over the 10 runs; runs with RMSSD within 2 %, "
         + "alpha1 within 0.03 and both (RMSSD and alpha1 as reported; floors with perfect knowledge of the artefacts); "
         + "\"changed\": the share of intervals hr-gateway estimated (the live DFA withholds alpha1 above "
@@ -218,39 +262,18 @@ private func runArtifactDensitySweep(clean: [Double], cleanRMSSD: Double, cleanA
     print("  per run | changed | hr-gateway: found     false  RMSSD ok (floor)  alpha1 ok (floor)  both | "
         + "Kubios: found     RMSSD ok  alpha1 ok")
     for count in artifactDensities + [30] {
-        var found = 0, injected = 0, falseAlarms = 0, changed = 0, intervals = 0
-        var rmssdOK = 0, rmssdFloorOK = 0, alphaOK = 0, alphaFloorOK = 0, allOK = 0
-        var kFound = 0, kRMSSDOK = 0, kAlphaOK = 0
-        for seed in UInt64(1)...10 {
-            let c = ArtifactBenchmark.inject(into: clean, count: count, seed: seed)
-            let m = ArtifactCorrector.correct(c.rrMs)
-            let s = ArtifactBenchmark.score(flagged: m.findings.map(\.index), artifacts: c.artifacts)
-            let rmssd = abs(100 * (ArtifactBenchmark.rmssd(m) / cleanRMSSD - 1)) <= 2
-            let alpha = abs((NonlinearHRV.alpha1(m.rrMs, estimateGroups: m.estimateGroups) ?? .nan) - cleanAlpha1) <= 0.03
-            let floor = ArtifactBenchmark.rmssdOfUntouched(clean, artifacts: c.artifacts).rmssdMs
-            let oracle = ArtifactBenchmark.oracleRepair(clean, artifacts: c.artifacts)
-            let alphaFloor = (NonlinearHRV.alpha1(oracle.rrMs, estimateGroups: oracle.estimateGroups) ?? .nan) - cleanAlpha1
-            found += s.found
-            injected += s.injected
-            falseAlarms += s.falseAlarms
-            changed += m.estimated.filter { $0 }.count
-            intervals += m.rrMs.count
-            if rmssd { rmssdOK += 1 }
-            if abs(100 * (floor / cleanRMSSD - 1)) <= 2 { rmssdFloorOK += 1 }
-            if alpha { alphaOK += 1 }
-            if abs(alphaFloor) <= 0.03 { alphaFloorOK += 1 }
-            if rmssd && alpha { allOK += 1 }
-            let k = KubiosCorrection.correct(c.rrMs)
-            let p = k.firstPass
-            kFound += ArtifactBenchmark.score(flagged: (p.ectopic + p.missed + p.extra + p.longShort).map { $0 - 1 },
-                artifacts: c.artifacts).found
-            if abs(100 * (ArtifactBenchmark.rmssd(k.rrMs) / cleanRMSSD - 1)) <= 2 { kRMSSDOK += 1 }
-            if abs((NonlinearHRV.alpha1(k.rrMs) ?? .nan) - cleanAlpha1) <= 0.03 { kAlphaOK += 1 }
-        }
+        let runs = count == 30 ? thirty : ArtifactRun.runs(clean, count: count)
+        func sum(_ value: (ArtifactRun) -> Int) -> Int { runs.map(value).reduce(0, +) }
+        func meeting(_ ok: (ArtifactRun) -> Bool) -> Int { runs.filter(ok).count }
+        let changed = sum { $0.median.estimated.filter { $0 }.count }
+        let intervals = sum { $0.median.rrMs.count }
         print(String(format: "  %7d | %5.1f %% |       %3d/%3d  %5d  %5d/10 (%2d)  %6d/10 (%2d)  %4d | %8d/%3d  %5d/10  %6d/10",
-            count, 100 * Double(changed) / Double(intervals), found, injected, falseAlarms, rmssdOK, rmssdFloorOK,
-            alphaOK, alphaFloorOK, allOK, kFound, injected, kRMSSDOK, kAlphaOK)
-            + "  (\(format(minutes * 10)) min of data)")
+            count, 100 * Double(changed) / Double(intervals), sum { $0.score.found }, sum { $0.score.injected },
+            sum { $0.score.falseAlarms }, meeting { abs($0.rmssdErr) <= 2 }, meeting { abs($0.rmssdFloorErr) <= 2 },
+            meeting { abs($0.alpha1Err) <= 0.03 }, meeting { abs($0.alpha1FloorErr) <= 0.03 },
+            meeting { abs($0.rmssdErr) <= 2 && abs($0.alpha1Err) <= 0.03 }, sum { $0.kubiosScore.found },
+            sum { $0.score.injected }, meeting { abs($0.kubiosRMSSDErr) <= 2 }, meeting { abs($0.kubiosAlpha1Err) <= 0.03 })
+            + "  (\(format(clean.minutes * 10)) min of data)")
     }
 }
 
@@ -286,7 +309,8 @@ func runArtifactExport(arguments: [String]) {
         print("usage: hr-gateway-bench artifacts-export DIR")
         return
     }
-    guard let clean = loadCleanSeries() else { return }
+    guard let series = loadCleanSeries() else { return }
+    let clean = CleanSeries(series)
     try? FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
     func write(_ name: String, _ text: String) {
         do { try text.write(toFile: dir + "/" + name, atomically: true, encoding: .utf8) } catch {
@@ -294,9 +318,7 @@ func runArtifactExport(arguments: [String]) {
         }
     }
     func column(_ rr: [Double]) -> String { "rr_ms\n" + rr.map { String($0) }.joined(separator: "\n") + "\n" }
-    write("clean.csv", column(clean))
-    let cleanRMSSD = ArtifactBenchmark.rmssd(clean)
-    let cleanAlpha1 = NonlinearHRV.alpha1(clean) ?? 0
+    write("clean.csv", column(clean.rrMs))
     for count in [30] + artifactDensities {
         // The benchmark's 30 per run at the top, the lower densities in dN/ with the same files.
         let prefix = count == 30 ? "" : "d\(count)/"
@@ -304,22 +326,17 @@ func runArtifactExport(arguments: [String]) {
             try? FileManager.default.createDirectory(atPath: dir + "/" + prefix, withIntermediateDirectories: true)
         }
         var summary = "seed,found,injected,false_alarms,rmssd_err_pct,alpha1_err,rmssd_all_d_err_pct,alpha1_plain_err\n"
-        for seed in UInt64(1)...10 {
-            let c = ArtifactBenchmark.inject(into: clean, count: count, seed: seed)
-            write(prefix + "seed\(seed).csv", column(c.rrMs))
-            write(prefix + "seed\(seed)_artifacts.csv", "kind,first,last\n"
+        for (i, r) in ArtifactRun.runs(clean, count: count).enumerated() {
+            let c = r.corrupted
+            write(prefix + "seed\(i + 1).csv", column(c.rrMs))
+            write(prefix + "seed\(i + 1)_artifacts.csv", "kind,first,last\n"
                 + c.artifacts.map { "\($0.kind.rawValue),\($0.first),\($0.last)" }.joined(separator: "\n") + "\n")
-            let m = ArtifactCorrector.correct(c.rrMs)
-            let s = ArtifactBenchmark.score(flagged: m.findings.map(\.index), artifacts: c.artifacts)
-            let e = 100 * (ArtifactBenchmark.rmssd(m) / cleanRMSSD - 1)
-            let eAll = 100 * (ArtifactBenchmark.rmssd(m.rrMs) / cleanRMSSD - 1)
-            let a = (NonlinearHRV.alpha1(m.rrMs, estimateGroups: m.estimateGroups) ?? .nan) - cleanAlpha1
-            let aPlain = (NonlinearHRV.alpha1(m.rrMs) ?? .nan) - cleanAlpha1
-            summary += "\(seed),\(s.found),\(s.injected),\(s.falseAlarms),\(e),\(a),\(eAll),\(aPlain)\n"
+            summary += "\(i + 1),\(r.score.found),\(r.score.injected),\(r.score.falseAlarms),\(r.rmssdErr),\(r.alpha1Err),"
+                + "\(r.rmssdAllDErr),\(r.alpha1PlainErr)\n"
         }
         write(prefix + "hr-gateway.csv", summary)
     }
-    print("artifacts-export: 10 injected series of \(clean.count) beats and hr-gateway's scores in \(dir) (30 artefacts "
+    print("artifacts-export: 10 injected series of \(clean.rrMs.count) beats and hr-gateway's scores in \(dir) (30 artefacts "
         + "each), and the same at " + artifactDensities.map { "\($0)" }.joined(separator: ", ") + " in \(dir)/dN")
 }
 
