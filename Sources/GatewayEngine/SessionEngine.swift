@@ -82,8 +82,10 @@ public final class SessionEngine: Sendable {
     // MARK: Control
 
     /// Starts a session. Throws `invalidState` when one is running ("Session X is already running"), when the
-    /// engine was disposed, or when the configuration cannot run. Returns once the providers are started (or one
-    /// failed, in which case the stream holds `session_started` then `session_error`).
+    /// engine was disposed, or when the configuration cannot run. A session that is ending (stopped, or at its
+    /// duration, its providers stopping) is not refused: the call waits for its summary (at most
+    /// `providerStopLimitMs`), then starts. Returns once the providers are started (or one failed, in which case the
+    /// stream holds `session_started` then `session_error`).
     public func startSession(_ config: SessionConfig) async throws(SessionError) -> AsyncStream<SessionEvent> {
         try config.validate()
         let (stream, continuation) = AsyncStream<SessionEvent>.makeStream(bufferingPolicy: .unbounded)
@@ -91,17 +93,28 @@ public final class SessionEngine: Sendable {
             correction: correction,
             respirationBandHz: config.mode == .breathing ? HRVOptions.pacedBreathingBandHz : 0.15...0.5
         )
-        let generation: UInt64 = try state.withLock { s throws(SessionError) -> UInt64 in
-            if s.disposed { throw .invalidState("SessionEngine has been disposed") }
-            if let a = s.active { throw .invalidState("Session \(a.core.config.sessionId) is already running") }
-            s.generation += 1
-            let core = SessionCore(
-                config: config, startedAt: SessionCore.Instant(clock), hsi: s.pendingHsi, hrvOptions: options)
-            s.pendingHsi = [:]
-            s.active = Active(core: core, generation: s.generation, continuation: continuation)
-            emit(core.started, to: continuation)
-            scheduleNext(&s)
-            return s.generation
+        let generation: UInt64
+        while true {
+            let claimed = try state.withLock { s throws(SessionError) -> UInt64? in
+                if s.disposed { throw .invalidState("SessionEngine has been disposed") }
+                if let a = s.active {
+                    if a.endingAt != nil { return nil }  // the last session's summary comes first
+                    throw .invalidState("Session \(a.core.config.sessionId) is already running")
+                }
+                s.generation += 1
+                let core = SessionCore(
+                    config: config, startedAt: SessionCore.Instant(clock), hsi: s.pendingHsi, hrvOptions: options)
+                s.pendingHsi = [:]
+                s.active = Active(core: core, generation: s.generation, continuation: continuation)
+                emit(core.started, to: continuation)
+                scheduleNext(&s)
+                return s.generation
+            }
+            if let claimed {
+                generation = claimed
+                break
+            }
+            await idle()
         }
         deliver()
 

@@ -380,6 +380,36 @@ import Testing
         p.release()
     }
 
+    // A phone that starts its next session as soon as the last one reached its duration is not refused while the
+    // providers stop: the start waits for that summary, then starts.
+    @Test(.timeLimit(.minutes(1)))
+    func aStartWhileTheLastSessionEndsWaitsForItsSummary() async throws {
+        let p = StoppingProvider(lastSample: nil, hangs: true)
+        let e = SessionEngine(providers: [p], clock: clock, correction: .none, providerStopLimitMs: 3_000)
+        let log = EventLog(e)
+        _ = try await e.startSession(config(duration: 12, interval: 5))
+        clock.advance(toMs: t0 + 12_000)
+        await p.stopEntered()
+        let next = Task { () throws(SessionError) -> [String] in
+            _ = try await e.startSession(config("s2", interval: 5))
+            return log.all.filter { $0.type == "session_summary" }.map(\.sessionId)
+        }
+        // Still ending: the new session has not started.
+        #expect(e.getStatus()?.sessionId == "s1")
+        p.release()
+        // When the start returns, the last session's summary is out.
+        #expect(try await next.value == ["s1"])
+        #expect(e.getStatus()?.sessionId == "s2")
+        // A start while a session runs (not ending) is still refused.
+        await #expect(throws: SessionError.invalidState("Session s2 is already running")) {
+            _ = try await e.startSession(config("s3"))
+        }
+        p.release()
+        try await e.stopSession(sessionId: "s2")
+        #expect(log.types == ["session_started", "session_summary", "session_started", "session_summary"])
+        #expect(log.all.map(\.sessionId) == ["s1", "s1", "s2", "s2"])
+    }
+
     @Test func samplesAfterStopAreIgnored() async throws {
         let p = ScriptedProvider()
         let e = engine([p])
