@@ -234,7 +234,9 @@ public struct GatewayConfiguration: Sendable, Equatable {
         }
         func positive(_ name: String, allowZero: Bool = false) throws(ConfigurationError) -> Int? {
             guard let s = env[name], !s.isEmpty else { return nil }
-            guard let i = Int(s), allowZero ? i >= 0 : i > 0 else { throw bad(name, "must be a positive integer, got \"\(s)\"") }
+            guard let i = Int(s), allowZero ? i >= 0 : i > 0 else {
+                throw bad(name, "must be \(allowZero ? "0 or a positive" : "a positive") integer, got \"\(s)\"")
+            }
             return i
         }
         if let s = env["HR_GATEWAY_LOG_LEVEL"], !s.isEmpty {
@@ -332,7 +334,7 @@ public struct ConfigurationError: Error, Sendable, Equatable, CustomStringConver
 struct SourceLines {
     private let lines: [Substring]
 
-    init(_ text: String) { lines = text.split(separator: "\n", omittingEmptySubsequences: false) }
+    init(_ text: String) { lines = text.split(omittingEmptySubsequences: false, whereSeparator: \.isNewline) }
 
     /// The 1-based line of `key` in `[section]` (or at the top level), or of the section header when `key` is nil.
     func locate(section: String?, key: String?) -> Int? {

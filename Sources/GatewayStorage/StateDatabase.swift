@@ -1,3 +1,4 @@
+import Foundation
 import GRDB
 
 /// SQLite files in the state directory (sessions, webhook outbox, relay outbox) are opened alike: WAL, so that
@@ -26,6 +27,26 @@ public enum StateDatabase {
         }
         try migrator.migrate(queue)
         return queue
+    }
+
+    /// What went wrong opening or using a state file, in a few words: SQLite's message, or for Foundation's file
+    /// errors (creating the state directory) the system's reason with the path that failed, not a dump.
+    public static func reason(_ error: any Error) -> String {
+        if let db = error as? DatabaseError { return db.message ?? "\(db.resultCode)" }
+        let ns = error as NSError
+        guard ns.domain == NSCocoaErrorDomain else { return "\(error)" }
+        let path = (ns.userInfo[NSFilePathErrorKey] as? String).map { " (\($0))" } ?? ""
+        if let u = (ns.userInfo[NSUnderlyingErrorKey] as? any Error).map({ $0 as NSError }), u.domain == NSPOSIXErrorDomain {
+            return String(cString: strerror(Int32(u.code))) + path
+        }
+        switch CocoaError.Code(rawValue: ns.code) {
+        case .fileWriteNoPermission, .fileReadNoPermission: return "permission denied" + path
+        case .fileWriteOutOfSpace: return "no space left on the device" + path
+        case .fileWriteVolumeReadOnly: return "read-only file system" + path
+        case .fileWriteFileExists: return "a file is in the way" + path
+        case .fileNoSuchFile, .fileReadNoSuchFile: return "no such file or directory" + path
+        default: return ns.localizedDescription + path
+        }
     }
 }
 

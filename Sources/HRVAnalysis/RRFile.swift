@@ -61,9 +61,8 @@ public struct RRFile: Sendable, Equatable {
     /// Parses `text`. `unit` chooses the column when the header has both (else `preferring` does), and gives the
     /// unit of headerless values (milliseconds when nil).
     public static func parse(_ text: String, unit: RRUnit? = nil, preferring: RRUnit = .ms) throws(RRFileError) -> RRFile {
-        var lines = text.split(separator: "\n", omittingEmptySubsequences: false).map { line -> Substring in
-            line.hasSuffix("\r") ? line.dropLast() : line
-        }
+        // "\r\n" is one Character in Swift: splitting on "\n" alone would leave a Windows file as a single line.
+        var lines = text.split(omittingEmptySubsequences: false, whereSeparator: \.isNewline)
         if let first = lines.first, first.hasPrefix("\u{FEFF}") { lines[0] = first.dropFirst() }
 
         var column: String?
@@ -76,7 +75,8 @@ public struct RRFile: Sendable, Equatable {
             let number = offset + 1
             let line = raw.trimmingSpaces
             if line.isEmpty || line.hasPrefix("#") { continue }
-            let fields = line.split(separator: ",", omittingEmptySubsequences: false).map(\.trimmingSpaces)
+            // Fields may be quoted, as R and spreadsheets write them ("","rr_ms").
+            let fields = line.split(separator: ",", omittingEmptySubsequences: false).map(\.trimmingSpaces.unquoted)
             if !sawFirst {
                 sawFirst = true
                 if !fields.allSatisfy({ Double($0) != nil }) {
@@ -154,6 +154,11 @@ public struct RRFile: Sendable, Equatable {
 }
 
 extension StringProtocol {
+    /// Without one pair of surrounding double quotes.
+    fileprivate var unquoted: String {
+        count >= 2 && hasPrefix("\"") && hasSuffix("\"") ? String(dropFirst().dropLast()) : String(self)
+    }
+
     fileprivate var trimmingSpaces: String {
         var s = Substring(self)
         while let c = s.first, c == " " || c == "\t" { s = s.dropFirst() }

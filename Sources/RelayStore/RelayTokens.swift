@@ -151,7 +151,22 @@ public final class RelayTokenStore: Sendable {
         do {
             return Cached(identity: identity, records: try JSONDecoder().decode([RelayTokenRecord].self, from: Data(bytes)))
         } catch {
-            throw RelayTokenStoreError("\(path) is not a token file (\(error)); move it away to start afresh.")
+            throw RelayTokenStoreError(
+                "\(path) is not a token file (\(Self.reason(error))); move it away to start afresh.")
+        }
+    }
+
+    /// What is wrong with the file, in a few words rather than a decoder's dump.
+    private static func reason(_ error: any Error) -> String {
+        func at(_ path: [any CodingKey]) -> String {
+            path.isEmpty ? "" : " at " + path.map { $0.intValue.map { "[\($0)]" } ?? $0.stringValue }.joined(separator: ".")
+        }
+        switch error as? DecodingError {
+        case .dataCorrupted(let c)? where c.codingPath.isEmpty: return "not valid JSON"
+        case .dataCorrupted(let c)?: return "an unreadable value" + at(c.codingPath)
+        case .keyNotFound(let key, let c)?: return "no \"\(key.stringValue)\"" + at(c.codingPath)
+        case .typeMismatch(_, let c)?, .valueNotFound(_, let c)?: return "a value of the wrong kind" + at(c.codingPath)
+        default: return "\(error)"
         }
     }
 

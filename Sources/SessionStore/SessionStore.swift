@@ -491,13 +491,7 @@ public final class SessionStore: Sendable {
         return .database(reason(error))
     }
 
-    static func reason(_ error: any Error) -> String {
-        if let db = error as? DatabaseError { return db.message ?? "\(db.resultCode)" }
-        if let ns = error as? CocoaError, let u = ns.userInfo[NSUnderlyingErrorKey] as? NSError {
-            return String(cString: strerror(Int32(u.code)))
-        }
-        return "\(error)"
-    }
+    static func reason(_ error: any Error) -> String { StateDatabase.reason(error) }
 }
 
 extension String {

@@ -64,7 +64,7 @@ public final class WebhookOutbox: Sendable {
         do {
             try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         } catch {
-            throw .outbox("cannot create the state directory \(directory): \(error.localizedDescription) "
+            throw .outbox("cannot create the state directory \(directory): \(Self.reason(error)) "
                 + "(choose another with --state-dir or HR_GATEWAY_STATE_DIR, or fix its permissions)")
         }
         do {
@@ -297,8 +297,5 @@ public final class WebhookOutbox: Sendable {
         do { return try dbQueue.writeIfFree(body) } catch { throw .outbox("writing \(path): \(Self.reason(error))") }
     }
 
-    private static func reason(_ error: any Error) -> String {
-        if let db = error as? DatabaseError { return db.message ?? "\(db.resultCode)" }
-        return "\(error)"
-    }
+    private static func reason(_ error: any Error) -> String { StateDatabase.reason(error) }
 }

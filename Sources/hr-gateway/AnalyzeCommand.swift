@@ -59,10 +59,10 @@ struct AnalyzeCommand: ParsableCommand {
     @Argument(help: "A video file, or an RGB trace ending in .csv.")
     var file: String
 
-    @Option(help: "Frame rate of a CSV trace without a t_s column (frames per second).")
+    @Option(parsing: .unconditional, help: "Frame rate of a CSV trace without a t_s column (frames per second).")
     var fps: Double?
 
-    @Option(name: .customLong("max-hz"), help: "Top of the pulse band in Hz, 3.0 (180 bpm) to 4.0 (240 bpm).")
+    @Option(name: .customLong("max-hz"), parsing: .unconditional, help: "Top of the pulse band in Hz, 2.0 (120 bpm) to 4.0 (240 bpm).")
     var maxHz: Double = 3.0
 
     @Option(help: ArgumentHelp("OpenCV face cascade file for videos (Debian package opencv-data).", valueName: "xml"))

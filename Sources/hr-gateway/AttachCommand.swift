@@ -37,14 +37,14 @@ struct AttachCommand: AsyncParsableCommand {
     @Option(help: ArgumentHelp("Start a session in this mode (focus, breathing, typing) and exit after its summary.", valueName: "mode"))
     var start: SessionMode?
 
-    @Option(help: ArgumentHelp("With --start: session length in seconds.", valueName: "sec"))
-    var duration: Int = 60
+    @Option(parsing: .unconditional, help: ArgumentHelp("With --start: session length in seconds (default 60).", valueName: "sec"))
+    var duration: Int?
 
-    @Option(help: ArgumentHelp("With --start: seconds between session_frame events.", valueName: "sec"))
-    var emitInterval: Int = 5
+    @Option(parsing: .unconditional, help: ArgumentHelp("With --start: seconds between session_frame events (default 5).", valueName: "sec"))
+    var emitInterval: Int?
 
-    @Option(help: ArgumentHelp("With --start: sliding window for the metrics, in seconds.", valueName: "sec"))
-    var window: Int = 60
+    @Option(parsing: .unconditional, help: ArgumentHelp("With --start: sliding window for the metrics, in seconds (default 60).", valueName: "sec"))
+    var window: Int?
 
     @Option(help: ArgumentHelp("With --start: session id (default: a new UUID).", valueName: "id"))
     var sessionId: String?
@@ -65,9 +65,19 @@ struct AttachCommand: AsyncParsableCommand {
         guard url.hasPrefix("ws://") || url.hasPrefix("wss://") else {
             throw ValidationError("The relay address starts with ws:// (such as ws://127.0.0.1:8765/v1/relay); got '\(url)'.")
         }
-        if duration <= 0 { throw ValidationError("--duration must be a positive number of seconds.") }
-        if emitInterval <= 0 { throw ValidationError("--emit-interval must be a positive number of seconds.") }
-        if window <= 0 { throw ValidationError("--window must be a positive number of seconds.") }
+        if start == nil {
+            let session = [("--duration", duration != nil), ("--emit-interval", emitInterval != nil),
+                           ("--window", window != nil), ("--session-id", sessionId != nil)].filter(\.1).map(\.0)
+            if !session.isEmpty {
+                throw ValidationError("\(session.joined(separator: ", ")) describe\(session.count == 1 ? "s" : "") the session "
+                    + "--start starts; without --start, attach only watches. Add --start focus (or breathing, typing).")
+            }
+        }
+        if let duration, duration <= 0 { throw ValidationError("--duration must be a positive number of seconds.") }
+        if let emitInterval, emitInterval <= 0 {
+            throw ValidationError("--emit-interval must be a positive number of seconds.")
+        }
+        if let window, window <= 0 { throw ValidationError("--window must be a positive number of seconds.") }
         if pin != nil && !url.hasPrefix("wss://") { throw ValidationError("--pin is for a wss:// address.") }
     }
 
@@ -78,8 +88,10 @@ struct AttachCommand: AsyncParsableCommand {
         if let start {
             initial.append(.object([
                 "command": .string("start_session"), "id": .string("attach-start-\(id)"),
-                "session_id": .string(id), "mode": .string(start.rawValue), "duration_sec": .int(Int64(duration)),
-                "profile": .object(["window_sec": .int(Int64(window)), "emit_interval_sec": .int(Int64(emitInterval))]),
+                "session_id": .string(id), "mode": .string(start.rawValue), "duration_sec": .int(Int64(duration ?? 60)),
+                "profile": .object([
+                    "window_sec": .int(Int64(window ?? 60)), "emit_interval_sec": .int(Int64(emitInterval ?? 5)),
+                ]),
             ]))
         }
         let status = Locked<Int32?>(nil)

@@ -71,7 +71,7 @@ struct BreatheCommand: AsyncParsableCommand {
     @Option(help: ArgumentHelp("Session id (default: a new UUID).", valueName: "id"))
     var sessionId: String?
 
-    @Option(help: ArgumentHelp(
+    @Option(parsing: .unconditional, help: ArgumentHelp(
         "With --simulate: the breathing rate at which the simulated heart answers most (a demonstration body).",
         valueName: "rate"))
     var simulatedResonance: Double = 5.5

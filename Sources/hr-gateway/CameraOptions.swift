@@ -21,7 +21,7 @@ struct CameraOptions: ParsableArguments {
     @Option(help: ArgumentHelp("Camera frame height in pixels.", valueName: "px"))
     var cameraHeight: UInt32 = 480
 
-    @Option(help: ArgumentHelp(
+    @Option(parsing: .unconditional, help: ArgumentHelp(
         "Camera frame rate in frames per second (25-30 recommended: below 25 the pulse is less reliable).",
         valueName: "fps"))
     var cameraFps: Double = 30

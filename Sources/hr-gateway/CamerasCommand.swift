@@ -44,7 +44,7 @@ struct CamerasCommand: AsyncParsableCommand {
     @Option(name: .customLong("capture"), help: ArgumentHelp("Capture from this device node.", valueName: "device"))
     var capturePath: String?
 
-    @Option(help: "With --capture: how many frames to capture.")
+    @Option(parsing: .unconditional, help: "With --capture: how many frames to capture.")
     var frames: Int = 30
 
     @Option(help: "With --capture: preferred frame width in pixels.")
@@ -53,7 +53,7 @@ struct CamerasCommand: AsyncParsableCommand {
     @Option(help: "With --capture: preferred frame height in pixels.")
     var height: UInt32 = 480
 
-    @Option(help: "With --capture: preferred frame rate in frames per second.")
+    @Option(parsing: .unconditional, help: "With --capture: preferred frame rate in frames per second.")
     var fps: Double = 30
 
     @Option(
@@ -66,16 +66,16 @@ struct CamerasCommand: AsyncParsableCommand {
     )
     var formats: [String] = []
 
-    @Option(help: "With --capture: mains frequency in Hz for the anti-flicker control: 50, 60, or 0 to leave it alone.")
+    @Option(parsing: .unconditional, help: "With --capture: mains frequency in Hz for the anti-flicker control: 50, 60, or 0 to leave it alone.")
     var mains: Int = 50
 
-    @Option(help: "With --capture: frames to let auto exposure and white balance settle before they are locked.")
+    @Option(parsing: .unconditional, help: "With --capture: frames to let auto exposure and white balance settle before they are locked.")
     var settleFrames: Int = 30
 
     @Flag(help: "With --capture: leave every camera control as it is (no locking, no power-line setting).")
     var keepAutoControls = false
 
-    @Option(help: "With --capture: give up when no frame arrives for this many seconds.")
+    @Option(parsing: .unconditional, help: "With --capture: give up when no frame arrives for this many seconds.")
     var timeout: Double = 5
 
     func validate() throws {

@@ -43,7 +43,7 @@ struct FleetCommand: AsyncParsableCommand {
     @Flag(help: "Print one JSON document after --wait seconds instead of the live table.")
     var json = false
 
-    @Option(help: ArgumentHelp("With --json, or without a terminal: how long to listen, in seconds.", valueName: "sec"))
+    @Option(parsing: .unconditional, help: ArgumentHelp("With --json, or without a terminal: how long to listen, in seconds.", valueName: "sec"))
     var wait: Double = 3
 
     @OptionGroup var store: StoreOptions

@@ -7,7 +7,7 @@ import HRVAnalysis
 struct HRVCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "hrv",
-        abstract: "Time-domain HRV and breathing rate from a file of RR intervals.",
+        abstract: "HRV (time, frequency, nonlinear, DFA) and breathing rate from a file of RR intervals.",
         discussion: """
             FILE is either a CSV whose header names an rr_ms column (milliseconds) or an rr_1024 column (1/1024 s \
             counts, the unit BLE heart-rate straps send); other columns are ignored and may come in any order. \
@@ -105,8 +105,9 @@ struct HRVCommand: ParsableCommand {
     )
     var unit: Unit?
 
-    @Option(help: ArgumentHelp("Artefact correction: kubios, median (see docs/hrv.md) or none.", valueName: "method"))
-    var correct: Correction = .kubios
+    @Option(help: ArgumentHelp("Artefact correction: kubios (the default), median (see docs/hrv.md) or none. "
+        + "--dfa-timeline always corrects as a live session does (median).", valueName: "method"))
+    var correct: Correction?
 
     @Option(help: ArgumentHelp("Spectrum for the frequency-domain metrics: welch or lomb (Lomb-Scargle, no resampling).", valueName: "method"))
     var spectrum: Spectrum = .welch
@@ -123,10 +124,10 @@ struct HRVCommand: ParsableCommand {
     @Flag(help: "Search the breathing peak in 0.05-0.5 Hz (paced/resonance breathing) instead of 0.15-0.5 Hz.")
     var pacedBreathing = false
 
-    @Option(help: ArgumentHelp("Analyse full windows of this many seconds instead of the whole series.", valueName: "seconds"))
+    @Option(parsing: .unconditional, help: ArgumentHelp("Analyse full windows of this many seconds instead of the whole series.", valueName: "seconds"))
     var window: Double?
 
-    @Option(help: ArgumentHelp("Seconds between window starts (default: the window length). Needs --window.", valueName: "seconds"))
+    @Option(parsing: .unconditional, help: ArgumentHelp("Seconds between window starts (default: the window length). Needs --window.", valueName: "seconds"))
     var step: Double?
 
     @Flag(help: "Print JSON: one object, or one object per line with --window. Absent values are left out.")
@@ -139,7 +140,14 @@ struct HRVCommand: ParsableCommand {
             guard step.isFinite && step > 0 else { throw ValidationError("--step must be a positive number of seconds") }
         }
         if dfaTimeline && window != nil { throw ValidationError("--dfa-timeline and --window cannot be combined") }
+        if dfaTimeline, let correct, correct != .median {
+            throw ValidationError("--dfa-timeline corrects as a live session does (median): --correct \(correct.rawValue) "
+                + "does not apply to it. Drop --correct, or leave out --dfa-timeline for the other metrics.")
+        }
     }
+
+    /// The correction the metrics use (the default when --correct is not given).
+    private var correction: Correction { correct ?? .kubios }
 
     func run() throws {
         let parsed: RRFile
@@ -149,7 +157,7 @@ struct HRVCommand: ParsableCommand {
             throw HRVCommandError(message: "\(file): \(error)")
         }
         let options = HRVOptions(
-            correction: correct.artifactCorrection,
+            correction: correction.artifactCorrection,
             respirationBandHz: pacedBreathing ? HRVOptions.pacedBreathingBandHz : HRVOptions().respirationBandHz,
             spectrumMethod: spectrum.method
         )
@@ -191,7 +199,7 @@ struct HRVCommand: ParsableCommand {
                     print(JSONValue.object(o).jsonString)
                 }
             } else {
-                print(Self.header(parsed, file: file, correction: correct))
+                print(Self.header(parsed, file: file, correction: correction))
                 print(Self.windowTable(windows))
             }
             return
@@ -201,8 +209,8 @@ struct HRVCommand: ParsableCommand {
         if json {
             print(JSONValue.object(Self.metrics(result)).jsonString)
         } else {
-            print(Self.header(parsed, file: file, correction: correct))
-            print(Self.table(result, correction: correct, band: options.respirationBandHz, read: parsed.rrMs.count))
+            print(Self.header(parsed, file: file, correction: correction))
+            print(Self.table(result, correction: correction, band: options.respirationBandHz, read: parsed.rrMs.count))
         }
     }
 

@@ -25,7 +25,7 @@ struct MQTTOptions: ParsableArguments {
         "With --mqtt: this gateway's ID in every topic. Default: the host name.", valueName: "id"))
     var gatewayId: String?
 
-    @Option(help: ArgumentHelp(
+    @Option(parsing: .unconditional, help: ArgumentHelp(
         "With --mqtt: seconds to wait at the end for the broker to acknowledge the QoS 1 messages (default 10).",
         valueName: "sec"))
     var mqttGrace: Int?
@@ -47,7 +47,7 @@ struct MQTTOptions: ParsableArguments {
             guard let text = try? String(contentsOfFile: file, encoding: .utf8) else {
                 throw CommandFailure("--mqtt-password-file: cannot read \(file)")
             }
-            broker.password = String(text.split(separator: "\n", omittingEmptySubsequences: false).first ?? "")
+            broker.password = String(text.split(omittingEmptySubsequences: false, whereSeparator: \.isNewline).first ?? "")
         }
         return broker
     }

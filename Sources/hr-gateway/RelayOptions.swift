@@ -31,7 +31,7 @@ struct RelayOptions: ParsableArguments {
         if let tlsCert, let tlsKey { return RelayTLSFiles(certificatePath: tlsCert, keyPath: tlsKey) }
         guard tls else { return nil }
         let files = RelayTLSFiles.inStateDirectory(stateDirectory)
-        do { try files.createSelfSignedIfMissing() } catch let e as RelayServerError { throw ValidationError(e.description) }
+        do { try files.createSelfSignedIfMissing() } catch let e as RelayServerError { throw CommandFailure(e.description) }
         return files
     }
 
@@ -98,8 +98,8 @@ final class RelayRuntime: Sendable {
         }
         var iterator = ports.makeAsyncIterator()
         guard let bound = await iterator.next() else {
-            do { try await task.value } catch { throw ValidationError("Relay cannot listen on \(host):\(port): \(error)") }
-            throw ValidationError("Relay stopped before listening on \(host):\(port).")
+            do { try await task.value } catch { throw CommandFailure("Relay cannot listen on \(host):\(port): \(error)") }
+            throw CommandFailure("Relay stopped before listening on \(host):\(port).")
         }
         let shown = host.contains(":") ? "[\(host)]" : host
         let url = "\(config.tls == nil ? "ws" : "wss")://\(shown):\(bound)/v1/relay"

@@ -8,25 +8,43 @@ struct SessionsPruneCommand: ParsableCommand {
         abstract: "Delete recorded sessions that started more than N days ago.",
         discussion: """
             Sessions being recorded are kept whatever their age. `hr-gateway stream --keep-days N` (or \
-            keep_days in the configuration file) does the same before each session.
+            keep_days in the configuration file) does the same before each session; there 0 means keep every \
+            session, so here --keep-days must be 1 or more, and --all deletes every finished session.
 
             Examples:
               hr-gateway sessions prune --keep-days 30
-              hr-gateway sessions prune --keep-days 0      (every finished session)
+              hr-gateway sessions prune --all              (every finished session)
             """
     )
 
-    @Option(help: ArgumentHelp("Keep sessions that started within the last N days.", valueName: "n"))
-    var keepDays: Int
+    @Option(parsing: .unconditional, help: ArgumentHelp(
+        "Keep sessions that started within the last N days (1 or more).", valueName: "n"))
+    var keepDays: Int?
+
+    @Flag(help: "Delete every finished session, whatever its age.")
+    var all = false
 
     @OptionGroup var store: StoreOptions
 
     func validate() throws {
-        if keepDays < 0 { throw ValidationError("--keep-days must be 0 or more.") }
+        switch (keepDays, all) {
+        case (nil, false):
+            throw ValidationError("Say which sessions to delete: --keep-days N (older than N days) or --all.")
+        case (_?, true):
+            throw ValidationError("--keep-days and --all cannot go together: --all deletes every finished session.")
+        case (let k?, false) where k == 0:
+            throw ValidationError("--keep-days 0 would delete every finished session, while 0 means \"keep every "
+                + "session\" for stream --keep-days and keep_days. Use --all to delete every finished session.")
+        case (let k?, false) where k < 0:
+            throw ValidationError("--keep-days must be 1 or more (got \(k)).")
+        default:
+            break
+        }
     }
 
     func run() throws {
-        let cutoff = Int64((Date().timeIntervalSince1970 - Double(keepDays) * 86_400) * 1000)
+        let days = Double(keepDays ?? 0)
+        let cutoff = Int64((Date().timeIntervalSince1970 - days * 86_400) * 1000)
         let deleted = try store.open().prune(startedBeforeMs: cutoff)
         for id in deleted { print("deleted \(id)") }
         print("\(deleted.count) session\(deleted.count == 1 ? "" : "s") deleted")

@@ -24,7 +24,7 @@ struct SessionsTrendCommand: ParsableCommand {
     @Option(help: "rmssd, rsa or resting_hr.")
     var metric: SessionTrends.Metric = .rmssd
 
-    @Option(help: ArgumentHelp("Only sessions started in the last N days.", valueName: "n"))
+    @Option(parsing: .unconditional, help: ArgumentHelp("Only sessions started in the last N days.", valueName: "n"))
     var days: Int?
 
     @Flag(help: "Print a JSON array ({date, value, sessions, unit}) instead of the table.")

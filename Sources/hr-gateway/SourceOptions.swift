@@ -22,7 +22,7 @@ struct SourceOptions: ParsableArguments {
             + "with it when it asks; ECG chunks go into the session store, --raw frames and EDF exports (docs/pmd.md)."))
     var ecg = false
 
-    @Option(help: ArgumentHelp(
+    @Option(parsing: .unconditional, help: ArgumentHelp(
         "With --strap: also stream a Polar strap's accelerometer at HZ (25, 50, 100 or 200; ±8 g), as "
             + "accelerometer chunks in g and motion_rms_g / motion_sample_count in the frames.",
         valueName: "hz"))

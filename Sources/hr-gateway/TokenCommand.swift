@@ -48,7 +48,7 @@ struct TokenCommand: ParsableCommand {
             let store = try state.tokens()
             let tlsFiles = RelayTLSFiles.inStateDirectory(store.directory)
             if tls {
-                do { try tlsFiles.createSelfSignedIfMissing() } catch let e as RelayServerError { throw ValidationError(e.description) }
+                do { try tlsFiles.createSelfSignedIfMissing() } catch let e as RelayServerError { throw CommandFailure(e.description) }
             }
             let (token, record) = try Self.wrap { try store.create(name: name, scope: readOnly ? RelayScope.read : RelayScope.control, nowMs: SystemSessionClock().nowMs()) }
             print("created \(record.scope == RelayScope.read ? "read-only" : "control") token \(record.id) '\(record.name)' in \(store.path)")
@@ -59,9 +59,9 @@ struct TokenCommand: ParsableCommand {
             print(token)
         }
 
-        /// A token store error as a usage error: printed as one line, exit status 64.
+        /// A token store error (no such token, an unreadable or unwritable file): printed as one line, exit status 1.
         static func wrap<T>(_ body: () throws -> T) throws -> T {
-            do { return try body() } catch let e as RelayTokenStoreError { throw ValidationError(e.description) }
+            do { return try body() } catch let e as RelayTokenStoreError { throw CommandFailure(e.description) }
         }
     }
 

@@ -29,7 +29,7 @@ struct UplinkOptions: ParsableArguments {
         valueName: "sha256"))
     var pin: String?
 
-    @Option(help: ArgumentHelp(
+    @Option(parsing: .unconditional, help: ArgumentHelp(
         "With --connect: seconds to wait at the end for the far end to receive every reliable event (the "
             + "summary above all), reconnecting if needed, before exiting.",
         valueName: "sec"))

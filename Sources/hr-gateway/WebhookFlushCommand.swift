@@ -20,7 +20,7 @@ struct WebhookFlushCommand: AsyncParsableCommand {
             """
     )
 
-    @Option(help: ArgumentHelp(
+    @Option(parsing: .unconditional, help: ArgumentHelp(
         "Seconds to keep retrying failed items (default: the configuration's webhook.grace_sec, else 10; 0: one "
             + "attempt each).",
         valueName: "sec"))

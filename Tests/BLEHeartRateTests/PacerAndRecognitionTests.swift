@@ -67,6 +67,15 @@ struct RRFileTests {
         #expect(s.rr1024 == [819, 1024])
     }
 
+    /// Files saved on Windows ("\r\n", a single Character in Swift) and quoted fields as R writes them.
+    @Test func windowsLineEndingsAndQuotedFields() throws {
+        #expect(try RRSeries(parsing: "t,rr_ms\r\n0.8,800\r\n1.8,1000\r\n").rr1024 == [819, 1024])
+        #expect(try RRSeries(parsing: "800\r\n812.5\r\n\r\n1000").rr1024 == [819, 832, 1024])
+        #expect(try RRSeries(parsing: "\"\",\"rr_ms\"\r\n\"1\",800\n\"2\",\"1000\"\n").rr1024 == [819, 1024])
+        let error = #expect(throws: RRFileError.self) { try RRSeries(parsing: "rr_ms\r\n800\r\nabc\r\n") }
+        #expect(error?.line == 3)
+    }
+
     @Test func badLineIsNamedWithItsNumber() {
         #expect(throws: RRFileError(line: 3, message: "'abc' is not a number", name: "x.txt")) {
             try RRSeries(parsing: "800\n900\nabc\n", name: "x.txt")

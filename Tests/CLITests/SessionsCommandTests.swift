@@ -186,7 +186,13 @@ import Testing
         _ = try CLI.run(["stream", "--replay", beats, "--replay-speed", "1000", "--format", "jsonl", "--state-dir", dir])
         let keep = try CLI.run(["sessions", "prune", "--keep-days", "1", "--state-dir", dir])
         #expect(keep.stdout.contains("0 sessions deleted"), "\(keep.stdout)")
-        let all = try CLI.run(["sessions", "prune", "--keep-days", "0", "--state-dir", dir])
+        // 0 means "keep every session" for stream --keep-days and keep_days: here it is refused, deleting nothing.
+        let zero = try CLI.run(["sessions", "prune", "--keep-days", "0", "--state-dir", dir])
+        #expect(zero.status == 64)
+        #expect(zero.stderr.contains("Use --all"), "\(zero.stderr)")
+        let negative = try CLI.run(["sessions", "prune", "--keep-days", "-1", "--state-dir", dir])
+        #expect(negative.stderr.contains("must be 1 or more (got -1)"), "\(negative.stderr)")
+        let all = try CLI.run(["sessions", "prune", "--all", "--state-dir", dir])
         #expect(all.stdout.contains("1 session deleted"), "\(all.stdout)")
     }
 }

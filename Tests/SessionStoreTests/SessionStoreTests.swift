@@ -400,3 +400,17 @@ final class Seen: Sendable {
         #expect(back == samples)
     }
 }
+
+struct SessionStoreOpenErrorTests {
+    /// A state directory that cannot be created is named with the reason in a few words, not a Foundation dump.
+    @Test func aStateDirectoryBehindAFileSaysWhy() throws {
+        let dir = tempDir()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        #expect(FileManager.default.createFile(atPath: dir + "/file", contents: Data()))
+        let error = #expect(throws: StoreError.self) { _ = try SessionStore(directory: dir + "/file/state") }
+        let text = "\(error.map { "\($0)" } ?? "")"
+        #expect(text.contains("cannot create the state directory \(dir)/file/state"), "\(text)")
+        #expect(!text.contains("Error Domain"), "\(text)")
+        #expect(text.contains("Not a directory (\(dir)/file/state)"), "\(text)")
+    }
+}

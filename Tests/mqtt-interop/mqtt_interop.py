@@ -198,7 +198,7 @@ def main():
 
         pwfile = os.path.join(root, "gw-b.password")
         with open(pwfile, "w") as f:
-            f.write(USERS["gw-b"] + "\n")
+            f.write(USERS["gw-b"] + "\r\n")  # as a Windows editor saves it: the line ending is not the password
         a = gateway(["stream", "--simulate", "--duration", "8", "--mqtt", url("gw-a"), "--gateway-id", "gw-a"],
                     os.path.join(root, "state-a"))
         b = gateway(["stream", "--simulate", "--duration", "8", "--mqtt", f"mqtt://gw-b@127.0.0.1:{port}",
