@@ -148,6 +148,15 @@ public final class SessionRecorder: Sendable {
         }
     }
 
+    /// For a command that failed before its session started (a relay port in use, a `--record` path that cannot be
+    /// created): ends the recording as `finish` does, then removes the session from the store if nothing of it was
+    /// recorded (no sample, no event), so that it does not stay behind as a session with nothing in it. A session
+    /// with anything recorded is kept.
+    public func discardUnstarted() {
+        finish()
+        do { try store.deleteIfEmpty(id: sessionId) } catch { fail("could not remove the unstarted session: \(error)") }
+    }
+
     private func end(_ final: RecordedSessionState) {
         let queued = state.withLock { s -> Bool in
             guard !s.ended, s.lock != nil else { return false }

@@ -248,6 +248,19 @@ public final class SessionStore: Sendable {
         try write { db in try db.execute(sql: "DELETE FROM sessions WHERE id = ?", arguments: [id]) }
     }
 
+    /// Deletes the finished session `id` if it holds no sample and no event (recorded, but never started).
+    func deleteIfEmpty(id: String) throws(StoreError) {
+        try write { db in
+            try db.execute(
+                sql: """
+                    DELETE FROM sessions WHERE id = ? AND state != 'running'
+                        AND NOT EXISTS (SELECT 1 FROM samples WHERE session_id = ?)
+                        AND NOT EXISTS (SELECT 1 FROM events WHERE session_id = ?)
+                    """,
+                arguments: [id, id, id])
+        }
+    }
+
     /// Deletes every finished session that started before `cutoffMs` (epoch ms); returns their ids.
     @discardableResult
     public func prune(startedBeforeMs cutoffMs: Int64) throws(StoreError) -> [String] {

@@ -146,13 +146,16 @@ struct BreatheCommand: AsyncParsableCommand {
             breathingPattern: resonance == nil ? paced : nil,
             resonance: resonance)
         let providers = try source.providers(clock: clock, store: store, simulatedResonanceBpm: simulatedResonance)
-        let recorder = noRecordDb || !settings.record ? nil : store.recorder(config, settings)
         let output = format ?? (isatty(STDOUT_FILENO) == 1 ? .pretty : .jsonl)
         if let resonance, output == .pretty {
             let minutes = Double(resonance.sessionDurationSec) / 60
             StandardStream.error.write(Data(
                 "Resonance assessment: \(resonance.rates.count) steps, about \(String(format: "%.0f", minutes.rounded(.up))) minutes.\n".utf8))
         }
+        let relayDirectory = relay.listen == nil ? nil : try store.directory()
+        let lslSink = lsl ? try StreamCommand.lslSink() : nil
+        // Last before the session: a command that fails before this leaves nothing in the store.
+        let recorder = noRecordDb || !settings.record ? nil : store.recorder(config, settings)
         let exitCode = try await SessionRunner(
             config: config,
             providers: providers,
@@ -161,8 +164,8 @@ struct BreatheCommand: AsyncParsableCommand {
             recordPath: nil,
             recorder: recorder,
             stopWhenSourcesEnd: source.onlyReplay && duration == nil && resonance == nil,
-            relay: relay.listen == nil ? nil : (relay, try store.directory()),
-            lsl: lsl ? try StreamCommand.lslSink() : nil,
+            relay: relayDirectory.map { (relay, $0) },
+            lsl: lslSink,
             endNote: recorder.flatMap { $0.isRecording ? StreamCommand.recordedNote($0, stateDir: store.stateDir) : nil }
         ).run()
         if exitCode != 0 { throw ExitCode(exitCode) }

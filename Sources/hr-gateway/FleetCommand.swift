@@ -63,6 +63,9 @@ struct FleetCommand: AsyncParsableCommand {
         let broker = try MQTTOptions.broker(url, passwordFile: mqttPasswordFile ?? settings.mqttPasswordFile)
         let board = Mutex(FleetBoard())
         let refused = Mutex<String?>(nil)
+        // Whether the broker was reached at all, and why not: an empty fleet is only an answer from a broker.
+        let reached = Mutex(false)
+        let lastFailure = Mutex<String?>(nil)
         let connection = try MQTTConnection(
             clientId: "hr-gateway-fleet-\(getpid())", broker: broker, caFile: mqttCa ?? settings.mqttCAFile)
         connection.onMessage { topic, payload in
@@ -70,10 +73,15 @@ struct FleetCommand: AsyncParsableCommand {
             _ = board.withLock { $0.receive(topic: topic, payload: payload, nowMs: now) }
         }
         connection.onLink { event in
-            if case .refused(_, let reason) = event { refused.withLock { $0 = reason } }
+            switch event {
+            case .connected: reached.withLock { $0 = true }
+            case .refused(_, let reason): refused.withLock { $0 = reason }
+            case .lost(let reason), .failed(let reason): lastFailure.withLock { $0 = reason }
+            }
         }
         for topic in FleetBoard.subscriptions { connection.subscribe(topic) }
         if let failure = try connection.start() {
+            lastFailure.withLock { $0 = "\(failure)" }
             StandardStream.error.write(Data("fleet: \(broker) not reachable yet (\(failure)); retrying\n".utf8))
         }
         defer { connection.stop() }
@@ -83,6 +91,11 @@ struct FleetCommand: AsyncParsableCommand {
             try await Task.sleep(for: .seconds(wait))
             if let reason = refused.withLock({ $0 }) {
                 throw CommandFailure("fleet: \(broker) refused the connection: \(reason) (check the user and password)")
+            }
+            guard reached.withLock({ $0 }) else {
+                let why = lastFailure.withLock { $0 }.map { " (\($0))" } ?? ""
+                throw CommandFailure("fleet: \(broker) could not be reached in \(Self.seconds(wait)) s\(why), so there is "
+                    + "no fleet to report. Check the address and that the broker runs, or allow longer with --wait.")
             }
             let snapshot = board.withLock { $0 }
             print(json ? snapshot.jsonValue.jsonString : Self.table(snapshot, nowMs: Self.nowMs()))
@@ -104,6 +117,8 @@ struct FleetCommand: AsyncParsableCommand {
             try? await Task.sleep(for: .seconds(1))
         }
     }
+
+    static func seconds(_ s: Double) -> String { s == s.rounded() ? String(Int(s)) : String(s) }
 
     static func nowMs() -> Int64 { Int64(Date().timeIntervalSince1970 * 1000) }
 

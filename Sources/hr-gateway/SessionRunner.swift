@@ -54,49 +54,15 @@ struct SessionRunner {
         let outputs = SessionOutputs()
         let engine = SessionEngine(providers: providers.map(outputs.tap), correction: correction)
 
-        // Attachment order is shutdown order reversed: the hub drains before the server and the uplink wait for
-        // their consumers, and stdout, attached last, is the first to finish after the session.
-        if let relay {
-            let runtime = try await RelayRuntime.start(
-                relay.options, stateDirectory: relay.stateDirectory, engine: engine, announceOnStderr: true,
-                observe: false, metrics: metrics?.metrics)
-            outputs.attach(RelayServerSink(runtime: runtime))
+        do {
+            try await attach(to: outputs, engine: engine)
+        } catch {
+            // An output could not start (a port in use, a --record path that cannot be created): the session never
+            // started, so it does not stay behind in the store as an interrupted one.
+            recorder?.discardUnstarted()
+            throw error
         }
-        var hub: RelayHub? = outputs.all.compactMap { ($0 as? RelayServerSink)?.runtime.hub }.first
-        // The uplink is registered before the session starts, so that session_started reaches the far end even if
-        // the link comes up later.
-        if let uplink, uplink.options.connect != nil {
-            let uplinkHub = hub ?? RelayHub.forGateway(engine: engine, stateDirectory: uplink.stateDirectory)
-            hub = uplinkHub
-            if let dialer = uplink.options.uplink(hub: uplinkHub) {
-                outputs.attach(UplinkSink(options: uplink.options, dialer: dialer))
-            }
-        }
-        if let hub {
-            outputs.attach(RelayHubSink(hub: hub))
-            metrics?.metrics.collectOutbox("relay") { hub.outboxDepth }
-        }
-        if let webhook { outputs.attach(WebhookOutput(webhook, sessionId: config.sessionId)) }
-        if let mqtt {
-            // Commands over MQTT go through the relay's hub (the same checks, memo by id and results); without a
-            // relay, one that keeps nothing on disk.
-            let commandHub = hub ?? RelayHub(controller: EngineRelayController(engine: engine), store: nil)
-            mqtt.acceptCommands { text in await commandHub.command(text, principal: .mqtt)?.jsonString }
-            outputs.attach(mqtt)
-            metrics?.metrics.collectOutbox("mqtt") { mqtt.outboxDepth }
-            metrics?.metrics.addCollector { m in
-                m.gauge("hr_gateway_mqtt_connected", help: "1 while the MQTT broker link is up.", mqtt.isConnected ? 1 : 0)
-            }
-        }
-        if let webhook { metrics?.metrics.collectOutbox("webhook") { webhook.forwarder.outboxDepth } }
-        if let metrics {
-            outputs.attach(MetricsSink(metrics: metrics.metrics))
-            metrics.metrics.collectStraps(providers.compactMap { $0 as? BLEHeartRateProvider })
-            if let listen = metrics.listen { outputs.attach(try await MetricsServerSink.start(metrics.metrics, listen: listen)) }
-        }
-        if let lsl { outputs.attach(lsl) }
-        if let recordPath { outputs.attach(RecordFileSink(writer: try SampleFileWriter(path: recordPath))) }
-        if let recorder { outputs.attach(StoreSink(recorder: recorder)) }
+        // Standard output, attached last, is the first output to finish after the session.
         // Standard output closed by its reader (`| head`, a viewer that quit): told by the stdout sink, acted on once
         // the group runs.
         let (stdoutClosed, closing) = AsyncStream<Void>.makeStream()
@@ -144,6 +110,55 @@ struct SessionRunner {
             if let note { StandardStream.error.write(Data((note + "\n").utf8)) }
         }
         return session.exitStatus
+    }
+}
+
+extension SessionRunner {
+    /// Attaches every output but standard output, starting those that listen or open files (which may fail).
+    /// Attachment order is shutdown order reversed: the hub drains before the server and the uplink wait for their
+    /// consumers.
+    private func attach(to outputs: SessionOutputs, engine: SessionEngine) async throws {
+        if let relay {
+            let runtime = try await RelayRuntime.start(
+                relay.options, stateDirectory: relay.stateDirectory, engine: engine, announceOnStderr: true,
+                observe: false, metrics: metrics?.metrics)
+            outputs.attach(RelayServerSink(runtime: runtime))
+        }
+        var hub: RelayHub? = outputs.all.compactMap { ($0 as? RelayServerSink)?.runtime.hub }.first
+        // The uplink is registered before the session starts, so that session_started reaches the far end even if
+        // the link comes up later.
+        if let uplink, uplink.options.connect != nil {
+            let uplinkHub = hub ?? RelayHub.forGateway(engine: engine, stateDirectory: uplink.stateDirectory)
+            hub = uplinkHub
+            if let dialer = uplink.options.uplink(hub: uplinkHub) {
+                outputs.attach(UplinkSink(options: uplink.options, dialer: dialer))
+            }
+        }
+        if let hub {
+            outputs.attach(RelayHubSink(hub: hub))
+            metrics?.metrics.collectOutbox("relay") { hub.outboxDepth }
+        }
+        if let webhook { outputs.attach(WebhookOutput(webhook, sessionId: config.sessionId)) }
+        if let mqtt {
+            // Commands over MQTT go through the relay's hub (the same checks, memo by id and results); without a
+            // relay, one that keeps nothing on disk.
+            let commandHub = hub ?? RelayHub(controller: EngineRelayController(engine: engine), store: nil)
+            mqtt.acceptCommands { text in await commandHub.command(text, principal: .mqtt)?.jsonString }
+            outputs.attach(mqtt)
+            metrics?.metrics.collectOutbox("mqtt") { mqtt.outboxDepth }
+            metrics?.metrics.addCollector { m in
+                m.gauge("hr_gateway_mqtt_connected", help: "1 while the MQTT broker link is up.", mqtt.isConnected ? 1 : 0)
+            }
+        }
+        if let webhook { metrics?.metrics.collectOutbox("webhook") { webhook.forwarder.outboxDepth } }
+        if let metrics {
+            outputs.attach(MetricsSink(metrics: metrics.metrics))
+            metrics.metrics.collectStraps(providers.compactMap { $0 as? BLEHeartRateProvider })
+            if let listen = metrics.listen { outputs.attach(try await MetricsServerSink.start(metrics.metrics, listen: listen)) }
+        }
+        if let lsl { outputs.attach(lsl) }
+        if let recordPath { outputs.attach(RecordFileSink(writer: try SampleFileWriter(path: recordPath))) }
+        if let recorder { outputs.attach(StoreSink(recorder: recorder)) }
     }
 }
 

@@ -165,7 +165,6 @@ struct StreamCommand: AsyncParsableCommand {
         let settings = try store.settings()
         let config = session.config(defaults: settings)
         let providers = try source.providers(clock: clock, store: store)
-        let recorder = noRecordDb || !settings.record ? nil : store.recorder(config, settings, keepDays: keepDays)
         let lslSink = lsl ? try Self.lslSink() : nil
         let output = format ?? (isatty(STDOUT_FILENO) == 1 ? .pretty : .jsonl)
         var delivery: WebhookDelivery?
@@ -179,6 +178,10 @@ struct StreamCommand: AsyncParsableCommand {
                 url: url, samples: webhookSamples || settings.webhookSamples, batchSize: settings.webhookBatchSize,
                 graceSec: webhookGrace ?? settings.webhookGraceSec)
         }
+        let stateDirectory = try store.directory()
+        let mqttSink = try mqtt.sink(sources: providers.map(\.name), settings: settings, stateDirectory: stateDirectory)
+        // Last before the session: a command that fails before this leaves nothing in the store.
+        let recorder = noRecordDb || !settings.record ? nil : store.recorder(config, settings, keepDays: keepDays)
         let exitCode = try await SessionRunner(
             config: config,
             providers: providers,
@@ -187,10 +190,10 @@ struct StreamCommand: AsyncParsableCommand {
             recordPath: record,
             recorder: recorder,
             stopWhenSourcesEnd: source.onlyReplay && session.duration == nil,
-            relay: relay.listen == nil ? nil : (relay, try store.directory()),
-            uplink: uplink.connect == nil ? nil : (uplink, try store.directory()),
+            relay: relay.listen == nil ? nil : (relay, stateDirectory),
+            uplink: uplink.connect == nil ? nil : (uplink, stateDirectory),
             webhook: delivery,
-            mqtt: try mqtt.sink(sources: providers.map(\.name), settings: settings, stateDirectory: try store.directory()),
+            mqtt: mqttSink,
             metrics: relay.listen == nil && metrics.metricsListen == nil
                 ? nil : (GatewayMetrics(), metrics.metricsListen),
             lsl: lslSink,

@@ -231,6 +231,15 @@ struct BrokerError: Error, CustomStringConvertible {
         #expect(id.stderr.contains("gateway id"), "\(id.stderr)")
     }
 
+    /// A script reading `fleet --json` must not take a broker it never reached for an empty fleet.
+    @Test func fleetJSONWithoutTheBrokerFailsInsteadOfAnEmptyFleet() throws {
+        let r = try CLI.run(["fleet", "--mqtt", "mqtt://127.0.0.1:1", "--json", "--wait", "1"])
+        #expect(r.status == 1)
+        #expect(r.stdout.isEmpty, "\(r.stdout)")
+        #expect(r.stderr.contains("could not be reached in 1 s"), "\(r.stderr)")
+        #expect(!r.stderr.contains("Usage:"), "\(r.stderr)")
+    }
+
     /// libmosquitto is opened only for --mqtt: without it, a session without --mqtt runs, --mqtt says how to install
     /// it, and doctor reports it.
     @Test func withoutLibmosquittoOnlyMQTTIsUnavailable() throws {

@@ -178,6 +178,41 @@ import Testing
         #expect(bytes.split(separator: 0x14).filter { $0.elementsEqual("beat".utf8) }.count == 120)
     }
 
+    /// A stream whose output cannot start (a --record path it cannot create, a port in use) fails before its
+    /// session starts: nothing of it stays in the store (it used to stay as an "interrupted" session with nothing in it).
+    @Test func aStreamThatFailsBeforeItsSessionLeavesNoSession() throws {
+        let dir = tempDir()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let recordFail = try CLI.run(["stream", "--simulate", "--duration", "3", "--format", "jsonl",
+                                      "--record", dir + "/missing/x.jsonl", "--state-dir", dir])
+        #expect(recordFail.status != 0)
+        #expect(recordFail.stderr.contains(dir + "/missing/x.jsonl"), "\(recordFail.stderr)")
+        let holder = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(holder) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let bound = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { p in
+                bind(holder, p, length) == 0 && listen(holder, 1) == 0 && getsockname(holder, p, &length) == 0
+            }
+        }
+        try #require(bound)
+        let port = Int(UInt16(bigEndian: address.sin_port))
+        let bindFail = try CLI.run(["stream", "--simulate", "--duration", "3", "--format", "jsonl", "--no-auth",
+                                    "--listen", "127.0.0.1:\(port)", "--state-dir", dir])
+        #expect(bindFail.status == 1)
+        #expect(bindFail.stderr.contains("Relay cannot listen on 127.0.0.1:\(port)"), "\(bindFail.stderr)")
+        #expect(!bindFail.stderr.contains("Usage:"), "\(bindFail.stderr)")
+        let list = try CLI.run(["sessions", "list", "--state-dir", dir])
+        #expect(list.stdout.contains("No sessions"), "\(list.stdout)")
+        // A session that ran is still recorded.
+        _ = try CLI.run(["stream", "--simulate", "--duration", "2", "--format", "jsonl", "--state-dir", dir,
+                         "--session-id", "ran"])
+        #expect(try CLI.run(["sessions", "list", "--state-dir", dir]).stdout.contains("ran"))
+    }
+
     @Test func pruneKeepsRecentSessions() throws {
         let dir = tempDir()
         defer { try? FileManager.default.removeItem(atPath: dir) }
