@@ -29,6 +29,19 @@ public final class FileLock: Sendable {
         return FileLock(path: path, fd: fd)
     }
 
+    /// Whether some process holds the lock at `path`, asked without writing anything (for a reader that may not
+    /// create or write the file): false when the file does not exist or nobody holds it.
+    public static func isHeld(path: String) -> Bool {
+        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { return false }
+        defer { close(fd) }
+        while flock(fd, LOCK_SH | LOCK_NB) != 0 {
+            if errno == EINTR { continue }
+            return errno == EWOULDBLOCK
+        }
+        return false
+    }
+
     /// Releases the lock; with `remove`, deletes the file first (while still holding it). Call at most once.
     public func release(remove: Bool) {
         if remove { unlink(path) }

@@ -113,11 +113,15 @@ public final class SessionStore: Sendable {
     public let directory: String
     public var databasePath: String { directory + "/sessions.sqlite" }
     let dbQueue: DatabaseQueue
+    /// Opened by a user who may only read the store (`existing(directory:)`): nothing is written, and a session whose
+    /// writer is gone is shown as interrupted without being marked so.
+    public let isReadOnly: Bool
 
     /// Opens (creating when needed) the store in `directory`, imports the journals of writers that died before
     /// their database writes were done, and marks as `interrupted` every session whose writer is gone.
     public init(directory: String) throws(StoreError) {
         self.directory = directory
+        isReadOnly = false
         do {
             try FileManager.default.createDirectory(
                 atPath: directory + "/locks", withIntermediateDirectories: true,
@@ -134,6 +138,36 @@ public final class SessionStore: Sendable {
         // A journal that cannot be imported now (the database is held) stays for the next open.
         _ = try? recoverJournals()
         try markInterrupted()
+    }
+
+    /// Opens the store in `directory` to read it, creating nothing: nil when the directory holds no store. A store
+    /// this user may write is opened as `init(directory:)` opens it (journals imported, sessions whose writer is gone
+    /// marked interrupted); one it may only read (the service's, readable by others) is read as it is.
+    public static func existing(directory: String) throws(StoreError) -> SessionStore? {
+        let path = directory + "/sessions.sqlite"
+        guard access(path, F_OK) == 0 else { return nil }
+        if access(path, W_OK) == 0 && access(directory, W_OK) == 0 { return try SessionStore(directory: directory) }
+        return try SessionStore(readingOnly: directory)
+    }
+
+    private init(readingOnly directory: String) throws(StoreError) {
+        self.directory = directory
+        isReadOnly = true
+        let path = directory + "/sessions.sqlite"
+        var config = Configuration()
+        config.readonly = true
+        do {
+            // While a writer has the store open, its WAL is read too. With none, SQLite cannot open a WAL database
+            // read-only without creating its shared-memory file, which this user may not do: nobody is writing, so
+            // the file is read as it stands (immutable).
+            if access(path + "-wal", F_OK) == 0 {
+                dbQueue = try DatabaseQueue(path: path, configuration: config)
+            } else {
+                dbQueue = try DatabaseQueue(path: "file:" + path + "?immutable=1", configuration: config)
+            }
+        } catch {
+            throw .database("cannot read \(path): \(Self.reason(error))")
+        }
     }
 
     /// Raw ECG chunks (Polar PMD): µV as little-endian int32 and their rate.
@@ -191,14 +225,23 @@ public final class SessionStore: Sendable {
     public func list() throws(StoreError) -> [RecordedSession] {
         try read { db in
             try Row.fetchAll(db, sql: Self.summarySQL + " ORDER BY s.started_at_ms, s.id").map(Self.session)
-        }
+        }.map(observed)
     }
 
     /// One session, or nil.
     public func session(id: String) throws(StoreError) -> RecordedSession? {
         try read { db in
             try Row.fetchOne(db, sql: Self.summarySQL + " WHERE s.id = ?", arguments: [id]).map(Self.session)
-        }
+        }.map(observed)
+    }
+
+    /// `s` as it stands: read-only, a `running` session whose writer is gone is shown interrupted (a writable store
+    /// marked it so when opened).
+    private func observed(_ s: RecordedSession) -> RecordedSession {
+        guard isReadOnly, s.state == .running, !FileLock.isHeld(path: lockPath(sessionId: s.id)) else { return s }
+        var shown = s
+        shown.state = .interrupted
+        return shown
     }
 
     /// The id of the session that `idOrPrefix` names: the session with exactly that id, else the only one whose id

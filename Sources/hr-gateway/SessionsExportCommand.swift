@@ -52,7 +52,7 @@ struct SessionsExportCommand: ParsableCommand {
     @OptionGroup var store: StoreOptions
 
     func run() throws {
-        let sessions = try store.open()
+        let sessions = try store.openForReading()
         let id: String
         do { id = try sessions.resolve(self.id) } catch { throw CommandFailure("\(error)") }
         if format == .edf, output == nil, isatty(STDOUT_FILENO) == 1 {

@@ -25,7 +25,14 @@ struct SessionsListCommand: ParsableCommand {
     @OptionGroup var store: StoreOptions
 
     func run() throws {
-        let opened = try store.open()
+        guard let opened = try store.existing() else {
+            if json {
+                print("[]")
+            } else {
+                print("No sessions: nothing has been recorded in \(try store.directory()) yet.")
+            }
+            return
+        }
         let sessions = try opened.list()
         if json {
             print(JSONValue.array(sessions.map(\.jsonValue)).jsonString)

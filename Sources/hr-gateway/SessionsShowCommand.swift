@@ -25,7 +25,7 @@ struct SessionsShowCommand: ParsableCommand {
     @OptionGroup var store: StoreOptions
 
     func run() throws {
-        let sessions = try store.open()
+        let sessions = try store.openForReading()
         let id: String
         do { id = try sessions.resolve(self.id) } catch { throw CommandFailure("\(error)") }
         guard let s = try sessions.session(id: id) else { throw CommandFailure("\(StoreError.sessionNotFound(id))") }

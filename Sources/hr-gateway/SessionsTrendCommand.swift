@@ -38,7 +38,7 @@ struct SessionsTrendCommand: ParsableCommand {
 
     func run() throws {
         let since = days.map { Int64(Date().timeIntervalSince1970 * 1000) - Int64($0) * 86_400_000 } ?? .min
-        let trend = SessionTrends.days(metric, sessions: try store.open().summaries(), sinceMs: since)
+        let trend = SessionTrends.days(metric, sessions: try store.openForReading().summaries(), sinceMs: since)
         if json {
             print(JSONValue.array(trend.map { d in
                 .object(["date": .string(d.date), "value": .double((d.value * 10).rounded() / 10),

@@ -116,7 +116,10 @@ struct SourceOptions: ParsableArguments {
                 }
                 providers.append(ReplayBiosignalProvider(path: replay, speed: replaySpeed, clock: clock))
             } else {
-                let stored = try store.open()
+                guard let stored = try store.existing() else {
+                    throw CommandFailure("--replay \(replay): no such file, and no recorded session to name: "
+                        + "\(try store.directory()) holds no session store.")
+                }
                 let id: String
                 do { id = try stored.resolve(replay) } catch { throw CommandFailure("--replay \(replay): \(error)") }
                 let samples = try stored.samples(sessionId: id)

@@ -91,7 +91,23 @@ struct StoreOptions: ParsableArguments {
         return recorder
     }
 
-    /// Opens the store, or fails with a message that says what to do.
+    /// Opens the store to read it, creating nothing (read-only when this user may not write it): nil when the state
+    /// directory holds no store.
+    func existing() throws -> SessionStore? {
+        let dir = try directory()
+        do { return try SessionStore.existing(directory: dir) } catch { throw CommandFailure("\(error)") }
+    }
+
+    /// As `existing()`, failing with what to do when there is no store.
+    func openForReading() throws -> SessionStore {
+        guard let store = try existing() else {
+            throw CommandFailure("No session store in \(try directory()): nothing has been recorded there (stream and "
+                + "breathe record into the state directory; --state-dir or HR_GATEWAY_STATE_DIR chooses another).")
+        }
+        return store
+    }
+
+    /// Opens the store, creating it when needed, or fails with a message that says what to do.
     func open() throws -> SessionStore {
         let dir = try directory()
         do { return try SessionStore(directory: dir) } catch { throw CommandFailure("\(error)") }

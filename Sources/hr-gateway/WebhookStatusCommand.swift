@@ -27,6 +27,13 @@ struct WebhookStatusCommand: AsyncParsableCommand {
         let dir = StateDirectory.resolve(option: store.stateDir, configured: settings.stateDir)
         let items: [OutboxItem]
         let forming: Int
+        // Nothing to create for a status: no outbox is nothing queued (and a mistyped --state-dir stays uncreated).
+        guard FileManager.default.fileExists(atPath: dir + "/outbox.sqlite") else {
+            if format == .text {
+                print("No webhook outbox in \(dir): nothing has been queued for a webhook there.")
+            }
+            return
+        }
         do {
             let outbox = try WebhookOutbox(directory: dir, maxItems: settings.webhookMaxItems)
             items = try outbox.pending()

@@ -27,11 +27,17 @@ enum CLI {
         var lines: [String] { stdout.split(separator: "\n").map(String.init) }
     }
 
-    /// Runs to completion and returns the exit status and both outputs.
-    static func run(_ arguments: [String], environment: [String: String] = [:]) throws -> Result {
+    /// Runs to completion and returns the exit status and both outputs; with `asUser`, as that user id (and group
+    /// id), through util-linux's setpriv (which needs root).
+    static func run(_ arguments: [String], environment: [String: String] = [:], asUser uid: UInt32? = nil) throws -> Result {
         let p = Process()
-        p.executableURL = executable
-        p.arguments = arguments
+        if let uid {
+            p.executableURL = URL(fileURLWithPath: "/usr/bin/setpriv")
+            p.arguments = ["--reuid=\(uid)", "--regid=\(uid)", "--clear-groups", executable.path] + arguments
+        } else {
+            p.executableURL = executable
+            p.arguments = arguments
+        }
         var env = ProcessInfo.processInfo.environment
         env["HR_GATEWAY_STATE_DIR"] = stateDir
         for (k, v) in environment { env[k] = v }

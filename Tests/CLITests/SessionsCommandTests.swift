@@ -213,6 +213,42 @@ import Testing
         #expect(try CLI.run(["sessions", "list", "--state-dir", dir]).stdout.contains("ran"))
     }
 
+    /// Reading commands create nothing: a mistyped --state-dir is not made into a new, empty store.
+    @Test func readingANonexistentStoreCreatesNothing() throws {
+        let dir = tempDir() + "/typo"
+        defer { try? FileManager.default.removeItem(atPath: (dir as NSString).deletingLastPathComponent) }
+        let list = try CLI.run(["sessions", "list", "--state-dir", dir])
+        #expect(list.status == 0)
+        #expect(list.stdout.contains("No sessions: nothing has been recorded in \(dir) yet."), "\(list.stdout)")
+        #expect(try CLI.run(["sessions", "list", "--json", "--state-dir", dir]).stdout == "[]\n")
+        let show = try CLI.run(["sessions", "show", "abc", "--state-dir", dir])
+        #expect(show.status == 1)
+        #expect(show.stderr.contains("No session store in \(dir)"), "\(show.stderr)")
+        let webhook = try CLI.run(["webhook", "status", "--state-dir", dir])
+        #expect(webhook.stdout.contains("No webhook outbox in \(dir)"), "\(webhook.stdout)")
+        #expect(!FileManager.default.fileExists(atPath: dir))
+    }
+
+    /// Another user (a member of the service's group, say) reads a store it may not write: listed and exported as
+    /// it is, nothing written or created.
+    @Test(.enabled(if: getuid() == 0, "runs the binary as user nobody with setpriv, which needs root"))
+    func anotherUserReadsTheStoreWithoutWritingIt() throws {
+        let dir = tempDir()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let ran = try CLI.run(["stream", "--simulate", "--duration", "2", "--format", "jsonl", "--state-dir", dir,
+                               "--session-id", "ro-1"])
+        #expect(ran.status == 0, "\(ran.stderr)")
+        #expect(chmod(dir, 0o755) == 0)
+        let before = try FileManager.default.contentsOfDirectory(atPath: dir).sorted()
+        let list = try CLI.run(["sessions", "list", "--state-dir", dir], asUser: 65534)
+        #expect(list.status == 0, "\(list.stderr)")
+        #expect(list.stdout.contains("ro-1") && list.stdout.contains("completed"), "\(list.stdout)")
+        let export = try CLI.run(["sessions", "export", "ro-1", "--format", "csv", "--state-dir", dir], asUser: 65534)
+        #expect(export.status == 0, "\(export.stderr)")
+        #expect(export.stdout.contains("ro-1,simulated-strap,"), "\(export.stdout)")
+        #expect(try FileManager.default.contentsOfDirectory(atPath: dir).sorted() == before)
+    }
+
     @Test func pruneKeepsRecentSessions() throws {
         let dir = tempDir()
         defer { try? FileManager.default.removeItem(atPath: dir) }
