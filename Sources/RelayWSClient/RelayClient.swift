@@ -3,6 +3,8 @@ import RelayCore
 import HTTPTypes
 import HummingbirdWSClient
 import Logging
+import NIOCore
+import NIOPosix
 import NIOSSL
 
 /// A relay consumer: connects to `ws://HOST:PORT/v1/relay` with a token and hands every message to a callback.
@@ -138,6 +140,27 @@ public struct RelayClient: Sendable {
 }
 
 /// Why a relay client gave up.
+extension RelayClient {
+    /// What went wrong connecting to a relay, in words that say what to do (not the WebSocket or NIO error dump).
+    public static func explain(_ error: any Error) -> String {
+        if let e = error as? WebSocketClientError, e == .webSocketUpgradeFailed {
+            return "the relay refused the WebSocket connection: the token is missing, wrong or revoked (`hr-gateway "
+                + "token list` on the gateway shows them, `hr-gateway token create NAME` makes one), or the address is "
+                + "not a relay's (the path is /v1/relay)"
+        }
+        if let e = error as? NIOConnectionError {
+            if let dns = e.dnsAError ?? e.dnsAAAAError { return "\(e.host) does not resolve (\(dns))" }
+            let reasons = e.connectionErrors.map { failure -> String in
+                if let io = failure.error as? IOError { return String(cString: strerror(io.errnoCode)) }
+                return "\(failure.error)"
+            }
+            return "nothing answers on \(e.host):\(e.port) (\(Array(Set(reasons)).sorted().joined(separator: "; "))): check "
+                + "that the gateway runs with --listen on that address"
+        }
+        return "\(error)"
+    }
+}
+
 public struct RelayClientError: Error, Sendable, CustomStringConvertible {
     public let description: String
     public init(_ description: String) { self.description = description }

@@ -60,7 +60,7 @@ public final class RelayUplink: Sendable {
                 delayMs = 500
                 onEvent("disconnected from \(url)")
             } catch {
-                onEvent("cannot connect to \(url): \(error)")
+                onEvent("cannot connect to \(url): \(RelayClient.explain(error))")
             }
             if Task.isCancelled || finishing.withLock({ $0 }) { break }
             try? await Task.sleep(for: .milliseconds(Int(Double(delayMs) * Double.random(in: 0.8...1.2))))

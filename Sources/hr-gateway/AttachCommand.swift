@@ -128,11 +128,11 @@ struct AttachCommand: AsyncParsableCommand {
             StandardStream.error.write(Data("error: \(e)\n".utf8))
             throw ExitCode(1)
         } catch {
-            var hint = "Check the address and the token (401 means refused)."
+            var hint = ""
             if url.hasPrefix("wss://") && pin == nil {
-                hint += " A gateway with its own self-signed certificate (serve --tls) is trusted by fingerprint: add --pin SHA256."
+                hint = " A gateway with its own self-signed certificate (serve --tls) is trusted by fingerprint: add --pin SHA256."
             }
-            StandardStream.error.write(Data("error: cannot attach to \(url): \(error). \(hint)\n".utf8))
+            StandardStream.error.write(Data("error: cannot attach to \(url): \(RelayClient.explain(error)).\(hint)\n".utf8))
             throw ExitCode(1)
         }
         if let code = status.withLock({ $0 }), code != 0 { throw ExitCode(code) }

@@ -100,5 +100,23 @@ import Testing
         let r = try CLI.run(["attach", "http://127.0.0.1:1/v1/relay"])
         #expect(r.status != 0)
         #expect(r.stderr.contains("ws://"))
+        // Nothing listening: said so, with what to check, not a NIO error dump.
+        let closed = try CLI.run(["attach", "ws://127.0.0.1:1/v1/relay"])
+        #expect(closed.status == 1)
+        #expect(closed.stderr.contains("nothing answers on 127.0.0.1:1 (Connection refused)"), "\(closed.stderr)")
+        #expect(!closed.stderr.contains("SingleConnectionFailure"), "\(closed.stderr)")
+        // A relay that refuses the token: said so, with where tokens come from.
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("hrg-attach-\(UUID().uuidString)").path
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let server = try RunningCLI(["serve", "--simulate", "--listen", "127.0.0.1:0", "--state-dir", dir])
+        let listening = try #require(server.readLine())
+        let url = try #require(listening.split(separator: " ").last.map(String.init), "\(listening)")
+        #expect(url.hasPrefix("ws://127.0.0.1:"), "\(listening)")
+        let refused = try CLI.run(["attach", url, "--token", "not-a-token"])
+        #expect(refused.status == 1)
+        #expect(refused.stderr.contains("the relay refused the WebSocket connection: the token is missing, wrong or "
+            + "revoked"), "\(refused.stderr)")
+        server.signal(SIGTERM)
+        _ = server.wait()
     }
 }
