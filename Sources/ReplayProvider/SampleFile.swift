@@ -7,11 +7,12 @@ public enum SampleFile {
     /// A recording line that could not be read.
     public struct ReadError: Error, Sendable, Equatable, CustomStringConvertible {
         public let path: String
-        public let line: Int
+        /// nil when the file as a whole cannot be read or created.
+        public let line: Int?
         public let reason: String
-        public var description: String { "\(path) line \(line): \(reason)" }
+        public var description: String { line.map { "\(path) line \($0): \(reason)" } ?? "\(path): \(reason)" }
 
-        public init(path: String, line: Int, reason: String) {
+        public init(path: String, line: Int?, reason: String) {
             self.path = path
             self.line = line
             self.reason = reason
@@ -22,7 +23,11 @@ public enum SampleFile {
     /// which is what an interrupted recording leaves behind: it is skipped and reported in `truncatedTail`.
     public static func read(path: String) throws -> (samples: [BiosignalSample], truncatedTail: Bool) {
         guard let data = FileManager.default.contents(atPath: path) else {
-            throw ReadError(path: path, line: 0, reason: "cannot read the file (missing or no permission)")
+            var isDirectory: ObjCBool = false
+            let reason = !FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory) ? "no such file"
+                : isDirectory.boolValue ? "a directory, not a recording (JSON lines, as --record writes them)"
+                : "cannot read it (no permission)"
+            throw ReadError(path: path, line: nil, reason: reason)
         }
         let bytes = [UInt8](data)
         var samples: [BiosignalSample] = []
@@ -61,7 +66,17 @@ public final class SampleFileWriter: Sendable {
     public init(path: String) throws {
         self.path = path
         guard FileManager.default.createFile(atPath: path, contents: nil) else {
-            throw SampleFile.ReadError(path: path, line: 0, reason: "cannot create the file (check the directory and permissions)")
+            var isDirectory: ObjCBool = false
+            let parent = (path as NSString).deletingLastPathComponent
+            let reason: String
+            if FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory), isDirectory.boolValue {
+                reason = "a directory: give a file name, such as \(path)/session.jsonl"
+            } else if !parent.isEmpty, !FileManager.default.fileExists(atPath: parent) {
+                reason = "cannot create it: the directory \(parent) does not exist"
+            } else {
+                reason = "cannot create it (no permission to write in \(parent.isEmpty ? "." : parent)?)"
+            }
+            throw SampleFile.ReadError(path: path, line: nil, reason: reason)
         }
         handle = Locked(try FileHandle(forWritingTo: URL(fileURLWithPath: path)))
     }

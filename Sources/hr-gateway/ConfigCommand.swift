@@ -76,6 +76,16 @@ struct ConfigCheckCommand: ParsableCommand {
         print("  session.mode       \(c.mode.rawValue)")
         print("  session.window_sec \(c.windowSec)")
         print("  session.emit_interval_sec \(c.emitIntervalSec)")
+        if let pattern = c.breathingPattern {
+            print("  session.pattern    \(pattern) (paces `breathe` and breathing-mode sessions\(c.mode == .breathing ? "" : "; not a \(c.mode.rawValue) session"))")
+        }
+        print("  mqtt.url           \(c.mqttURL ?? "(none)")")
+        if c.mqttURL != nil {
+            print("  mqtt.gateway_id    \(c.mqttGatewayId ?? "\(MQTTOptions.hostName()) (the host name)")")
+            if let ca = c.mqttCAFile { print("  mqtt.ca_file       \(ca)") }
+            if let pw = c.mqttPasswordFile { print("  mqtt.password_file \(pw)") }
+            print("  mqtt.grace_sec     \(c.mqttGraceSec)")
+        }
         print("  webhook.url        \(c.webhookURL ?? "(none)")")
         if c.webhookURL != nil {
             print("  webhook.samples    \(c.webhookSamples) (batches of \(c.webhookBatchSize))")

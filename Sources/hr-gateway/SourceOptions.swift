@@ -79,13 +79,21 @@ struct SourceOptions: ParsableArguments {
     /// A `--replay` that is not a file must name a stored session (its id or a unique prefix of it). Checked while
     /// the options are validated, so that a mistake is reported with this command's usage.
     func checkReplay(store: StoreOptions) throws {
-        guard let replay, !FileManager.default.fileExists(atPath: replay) else { return }
+        guard let replay else { return }
+        var isDirectory: ObjCBool = false
+        if FileManager.default.fileExists(atPath: replay, isDirectory: &isDirectory) {
+            if isDirectory.boolValue {
+                throw ValidationError("--replay \(replay) is a directory: give a recording (JSON lines, as --record "
+                    + "writes them) or a recorded session's id.")
+            }
+            return
+        }
         let dir = store.quietDirectory()
         let notFound = ValidationError(
             "\(replay) is neither a file nor a session in \(dir)/sessions.sqlite: check the path, or list sessions "
                 + "with `hr-gateway sessions list`.")
         guard FileManager.default.fileExists(atPath: dir + "/sessions.sqlite") else { throw notFound }
-        do { _ = try SessionStore(directory: dir).resolve(replay) } catch StoreError.sessionNotFound {
+        do { _ = try SessionStore.existing(directory: dir)?.resolve(replay) } catch StoreError.sessionNotFound {
             throw notFound
         } catch { throw ValidationError("--replay \(replay): \(error)") }
     }

@@ -15,6 +15,24 @@ import Testing
         #expect(r.stderr.contains("Choose a source: --strap auto, --camera DEVICE"))
     }
 
+    /// A directory where a file is expected, or a file in a missing directory, is named with what is wrong.
+    @Test func recordingPathsThatAreNotFilesSayWhy() throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("hrg-paths-\(UUID().uuidString)").path
+        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let replay = try CLI.run(["stream", "--replay", dir, "--format", "jsonl"])
+        #expect(replay.status == 64)
+        #expect(replay.stderr.contains("--replay \(dir) is a directory"), "\(replay.stderr)")
+        let record = try CLI.run(["stream", "--simulate", "--duration", "1", "--no-record-db", "--format", "jsonl",
+                                  "--record", dir])
+        #expect(record.status == 1)
+        #expect(record.stderr.contains("\(dir): a directory: give a file name"), "\(record.stderr)")
+        let missing = try CLI.run(["stream", "--simulate", "--duration", "1", "--no-record-db", "--format", "jsonl",
+                                   "--record", dir + "/no/x.jsonl"])
+        #expect(missing.stderr.contains("the directory \(dir)/no does not exist"), "\(missing.stderr)")
+        #expect(!missing.stderr.contains("line 0"), "\(missing.stderr)")
+    }
+
     @Test func ecgNeedsAStrap() throws {
         let r = try CLI.run(["stream", "--simulate", "--ecg"])
         #expect(r.status != 0)
