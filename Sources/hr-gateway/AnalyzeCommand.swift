@@ -106,6 +106,13 @@ struct AnalyzeCommand: ParsableCommand {
                     "warning: \(file): dropped \(result.droppedFrames) frame(s) whose time does not increase\n".utf8))
             }
         }
+        guard result.durationSeconds >= config.minimumWindowSeconds, !result.estimates.isEmpty else {
+            // Not "no confident HR": there was nothing to estimate from.
+            throw AnalyzeError("\(file): \(result.frames) usable frame\(result.frames == 1 ? "" : "s") "
+                + "(\(String(format: "%.1f", result.durationSeconds)) s), shorter than the "
+                + "\(Int(config.minimumWindowSeconds)) s a first pulse window needs: nothing to estimate. Record longer "
+                + "(30 s or more gives steady readings).")
+        }
         var report = AnalysisReport(estimates: result.estimates, frames: result.frames, droppedFrames: result.droppedFrames,
                                     durationSeconds: result.durationSeconds, source: isCSV ? "csv" : "video")
         if let tracker = result.tracker { report.face = (tracker.detectorName, tracker.stats) }

@@ -189,6 +189,19 @@ import Testing
         #expect(noFps.stderr.contains("--fps"))
     }
 
+    /// A trace shorter than a first window is an error saying so, not "no confident HR" with exit status 0.
+    @Test func aTraceTooShortForAWindowIsAnError() throws {
+        let dir = try Self.tempDir()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let (csv, _) = Self.traceCSV(seconds: 3, withTime: true)
+        let file = dir.appendingPathComponent("short.csv")
+        try csv.write(to: file, atomically: true, encoding: .utf8)
+        let r = try Self.analyze([file.path, "--json"], in: dir)
+        #expect(r.status == 1)
+        #expect(r.stdout.isEmpty, "\(r.stdout)")
+        #expect(r.stderr.contains("shorter than the 5 s a first pulse window needs"), "\(r.stderr)")
+    }
+
     @Test func badCSVNamesTheLine() throws {
         let dir = try Self.tempDir()
         defer { try? FileManager.default.removeItem(at: dir) }
