@@ -145,7 +145,7 @@ extension RelayClient {
     public static func explain(_ error: any Error) -> String {
         if let e = error as? WebSocketClientError, e == .webSocketUpgradeFailed {
             return "the relay refused the WebSocket connection: the token is missing, wrong or revoked (`hr-gateway "
-                + "token list` on the gateway shows them, `hr-gateway token create NAME` makes one), or the address is "
+                + "token list` on the gateway shows them, `hr-gateway token create --name phone` makes one), or the address is "
                 + "not a relay's (the path is /v1/relay)"
         }
         if let e = error as? NIOConnectionError {

@@ -41,7 +41,10 @@ final class MetricsServerSink: SessionSink {
         }
         var it = ports.makeAsyncIterator()
         guard let bound = await it.next() else {
-            do { try await task.value } catch { throw CommandFailure("--metrics-listen cannot listen on \(listen): \(error)") }
+            do { try await task.value } catch {
+                throw CommandFailure("--metrics-listen cannot listen on \(listen): "
+                    + listenFailure(error, address: listen, option: "--metrics-listen") + ".")
+            }
             throw CommandFailure("--metrics-listen: the metrics server stopped before listening on \(listen)")
         }
         let shown = host.contains(":") ? "[\(host)]" : host

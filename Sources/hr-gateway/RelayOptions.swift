@@ -98,7 +98,10 @@ final class RelayRuntime: Sendable {
         }
         var iterator = ports.makeAsyncIterator()
         guard let bound = await iterator.next() else {
-            do { try await task.value } catch { throw CommandFailure("Relay cannot listen on \(host):\(port): \(error)") }
+            do { try await task.value } catch {
+                throw CommandFailure("Relay cannot listen on \(host):\(port): "
+                    + listenFailure(error, address: "\(host):\(port)", option: "--listen") + ".")
+            }
             throw CommandFailure("Relay stopped before listening on \(host):\(port).")
         }
         let shown = host.contains(":") ? "[\(host)]" : host
