@@ -18,6 +18,8 @@ public final class SessionRecorder: Sendable {
     private let store: SessionStore
     private let onFailure: @Sendable (String) -> Void
     private let journal: SessionJournal?
+    /// The session was added to the store by this recorder (not refused, as a duplicate id is).
+    private let began: Bool
     /// One signal per queued batch of work and one to finish.
     private let wake = DispatchSemaphore(value: 0)
     /// Signalled once when the background writer has finished.
@@ -74,6 +76,7 @@ public final class SessionRecorder: Sendable {
         switch opened {
         case .success(let (lock, journal)):
             self.journal = journal
+            began = true
             state.withLock {
                 $0.lock = lock
                 $0.writerRunning = true
@@ -83,6 +86,7 @@ public final class SessionRecorder: Sendable {
             writer.start()
         case .failure(let error):
             self.journal = nil
+            began = false
             fail("not recording this session: \(error)")
             state.withLock { $0.ended = true }
         }
@@ -154,6 +158,7 @@ public final class SessionRecorder: Sendable {
     /// with anything recorded is kept.
     public func discardUnstarted() {
         finish()
+        guard began else { return }  // a session of that id recorded before is not this one's to remove
         do { try store.deleteIfEmpty(id: sessionId) } catch { fail("could not remove the unstarted session: \(error)") }
     }
 

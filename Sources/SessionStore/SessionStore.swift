@@ -163,7 +163,8 @@ public final class SessionStore: Sendable {
             if access(path + "-wal", F_OK) == 0 {
                 dbQueue = try DatabaseQueue(path: path, configuration: config)
             } else {
-                dbQueue = try DatabaseQueue(path: "file:" + path + "?immutable=1", configuration: config)
+                let uriPath = path.addingPercentEncoding(withAllowedCharacters: .urlPathAllowed) ?? path
+                dbQueue = try DatabaseQueue(path: "file:" + uriPath + "?immutable=1", configuration: config)
             }
         } catch {
             throw .database("cannot read \(path): \(Self.reason(error))")
