@@ -1,4 +1,7 @@
 import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
 import GatewayEngine
 
 /// The sample recording format: JSON lines, one sample dictionary per line (the `biosignal_frame` sample shape),
@@ -58,42 +61,91 @@ public enum SampleFile {
 }
 
 /// Appends samples to a recording, one line each, flushed as written so that a crash loses nothing already received.
+///
+/// A write that fails (a full disk, a removed USB stick) ends the file where it stands: the failure is reported once
+/// through `onFailure`, later samples are counted (`unwritten`) rather than appended after a gap, and the session goes
+/// on (the session store records them independently).
 public final class SampleFileWriter: Sendable {
-    public let path: String
-    private let handle: Locked<FileHandle?>
-
-    /// Creates (or truncates) the file.
-    public init(path: String) throws {
-        self.path = path
-        guard FileManager.default.createFile(atPath: path, contents: nil) else {
-            var isDirectory: ObjCBool = false
-            let parent = (path as NSString).deletingLastPathComponent
-            let reason: String
-            if FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory), isDirectory.boolValue {
-                reason = "a directory: give a file name, such as \(path)/session.jsonl"
-            } else if !parent.isEmpty, !FileManager.default.fileExists(atPath: parent) {
-                reason = "cannot create it: the directory \(parent) does not exist"
-            } else {
-                reason = "cannot create it (no permission to write in \(parent.isEmpty ? "." : parent)?)"
-            }
-            throw SampleFile.ReadError(path: path, line: nil, reason: reason)
-        }
-        handle = Locked(try FileHandle(forWritingTo: URL(fileURLWithPath: path)))
+    /// A recording that cannot be created.
+    public struct CreateError: Error, Sendable, Equatable, CustomStringConvertible {
+        public let path: String
+        public let reason: String
+        public var description: String { "\(path): \(reason)" }
     }
 
+    private struct State {
+        var handle: FileHandle?
+        var failed = false
+        var unwritten = 0
+    }
+
+    public let path: String
+    private let state: Locked<State>
+    private let onFailure: @Sendable (String) -> Void
+
+    /// Creates (or truncates) the file. Opened in place (not replaced by a new file), so a path that is a device or
+    /// a named pipe is written to, not swapped for a regular file.
+    public init(path: String, onFailure: @escaping @Sendable (String) -> Void = { _ in }) throws {
+        self.path = path
+        self.onFailure = onFailure
+        let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
+        guard fd >= 0 else {
+            let code = errno
+            let parent = (path as NSString).deletingLastPathComponent
+            let reason = switch code {
+            case EISDIR: "a directory: give a file name, such as \(path)/session.jsonl"
+            case ENOENT: "cannot create it: the directory \(parent.isEmpty ? "." : parent) does not exist"
+            case EACCES, EPERM: "cannot create it: no permission to write \(path) (or in \(parent.isEmpty ? "." : parent))"
+            default: "cannot create it: \(String(cString: strerror(code)))"
+            }
+            throw CreateError(path: path, reason: reason)
+        }
+        state = Locked(State(handle: FileHandle(fileDescriptor: fd, closeOnDealloc: true)))
+    }
+
+    /// Samples not in the file because a write failed (the one that failed and every one after it).
+    public var unwritten: Int { state.withLock { $0.unwritten } }
+
     public func append(_ sample: BiosignalSample) {
-        let line = sample.jsonValue.jsonString + "\n"
-        handle.withLock { h in
-            guard let h else { return }
-            h.write(Data(line.utf8))
+        let line = Data((sample.jsonValue.jsonString + "\n").utf8)
+        let failure: String? = state.withLock { s in
+            guard !s.failed else {
+                s.unwritten += 1
+                return nil
+            }
+            guard let h = s.handle else { return nil }
+            do {
+                try h.write(contentsOf: line)
+                return nil
+            } catch {
+                s.failed = true
+                s.unwritten += 1
+                return Self.reason(error)
+            }
+        }
+        if let failure {
+            onFailure("--record \(path): \(failure); the recording stops here (what it holds is intact) "
+                + "and the session goes on")
         }
     }
 
     public func close() {
-        handle.withLock { h in
-            try? h?.synchronize()
-            try? h?.close()
-            h = nil
+        let unwritten: Int = state.withLock { s in
+            try? s.handle?.synchronize()
+            try? s.handle?.close()
+            s.handle = nil
+            return s.unwritten
         }
+        if unwritten > 0 { onFailure("--record \(path): \(unwritten) sample\(unwritten == 1 ? "" : "s") not written to it") }
+    }
+
+    /// The POSIX reason of a write error in a few words ("No space left on device"), not Foundation's dump.
+    private static func reason(_ error: any Error) -> String {
+        let ns = error as NSError
+        if let posix = ns.userInfo[NSUnderlyingErrorKey] as? NSError, posix.domain == NSPOSIXErrorDomain {
+            return String(cString: strerror(Int32(posix.code)))
+        }
+        if ns.domain == NSPOSIXErrorDomain { return String(cString: strerror(Int32(ns.code))) }
+        return ns.localizedDescription
     }
 }

@@ -157,7 +157,10 @@ extension SessionRunner {
             if let listen = metrics.listen { outputs.attach(try await MetricsServerSink.start(metrics.metrics, listen: listen)) }
         }
         if let lsl { outputs.attach(lsl) }
-        if let recordPath { outputs.attach(RecordFileSink(writer: try SampleFileWriter(path: recordPath))) }
+        if let recordPath {
+            let logger = Logger(label: "hr-gateway")
+            outputs.attach(RecordFileSink(writer: try SampleFileWriter(path: recordPath) { logger.warning("\($0)") }))
+        }
         if let recorder { outputs.attach(StoreSink(recorder: recorder)) }
     }
 }

@@ -131,4 +131,20 @@ import Testing
         let provider = ReplayBiosignalProvider(path: bad, clock: ManualSessionClock())
         await #expect(throws: SessionError.self) { try await provider.startStreaming(into: ProviderSink(onSample: { _ in })) }
     }
+
+    /// A full disk while recording (/dev/full answers every write with ENOSPC): said once in words, every later
+    /// sample counted, no crash; and the device is written to, not replaced by a regular file.
+    @Test func aRecordingOnAFullDiskStopsSayingWhyAndCountsWhatIsNotWritten() throws {
+        let reports = Locked<[String]>([])
+        let writer = try SampleFileWriter(path: "/dev/full") { m in reports.withLock { $0.append(m) } }
+        for i in 0..<3 { writer.append(BiosignalSample(timestampMs: Int64(i) * 1000, bpm: 60, source: "ble_hrm")) }
+        #expect(writer.unwritten == 3)
+        writer.close()
+        let said = reports.withLock { $0 }
+        #expect(said.count == 2, "\(said)")
+        #expect(said.first?.contains("/dev/full: No space left on device; the recording stops here") == true, "\(said)")
+        #expect(said.last == "--record /dev/full: 3 samples not written to it")
+        var st = stat()
+        #expect(stat("/dev/full", &st) == 0 && (st.st_mode & S_IFMT) == S_IFCHR, "/dev/full is still the device")
+    }
 }
