@@ -40,6 +40,10 @@ let package = Package(
         // The relay's self-signed certificate (X.509 in Swift on swift-crypto; needs swift-crypto 3.12.3 or later).
         .package(url: "https://github.com/apple/swift-certificates", exact: "1.21.1"),
         .package(url: "https://github.com/apple/swift-asn1", exact: "1.7.4"),
+        // NIO itself: the relay, metrics and webhook targets and the executable use its types directly (channels,
+        // HTTP heads, TLS configuration), so they name it rather than reach it through Hummingbird.
+        .package(url: "https://github.com/apple/swift-nio", from: "2.101.3"),
+        .package(url: "https://github.com/apple/swift-nio-ssl", from: "2.37.6"),
         // The webhook's HTTP client (on swift-nio, already here for the relay; Hummingbird's package requires it too).
         .package(url: "https://github.com/swift-server/async-http-client", exact: "1.37.0"),
     ],
@@ -137,6 +141,9 @@ let package = Package(
             dependencies: [
                 "RelayCore", "RelayStore", "GatewayEngine", "GatewayStorage",
                 .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "HummingbirdTLS", package: "hummingbird"),
                 .product(name: "HummingbirdWebSocket", package: "hummingbird-websocket"),
                 .product(name: "Crypto", package: "swift-crypto"),
@@ -153,6 +160,10 @@ let package = Package(
             dependencies: [
                 "RelayCore", "RelayWebServer", "GatewayEngine",
                 .product(name: "HummingbirdWSClient", package: "hummingbird-websocket"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOTLS", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
             ],
@@ -225,6 +236,7 @@ let package = Package(
                 "GatewayEngine", "GatewaySink",
                 .product(name: "Prometheus", package: "swift-prometheus"),
                 .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: strict
@@ -237,6 +249,9 @@ let package = Package(
                 "GatewayEngine", "GatewayStorage", .product(name: "GRDB", package: "GRDB.swift"),
                 // Already in the graph (Hummingbird's own package uses it); on NIO, like the relay.
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
             ],
             swiftSettings: strict
         ),
@@ -270,6 +285,7 @@ let package = Package(
                 "SessionStore", "GatewayConfig", "GatewayDoctor", "GatewayLogging", "RelayCore", "RelayStore",
                 "RelayWebServer", "RelayWSClient", "WebhookSink", "GatewaySink", "MQTTSink", "GatewayMetrics", "LSLSink",
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "UnixSignals", package: "swift-service-lifecycle"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),

@@ -28,6 +28,13 @@ struct AttachCommand: AsyncParsableCommand {
             """
     )
 
+    /// What a session started with --start gets when an option is not given (written once, for the help and the command).
+    enum StartDefault {
+        static let durationSec = 60
+        static let emitIntervalSec = 5
+        static let windowSec = 60
+    }
+
     @Argument(help: ArgumentHelp("Relay address, such as ws://127.0.0.1:8765/v1/relay.", valueName: "url"))
     var url: String
 
@@ -37,13 +44,13 @@ struct AttachCommand: AsyncParsableCommand {
     @Option(help: ArgumentHelp("Start a session in this mode (focus, breathing, typing) and exit after its summary.", valueName: "mode"))
     var start: SessionMode?
 
-    @Option(parsing: .unconditional, help: ArgumentHelp("With --start: session length in seconds (default 60).", valueName: "sec"))
+    @Option(parsing: .unconditional, help: ArgumentHelp("With --start: session length in seconds (default \(StartDefault.durationSec)).", valueName: "sec"))
     var duration: Int?
 
-    @Option(parsing: .unconditional, help: ArgumentHelp("With --start: seconds between session_frame events (default 5).", valueName: "sec"))
+    @Option(parsing: .unconditional, help: ArgumentHelp("With --start: seconds between session_frame events (default \(StartDefault.emitIntervalSec)).", valueName: "sec"))
     var emitInterval: Int?
 
-    @Option(parsing: .unconditional, help: ArgumentHelp("With --start: sliding window for the metrics, in seconds (default 60).", valueName: "sec"))
+    @Option(parsing: .unconditional, help: ArgumentHelp("With --start: sliding window for the metrics, in seconds (default \(StartDefault.windowSec)).", valueName: "sec"))
     var window: Int?
 
     @Option(help: ArgumentHelp("With --start: session id (default: a new UUID).", valueName: "id"))
@@ -88,9 +95,9 @@ struct AttachCommand: AsyncParsableCommand {
         if let start {
             initial.append(.object([
                 "command": .string("start_session"), "id": .string("attach-start-\(id)"),
-                "session_id": .string(id), "mode": .string(start.rawValue), "duration_sec": .int(Int64(duration ?? 60)),
+                "session_id": .string(id), "mode": .string(start.rawValue), "duration_sec": .int(Int64(duration ?? StartDefault.durationSec)),
                 "profile": .object([
-                    "window_sec": .int(Int64(window ?? 60)), "emit_interval_sec": .int(Int64(emitInterval ?? 5)),
+                    "window_sec": .int(Int64(window ?? StartDefault.windowSec)), "emit_interval_sec": .int(Int64(emitInterval ?? StartDefault.emitIntervalSec)),
                 ]),
             ]))
         }
