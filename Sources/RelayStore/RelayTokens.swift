@@ -1,6 +1,7 @@
 import Crypto
 import Foundation
 import GatewayEngine
+import GatewayStorage
 import RelayCore
 
 /// One stored token: only the SHA-256 of the secret is kept.
@@ -178,8 +179,9 @@ public final class RelayTokenStore: Sendable {
             encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
             let data = try encoder.encode(records)
             let tmp = path + ".tmp"
-            guard FileManager.default.createFile(atPath: tmp, contents: data, attributes: [.posixPermissions: 0o600]) else {
-                throw RelayTokenStoreError("Cannot write \(tmp): check that \(directory) is writable.")
+            unlink(tmp)  // a leftover keeps its own mode through O_TRUNC; a new file gets 0600
+            do { try FileWrite.write(data, to: tmp, mode: 0o600) } catch {
+                throw RelayTokenStoreError("Cannot save the tokens: \(error.description).")
             }
             if rename(tmp, path) != 0 {
                 throw RelayTokenStoreError("Cannot replace \(path): \(String(cString: strerror(errno))).")

@@ -1,4 +1,5 @@
 import Foundation
+import GatewayEngine
 
 /// Standard output or standard error, written with write(2): interrupted writes retried, partial ones finished, and a
 /// reader that has gone (EPIPE, once SIGPIPE is ignored) answered with `false` rather than a trap, as
@@ -19,6 +20,7 @@ public enum StandardStream: Sendable {
                 let n = Glibc.write(descriptor, p, left)
                 if n < 0 {
                     if errno == EINTR { continue }
+                    if self == .output { Self.noteOutputFailure(errno) }
                     return false
                 }
                 p += n
@@ -30,6 +32,23 @@ public enum StandardStream: Sendable {
 
     @discardableResult
     public func write(_ text: String) -> Bool { write(Data(text.utf8)) }
+
+    /// The first error a write to standard output met, other than a reader that went away (EPIPE: `| head` has read
+    /// what it wanted) or an output closed on purpose (EBADF: `>&-`).
+    private static let outputFailure = Locked<Int32?>(nil)
+
+    private static func noteOutputFailure(_ code: Int32) {
+        guard code != EPIPE, code != EBADF else { return }
+        outputFailure.withLock { if $0 == nil { $0 = code } }
+    }
+
+    /// Flushes what `print` buffered, then says whether everything written to standard output (through this type or
+    /// `print`) reached it: nil if so, else the reason ("No space left on device"), for a command to fail with
+    /// rather than exit 0 having lost its output (a full disk behind `> file`).
+    public static func outputProblem() -> String? {
+        if fflush(nil) != 0 { noteOutputFailure(errno) }  // every stdio stream; standard error is unbuffered
+        return outputFailure.withLock { $0 }.map { String(cString: strerror($0)) }
+    }
 
     /// From now on a write to a closed pipe or socket fails with EPIPE instead of killing the process (the
     /// long-running commands: `stream`, `serve`), so that a session whose standard output is closed can end properly,

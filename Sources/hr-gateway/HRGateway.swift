@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import GatewayEngine
+import StdoutSink
 
 @main
 struct HRGateway: AsyncParsableCommand {
@@ -27,8 +28,24 @@ struct HRGateway: AsyncParsableCommand {
     /// does, so the clock-step test and anyone running the gateway under `faketime` hit it), and
     /// `CommandLine.arguments` comes back empty: the root help instead of the subcommand. The kernel's copy of argv,
     /// /proc/self/cmdline, is then read instead.
+    ///
+    /// A command that ran to the end but whose standard output did not take everything it wrote (a full disk behind
+    /// `> file`) fails (status 1, the reason on standard error) instead of exiting 0 with its output cut short.
     static func main() async {
-        await main(CommandLine.arguments.isEmpty ? kernelArguments().map { Array($0.dropFirst()) } : nil)
+        let arguments = CommandLine.arguments.isEmpty ? kernelArguments().map { Array($0.dropFirst()) } : nil
+        do {
+            var command = try await asyncParseAsRoot(arguments)
+            if var asyncCommand = command as? AsyncParsableCommand {
+                try await asyncCommand.run()
+            } else {
+                try command.run()
+            }
+            if let problem = StandardStream.outputProblem() {
+                throw CommandFailure("standard output did not take everything written to it: \(problem)")
+            }
+        } catch {
+            exit(withError: error)
+        }
     }
 
     /// argv as the kernel holds it, or nil when /proc is not readable.

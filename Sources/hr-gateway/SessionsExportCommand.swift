@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import GatewayStorage
 import SessionStore
 import StdoutSink
 
@@ -60,13 +61,10 @@ struct SessionsExportCommand: ParsableCommand {
         }
         let bytes: [UInt8]
         do { bytes = try sessions.export(id: id, format: format) } catch { throw CommandFailure("\(error)") }
-        let text = Data(bytes)
         if let output {
-            guard FileManager.default.createFile(atPath: output, contents: text) else {
-                throw CommandFailure("cannot write \(output): check the directory and permissions")
-            }
+            do { try FileWrite.write(bytes, to: output) } catch { throw CommandFailure("\(error)") }
         } else {
-            StandardStream.output.write(text)
+            StandardStream.output.write(Data(bytes))
         }
     }
 }

@@ -28,8 +28,11 @@ enum CLI {
     }
 
     /// Runs to completion and returns the exit status and both outputs; with `asUser`, as that user id (and group
-    /// id), through util-linux's setpriv (which needs root).
-    static func run(_ arguments: [String], environment: [String: String] = [:], asUser uid: UInt32? = nil) throws -> Result {
+    /// id), through util-linux's setpriv (which needs root); with `stdoutTo`, standard output goes to that file (such
+    /// as /dev/full) and `stdout` comes back empty.
+    static func run(
+        _ arguments: [String], environment: [String: String] = [:], asUser uid: UInt32? = nil, stdoutTo: String? = nil
+    ) throws -> Result {
         let p = Process()
         if let uid {
             p.executableURL = URL(fileURLWithPath: "/usr/bin/setpriv")
@@ -44,7 +47,12 @@ enum CLI {
         p.environment = env
         let out = Pipe()
         let err = Pipe()
-        p.standardOutput = out
+        if let stdoutTo {
+            p.standardOutput = try FileHandle(forWritingTo: URL(fileURLWithPath: stdoutTo))
+            try out.fileHandleForWriting.close()
+        } else {
+            p.standardOutput = out
+        }
         p.standardError = err
         p.standardInput = FileHandle.nullDevice
         try p.run()

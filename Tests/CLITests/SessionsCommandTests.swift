@@ -178,6 +178,36 @@ import Testing
         #expect(bytes.split(separator: 0x14).filter { $0.elementsEqual("beat".utf8) }.count == 120)
     }
 
+    /// A full disk, behind --output or behind standard output (/dev/full answers every write with ENOSPC): the
+    /// export fails saying so (it used to exit 0 with its output lost, or blame the directory's permissions), leaves
+    /// no half-written file, and writes into a device rather than replacing it.
+    @Test func anExportOnAFullDiskFailsSayingWhy() throws {
+        let dir = tempDir()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let beats = dir + "/beats.jsonl"
+        _ = try writeBeats(beats)
+        _ = try CLI.run(["stream", "--replay", beats, "--replay-speed", "1000", "--format", "jsonl",
+                         "--session-id", "full-1", "--state-dir", dir])
+        let fine = try CLI.run(["sessions", "export", "full-1", "--format", "csv", "--state-dir", dir])
+        #expect(fine.status == 0 && fine.lines.count == 121, "\(fine.stderr)")
+        for format in ["csv", "jsonl"] {
+            let run = try CLI.run(["sessions", "export", "full-1", "--format", format, "--state-dir", dir],
+                                  stdoutTo: "/dev/full")
+            #expect(run.status == 1, "\(format): \(run.stderr)")
+            #expect(run.stderr.contains("standard output did not take everything written to it: No space left on device"),
+                    "\(run.stderr)")
+        }
+        let toDevice = try CLI.run(["sessions", "export", "full-1", "--format", "edf", "--output", "/dev/full",
+                                    "--state-dir", dir])
+        #expect(toDevice.status == 1)
+        #expect(toDevice.stderr.contains("cannot write /dev/full: No space left on device"), "\(toDevice.stderr)")
+        var st = stat()
+        #expect(stat("/dev/full", &st) == 0 && (st.st_mode & S_IFMT) == S_IFCHR, "/dev/full is still the device")
+        let intoDir = try CLI.run(["sessions", "export", "full-1", "--output", dir, "--state-dir", dir])
+        #expect(intoDir.status == 1)
+        #expect(intoDir.stderr.contains("it is a directory: give a file name inside it"), "\(intoDir.stderr)")
+    }
+
     /// A stream whose output cannot start (a --record path it cannot create, a port in use) fails before its
     /// session starts: nothing of it stays in the store (it used to stay as an "interrupted" session with nothing in it).
     @Test func aStreamThatFailsBeforeItsSessionLeavesNoSession() throws {
