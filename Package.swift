@@ -90,7 +90,10 @@ let package = Package(
 
         // MARK: Providers
         .target(name: "SimulatedProvider", dependencies: ["GatewayEngine", "HRVAnalysis"], swiftSettings: strict),
-        .target(name: "ReplayProvider", dependencies: ["GatewayEngine"], swiftSettings: strict),
+        .target(
+            name: "ReplayProvider", dependencies: ["GatewayEngine", .product(name: "Logging", package: "swift-log")],
+            swiftSettings: strict
+        ),
 
         // MARK: V4L2 capture (Linux; libv4l2 from libv4l-dev)
         .systemLibrary(name: "CLibV4L2", pkgConfig: "libv4l2", providers: [.apt(["libv4l-dev"])]),

@@ -110,11 +110,18 @@ extension BiosignalSample {
         return .object(o)
     }
 
+    /// The timestamps a sample read from a file may carry: epoch milliseconds from 1970 to the end of year 9999. Far
+    /// from Int64's limits, so that shifting and windowing them cannot overflow.
+    public static let timestampRange: ClosedRange<Int64> = 0...253_402_300_799_999
+
     /// Reads a sample dictionary (as written by `jsonValue`, a recording, or a relay peer).
     /// Also accepts the Dart/watch shape with a scalar `rr_interval_ms`.
     public init(json: JSONValue) throws(SampleDecodingError) {
         guard case .object = json else { throw SampleDecodingError("a sample must be a JSON object") }
         guard let ts = json["timestamp_ms"]?.intValue else { throw SampleDecodingError("missing or non-integer timestamp_ms") }
+        guard BiosignalSample.timestampRange.contains(ts) else {
+            throw SampleDecodingError("timestamp_ms \(ts) is not epoch milliseconds between 1970 and 9999")
+        }
         guard let bpm = json["bpm"]?.doubleValue, bpm.isFinite else { throw SampleDecodingError("missing or non-numeric bpm") }
         let source = json["source"]?.stringValue ?? "unknown"
         var rr: [Double]?

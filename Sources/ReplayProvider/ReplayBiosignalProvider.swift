@@ -1,4 +1,5 @@
 import GatewayEngine
+import Logging
 
 /// Plays a recorded sample file back into a session, at real speed or faster.
 ///
@@ -24,6 +25,7 @@ public final class ReplayBiosignalProvider: BiosignalProvider {
     }
 
     private let run = Locked<Run?>(nil)
+    private let logger = Logger(label: "hr-gateway.replay")
 
     public var name: String { "replay" }
     public var isAvailable: Bool { true }
@@ -45,9 +47,9 @@ public final class ReplayBiosignalProvider: BiosignalProvider {
 
     /// Throws `sensorUnavailable` naming the bad line when the file cannot be read.
     public func startStreaming(into sink: ProviderSink) async throws {
-        let loaded: (samples: [BiosignalSample], truncatedTail: Bool)
+        var loaded = SampleFile.Contents()
         if let preloaded {
-            loaded = (preloaded, false)
+            loaded.samples = preloaded
         } else {
             do { loaded = try SampleFile.read(path: path) } catch { throw SessionError.sensorUnavailable("replay \(error)") }
         }
@@ -63,9 +65,11 @@ public final class ReplayBiosignalProvider: BiosignalProvider {
         }
         let startMono = clock.monotonicMs()
         run.withLock { $0 = Run(samples: samples, startMs: start, startMonoMs: startMono, sink: sink) }
+        let notes = loaded.notes
+        if !notes.isEmpty { logger.warning("replay \(path): \(notes.joined(separator: "; "))") }
         sink.status(SensorStatus(
             source: name, state: .streaming,
-            message: loaded.truncatedTail ? "\(path): last line incomplete, skipped" : nil))
+            message: notes.isEmpty ? nil : "\(path): \(notes.joined(separator: "; "))"))
         deliverDue()
     }
 

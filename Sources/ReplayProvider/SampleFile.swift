@@ -22,9 +22,41 @@ public enum SampleFile {
         }
     }
 
+    /// What `read` found: the samples, and what it left out or noticed on the way.
+    public struct Contents: Sendable {
+        public var samples: [BiosignalSample] = []
+        /// The final line was cut short (what an interrupted recording leaves behind) and is skipped.
+        public var truncatedTail = false
+        /// RR values that cannot be intervals (zero or negative), removed from their samples: how many, first line.
+        public var impossibleRR = 0
+        public var impossibleRRFirstLine: Int?
+        /// Samples more than `lateToleranceMs` earlier than a sample before them: replayed in file order (at once),
+        /// recorded as they are, but outside the window of the samples already seen.
+        public var late = 0
+        public var lateFirstLine: Int?
+
+        /// Each finding in a sentence, for the replay's status and log.
+        public var notes: [String] {
+            var notes: [String] = []
+            if truncatedTail { notes.append("last line incomplete, skipped") }
+            if let line = impossibleRRFirstLine {
+                notes.append("\(impossibleRR) RR value\(impossibleRR == 1 ? "" : "s") of zero or less dropped (first on line \(line))")
+            }
+            if let line = lateFirstLine {
+                notes.append("\(late) sample\(late == 1 ? "" : "s") more than \(SampleFile.lateToleranceMs / 1000) s earlier "
+                    + "than one before (first on line \(line)): replayed in file order")
+            }
+            return notes
+        }
+    }
+
+    /// How far a sample may be earlier than one before it without a note: samples of two devices (a strap and a
+    /// camera) are written as they arrive and their timestamps can cross by a frame or a notification.
+    public static let lateToleranceMs: Int64 = 5_000
+
     /// Reads every sample. An unreadable line is an error naming it, except a final line without its newline,
     /// which is what an interrupted recording leaves behind: it is skipped and reported in `truncatedTail`.
-    public static func read(path: String) throws -> (samples: [BiosignalSample], truncatedTail: Bool) {
+    public static func read(path: String) throws -> Contents {
         guard let data = FileManager.default.contents(atPath: path) else {
             var isDirectory: ObjCBool = false
             let reason = !FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory) ? "no such file"
@@ -33,8 +65,8 @@ public enum SampleFile {
             throw ReadError(path: path, line: nil, reason: reason)
         }
         let bytes = [UInt8](data)
-        var samples: [BiosignalSample] = []
-        var truncated = false
+        var contents = Contents()
+        var latest: Int64?
         var lineNumber = 0
         var start = 0
         while start < bytes.count {
@@ -44,19 +76,31 @@ public enum SampleFile {
             let line = Array(bytes[start..<end])
             start = end + 1
             if line.allSatisfy({ $0 == 0x20 || $0 == 0x09 || $0 == 0x0D }) { continue }
+            var sample: BiosignalSample
             do {
                 let json = try JSONValue(parsing: line)
                 if json["type"] != nil, json["timestamp_ms"] == nil { continue }
-                samples.append(try BiosignalSample(json: json))
+                sample = try BiosignalSample(json: json)
             } catch {
                 if isLast {
-                    truncated = true
+                    contents.truncatedTail = true
                     break
                 }
                 throw ReadError(path: path, line: lineNumber, reason: "\(error)")
             }
+            if let rr = sample.rrIntervalsMs, rr.contains(where: { $0 <= 0 }) {
+                contents.impossibleRR += rr.count { $0 <= 0 }
+                contents.impossibleRRFirstLine = contents.impossibleRRFirstLine ?? lineNumber
+                sample.rrIntervalsMs = rr.filter { $0 > 0 }
+            }
+            if let latest, sample.timestampMs < latest - lateToleranceMs {
+                contents.late += 1
+                contents.lateFirstLine = contents.lateFirstLine ?? lineNumber
+            }
+            latest = max(latest ?? sample.timestampMs, sample.timestampMs)
+            contents.samples.append(sample)
         }
-        return (samples, truncated)
+        return contents
     }
 }
 

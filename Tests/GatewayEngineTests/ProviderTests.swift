@@ -132,6 +132,46 @@ import Testing
         await #expect(throws: SessionError.self) { try await provider.startStreaming(into: ProviderSink(onSample: { _ in })) }
     }
 
+    /// What a recording may hold that cannot be replayed as written: an RR of zero or less is removed and counted, a
+    /// sample far behind the ones before it is kept and counted, both said in the replay's status; a timestamp that
+    /// is not epoch milliseconds is an error naming its line (it used to overflow the arithmetic and trap).
+    @Test func impossibleValuesInARecordingAreCountedAndSaid() async throws {
+        let path = tempFile("odd.jsonl")
+        let huge = tempFile("huge.jsonl")
+        defer {
+            try? FileManager.default.removeItem(atPath: path)
+            try? FileManager.default.removeItem(atPath: huge)
+        }
+        let lines = [
+            #"{"timestamp_ms":1000000,"bpm":60,"rr_intervals_ms":[1000]}"#,
+            #"{"timestamp_ms":1001000,"bpm":60,"rr_intervals_ms":[-1000,0,990]}"#,
+            #"{"timestamp_ms":1000500,"bpm":60}"#,  // behind, but within the tolerance: two devices crossing
+            #"{"timestamp_ms":901000,"bpm":60,"rr_intervals_ms":[1000]}"#,
+            #"{"timestamp_ms":1002000,"bpm":60,"rr_intervals_ms":[-5]}"#,
+        ]
+        try (lines.joined(separator: "\n") + "\n").write(toFile: path, atomically: true, encoding: .utf8)
+        let read = try SampleFile.read(path: path)
+        #expect(read.samples.count == 5)
+        #expect(read.samples.map(\.rrIntervalsMs) == [[1000], [990], nil, [1000], []])
+        #expect(read.impossibleRR == 3 && read.impossibleRRFirstLine == 2)
+        #expect(read.late == 1 && read.lateFirstLine == 4)
+
+        let statuses = Locked<[String]>([])
+        let provider = ReplayBiosignalProvider(path: path, clock: ManualSessionClock(startMs: 5_000_000))
+        try await provider.startStreaming(into: ProviderSink(
+            onSample: { _ in }, onStatus: { s in statuses.withLock { $0.append(s.message ?? "") } }))
+        #expect(statuses.withLock { $0.first } == "\(path): 3 RR values of zero or less dropped (first on line 2); "
+            + "1 sample more than 5 s earlier than one before (first on line 4): replayed in file order")
+        await provider.stopStreaming()
+
+        try "{\"timestamp_ms\":1,\"bpm\":60}\n{\"timestamp_ms\":-9223372036854775808,\"bpm\":60}\n"
+            .write(toFile: huge, atomically: true, encoding: .utf8)
+        #expect(throws: SampleFile.ReadError(path: huge, line: 2,
+                                             reason: "timestamp_ms -9223372036854775808 is not epoch milliseconds between 1970 and 9999")) {
+            try SampleFile.read(path: huge)
+        }
+    }
+
     /// A full disk while recording (/dev/full answers every write with ENOSPC): said once in words, every later
     /// sample counted, no crash; and the device is written to, not replaced by a regular file.
     @Test func aRecordingOnAFullDiskStopsSayingWhyAndCountsWhatIsNotWritten() throws {
