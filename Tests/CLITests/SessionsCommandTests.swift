@@ -10,6 +10,15 @@ import Testing
     }
 
     /// Two minutes of beats, RR alternating 1000 / 1040 ms, one notification a second, with raw 1/1024 s values.
+    /// Records the 120 beats of `writeBeats` as a session in the store of `dir` (replayed at 1000x).
+    func recordBeats(as id: String? = nil, in dir: String) throws {
+        let beats = dir + "/beats.jsonl"
+        _ = try writeBeats(beats)
+        let run = try CLI.run(["stream", "--replay", beats, "--replay-speed", "1000", "--format", "jsonl", "--state-dir", dir]
+            + (id.map { ["--session-id", $0] } ?? []))
+        #expect(run.status == 0, "\(run.stderr)")
+    }
+
     func writeBeats(_ path: String) throws -> [BiosignalSample] {
         var samples: [BiosignalSample] = []
         for i in 0..<120 {
@@ -165,10 +174,7 @@ import Testing
     @Test func anEDFExportIsWrittenToTheFileAsked() throws {
         let dir = tempDir()
         defer { try? FileManager.default.removeItem(atPath: dir) }
-        let beats = dir + "/beats.jsonl"
-        _ = try writeBeats(beats)
-        _ = try CLI.run(["stream", "--replay", beats, "--replay-speed", "1000", "--format", "jsonl",
-                         "--session-id", "edf-1", "--state-dir", dir])
+        try recordBeats(as: "edf-1", in: dir)
         let run = try CLI.run(["sessions", "export", "edf-1", "--format", "edf", "--output", dir + "/s.edf", "--state-dir", dir])
         #expect(run.status == 0, "\(run.stderr)")
         let bytes = try #require(FileManager.default.contents(atPath: dir + "/s.edf"))
@@ -184,10 +190,7 @@ import Testing
     @Test func anExportOnAFullDiskFailsSayingWhy() throws {
         let dir = tempDir()
         defer { try? FileManager.default.removeItem(atPath: dir) }
-        let beats = dir + "/beats.jsonl"
-        _ = try writeBeats(beats)
-        _ = try CLI.run(["stream", "--replay", beats, "--replay-speed", "1000", "--format", "jsonl",
-                         "--session-id", "full-1", "--state-dir", dir])
+        try recordBeats(as: "full-1", in: dir)
         let fine = try CLI.run(["sessions", "export", "full-1", "--format", "csv", "--state-dir", dir])
         #expect(fine.status == 0 && fine.lines.count == 121, "\(fine.stderr)")
         for format in ["csv", "jsonl"] {
@@ -283,9 +286,7 @@ import Testing
     @Test func pruneKeepsRecentSessions() throws {
         let dir = tempDir()
         defer { try? FileManager.default.removeItem(atPath: dir) }
-        let beats = dir + "/beats.jsonl"
-        _ = try writeBeats(beats)
-        _ = try CLI.run(["stream", "--replay", beats, "--replay-speed", "1000", "--format", "jsonl", "--state-dir", dir])
+        try recordBeats(in: dir)
         let keep = try CLI.run(["sessions", "prune", "--keep-days", "1", "--state-dir", dir])
         #expect(keep.stdout.contains("0 sessions deleted"), "\(keep.stdout)")
         // 0 means "keep every session" for stream --keep-days and keep_days: here it is refused, deleting nothing.
