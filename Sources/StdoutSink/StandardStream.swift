@@ -47,8 +47,11 @@ public enum StandardStream: Sendable {
     /// rather than exit 0 having lost its output (a full disk behind `> file`).
     public static func outputProblem() -> String? {
         if fflush(nil) != 0 { noteOutputFailure(errno) }  // every stdio stream; standard error is unbuffered
-        return outputFailure.withLock { $0 }.map { String(cString: strerror($0)) }
+        return outputFailureReason
     }
+
+    /// The reason of the first failed write to standard output so far (see `outputProblem`), without flushing.
+    public static var outputFailureReason: String? { outputFailure.withLock { $0 }.map { String(cString: strerror($0)) } }
 
     /// From now on a write to a closed pipe or socket fails with EPIPE instead of killing the process (the
     /// long-running commands: `stream`, `serve`), so that a session whose standard output is closed can end properly,

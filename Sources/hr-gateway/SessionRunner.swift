@@ -180,7 +180,8 @@ extension SessionRunner {
     /// What is said when the reader of standard output has gone: the session ends as on Ctrl-C when standard output
     /// was its only live output, and goes on for the others otherwise.
     static func stdoutClosedNote(otherOutputs: [String], recorded: Bool, sessionId: String) -> String {
-        let what = "note: standard output was closed (the program reading it exited)"
+        let what = StandardStream.outputFailureReason.map { "note: standard output cannot be written (\($0))" }
+            ?? "note: standard output was closed (the program reading it exited)"
         guard otherOutputs.isEmpty else {
             return "\(what); the session goes on for \(otherOutputs.joined(separator: ", ")) until it ends or Ctrl-C.\n"
         }

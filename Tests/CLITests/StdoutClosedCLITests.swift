@@ -122,4 +122,18 @@ import Testing
         #expect(gateway.wait() == 0, "\(gateway.stderr.all.map(\.text))")
         #expect(try session("relayed", in: dir)?["state"] == .string("completed"))
     }
+
+    /// Standard output on a full disk (/dev/full): the session ends as when the reader goes away, recorded, but the
+    /// note says why and the command fails (status 1) rather than reporting success with its output lost.
+    @Test func aFullStandardOutputEndsTheSessionSayingWhyAndFails() throws {
+        let dir = try tempDir()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let run = try CLI.run(["stream", "--simulate", "--format", "jsonl", "--duration", "600", "--session-id", "full",
+                               "--state-dir", dir], stdoutTo: "/dev/full")
+        #expect(run.status == 1, "\(run.stderr)")
+        #expect(run.stderr.contains("note: standard output cannot be written (No space left on device): ending the session"),
+                "\(run.stderr)")
+        #expect(run.stderr.contains("standard output did not take everything written to it"), "\(run.stderr)")
+        #expect(try session("full", in: dir)?["state"] == .string("completed"))
+    }
 }
