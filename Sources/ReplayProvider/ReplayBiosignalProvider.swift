@@ -54,7 +54,7 @@ public final class ReplayBiosignalProvider: BiosignalProvider {
             do { loaded = try SampleFile.read(path: path) } catch { throw SessionError.sensorUnavailable("replay \(error)") }
         }
         guard let first = loaded.samples.first else {
-            throw SessionError.sensorUnavailable("replay \(path): no samples in the file")
+            throw SessionError.sensorUnavailable("replay \(path): no samples recorded")
         }
         let start = clock.nowMs()
         let shift = start - first.timestampMs

@@ -27,11 +27,18 @@ public enum SampleFile {
         public var samples: [BiosignalSample] = []
         /// The final line was cut short (what an interrupted recording leaves behind) and is skipped.
         public var truncatedTail = false
-        /// RR values that cannot be intervals (zero or negative), removed from their samples: how many, first line.
+        /// Lines that are not a sample (not JSON, or a sample without its timestamp or rate), skipped: how many, and
+        /// the first one's line number and reason.
+        public var unreadable = 0
+        public var firstUnreadable: ReadError?
+        /// Event lines (`session_frame` and the like: standard output of `stream`, not a recording), skipped.
+        public var eventLines = 0
+        /// RR values that cannot be intervals (zero or less, or over 60 s), removed from their samples: how many, and
+        /// the first one's line.
         public var impossibleRR = 0
         public var impossibleRRFirstLine: Int?
-        /// Samples more than `lateToleranceMs` earlier than a sample before them: replayed in file order (at once),
-        /// recorded as they are, but outside the window of the samples already seen.
+        /// Samples more than `lateToleranceMs` earlier than a sample before them: replayed in file order (at once) and
+        /// recorded as they are, but older than the window of the samples before them, so outside its metrics.
         public var late = 0
         public var lateFirstLine: Int?
 
@@ -39,12 +46,19 @@ public enum SampleFile {
         public var notes: [String] {
             var notes: [String] = []
             if truncatedTail { notes.append("last line incomplete, skipped") }
+            if let first = firstUnreadable, let line = first.line {
+                notes.append("\(unreadable) unreadable line\(unreadable == 1 ? "" : "s") skipped (first: line \(line), "
+                    + "\(first.reason))")
+            }
+            if eventLines > 0 { notes.append("\(eventLines) event line\(eventLines == 1 ? "" : "s") (not samples) skipped") }
             if let line = impossibleRRFirstLine {
-                notes.append("\(impossibleRR) RR value\(impossibleRR == 1 ? "" : "s") of zero or less dropped (first on line \(line))")
+                notes.append("\(impossibleRR) RR value\(impossibleRR == 1 ? "" : "s") of zero or less or over 60 s dropped "
+                    + "(first on line \(line))")
             }
             if let line = lateFirstLine {
-                notes.append("\(late) sample\(late == 1 ? "" : "s") more than \(SampleFile.lateToleranceMs / 1000) s earlier "
-                    + "than one before (first on line \(line)): replayed in file order")
+                notes.append("\(late) sample\(late == 1 ? " is" : "s are") more than \(SampleFile.lateToleranceMs / 1000) s "
+                    + "earlier than one before (first on line \(line)): replayed in file order and recorded, but outside "
+                    + "the window of the later samples")
             }
             return notes
         }
@@ -54,9 +68,14 @@ public enum SampleFile {
     /// camera) are written as they arrive and their timestamps can cross by a frame or a notification.
     public static let lateToleranceMs: Int64 = 5_000
 
-    /// Reads every sample. An unreadable line is an error naming it, except a final line without its newline,
-    /// which is what an interrupted recording leaves behind: it is skipped and reported in `truncatedTail`.
-    public static func read(path: String) throws -> Contents {
+    /// The longest RR interval a sample may carry (as `hr-gateway hrv` reads RR files).
+    public static let maxRRMs: Double = 60_000
+
+    /// Reads every sample. A line that is not a sample is skipped and counted (`unreadable`, `eventLines`), a final
+    /// line without its newline (what an interrupted recording leaves behind) is skipped and reported in
+    /// `truncatedTail`. Throws when the file cannot be read, or holds no sample: naming the first unreadable line,
+    /// or saying that it is an event log rather than a recording.
+    public static func read(path: String) throws(ReadError) -> Contents {
         guard let data = FileManager.default.contents(atPath: path) else {
             var isDirectory: ObjCBool = false
             let reason = !FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory) ? "no such file"
@@ -64,7 +83,8 @@ public enum SampleFile {
                 : "cannot read it (no permission)"
             throw ReadError(path: path, line: nil, reason: reason)
         }
-        let bytes = [UInt8](data)
+        var bytes = [UInt8](data)
+        if bytes.starts(with: [0xEF, 0xBB, 0xBF]) { bytes.removeFirst(3) }  // a byte order mark (Windows editors)
         var contents = Contents()
         var latest: Int64?
         var lineNumber = 0
@@ -79,19 +99,26 @@ public enum SampleFile {
             var sample: BiosignalSample
             do {
                 let json = try JSONValue(parsing: line)
-                if json["type"] != nil, json["timestamp_ms"] == nil { continue }
+                if json["type"] != nil, json["timestamp_ms"] == nil {
+                    contents.eventLines += 1
+                    continue
+                }
                 sample = try BiosignalSample(json: json)
             } catch {
-                if isLast {
+                if isLast, !contents.samples.isEmpty {
                     contents.truncatedTail = true
                     break
                 }
-                throw ReadError(path: path, line: lineNumber, reason: "\(error)")
+                contents.unreadable += 1
+                if contents.firstUnreadable == nil {
+                    contents.firstUnreadable = ReadError(path: path, line: lineNumber, reason: "\(error)")
+                }
+                continue
             }
-            if let rr = sample.rrIntervalsMs, rr.contains(where: { $0 <= 0 }) {
-                contents.impossibleRR += rr.count { $0 <= 0 }
+            if let rr = sample.rrIntervalsMs, rr.contains(where: { $0 <= 0 || $0 > maxRRMs }) {
+                contents.impossibleRR += rr.count { $0 <= 0 || $0 > maxRRMs }
                 contents.impossibleRRFirstLine = contents.impossibleRRFirstLine ?? lineNumber
-                sample.rrIntervalsMs = rr.filter { $0 > 0 }
+                sample.rrIntervalsMs = rr.filter { $0 > 0 && $0 <= maxRRMs }
             }
             if let latest, sample.timestampMs < latest - lateToleranceMs {
                 contents.late += 1
@@ -100,6 +127,15 @@ public enum SampleFile {
             latest = max(latest ?? sample.timestampMs, sample.timestampMs)
             contents.samples.append(sample)
         }
+        if contents.samples.isEmpty {
+            if let first = contents.firstUnreadable { throw first }
+            if contents.eventLines > 0 {
+                throw ReadError(path: path, line: nil, reason: "session events (the standard output of stream), not a "
+                    + "recording of samples: record with --record FILE, or export a stored session with "
+                    + "hr-gateway sessions export ID --format jsonl")
+            }
+            throw ReadError(path: path, line: nil, reason: "no samples in the file")
+        }
         return contents
     }
 }
@@ -107,7 +143,7 @@ public enum SampleFile {
 /// Appends samples to a recording, one line each, flushed as written so that a crash loses nothing already received.
 ///
 /// A write that fails (a full disk, a removed USB stick) ends the file where it stands: the failure is reported once
-/// through `onFailure`, later samples are counted (`unwritten`) rather than appended after a gap, and the session goes
+/// through `warn`, later samples are counted (`unwritten`) rather than appended after a gap, and the session goes
 /// on (the session store records them independently).
 public final class SampleFileWriter: Sendable {
     /// A recording that cannot be created.
@@ -125,13 +161,18 @@ public final class SampleFileWriter: Sendable {
 
     public let path: String
     private let state: Locked<State>
-    private let onFailure: @Sendable (String) -> Void
+    /// Tells what is lost or replaced (a failed write, an existing file truncated), for the log.
+    private let warn: @Sendable (String) -> Void
 
     /// Creates (or truncates) the file. Opened in place (not replaced by a new file), so a path that is a device or
     /// a named pipe is written to, not swapped for a regular file.
-    public init(path: String, onFailure: @escaping @Sendable (String) -> Void = { _ in }) throws {
+    public init(path: String, warn: @escaping @Sendable (String) -> Void = { _ in }) throws {
         self.path = path
-        self.onFailure = onFailure
+        self.warn = warn
+        var existing = stat()
+        if stat(path, &existing) == 0, (existing.st_mode & S_IFMT) == S_IFREG, existing.st_size > 0 {
+            warn("--record \(path): replacing the \(existing.st_size) bytes it held")
+        }
         let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
         guard fd >= 0 else {
             let code = errno
@@ -145,6 +186,13 @@ public final class SampleFileWriter: Sendable {
             throw CreateError(path: path, reason: reason)
         }
         state = Locked(State(handle: FileHandle(fileDescriptor: fd, closeOnDealloc: true)))
+    }
+
+    /// Whether two paths name one file (the same device and inode), for refusing to record into the file replayed.
+    public static func sameFile(_ a: String, _ b: String) -> Bool {
+        var sa = stat()
+        var sb = stat()
+        return stat(a, &sa) == 0 && stat(b, &sb) == 0 && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino
     }
 
     /// Samples not in the file because a write failed (the one that failed and every one after it).
@@ -168,7 +216,7 @@ public final class SampleFileWriter: Sendable {
             }
         }
         if let failure {
-            onFailure("--record \(path): \(failure); the recording stops here (what it holds is intact) "
+            warn("--record \(path): \(failure); the recording stops here (what it holds is intact) "
                 + "and the session goes on")
         }
     }
@@ -180,7 +228,7 @@ public final class SampleFileWriter: Sendable {
             s.handle = nil
             return s.unwritten
         }
-        if unwritten > 0 { onFailure("--record \(path): \(unwritten) sample\(unwritten == 1 ? "" : "s") not written to it") }
+        if unwritten > 0 { warn("--record \(path): \(unwritten) sample\(unwritten == 1 ? "" : "s") not written to it") }
     }
 
     /// The POSIX reason of a write error in a few words ("No space left on device"), not Foundation's dump.

@@ -148,6 +148,10 @@ struct StreamCommand: AsyncParsableCommand {
     func validate() throws {
         try source.check()
         try source.checkReplay(store: store)
+        if let record, let replay = source.replay, SampleFileWriter.sameFile(record, replay) {
+            throw ValidationError("--record \(record) is the file --replay reads: recording into it would erase it "
+                + "before it is played. Record into another file.")
+        }
         if let k = keepDays, k < 0 { throw ValidationError("--keep-days must be 0 or more.") }
         if let webhook {
             do { _ = try parseWebhookURL(webhook) } catch { throw ValidationError("--webhook: \(error)") }

@@ -33,6 +33,29 @@ import Testing
         #expect(!missing.stderr.contains("line 0"), "\(missing.stderr)")
     }
 
+    /// --record naming the file --replay reads (by another spelling too) is refused before anything is written: it
+    /// used to truncate the recording and then fail with "no samples". Recording over another file says so.
+    @Test func recordingIntoTheReplayedFileIsRefused() throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("hrg-same-\(UUID().uuidString)").path
+        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let file = dir + "/a.jsonl"
+        let text = "{\"timestamp_ms\":1,\"bpm\":60}\n{\"timestamp_ms\":2,\"bpm\":61}\n"
+        try text.write(toFile: file, atomically: true, encoding: .utf8)
+        let same = try CLI.run(["stream", "--replay", file, "--record", dir + "/../" + (dir as NSString).lastPathComponent
+                                + "/a.jsonl", "--format", "jsonl", "--no-record-db"])
+        #expect(same.status == 64)
+        #expect(same.stderr.contains("is the file --replay reads"), "\(same.stderr)")
+        #expect(try String(contentsOfFile: file, encoding: .utf8) == text, "the recording is untouched")
+
+        let other = dir + "/b.jsonl"
+        try "x\n".write(toFile: other, atomically: true, encoding: .utf8)
+        let over = try CLI.run(["stream", "--replay", file, "--record", other, "--format", "jsonl", "--no-record-db"])
+        #expect(over.status == 0, "\(over.stderr)")
+        #expect(over.stderr.contains("--record \(other): replacing the 2 bytes it held"), "\(over.stderr)")
+        #expect(try String(contentsOfFile: other, encoding: .utf8).split(separator: "\n").count == 2)
+    }
+
     @Test func ecgNeedsAStrap() throws {
         let r = try CLI.run(["stream", "--simulate", "--ecg"])
         #expect(r.status != 0)
@@ -128,14 +151,28 @@ import Testing
         try expectCleanEnd(cli, on: SIGTERM)
     }
 
-    @Test func aBadRecordingNamesTheLine() throws {
+    /// A bad line in a recording is skipped, counted and named (the rest of the recording plays); a file with no
+    /// sample at all fails naming its first bad line.
+    @Test func aBadLineInARecordingIsSkippedAndNamed() throws {
         let path = temp("bad.jsonl")
-        defer { try? FileManager.default.removeItem(atPath: path) }
+        let worse = temp("worse.jsonl")
+        defer {
+            try? FileManager.default.removeItem(atPath: path)
+            try? FileManager.default.removeItem(atPath: worse)
+        }
         try "{\"timestamp_ms\":1,\"bpm\":60}\nnot json\n{\"timestamp_ms\":2,\"bpm\":61}\n".write(toFile: path, atomically: true, encoding: .utf8)
-        let r = try CLI.run(["stream", "--replay", path, "--format", "jsonl"])
-        #expect(r.status != 0)
-        #expect(r.stderr.contains("line 2"))
-        #expect(r.lines.last.map { $0.contains("\"session_error\"") && $0.contains("sensor_unavailable") } == true)
+        let r = try CLI.run(["stream", "--replay", path, "--format", "jsonl", "--no-record-db"])
+        #expect(r.status == 0, "\(r.stderr)")
+        #expect(r.stderr.contains("1 unreadable line skipped (first: line 2, invalid JSON"), "\(r.stderr)")
+        let summary = try #require(r.lines.last.map { try JSONValue(parsing: $0) })
+        #expect(summary["type"] == .string("session_summary"))
+        #expect(summary["metrics"]?["sample_count"] == .int(2), "\(summary)")
+
+        try "not json\n{\"bpm\":60}\n".write(toFile: worse, atomically: true, encoding: .utf8)
+        let w = try CLI.run(["stream", "--replay", worse, "--format", "jsonl", "--no-record-db"])
+        #expect(w.status != 0)
+        #expect(w.stderr.contains("line 1"), "\(w.stderr)")
+        #expect(w.lines.last.map { $0.contains("\"session_error\"") && $0.contains("sensor_unavailable") } == true)
     }
 
     @Test func helpTeachesWithExamples() throws {

@@ -111,30 +111,47 @@ import Testing
         #expect(states.withLock { $0 } == [.streaming, .disconnected])
     }
 
-    @Test func aBadLineIsNamedAndATruncatedTailIsSkipped() async throws {
+    /// A line that is not a sample is skipped and counted, naming the first (one bad line no longer throws the whole
+    /// recording away); a file with no sample at all is an error naming its first bad line, or, for the standard
+    /// output of `stream`, saying what to replay instead. A truncated tail and a byte order mark are taken in stride.
+    @Test func badLinesAreSkippedAndCountedAndATruncatedTailIsSkipped() async throws {
         let bad = tempFile("bad.jsonl")
         let cut = tempFile("cut.jsonl")
-        defer {
-            try? FileManager.default.removeItem(atPath: bad)
-            try? FileManager.default.removeItem(atPath: cut)
-        }
-        try "{\"timestamp_ms\":1,\"bpm\":60}\n\n{\"timestamp_ms\":2,\"bpm\":\"x\"}\n{\"timestamp_ms\":3,\"bpm\":60}\n"
+        let garbage = tempFile("garbage.jsonl")
+        let events = tempFile("events.jsonl")
+        defer { for p in [bad, cut, garbage, events] { try? FileManager.default.removeItem(atPath: p) } }
+        try "\u{FEFF}{\"timestamp_ms\":1,\"bpm\":60}\n\n{\"timestamp_ms\":2,\"bpm\":\"x\"}\nnot json\n{\"timestamp_ms\":3,\"bpm\":60}\n"
             .write(toFile: bad, atomically: true, encoding: .utf8)
-        #expect(throws: SampleFile.ReadError(path: bad, line: 3, reason: "missing or non-numeric bpm")) {
-            try SampleFile.read(path: bad)
-        }
-        try "{\"timestamp_ms\":1,\"bpm\":60}\n{\"timestamp_ms\":2,\"bp".write(toFile: cut, atomically: true, encoding: .utf8)
-        let read = try SampleFile.read(path: cut)
-        #expect(read.samples.count == 1)
-        #expect(read.truncatedTail)
+        let read = try SampleFile.read(path: bad)
+        #expect(read.samples.map(\.timestampMs) == [1, 3])
+        #expect(read.unreadable == 2)
+        #expect(read.firstUnreadable == SampleFile.ReadError(path: bad, line: 3, reason: "missing or non-numeric bpm"))
+        #expect(read.notes == ["2 unreadable lines skipped (first: line 3, missing or non-numeric bpm)"])
 
-        let provider = ReplayBiosignalProvider(path: bad, clock: ManualSessionClock())
+        try "{\"timestamp_ms\":1,\"bpm\":60}\n{\"timestamp_ms\":2,\"bp".write(toFile: cut, atomically: true, encoding: .utf8)
+        let tail = try SampleFile.read(path: cut)
+        #expect(tail.samples.count == 1)
+        #expect(tail.truncatedTail && tail.unreadable == 0)
+
+        try "a,b\n1,2\n".write(toFile: garbage, atomically: true, encoding: .utf8)
+        #expect(throws: SampleFile.ReadError.self) { try SampleFile.read(path: garbage) }
+        do { _ = try SampleFile.read(path: garbage) } catch { #expect(error.line == 1, "\(error)") }
+        let provider = ReplayBiosignalProvider(path: garbage, clock: ManualSessionClock())
         await #expect(throws: SessionError.self) { try await provider.startStreaming(into: ProviderSink(onSample: { _ in })) }
+
+        try "{\"type\":\"session_started\",\"session_id\":\"s\"}\n{\"type\":\"session_frame\",\"seq\":1}\n"
+            .write(toFile: events, atomically: true, encoding: .utf8)
+        do {
+            _ = try SampleFile.read(path: events)
+            Issue.record("an event log read as a recording")
+        } catch {
+            #expect(error.reason.contains("not a recording of samples: record with --record FILE"), "\(error)")
+        }
     }
 
     /// What a recording may hold that cannot be replayed as written: an RR of zero or less is removed and counted, a
     /// sample far behind the ones before it is kept and counted, both said in the replay's status; a timestamp that
-    /// is not epoch milliseconds is an error naming its line (it used to overflow the arithmetic and trap).
+    /// is not epoch milliseconds makes its line unreadable (it used to overflow the arithmetic and trap).
     @Test func impossibleValuesInARecordingAreCountedAndSaid() async throws {
         let path = tempFile("odd.jsonl")
         let huge = tempFile("huge.jsonl")
@@ -147,29 +164,31 @@ import Testing
             #"{"timestamp_ms":1001000,"bpm":60,"rr_intervals_ms":[-1000,0,990]}"#,
             #"{"timestamp_ms":1000500,"bpm":60}"#,  // behind, but within the tolerance: two devices crossing
             #"{"timestamp_ms":901000,"bpm":60,"rr_intervals_ms":[1000]}"#,
-            #"{"timestamp_ms":1002000,"bpm":60,"rr_intervals_ms":[-5]}"#,
+            #"{"timestamp_ms":1002000,"bpm":60,"rr_intervals_ms":[-5,99999]}"#,
         ]
         try (lines.joined(separator: "\n") + "\n").write(toFile: path, atomically: true, encoding: .utf8)
         let read = try SampleFile.read(path: path)
         #expect(read.samples.count == 5)
         #expect(read.samples.map(\.rrIntervalsMs) == [[1000], [990], nil, [1000], []])
-        #expect(read.impossibleRR == 3 && read.impossibleRRFirstLine == 2)
+        #expect(read.impossibleRR == 4 && read.impossibleRRFirstLine == 2)
+        #expect(read.unreadable == 0 && read.eventLines == 0 && !read.truncatedTail)
         #expect(read.late == 1 && read.lateFirstLine == 4)
 
         let statuses = Locked<[String]>([])
         let provider = ReplayBiosignalProvider(path: path, clock: ManualSessionClock(startMs: 5_000_000))
         try await provider.startStreaming(into: ProviderSink(
             onSample: { _ in }, onStatus: { s in statuses.withLock { $0.append(s.message ?? "") } }))
-        #expect(statuses.withLock { $0.first } == "\(path): 3 RR values of zero or less dropped (first on line 2); "
-            + "1 sample more than 5 s earlier than one before (first on line 4): replayed in file order")
+        #expect(statuses.withLock { $0.first } == "\(path): 4 RR values of zero or less or over 60 s dropped (first on "
+            + "line 2); 1 sample is more than 5 s earlier than one before (first on line 4): replayed in file order and "
+            + "recorded, but outside the window of the later samples")
         await provider.stopStreaming()
 
         try "{\"timestamp_ms\":1,\"bpm\":60}\n{\"timestamp_ms\":-9223372036854775808,\"bpm\":60}\n"
             .write(toFile: huge, atomically: true, encoding: .utf8)
-        #expect(throws: SampleFile.ReadError(path: huge, line: 2,
-                                             reason: "timestamp_ms -9223372036854775808 is not epoch milliseconds between 1970 and 9999")) {
-            try SampleFile.read(path: huge)
-        }
+        let odd = try SampleFile.read(path: huge)
+        #expect(odd.samples.count == 1)
+        #expect(odd.firstUnreadable == SampleFile.ReadError(
+            path: huge, line: 2, reason: "timestamp_ms -9223372036854775808 is not epoch milliseconds between 1970 and 9999"))
     }
 
     /// A full disk while recording (/dev/full answers every write with ENOSPC): said once in words, every later
