@@ -11,15 +11,20 @@ public enum StateDirectory {
         configured: String? = nil,
         environment: [String: String] = ProcessInfo.processInfo.environment
     ) -> String {
-        if let option, !option.isEmpty { return option }
-        if let env = environment["HR_GATEWAY_STATE_DIR"], !env.isEmpty { return env }
+        // A "~" the shell left alone (quoted, after "=", or in a unit's Environment=) means the home directory, not a
+        // directory named "~" under the current one.
+        let home = environment["HOME"].flatMap { $0.isEmpty ? nil : $0 } ?? NSHomeDirectory()
+        func expanded(_ path: String) -> String {
+            path == "~" ? home : path.hasPrefix("~/") ? home + path.dropFirst() : path
+        }
+        if let option, !option.isEmpty { return expanded(option) }
+        if let env = environment["HR_GATEWAY_STATE_DIR"], !env.isEmpty { return expanded(env) }
         if let configured, !configured.isEmpty { return configured }
         // systemd may list several directories separated by colons; ours is the first.
         if let systemd = environment["STATE_DIRECTORY"]?.split(separator: ":").first, !systemd.isEmpty {
             return String(systemd)
         }
         if let xdg = environment["XDG_STATE_HOME"], xdg.hasPrefix("/") { return xdg + "/hr-gateway" }
-        let home = environment["HOME"].flatMap { $0.isEmpty ? nil : $0 } ?? NSHomeDirectory()
         return home + "/.local/state/hr-gateway"
     }
 }

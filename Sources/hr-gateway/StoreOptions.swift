@@ -29,6 +29,12 @@ struct StoreOptions: ParsableArguments {
         valueName: "level"))
     var logLevel: LogLevelSetting?
 
+    func validate() throws {
+        if stateDir?.isEmpty == true {
+            throw ValidationError("--state-dir is empty: give a directory, or leave the option out for the default.")
+        }
+    }
+
     /// The configuration file (if any) with the environment applied over it; its warnings go to standard error.
     func settings() throws -> GatewayConfiguration {
         var c = GatewayConfiguration()

@@ -212,6 +212,16 @@ final class Seen: Sendable {
         e["XDG_STATE_HOME"] = "relative"
         #expect(StateDirectory.resolve(environment: e) == "/home/u/.local/state/hr-gateway", "XDG ignores relative paths")
     }
+
+    /// A "~" the shell did not expand (quoted, or in a unit's Environment=) is the home directory, not a directory
+    /// named "~" under the current one (sessions recorded there could not be found by the next command).
+    @Test func aTildeLeftByTheShellIsTheHomeDirectory() {
+        let env = ["HOME": "/home/u", "HR_GATEWAY_STATE_DIR": "~/env"]
+        #expect(StateDirectory.resolve(option: "~/cli", environment: env) == "/home/u/cli")
+        #expect(StateDirectory.resolve(option: "~", environment: env) == "/home/u")
+        #expect(StateDirectory.resolve(environment: env) == "/home/u/env")
+        #expect(StateDirectory.resolve(option: "~user/x", environment: env) == "~user/x", "only the user's own ~")
+    }
 }
 
 @Suite struct ChunkPlacerTests {
