@@ -26,7 +26,8 @@ struct BreatheCommand: AsyncParsableCommand {
             beats is not judged. Then practise at your rate: `hr-gateway breathe --pattern 5-0-5-0` paces 6 /min, \
             IN-0-OUT-0 with IN = OUT = 30 / rate in general.
 
-            Recording and the configuration file work as for `stream` (see `hr-gateway stream --help`).
+            Recording and the configuration file work as for `stream` (see `hr-gateway stream --help`), except \
+            the window: 120 s unless --window says otherwise, as coherence needs a minute of beats.
 
             Examples:
               hr-gateway breathe --strap auto
@@ -64,7 +65,8 @@ struct BreatheCommand: AsyncParsableCommand {
     var duration: Int?
 
     @Option(parsing: .unconditional, help: ArgumentHelp(
-        "Sliding window for the metrics, in seconds (coherence needs a minute of beats).",
+        "Sliding window for the metrics, in seconds (coherence needs a minute of beats). Default 120, whatever the "
+            + "configuration's session.window_sec (which is stream's).",
         valueName: "sec"))
     var window: Int = 120
 

@@ -52,6 +52,15 @@ struct EmulateStrapCommand: AsyncParsableCommand {
         valueName: "FILE"))
     var pmdECG: String?
 
+    /// Why a file could not be read as text, in words (not Foundation's "The operation could not be completed").
+    static func unreadableReason(_ path: String) -> String {
+        var isDirectory: ObjCBool = false
+        if !FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory) { return "no such file" }
+        if isDirectory.boolValue { return "a directory, not a file" }
+        if !FileManager.default.isReadableFile(atPath: path) { return "permission denied" }
+        return "not UTF-8 text"
+    }
+
     func run() async throws {
         var logger = Logger(label: "hr-gateway.emulate-strap")
         logger.logLevel = .warning
@@ -59,7 +68,7 @@ struct EmulateStrapCommand: AsyncParsableCommand {
         if let rr {
             let text: String
             do { text = try String(contentsOfFile: rr, encoding: .utf8) } catch {
-                throw failure("cannot read --rr \(rr): \(error.localizedDescription)", code: 2)
+                throw failure("cannot read --rr \(rr): \(Self.unreadableReason(rr))", code: 2)
             }
             do { series = try RRSeries(parsing: text, name: rr).rr1024 } catch { throw failure("\(error)", code: 2) }
         }
@@ -67,7 +76,7 @@ struct EmulateStrapCommand: AsyncParsableCommand {
         if let pmdECG {
             let text: String
             do { text = try String(contentsOfFile: pmdECG, encoding: .utf8) } catch {
-                throw failure("cannot read --pmd-ecg \(pmdECG): \(error.localizedDescription)", code: 2)
+                throw failure("cannot read --pmd-ecg \(pmdECG): \(Self.unreadableReason(pmdECG))", code: 2)
             }
             let lines = text.split(whereSeparator: \.isNewline).map { $0.trimmingCharacters(in: .whitespaces) }
             let values = lines.filter { !$0.isEmpty && $0 != "ecg_uv" }.map { Int32($0) }

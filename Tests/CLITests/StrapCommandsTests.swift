@@ -21,6 +21,14 @@ struct StrapCommandsTests {
         #expect(e.adapter == "hci1" && e.name == "Polar H10 EMU" && e.rr == "rest.txt")
     }
 
+    /// An --rr or --pmd-ecg file that cannot be read is said in words, not "NSCocoaErrorDomain error 256".
+    @Test func anUnreadableEmulatorFileSaysWhy() throws {
+        let r = try CLI.run(["emulate-strap", "--rr", "/"])
+        #expect(r.status == 2)
+        #expect(r.stderr.contains("cannot read --rr /: a directory, not a file"), "\(r.stderr)")
+        #expect(EmulateStrapCommand.unreadableReason("/no/such/file") == "no such file")
+    }
+
     @Test func theRootCommandDispatchesToTheStrapCommandsWithTheirOptions() throws {
         let scan = try #require(try HRGateway.parseAsRoot(["scan", "--timeout", "3", "--json"]) as? ScanCommand)
         #expect(scan.timeout == 3 && scan.json)
