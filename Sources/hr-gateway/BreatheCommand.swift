@@ -157,7 +157,7 @@ struct BreatheCommand: AsyncParsableCommand {
         let relayDirectory = relay.listen == nil ? nil : try store.directory()
         let lslSink = lsl ? try StreamCommand.lslSink() : nil
         // Last before the session: a command that fails before this leaves nothing in the store.
-        let recorder = noRecordDb || !settings.record ? nil : store.recorder(config, settings)
+        let recorder = noRecordDb || !settings.record ? nil : try store.recorder(config, settings)
         let exitCode = try await SessionRunner(
             config: config,
             providers: providers,

@@ -76,8 +76,11 @@ struct StoreOptions: ParsableArguments {
     }
 
     /// The session store's recorder for a session, after deleting sessions older than `keepDays` (default: the
-    /// configuration's). On failure, says so once and returns nil: the session runs unrecorded.
-    func recorder(_ config: SessionConfig, _ settings: GatewayConfiguration, keepDays: Int? = nil) -> SessionRecorder? {
+    /// configuration's). On failure, says so once and returns nil: the session runs unrecorded. A session id already
+    /// in the store is refused (thrown) before anything starts: a session the user named is one they mean to keep.
+    func recorder(
+        _ config: SessionConfig, _ settings: GatewayConfiguration, keepDays: Int? = nil
+    ) throws(CommandFailure) -> SessionRecorder? {
         let logger = Logger(label: "hr-gateway")
         let report: @Sendable (String) -> Void = { logger.warning("\($0)") }
         let sessions: SessionStore
@@ -85,6 +88,10 @@ struct StoreOptions: ParsableArguments {
         do { sessions = try SessionStore(directory: dir) } catch {
             report("not recording this session: \(error)")
             return nil
+        }
+        if (try? sessions.session(id: config.sessionId)) != nil {
+            throw CommandFailure("session \(config.sessionId) is already in the store (\(dir)): choose another "
+                + "--session-id, or delete it first with hr-gateway sessions delete \(config.sessionId)")
         }
         if let keepDays = keepDays ?? settings.keepDays, keepDays > 0 {
             let cutoff = Int64((Date().timeIntervalSince1970 - Double(keepDays) * 86_400) * 1000)

@@ -185,7 +185,7 @@ struct StreamCommand: AsyncParsableCommand {
         let stateDirectory = try store.directory()
         let mqttSink = try mqtt.sink(sources: providers.map(\.name), settings: settings, stateDirectory: stateDirectory)
         // Last before the session: a command that fails before this leaves nothing in the store.
-        let recorder = noRecordDb || !settings.record ? nil : store.recorder(config, settings, keepDays: keepDays)
+        let recorder = noRecordDb || !settings.record ? nil : try store.recorder(config, settings, keepDays: keepDays)
         let exitCode = try await SessionRunner(
             config: config,
             providers: providers,

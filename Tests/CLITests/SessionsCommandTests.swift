@@ -184,6 +184,22 @@ import Testing
         #expect(bytes.split(separator: 0x14).filter { $0.elementsEqual("beat".utf8) }.count == 120)
     }
 
+    /// A --session-id already in the store is refused before the session starts (it used to run unrecorded, status
+    /// 0, with a warning); the stored session is untouched.
+    @Test func aSessionIdAlreadyInTheStoreIsRefused() throws {
+        let dir = tempDir()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        try recordBeats(as: "dup-1", in: dir)
+        let again = try CLI.run(["stream", "--replay", dir + "/beats.jsonl", "--replay-speed", "1000", "--format", "jsonl",
+                                 "--session-id", "dup-1", "--state-dir", dir])
+        #expect(again.status == 1)
+        #expect(again.stderr.contains("session dup-1 is already in the store"), "\(again.stderr)")
+        #expect(again.stderr.contains("hr-gateway sessions delete dup-1"), "\(again.stderr)")
+        #expect(!again.stdout.contains("session_started"), "nothing started: \(again.stdout)")
+        let csv = try CLI.run(["sessions", "export", "dup-1", "--format", "csv", "--state-dir", dir])
+        #expect(csv.lines.count == 121, "the first recording is whole")
+    }
+
     /// A full disk, behind --output or behind standard output (/dev/full answers every write with ENOSPC): the
     /// export fails saying so (it used to exit 0 with its output lost, or blame the directory's permissions), leaves
     /// no half-written file, and writes into a device rather than replacing it.
