@@ -271,7 +271,9 @@ let package = Package(
 
         // MARK: System checks (hr-gateway doctor; libbluetooth from libbluetooth-dev)
         .systemLibrary(name: "CBluetooth", pkgConfig: "bluez", providers: [.apt(["libbluetooth-dev"])]),
-        .target(name: "GatewayDoctor", dependencies: ["CBluetooth", "DBus", "FaceDetection"], swiftSettings: strict),
+        .target(
+            name: "GatewayDoctor", dependencies: ["CBluetooth", "DBus", "FaceDetection", "GatewayStorage"], swiftSettings: strict
+        ),
 
         // MARK: Logging (terminal and journald)
         .target(
@@ -383,7 +385,7 @@ let package = Package(
         ),
         .testTarget(
             name: "GatewayDoctorTests",
-            dependencies: ["GatewayDoctor", "hr-gateway", "DBus", "DBusTestSupport"],
+            dependencies: ["GatewayDoctor", "GatewayStorage", "hr-gateway", "DBus", "DBusTestSupport"],
             swiftSettings: strict
         ),
         .testTarget(

@@ -1,3 +1,6 @@
+import Foundation
+import GatewayStorage
+
 /// One line of `hr-gateway doctor`: what was checked, how it went, and what to do about it.
 public struct DoctorCheck: Sendable, Equatable {
     public enum Status: String, Sendable {
@@ -121,6 +124,8 @@ public struct DoctorFacts: Sendable, Equatable {
         public var error: String?
         /// The Debian package that provides the file.
         public var package = "opencv-data"
+        /// Given with --face-cascade (a wrong path is then the user's to fix, not the package's).
+        public var chosen = false
         public init(path: String, loaded: Bool, errorCode: String? = nil, error: String? = nil) {
             self.path = path
             self.loaded = loaded
@@ -239,6 +244,17 @@ public struct DoctorFacts: Sendable, Equatable {
 
         if faceCascade.loaded {
             checks.append(DoctorCheck("face detector", .ok, "\(faceCascade.path) loaded (camera pulse)"))
+        } else if faceCascade.chosen, faceCascade.errorCode != "library_unavailable" {
+            let what = switch faceCascade.errorCode {
+            case "cascade_not_found": "does not exist"
+            case "cascade_not_readable": "cannot be read (permission)"
+            default: "is not an OpenCV cascade XML (it did not load)"
+            }
+            checks.append(DoctorCheck(
+                "face detector", .warning,
+                "--face-cascade \(faceCascade.path) \(what): camera pulse cannot find faces (straps unaffected)",
+                fix: "give --face-cascade an OpenCV cascade XML, such as "
+                    + "/usr/share/opencv4/lbpcascades/lbpcascade_frontalface.xml (package \(faceCascade.package))"))
         } else if faceCascade.errorCode == "cascade_not_found" {
             checks.append(DoctorCheck(
                 "face detector", .warning,
@@ -256,7 +272,8 @@ public struct DoctorFacts: Sendable, Equatable {
                     + "(sudo apt-get install libopencv-objdetect-dev)"))
         } else if !faceCascade.path.isEmpty {
             checks.append(DoctorCheck(
-                "face detector", .warning, faceCascade.error ?? "\(faceCascade.path) did not load",
+                "face detector", .warning,
+                "face cascade \(faceCascade.path) did not load (damaged?): camera pulse cannot find faces (straps unaffected)",
                 fix: "reinstall \(faceCascade.package) (sudo apt-get install --reinstall \(faceCascade.package)), "
                     + "or pass --face-cascade FILE with an OpenCV cascade XML"))
         }
@@ -269,8 +286,15 @@ public struct DoctorFacts: Sendable, Equatable {
         }
 
         if let stateDirError {
-            checks.append(DoctorCheck("state directory", .warning, "\(stateDir): \(stateDirError) (sessions will not be recorded)",
-                                      fix: "choose another with --state-dir or HR_GATEWAY_STATE_DIR, or fix its owner"))
+            // The store's own advice is the fix here, said once; the path once.
+            let advice = " (\(StateDatabase.directoryAdvice))"
+            var reason = stateDirError.replacingOccurrences(of: advice, with: "")
+            reason = reason.replacingOccurrences(of: "cannot create the state directory \(stateDir): ", with: "cannot create it: ")
+            let damaged = reason.contains("not a database")
+            checks.append(DoctorCheck(
+                "state directory", .warning, "\(stateDir): \(reason) (sessions will not be recorded)",
+                fix: damaged ? "sessions.sqlite there is damaged: move it aside (mv \(stateDir)/sessions.sqlite "
+                    + "\(stateDir)/sessions.sqlite.damaged) and a new one is made" : StateDatabase.directoryAdvice))
         } else {
             checks.append(DoctorCheck("state directory", .ok, "\(stateDir) writable"))
         }

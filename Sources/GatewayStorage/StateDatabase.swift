@@ -29,6 +29,9 @@ public enum StateDatabase {
         return queue
     }
 
+    /// What to do about a state directory that cannot be used, said by every store that lives in it and by doctor.
+    public static let directoryAdvice = "choose another with --state-dir or HR_GATEWAY_STATE_DIR, or fix its permissions"
+
     /// What went wrong opening or using a state file, in a few words: SQLite's message, or for Foundation's file
     /// errors (creating the state directory) the system's reason with the path that failed, not a dump.
     public static func reason(_ error: any Error) -> String {

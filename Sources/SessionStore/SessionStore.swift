@@ -128,7 +128,7 @@ public final class SessionStore: Sendable {
                 attributes: [.posixPermissions: 0o750])
         } catch {
             throw .io("cannot create the state directory \(directory): \(Self.reason(error)) "
-                + "(choose another with --state-dir or HR_GATEWAY_STATE_DIR, or fix its permissions)")
+                + "(\(StateDatabase.directoryAdvice))")
         }
         do {
             dbQueue = try StateDatabase.open(path: directory + "/sessions.sqlite", migrations: [("v1", Self.schemaV1), ("v2", Self.schemaV2), ("v3", Self.schemaV3)])

@@ -65,7 +65,7 @@ public final class WebhookOutbox: Sendable {
             try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         } catch {
             throw .outbox("cannot create the state directory \(directory): \(Self.reason(error)) "
-                + "(choose another with --state-dir or HR_GATEWAY_STATE_DIR, or fix its permissions)")
+                + "(\(StateDatabase.directoryAdvice))")
         }
         do {
             dbQueue = try StateDatabase.open(path: path, migrations: [("v1", """

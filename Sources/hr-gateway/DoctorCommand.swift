@@ -45,7 +45,10 @@ struct DoctorCommand: AsyncParsableCommand {
             facts.configError = "\(error)"
         }
         StoreOptions.bootstrapLogging(store.logLevel ?? settings.logLevel)
-        if let faceCascade { facts.faceCascade.path = faceCascade }
+        if let faceCascade {
+            facts.faceCascade.path = faceCascade
+            facts.faceCascade.chosen = true
+        }
         await SystemProbe.probe(into: &facts)
         facts.stateDir = StateDirectory.resolve(option: store.stateDir, configured: settings.stateDir)
         do {

@@ -2,6 +2,7 @@ import DBus
 import DBusTestSupport
 import Foundation
 import GatewayDoctor
+import GatewayStorage
 import Logging
 import Testing
 
@@ -96,6 +97,32 @@ func tempStateDir() -> String {
         let checks = f.evaluate()
         #expect(!checks.contains { $0.status == .failure }, "\(checks.map(\.line))")
         #expect(checks.contains { $0.name == "camera" && $0.status == .warning && $0.fix?.contains("video group") == true })
+    }
+
+    /// The state directory's line names the path once and its advice once (the store's message carries both), and a
+    /// damaged database is told to be moved aside rather than "fix its permissions".
+    @Test func theStateDirectoryLineSaysEachThingOnce() throws {
+        var f = DoctorFacts()
+        f.stateDir = "/srv/x/state"
+        f.stateDirError = "cannot create the state directory /srv/x/state: Not a directory (/srv/x/state) "
+            + "(\(StateDatabase.directoryAdvice))"
+        let check = try #require(line(f.evaluate(), "state directory"))
+        #expect(check.line.components(separatedBy: "/srv/x/state").count - 1 == 2, "\(check.line)")  // the path and the reason's
+        #expect(check.line.components(separatedBy: "choose another").count - 1 == 1, "\(check.line)")
+        f.stateDirError = "session database: cannot open /srv/x/state/sessions.sqlite: file is not a database"
+        let damaged = try #require(line(f.evaluate(), "state directory"))
+        #expect(damaged.fix?.contains("move it aside") == true, "\(damaged.line)")
+    }
+
+    /// A --face-cascade the user gave that does not load is theirs to fix: said in words, without reinstalling a package.
+    @Test func aChosenFaceCascadeThatDoesNotLoadIsNamed() throws {
+        var f = DoctorFacts()
+        f.faceCascade = DoctorFacts.FaceCascade(path: "/tmp/x.xml", loaded: false, errorCode: "invalid_cascade",
+                                                error: "OpenCV(4.6.0) persistence.cpp:692: error: (-5:Bad argument)\n…")
+        f.faceCascade.chosen = true
+        let check = try #require(line(f.evaluate(), "face detector"))
+        #expect(check.line.contains("--face-cascade /tmp/x.xml is not an OpenCV cascade XML"), "\(check.line)")
+        #expect(!check.line.contains("OpenCV(") && !check.line.contains("\n") && !check.line.contains("reinstall"))
     }
 
     @Test func faceCascadeIsLoadedOrItsPackageNamed() throws {
