@@ -193,7 +193,8 @@ extension SessionRunner {
 }
 
 /// SIGINT, SIGTERM and SIGHUP through swift-service-lifecycle's `UnixSignalsSequence`: the first one calls the
-/// handler (a graceful shutdown), any later one exits at once with status 128 + signal. SIGHUP is the terminal going
+/// handler (a graceful shutdown), any later one exits at once with status 128 + signal (except the same signal again
+/// within `sameRequestWindow`: one request delivered twice). SIGHUP is the terminal going
 /// away (an ssh connection dropped): the session ends as on Ctrl-C, with its summary, instead of being killed
 /// `interrupted`. A SIGHUP the process was started ignoring (`nohup`) stays ignored.
 ///
@@ -202,7 +203,18 @@ extension SessionRunner {
 final class TerminationSignals: Sendable {
     private struct State: Sendable {
         var handler: (@Sendable (Int32) -> Void)?
-        var handled = false
+        /// The first signal taken, and when (monotonic).
+        var first: (signal: Int32, at: ContinuousClock.Instant)?
+    }
+
+    /// A repeat of the first signal this soon after it is the same request delivered twice, not a second Ctrl-C:
+    /// `timeout`, a shell or a service manager signalling both the process and its group sends it twice at once.
+    static let sameRequestWindow: Duration = .milliseconds(300)
+
+    private enum Action {
+        case handle(@Sendable (Int32) -> Void)
+        case ignore
+        case exitNow
     }
 
     private let state: Locked<State>
@@ -214,12 +226,19 @@ final class TerminationSignals: Sendable {
         listener = Task {
             for await signal in signals {
                 let sig = signal.rawValue
-                let handler = state.withLock { s -> (@Sendable (Int32) -> Void)? in
-                    defer { s.handled = true }
-                    return s.handled ? nil : s.handler
+                let now = ContinuousClock.now
+                let action = state.withLock { s -> Action in
+                    guard let first = s.first else {
+                        s.first = (sig, now)
+                        return s.handler.map(Action.handle) ?? .exitNow
+                    }
+                    return first.signal == sig && now - first.at < Self.sameRequestWindow ? .ignore : .exitNow
                 }
-                guard let handler else { exit(128 + sig) }
-                handler(sig)
+                switch action {
+                case .handle(let handler): handler(sig)
+                case .ignore: continue
+                case .exitNow: exit(128 + sig)
+                }
             }
         }
     }

@@ -136,6 +136,27 @@ import Testing
         #expect(try JSONValue(parsing: last)["type"] == .string("session_summary"))
     }
 
+    /// One request delivered twice at once (`timeout`, a shell or a service manager signalling the process and its
+    /// group) ends the session cleanly with its summary: it used to be taken as a second Ctrl-C (exit 130, no summary,
+    /// the session left `interrupted`).
+    @Test func aSignalDeliveredTwiceAtOnceIsOneRequest() throws {
+        let cli = try RunningCLI(["stream", "--simulate", "--model", "sdk-mock", "--format", "jsonl", "--emit-interval", "1"])
+        #expect(try JSONValue(parsing: try #require(cli.readLine()))["type"] == .string("session_started"))
+        cli.signal(SIGINT)
+        // Two kills in a row would merge while the first is pending; the second is sent once the kernel no longer holds
+        // the first for the process (/proc's SigPnd and ShdPnd), as `timeout`'s second one arrives.
+        let bit = UInt64(1) << UInt64(SIGINT - 1)
+        func pending() -> Bool {
+            let status = (try? String(contentsOfFile: "/proc/\(cli.process.processIdentifier)/status", encoding: .utf8)) ?? ""
+            return status.split(separator: "\n").contains { line in
+                (line.hasPrefix("SigPnd:") || line.hasPrefix("ShdPnd:"))
+                    && (UInt64(line.split(separator: "\t").last ?? "", radix: 16) ?? 0) & bit != 0
+            }
+        }
+        while pending() {}
+        try expectCleanEnd(cli, on: SIGINT)
+    }
+
     @Test func underNohupAHangUpIsIgnored() throws {
         let cli = try RunningCLI(
             ["stream", "--simulate", "--model", "sdk-mock", "--format", "jsonl", "--emit-interval", "1"],
