@@ -27,4 +27,18 @@ public enum StateDirectory {
         if let xdg = environment["XDG_STATE_HOME"], xdg.hasPrefix("/") { return xdg + "/hr-gateway" }
         return home + "/.local/state/hr-gateway"
     }
+
+    /// Why `directory` cannot exist (a part of its path is a file), for reading commands that would otherwise report
+    /// an impossible directory as merely empty; nil when it exists or could be created.
+    public static func impossibility(_ directory: String) -> String? {
+        var path = directory
+        var isDirectory: ObjCBool = false
+        while !path.isEmpty, path != "/", path != "." {
+            if FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory) {
+                return isDirectory.boolValue ? nil : "\(directory) cannot be a directory: \(path) is a file"
+            }
+            path = (path as NSString).deletingLastPathComponent
+        }
+        return nil
+    }
 }

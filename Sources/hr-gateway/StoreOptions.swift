@@ -108,6 +108,7 @@ struct StoreOptions: ParsableArguments {
     /// directory holds no store.
     func existing() throws -> SessionStore? {
         let dir = try directory()
+        if let impossible = StateDirectory.impossibility(dir) { throw CommandFailure("state directory \(impossible)") }
         do { return try SessionStore.existing(directory: dir) } catch { throw CommandFailure("\(error)") }
     }
 

@@ -4,6 +4,7 @@ import GatewayEngine
 import RelayCore
 import RelayStore
 import RelayWebServer
+import SessionStore
 
 struct TokenCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
@@ -105,5 +106,9 @@ struct TokenCommand: ParsableCommand {
 
 extension StoreOptions {
     /// The relay tokens of the resolved state directory.
-    func tokens() throws -> RelayTokenStore { RelayTokenStore(directory: try directory()) }
+    func tokens() throws -> RelayTokenStore {
+        let dir = try directory()
+        if let impossible = StateDirectory.impossibility(dir) { throw CommandFailure("state directory \(impossible)") }
+        return RelayTokenStore(directory: dir)
+    }
 }

@@ -264,6 +264,22 @@ import Testing
     }
 
     /// Reading commands create nothing: a mistyped --state-dir is not made into a new, empty store.
+    /// A state directory under a file cannot exist: reading commands say so (exit 1) instead of "no sessions yet"
+    /// or "no tokens", which would send the user looking for recordings that were never made there.
+    @Test func aStateDirectoryUnderAFileIsNamedNotReportedEmpty() throws {
+        let dir = tempDir()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let file = dir + "/file"
+        _ = FileManager.default.createFile(atPath: file, contents: Data("x".utf8))
+        for args in [["sessions", "list"], ["token", "list"]] {
+            let r = try CLI.run(args + ["--state-dir", file + "/state"])
+            #expect(r.status == 1, "\(args): \(r.stdout)")
+            #expect(r.stderr.contains("\(file)/state cannot be a directory: \(file) is a file"), "\(r.stderr)")
+        }
+        let missing = try CLI.run(["sessions", "list", "--state-dir", dir + "/not-yet"])
+        #expect(missing.status == 0 && missing.stdout.contains("No sessions"), "a directory that may yet exist is empty")
+    }
+
     @Test func readingANonexistentStoreCreatesNothing() throws {
         let dir = tempDir() + "/typo"
         defer { try? FileManager.default.removeItem(atPath: (dir as NSString).deletingLastPathComponent) }
