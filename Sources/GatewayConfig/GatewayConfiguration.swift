@@ -226,56 +226,62 @@ public struct GatewayConfiguration: Sendable, Equatable {
         return (c, warnings)
     }
 
-    /// Applies the `HR_GATEWAY_*` environment variables, which override the file.
+    /// Applies the `HR_GATEWAY_*` environment variables, which override the file. Every variable is checked and
+    /// every error reported (the first thrown with the others in `more`), not only the first.
     /// (`HR_GATEWAY_STATE_DIR` is applied by `StateDirectory`.)
     public mutating func applyEnvironment(_ env: [String: String]) throws(ConfigurationError) {
-        func bad(_ name: String, _ message: String) -> ConfigurationError {
-            ConfigurationError(path: "environment variable \(name)", line: nil, message: message)
+        var errors: [ConfigurationError] = []
+        func bad(_ name: String, _ message: String) {
+            errors.append(ConfigurationError(path: "environment variable \(name)", line: nil, message: message))
         }
-        func positive(_ name: String, allowZero: Bool = false) throws(ConfigurationError) -> Int? {
-            guard let s = env[name], !s.isEmpty else { return nil }
+        func value(_ name: String) -> String? { env[name].flatMap { $0.isEmpty ? nil : $0 } }
+        func positive(_ name: String, allowZero: Bool = false) -> Int? {
+            guard let s = value(name) else { return nil }
             guard let i = Int(s), allowZero ? i >= 0 : i > 0 else {
-                throw bad(name, "must be \(allowZero ? "0 or a positive" : "a positive") integer, got \"\(s)\"")
+                bad(name, "must be \(allowZero ? "0 or a positive" : "a positive") integer, got \"\(s)\"")
+                return nil
             }
             return i
         }
-        if let s = env["HR_GATEWAY_LOG_LEVEL"], !s.isEmpty {
-            guard let l = LogLevelSetting(rawValue: s.lowercased()) else {
-                throw bad("HR_GATEWAY_LOG_LEVEL", "must be one of \(LogLevelSetting.allCases.map(\.rawValue).joined(separator: ", "))")
+        if let s = value("HR_GATEWAY_LOG_LEVEL") {
+            if let l = LogLevelSetting(rawValue: s.lowercased()) { logLevel = l } else {
+                bad("HR_GATEWAY_LOG_LEVEL",
+                    "must be one of \(LogLevelSetting.allCases.map(\.rawValue).joined(separator: ", ")), got \"\(s)\"")
             }
-            logLevel = l
         }
-        if let s = env["HR_GATEWAY_RECORD"], !s.isEmpty {
+        if let s = value("HR_GATEWAY_RECORD") {
             switch s.lowercased() {
             case "1", "true", "yes", "on": record = true
             case "0", "false", "no", "off": record = false
-            default: throw bad("HR_GATEWAY_RECORD", "must be 1 or 0 (true or false), got \"\(s)\"")
+            default: bad("HR_GATEWAY_RECORD", "must be 1 or 0 (true or false), got \"\(s)\"")
             }
         }
-        if let d = try positive("HR_GATEWAY_KEEP_DAYS", allowZero: true) { keepDays = d == 0 ? nil : d }
-        if let s = env["HR_GATEWAY_MODE"], !s.isEmpty {
-            guard let m = SessionMode(rawValue: s) else { throw bad("HR_GATEWAY_MODE", "must be focus, breathing or typing") }
-            mode = m
-        }
-        if let w = try positive("HR_GATEWAY_WINDOW_SEC") { windowSec = w }
-        if let u = env["HR_GATEWAY_WEBHOOK"], !u.isEmpty {
-            guard Self.isWebhookURL(u) else {
-                throw bad("HR_GATEWAY_WEBHOOK", "must be an http:// or https:// URL with a host, got \"\(u)\"")
+        if let d = positive("HR_GATEWAY_KEEP_DAYS", allowZero: true) { keepDays = d == 0 ? nil : d }
+        if let s = value("HR_GATEWAY_MODE") {
+            if let m = SessionMode(rawValue: s) { mode = m } else {
+                bad("HR_GATEWAY_MODE", "must be focus, breathing or typing, got \"\(s)\"")
             }
-            webhookURL = u
         }
-        if let e = try positive("HR_GATEWAY_EMIT_INTERVAL_SEC") { emitIntervalSec = e }
-        if let u = env["HR_GATEWAY_MQTT"], !u.isEmpty {
-            guard Self.isMQTTURL(u) else {
-                throw bad("HR_GATEWAY_MQTT", "must be mqtt://[user[:password]@]HOST[:PORT] or mqtts://…, got \"\(u)\"")
+        if let w = positive("HR_GATEWAY_WINDOW_SEC") { windowSec = w }
+        if let u = value("HR_GATEWAY_WEBHOOK") {
+            if Self.isWebhookURL(u) { webhookURL = u } else {
+                bad("HR_GATEWAY_WEBHOOK", "must be an http:// or https:// URL with a host, got \"\(u)\"")
             }
-            mqttURL = u
         }
-        if let id = env["HR_GATEWAY_GATEWAY_ID"], !id.isEmpty {
-            guard Self.isGatewayId(id) else {
-                throw bad("HR_GATEWAY_GATEWAY_ID", "must not contain '/', '+' or '#', got \"\(id)\"")
+        if let e = positive("HR_GATEWAY_EMIT_INTERVAL_SEC") { emitIntervalSec = e }
+        if let u = value("HR_GATEWAY_MQTT") {
+            if Self.isMQTTURL(u) { mqttURL = u } else {
+                bad("HR_GATEWAY_MQTT", "must be mqtt://[user[:password]@]HOST[:PORT] or mqtts://…, got \"\(u)\"")
             }
-            mqttGatewayId = id
+        }
+        if let id = value("HR_GATEWAY_GATEWAY_ID") {
+            if Self.isGatewayId(id) { mqttGatewayId = id } else {
+                bad("HR_GATEWAY_GATEWAY_ID", "must not contain '/', '+' or '#', got \"\(id)\"")
+            }
+        }
+        if var first = errors.first {
+            first.more = Array(errors.dropFirst())
+            throw first
         }
     }
 }

@@ -42,7 +42,7 @@ struct DoctorCommand: AsyncParsableCommand {
             }
         }
         do { try settings.applyEnvironment(ProcessInfo.processInfo.environment) } catch {
-            facts.configError = "\(error)"
+            facts.configError = error.all.count > 1 ? "\(error.all[0]) (and \(error.all.count - 1) more)" : "\(error)"
         }
         StoreOptions.bootstrapLogging(store.logLevel ?? settings.logLevel)
         if let faceCascade {

@@ -87,6 +87,15 @@ import Testing
         do { try c.applyEnvironment(["HR_GATEWAY_EMIT_INTERVAL_SEC": "-1"]) } catch {
             #expect(error.path.contains("HR_GATEWAY_EMIT_INTERVAL_SEC"))
         }
+        // Several bad variables: every one reported, each with the value it got.
+        do {
+            try c.applyEnvironment(["HR_GATEWAY_WINDOW_SEC": "-5", "HR_GATEWAY_EMIT_INTERVAL_SEC": "abc", "HR_GATEWAY_MODE": "zz"])
+            Issue.record("bad variables accepted")
+        } catch {
+            #expect(error.all.map(\.path) == ["environment variable HR_GATEWAY_MODE", "environment variable HR_GATEWAY_WINDOW_SEC",
+                                               "environment variable HR_GATEWAY_EMIT_INTERVAL_SEC"], "\(error)")
+            #expect(error.all.allSatisfy { $0.message.contains("got \"") }, "\(error)")
+        }
     }
 
     @Test func theFileIsFoundInOrder() {
