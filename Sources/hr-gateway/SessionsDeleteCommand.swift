@@ -18,6 +18,12 @@ struct SessionsDeleteCommand: ParsableCommand {
     @Argument(help: "One or more session ids, or their first characters (see `hr-gateway sessions list`).")
     var ids: [String]
 
+    func validate() throws {
+        if ids.contains(where: { $0.trimmingCharacters(in: .whitespaces).isEmpty }) {
+            throw ValidationError("A session id is empty: give one, or its first characters (see hr-gateway sessions list).")
+        }
+    }
+
     @OptionGroup var store: StoreOptions
 
     func run() throws {

@@ -19,6 +19,12 @@ struct SessionsShowCommand: ParsableCommand {
     @Argument(help: "The session id, or its first characters (see `hr-gateway sessions list`).")
     var id: String
 
+    func validate() throws {
+        if id.trimmingCharacters(in: .whitespaces).isEmpty {
+            throw ValidationError("A session id is empty: give one, or its first characters (see hr-gateway sessions list).")
+        }
+    }
+
     @Flag(help: "Print the session as JSON (with its last session_summary or session_error under \"end\").")
     var json = false
 

@@ -38,7 +38,7 @@ struct SessionsTrendCommand: ParsableCommand {
 
     func run() throws {
         let since = days.map { Int64(Date().timeIntervalSince1970 * 1000) - Int64($0) * 86_400_000 } ?? .min
-        let trend = SessionTrends.days(metric, sessions: try store.openForReading().summaries(), sinceMs: since)
+        let trend = SessionTrends.days(metric, sessions: try store.existing()?.summaries() ?? [], sinceMs: since)
         if json {
             print(JSONValue.array(trend.map { d in
                 .object(["date": .string(d.date), "value": .double((d.value * 10).rounded() / 10),
@@ -48,7 +48,7 @@ struct SessionsTrendCommand: ParsableCommand {
         }
         guard let top = trend.map(\.value).max(), top > 0 else {
             let hint = metric == .rsa ? " (RSA comes from paced breathing sessions: stream --pattern coherent)" : ""
-            print("No recorded session has a \(metric.rawValue) value\(days.map { " in the last \($0) days" } ?? "")\(hint).")
+            print("No recorded session has a value for \(metric.rawValue)\(days.map { " in the last \($0) days" } ?? "")\(hint).")
             return
         }
         let label = "\(metric.rawValue.uppercased()) (\(metric.unit))"
