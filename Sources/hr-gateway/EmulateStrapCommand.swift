@@ -68,40 +68,40 @@ struct EmulateStrapCommand: AsyncParsableCommand {
         if let rr {
             let text: String
             do { text = try String(contentsOfFile: rr, encoding: .utf8) } catch {
-                throw failure("cannot read --rr \(rr): \(Self.unreadableReason(rr))", code: 2)
+                throw CommandFailure("cannot read --rr \(rr): \(Self.unreadableReason(rr))")
             }
-            do { series = try RRSeries(parsing: text, name: rr).rr1024 } catch { throw failure("\(error)", code: 2) }
+            do { series = try RRSeries(parsing: text, name: rr).rr1024 } catch { throw CommandFailure("\(error)") }
         }
         var ecg: [Int32]?
         if let pmdECG {
             let text: String
             do { text = try String(contentsOfFile: pmdECG, encoding: .utf8) } catch {
-                throw failure("cannot read --pmd-ecg \(pmdECG): \(Self.unreadableReason(pmdECG))", code: 2)
+                throw CommandFailure("cannot read --pmd-ecg \(pmdECG): \(Self.unreadableReason(pmdECG))")
             }
             let lines = text.split(whereSeparator: \.isNewline).map { $0.trimmingCharacters(in: .whitespaces) }
             let values = lines.filter { !$0.isEmpty && $0 != "ecg_uv" }.map { Int32($0) }
             guard !values.isEmpty, values.allSatisfy({ $0 != nil }) else {
-                throw failure("--pmd-ecg \(pmdECG): expected one whole number of µV per line (or an ecg_uv column)", code: 2)
+                throw CommandFailure("--pmd-ecg \(pmdECG): expected one whole number of µV per line (or an ecg_uv column)")
             }
             ecg = values.map { $0! }
         }
         let connection: DBusConnection
         do { connection = try await DBusConnection.connect(to: .system, logger: logger) } catch {
-            throw failure(BLEHeartRateError.systemBusUnreachable(error).description, code: 2)
+            throw CommandFailure(BLEHeartRateError.systemBusUnreachable(error).description)
         }
         defer { connection.close() }
         let bluez: BlueZClient
-        do { bluez = try await BlueZClient.start(on: connection, logger: logger) } catch { throw failure("\(error)", code: 2) }
+        do { bluez = try await BlueZClient.start(on: connection, logger: logger) } catch { throw CommandFailure("\(error)") }
         defer { bluez.close() }
-        guard bluez.bluetoothdRunning else { throw failure(BLEHeartRateError.noBluetoothd.description, code: 2) }
+        guard bluez.bluetoothdRunning else { throw CommandFailure(BLEHeartRateError.noBluetoothd.description) }
         let adapterPath: DBusObjectPath
         do { adapterPath = try StrapScan.chooseAdapter(adapter, in: bluez.tree) } catch {
-            throw failure(error.description, code: 2)
+            throw CommandFailure(error.description)
         }
         let emulator = StrapEmulator(
             connection: connection, adapter: adapterPath, name: name, rr1024: series, pmdECG: ecg, logger: logger)
         do { try await emulator.start() } catch {
-            throw failure("cannot register the strap with bluetoothd on \(adapterPath): \(error)", code: 2)
+            throw CommandFailure("cannot register the strap with bluetoothd on \(adapterPath): \(error)")
         }
         StandardStream.error.write(Data(
             ("advertising \"\(name)\" on \(adapterPath.rawValue) with \(series.count) RR intervals"

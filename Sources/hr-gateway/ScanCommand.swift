@@ -52,7 +52,7 @@ struct ScanCommand: AsyncParsableCommand {
         logger.logLevel = .warning
         let connection: DBusConnection
         do { connection = try await DBusConnection.connect(to: .system, logger: logger) } catch {
-            throw failure(BLEHeartRateError.systemBusUnreachable(error).description, code: 2)
+            throw CommandFailure(BLEHeartRateError.systemBusUnreachable(error).description)
         }
         defer { connection.close() }
         // A scan needs bluetoothd now: without it, say so at once rather than start a mirror that waits for it.
@@ -60,16 +60,16 @@ struct ScanCommand: AsyncParsableCommand {
         do { bluetoothdAbsent = try await connection.nameOwner(of: BlueZ.busName) == nil } catch {
             // Cannot ask (a restrictive policy): BlueZClient.start reports it below.
         }
-        if bluetoothdAbsent { throw failure(BLEHeartRateError.noBluetoothd.description, code: 2) }
+        if bluetoothdAbsent { throw CommandFailure(BLEHeartRateError.noBluetoothd.description) }
         let bluez: BlueZClient
         do { bluez = try await BlueZClient.start(on: connection, logger: logger) } catch {
-            throw failure("\(error)", code: 2)
+            throw CommandFailure("\(error)")
         }
         defer { bluez.close() }
-        guard bluez.bluetoothdRunning else { throw failure(BLEHeartRateError.noBluetoothd.description, code: 2) }
+        guard bluez.bluetoothdRunning else { throw CommandFailure(BLEHeartRateError.noBluetoothd.description) }
         let adapterPath: DBusObjectPath
         do { adapterPath = try StrapScan.chooseAdapter(adapter, in: bluez.tree) } catch {
-            throw failure(error.description, code: 2)
+            throw CommandFailure(error.description)
         }
         do {
             try await bluez.setDiscoveryFilter(on: adapterPath, uuids: [])
@@ -77,7 +77,7 @@ struct ScanCommand: AsyncParsableCommand {
         } catch let e as BlueZError where e.kind == .inProgress {
             // Our own discovery is already running: fine.
         } catch let e as BlueZError {
-            throw failure("cannot start discovery on \(adapterPath): \(e)", code: 2)
+            throw CommandFailure("cannot start discovery on \(adapterPath): \(e)")
         }
 
         let live = !json && isatty(STDOUT_FILENO) == 1
@@ -103,8 +103,8 @@ struct ScanCommand: AsyncParsableCommand {
             print(StrapScan.table(rows))
         }
         if rows.isEmpty {
-            throw failure(
-                BLEHeartRateError.strapNotFound(spec: "any heart-rate strap", timeoutSec: timeout).description, code: 1)
+            throw CommandFailure(
+                BLEHeartRateError.strapNotFound(spec: "any heart-rate strap", timeoutSec: timeout).description)
         }
     }
 
@@ -116,8 +116,3 @@ struct ScanCommand: AsyncParsableCommand {
     }
 }
 
-/// Prints `text` to standard error and returns the exit code to throw.
-func failure(_ text: String, code: Int32) -> ExitCode {
-    StandardStream.error.write(Data(("hr-gateway: " + text + "\n").utf8))
-    return ExitCode(code)
-}
