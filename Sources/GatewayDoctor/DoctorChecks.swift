@@ -100,6 +100,8 @@ public struct DoctorFacts: Sendable, Equatable {
     /// liblsl for `--lsl`: where it was loaded from and its version, or why it could not be.
     public var lsl: LSLFound?
     public var lslError: String?
+    /// What to do about `lslError` (set by whoever found it: a bad HR_GATEWAY_LIBLSL is fixed differently).
+    public var lslFix: String?
     /// libmosquitto for `--mqtt`: nil when it loaded, else why not.
     public var mqttError: String?
     public var mqttChecked = false
@@ -303,8 +305,8 @@ public struct DoctorFacts: Sendable, Equatable {
                 "Lab Streaming", .ok, "liblsl \(lsl.version / 100).\(lsl.version % 100) at \(lsl.path) (--lsl available)"))
         } else if let lslError {
             checks.append(DoctorCheck(
-                "Lab Streaming", .warning, "liblsl not found: --lsl unavailable (\(lslError.prefix(200)))",
-                fix: "pip install pylsl (its wheel carries liblsl), or set HR_GATEWAY_LIBLSL to liblsl.so's path"))
+                "Lab Streaming", .warning, lslError,
+                fix: lslFix ?? "pip install pylsl (its wheel carries liblsl), or set HR_GATEWAY_LIBLSL to liblsl.so's path"))
         }
         if mqttChecked {
             if let mqttError {

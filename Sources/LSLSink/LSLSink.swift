@@ -14,9 +14,21 @@ public enum LSLLibrary {
 
     public struct Unavailable: Error, Sendable, CustomStringConvertible {
         public let tried: String
+        /// HR_GATEWAY_LIBLSL, when it was set: then only that path was tried, and it is what to fix.
+        public var configured: String?
         public var description: String {
-            "liblsl (Lab Streaming Layer) is not installed. Install it with `pip install pylsl` (its wheel carries "
+            if let configured {
+                return "HR_GATEWAY_LIBLSL=\(configured) did not load as liblsl (\(tried.prefix(600))). Set it to the path "
+                    + "of liblsl.so (such as pylsl's: python3 -c 'import pylsl, os; print(os.path.dirname(pylsl.__file__))'"
+                    + "/lib/liblsl.so), or unset it to search the usual places"
+            }
+            return "liblsl (Lab Streaming Layer) is not installed. Install it with `pip install pylsl` (its wheel carries "
                 + "liblsl), or set HR_GATEWAY_LIBLSL to the path of liblsl.so. Tried: \(tried.prefix(600))"
+        }
+        /// What doctor's line suggests.
+        public var fix: String {
+            configured == nil ? "pip install pylsl (its wheel carries liblsl), or set HR_GATEWAY_LIBLSL to liblsl.so's path"
+                : "set HR_GATEWAY_LIBLSL to the path of liblsl.so itself, or unset it"
         }
     }
 
@@ -45,7 +57,10 @@ public enum LSLLibrary {
         var why = [CChar](repeating: 0, count: 2048)
         let ok = candidates.withCString { hrl_load($0, &path, path.count, &why, why.count) }
         func text(_ c: [CChar]) -> String { String(decoding: c.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self) }
-        guard ok == 1 else { throw Unavailable(tried: text(why)) }
+        guard ok == 1 else {
+            let configured = ProcessInfo.processInfo.environment["HR_GATEWAY_LIBLSL"].flatMap { $0.isEmpty ? nil : $0 }
+            throw Unavailable(tried: text(why), configured: configured)
+        }
         return Loaded(path: text(path), version: Int(hrl_library_version()))
     }
 

@@ -66,7 +66,11 @@ struct DoctorCommand: AsyncParsableCommand {
             let lsl = try LSLLibrary.load()
             facts.lsl = DoctorFacts.LSLFound(path: lsl.path, version: lsl.version)
         } catch {
-            facts.lslError = error.tried.isEmpty ? "nothing to try" : error.tried
+            let tried = error.tried.split(separator: "; ").map(String.init)
+            facts.lslError = error.configured.map { "HR_GATEWAY_LIBLSL=\($0) did not load: \(tried.first ?? "")" }
+                ?? "liblsl not found: --lsl unavailable (tried \(tried.count) place\(tried.count == 1 ? "" : "s"); "
+                + "the first: \(tried.first ?? "none"))"
+            facts.lslFix = error.fix
         }
         facts.mqttChecked = true
         facts.mqttError = MQTTConnection.libraryProblem()

@@ -156,14 +156,20 @@ def main():
             missing = dict(env, HR_GATEWAY_LIBLSL="/nonexistent/liblsl.so")
             r = subprocess.run([BINARY, "stream", "--simulate", "--lsl", "--duration", "1", "--state-dir", work],
                                capture_output=True, text=True, env=missing, timeout=60)
-            assert r.returncode != 0 and "pip install pylsl" in r.stderr, r.stderr
+            # A wrong HR_GATEWAY_LIBLSL is named as what to fix (not "install pylsl", which is installed).
+            assert r.returncode != 0 and "HR_GATEWAY_LIBLSL=/nonexistent/liblsl.so did not load" in r.stderr \
+                and "or unset it" in r.stderr, r.stderr
+            d = subprocess.run([BINARY, "doctor", "--state-dir", work], capture_output=True, text=True, env=missing,
+                               timeout=60)
+            line = next((l for l in d.stdout.splitlines() if "Lab Streaming" in l), "")
+            assert line.startswith("warn") and "HR_GATEWAY_LIBLSL=/nonexistent/liblsl.so did not load" in line, line
 
         check("HR, RR, ECG and accelerometer streams with their type, rate, channels, unit and device", metadata)
         check("every ECG sample after the inlet connected arrives once, in order, 1/130 s apart", ecg_exact)
         check("every accelerometer sample (X, Y, Z in g) after the inlet connected, once, in order, 1/50 s apart",
               accelerometer)
         check("HR and RR arrive once, in order, stamped at their readings and beats", hr_and_rr)
-        check("doctor reports liblsl; without it, --lsl says how to get it", doctor)
+        check("doctor reports liblsl; a wrong HR_GATEWAY_LIBLSL is named by --lsl and doctor", doctor)
     except Exception as e:
         report.setup_failed(e)
     finally:
