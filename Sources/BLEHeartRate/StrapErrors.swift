@@ -1,3 +1,4 @@
+import Foundation
 import BlueZ
 import DBus
 
@@ -22,9 +23,15 @@ public enum BLEHeartRateError: Error, Sendable, Equatable, CustomStringConvertib
     public var description: String {
         switch self {
         case .busUnavailable(let why):
-            "cannot reach the D-Bus system bus (\(why)). Start it with `sudo systemctl start dbus` (Debian: "
-                + "`sudo apt-get install dbus`) or set DBUS_SYSTEM_BUS_ADDRESS to its address, then run "
-                + "`hr-gateway doctor` to check the rest."
+            if let address = ProcessInfo.processInfo.environment["DBUS_SYSTEM_BUS_ADDRESS"] {
+                "cannot reach the D-Bus system bus at DBUS_SYSTEM_BUS_ADDRESS=\(address) (\(why)). Correct the variable "
+                    + "(the system bus is usually unix:path=/run/dbus/system_bus_socket) or unset it, then run "
+                    + "`hr-gateway doctor` to check the rest."
+            } else {
+                "cannot reach the D-Bus system bus (\(why)). Start it with `sudo systemctl start dbus` (Debian: "
+                    + "`sudo apt-get install dbus`) or set DBUS_SYSTEM_BUS_ADDRESS to its address, then run "
+                    + "`hr-gateway doctor` to check the rest."
+            }
         case .noBluetoothd:
             "bluetoothd is not running (nobody owns org.bluez on the system bus); start it with "
                 + "`sudo systemctl start bluetooth` (Debian: `sudo apt-get install bluez` first)"

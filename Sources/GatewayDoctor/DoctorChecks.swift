@@ -80,6 +80,8 @@ public struct DoctorFacts: Sendable, Equatable {
     /// The system bus address tried, and the connection error if it failed.
     public var busAddress = "unix:path=/run/dbus/system_bus_socket"
     public var busError: String?
+    /// The address came from DBUS_SYSTEM_BUS_ADDRESS (then that variable is what to check first).
+    public var busAddressFromEnvironment = false
     /// Whether some process owns `org.bluez` on the bus.
     public var bluezRunning = false
     /// `bluetoothd -v`, when the binary was found.
@@ -145,7 +147,10 @@ public struct DoctorFacts: Sendable, Equatable {
 
         if let busError {
             checks.append(DoctorCheck("system bus", .failure, "cannot connect to \(busAddress): \(busError)",
-                                      fix: "start D-Bus: sudo systemctl start dbus"))
+                                      fix: busAddressFromEnvironment
+                                        ? "DBUS_SYSTEM_BUS_ADDRESS chose this address: correct it (the system bus is usually "
+                                            + "unix:path=/run/dbus/system_bus_socket) or unset it"
+                                        : "start D-Bus: sudo systemctl start dbus"))
         } else {
             checks.append(DoctorCheck("system bus", .ok, "connected (\(busAddress))"))
         }

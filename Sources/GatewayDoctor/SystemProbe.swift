@@ -16,7 +16,9 @@ public enum SystemProbe {
     ) async {
         switch bus {
         case .address(let a): facts.busAddress = a
-        case .system: facts.busAddress = environment["DBUS_SYSTEM_BUS_ADDRESS"] ?? "unix:path=/run/dbus/system_bus_socket"
+        case .system:
+            facts.busAddress = environment["DBUS_SYSTEM_BUS_ADDRESS"] ?? "unix:path=/run/dbus/system_bus_socket"
+            facts.busAddressFromEnvironment = environment["DBUS_SYSTEM_BUS_ADDRESS"] != nil
         case .session: facts.busAddress = environment["DBUS_SESSION_BUS_ADDRESS"] ?? "session bus"
         }
         facts.bluetoothdVersion = bluetoothdVersion()

@@ -99,6 +99,18 @@ func tempStateDir() -> String {
         #expect(checks.contains { $0.name == "camera" && $0.status == .warning && $0.fix?.contains("video group") == true })
     }
 
+    /// A system bus address from DBUS_SYSTEM_BUS_ADDRESS that fails is the variable's to fix, not "start D-Bus".
+    @Test func aBadBusAddressFromTheEnvironmentIsNamedAsTheFix() throws {
+        var f = DoctorFacts()
+        f.busAddress = "garbage"
+        f.busError = "Address does not contain a colon"
+        f.busAddressFromEnvironment = true
+        let check = try #require(line(f.evaluate(), "system bus"))
+        #expect(check.fix?.contains("DBUS_SYSTEM_BUS_ADDRESS chose this address") == true, "\(check.line)")
+        f.busAddressFromEnvironment = false
+        #expect(line(f.evaluate(), "system bus")?.fix == "start D-Bus: sudo systemctl start dbus")
+    }
+
     /// The state directory's line names the path once and its advice once (the store's message carries both), and a
     /// damaged database is told to be moved aside rather than "fix its permissions".
     @Test func theStateDirectoryLineSaysEachThingOnce() throws {
