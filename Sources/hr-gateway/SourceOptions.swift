@@ -43,8 +43,9 @@ struct SourceOptions: ParsableArguments {
     var replay: String?
 
     @Option(parsing: .unconditional,
-            help: ArgumentHelp("Replay speed factor: 1 is real time, 10 is ten times faster.", valueName: "x"))
-    var replaySpeed: Double = 1
+            help: ArgumentHelp("With --replay: speed factor, 1 (the default) is real time, 10 is ten times faster.",
+                               valueName: "x"))
+    var replaySpeed: Double?
 
     @OptionGroup(title: "Camera") var camera: CameraOptions
 
@@ -72,7 +73,10 @@ struct SourceOptions: ParsableArguments {
                 throw ValidationError("--acc takes 25, 50, 100 or 200 (Hz), the rates a Polar H10 offers.")
             }
         }
-        if !(replaySpeed > 0 && replaySpeed.isFinite) { throw ValidationError("--replay-speed must be a positive number.") }
+        if let replaySpeed {
+            guard replay != nil else { throw ValidationError("--replay-speed sets the speed of --replay; there is no --replay.") }
+            guard replaySpeed > 0 && replaySpeed.isFinite else { throw ValidationError("--replay-speed must be a positive number.") }
+        }
         try camera.check()
     }
 
@@ -122,7 +126,7 @@ struct SourceOptions: ParsableArguments {
                 guard FileManager.default.isReadableFile(atPath: replay) else {
                     throw ValidationError("Cannot read \(replay): check its permissions.")
                 }
-                providers.append(ReplayBiosignalProvider(path: replay, speed: replaySpeed, clock: clock))
+                providers.append(ReplayBiosignalProvider(path: replay, speed: replaySpeed ?? 1, clock: clock))
             } else {
                 guard let stored = try store.existing() else {
                     throw CommandFailure("--replay \(replay): no such file, and no recorded session to name: "
@@ -132,7 +136,7 @@ struct SourceOptions: ParsableArguments {
                 do { id = try stored.resolve(replay) } catch { throw CommandFailure("--replay \(replay): \(error)") }
                 let samples = try stored.samples(sessionId: id)
                 providers.append(ReplayBiosignalProvider(
-                    samples: samples, label: "session \(id)", speed: replaySpeed, clock: clock))
+                    samples: samples, label: "session \(id)", speed: replaySpeed ?? 1, clock: clock))
             }
         }
         if let provider = camera.provider(clock: clock) { providers.append(provider) }

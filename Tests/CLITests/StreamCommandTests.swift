@@ -9,6 +9,13 @@ import Testing
 
     func events(_ r: CLI.Result) throws -> [JSONValue] { try r.lines.map { try JSONValue(parsing: $0) } }
 
+    /// --replay-speed without --replay was ignored; it is refused, saying what it belongs to.
+    @Test func aReplaySpeedWithoutAReplayIsRefused() throws {
+        let r = try CLI.run(["stream", "--simulate", "--replay-speed", "10"])
+        #expect(r.status == 64)
+        #expect(r.stderr.contains("--replay-speed sets the speed of --replay"), "\(r.stderr)")
+    }
+
     @Test func withoutASourceItSaysWhatToChoose() throws {
         let r = try CLI.run(["stream"])
         #expect(r.status != 0)
