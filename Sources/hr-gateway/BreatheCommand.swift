@@ -65,8 +65,8 @@ struct BreatheCommand: AsyncParsableCommand {
     var duration: Int?
 
     @Option(parsing: .unconditional, help: ArgumentHelp(
-        "Sliding window for the metrics, in seconds (coherence needs a minute of beats). Default 120, whatever the "
-            + "configuration's session.window_sec (which is stream's).",
+        "Sliding window for the metrics, in seconds (coherence needs a minute of beats); the configuration's "
+            + "session.window_sec is stream's, not this.",
         valueName: "sec"))
     var window: Int = 120
 
