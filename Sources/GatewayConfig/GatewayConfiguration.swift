@@ -71,7 +71,11 @@ public struct GatewayConfiguration: Sendable, Equatable {
     /// Reads `path` over the defaults.
     public static func load(path: String) throws(ConfigurationError) -> (GatewayConfiguration, warnings: [String]) {
         guard let data = FileManager.default.contents(atPath: path) else {
-            throw ConfigurationError(path: path, line: nil, message: "cannot read the file (missing or no permission)")
+            var isDirectory: ObjCBool = false
+            let message = !FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory) ? "no such file"
+                : isDirectory.boolValue ? "a directory, not a configuration file (give the .toml file in it)"
+                : "cannot read the file (permission denied)"
+            throw ConfigurationError(path: path, line: nil, message: message)
         }
         guard let text = String(data: data, encoding: .utf8) else {
             throw ConfigurationError(path: path, line: nil, message: "not UTF-8 text")

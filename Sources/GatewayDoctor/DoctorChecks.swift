@@ -97,6 +97,8 @@ public struct DoctorFacts: Sendable, Equatable {
     public var cameras: [Camera] = []
     public var configPath: String?
     public var configError: String?
+    /// Warnings the file gave (keys that are not used, and the like): `config check` lists them.
+    public var configWarnings = 0
     public var stateDir = ""
     public var stateDirError: String?
     /// liblsl for `--lsl`: where it was loaded from and its version, or why it could not be.
@@ -286,8 +288,15 @@ public struct DoctorFacts: Sendable, Equatable {
         }
 
         if let configError {
+            let fromFile = configPath.map { configError.hasPrefix($0) } ?? false
             checks.append(DoctorCheck("configuration", .failure, configError,
-                                      fix: "hr-gateway config check \(configPath ?? "") shows each error with its line"))
+                                      fix: fromFile ? "hr-gateway config check \(configPath ?? "") shows each error"
+                                        : "correct the HR_GATEWAY_* variable named, or unset it (hr-gateway config check lists them all)"))
+        } else if let configPath, configWarnings > 0 {
+            checks.append(DoctorCheck(
+                "configuration", .warning,
+                "\(configPath) valid, with \(configWarnings) warning\(configWarnings == 1 ? "" : "s") (settings that are not used)",
+                fix: "hr-gateway config check \(configPath) lists them"))
         } else {
             checks.append(DoctorCheck("configuration", .ok, configPath.map { "\($0) valid" } ?? "no file, defaults apply"))
         }

@@ -37,7 +37,11 @@ struct DoctorCommand: AsyncParsableCommand {
         var settings = GatewayConfiguration()
         facts.configPath = GatewayConfiguration.locate(explicit: store.config)
         if let path = facts.configPath {
-            do throws(ConfigurationError) { settings = try GatewayConfiguration.load(path: path).0 } catch {
+            do throws(ConfigurationError) {
+                let loaded = try GatewayConfiguration.load(path: path)
+                settings = loaded.0
+                facts.configWarnings = loaded.warnings.count
+            } catch {
                 facts.configError = error.all.count > 1 ? "\(error.all[0]) (and \(error.all.count - 1) more)" : "\(error)"
             }
         }

@@ -99,6 +99,24 @@ func tempStateDir() -> String {
         #expect(checks.contains { $0.name == "camera" && $0.status == .warning && $0.fix?.contains("video group") == true })
     }
 
+    /// A file with unused settings is valid with warnings (doctor used to say only "valid" while config check warned);
+    /// an error in a variable points at the variable, one in the file at config check.
+    @Test func theConfigurationLineSaysWhereToLook() throws {
+        var f = DoctorFacts()
+        f.configPath = "/etc/hr-gateway/hr-gateway.toml"
+        f.configWarnings = 2
+        let warned = try #require(line(f.evaluate(), "configuration"))
+        #expect(warned.status == .warning && warned.line.contains("valid, with 2 warnings"), "\(warned.line)")
+        f.configError = "environment variable HR_GATEWAY_MODE: must be focus, breathing or typing, got \"zz\""
+        #expect(line(f.evaluate(), "configuration")?.fix?.contains("HR_GATEWAY_* variable") == true)
+        f.configError = "/etc/hr-gateway/hr-gateway.toml line 3: unknown key"
+        #expect(line(f.evaluate(), "configuration")?.fix?.hasPrefix("hr-gateway config check /etc/hr-gateway") == true)
+        f.configPath = nil
+        f.configError = nil
+        f.configWarnings = 0
+        #expect(line(f.evaluate(), "configuration")?.status == .ok)
+    }
+
     /// A system bus address from DBUS_SYSTEM_BUS_ADDRESS that fails is the variable's to fix, not "start D-Bus".
     @Test func aBadBusAddressFromTheEnvironmentIsNamedAsTheFix() throws {
         var f = DoctorFacts()
