@@ -88,6 +88,10 @@ package struct LibV4L2System: V4L2System {
     }
 
     package func open(_ path: String, flags: CInt) -> Result<CInt, Errno> {
+        // A path that is not a character device cannot be a V4L2 node: answered here as libv4l2 would (ENOTTY),
+        // without libv4l2 first printing its own "Failed to query video capabilities" to standard error.
+        var st = stat()
+        if stat(path, &st) == 0, (st.st_mode & S_IFMT) != S_IFCHR { return .failure(Errno(ENOTTY)) }
         let fd = CV4L2_open(path, flags)
         return fd >= 0 ? .success(fd) : .failure(Errno(Glibc.errno))
     }
