@@ -17,9 +17,13 @@ public protocol SessionClock: Sendable {
     func monotonicMs() -> Int64
     /// Runs `action` once when `monotonicMs()` reaches `deadlineMs` (or as soon as possible if it has passed).
     func schedule(atMonotonicMs deadlineMs: Int64, _ action: @escaping @Sendable () -> Void) -> any ScheduledAction
+    /// Called by the engine as a session starts, before it reads the time; nothing for a clock that keeps real time.
+    func sessionStarting()
 }
 
 extension SessionClock {
+    public func sessionStarting() {}
+
     /// Runs `action` once, `delayMs` from now on the monotonic clock.
     public func schedule(afterMs delayMs: Int64, _ action: @escaping @Sendable () -> Void) -> any ScheduledAction {
         schedule(atMonotonicMs: monotonicMs() + delayMs, action)
@@ -55,6 +59,54 @@ public struct SystemSessionClock: SessionClock {
     private struct TaskAction: ScheduledAction {
         let task: Task<Void, Never>
         func cancel() { task.cancel() }
+    }
+}
+
+/// `base` run `rate` times faster from the start of the session: a replay at speed 10 as a session on the
+/// recording's time, its frames, windows, pacing and duration those of the recording, ten times sooner.
+///
+/// Until `sessionStarting()` (called by the engine as a session starts) it keeps `base`'s pace, so the time spent
+/// setting up is not multiplied into the session's timestamps. From then on the monotonic clock is scaled from that
+/// moment, and the wall clock is `base`'s plus the time gained (a wall-clock step still shows in timestamps as it
+/// would live). Timers are set on `base` at the real moment their scaled deadline is reached, never before it.
+public struct ScaledSessionClock: SessionClock {
+    public let base: any SessionClock
+    public let rate: Double
+    /// `base`'s monotonic time when the session started; nil before.
+    private let origin = Locked<Int64?>(nil)
+
+    /// `rate` must be positive and finite.
+    public init(base: any SessionClock, rate: Double) {
+        precondition(rate > 0 && rate.isFinite, "a clock rate is positive and finite")
+        self.base = base
+        self.rate = rate
+    }
+
+    /// Starts the faster pace (once: a later session goes on from where the clock stands).
+    public func sessionStarting() {
+        let now = base.monotonicMs()
+        origin.withLock { $0 = $0 ?? now }
+    }
+
+    public func monotonicMs() -> Int64 { scaled(base.monotonicMs()) }
+
+    public func nowMs() -> Int64 {
+        let real = base.monotonicMs()
+        return base.nowMs() + (scaled(real) - real)
+    }
+
+    public func schedule(atMonotonicMs deadlineMs: Int64, _ action: @escaping @Sendable () -> Void) -> any ScheduledAction {
+        guard let originMs = origin.withLock({ $0 }), deadlineMs > originMs else {
+            return base.schedule(atMonotonicMs: deadlineMs, action)
+        }
+        let real = originMs + Int64((Double(deadlineMs - originMs) / rate).rounded(.up))
+        return base.schedule(atMonotonicMs: real, action)
+    }
+
+    private func scaled(_ realMs: Int64) -> Int64 {
+        guard let originMs = origin.withLock({ $0 }), realMs > originMs else { return realMs }
+        // The millionth absorbs floating-point error, so a timer set for a deadline never fires a millisecond short.
+        return originMs + Int64((Double(realMs - originMs) * rate + 1e-6).rounded(.down))
     }
 }
 

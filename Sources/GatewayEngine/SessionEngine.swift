@@ -94,6 +94,7 @@ public final class SessionEngine: Sendable {
             respirationBandHz: config.mode == .breathing ? HRVOptions.pacedBreathingBandHz : 0.15...0.5
         )
         let generation: UInt64
+        clock.sessionStarting()
         while true {
             let claimed = try state.withLock { s throws(SessionError) -> UInt64? in
                 if s.disposed { throw .invalidState("SessionEngine has been disposed") }

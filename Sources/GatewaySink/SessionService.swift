@@ -28,12 +28,30 @@ public final class SessionService: Service, Sendable {
         self.onError = onError
     }
 
+    /// An observer that ends session `sessionId` (its summary as of that moment) once every provider has reported
+    /// `disconnected`: a replay at the end of its file. The providers have handed over every sample by then.
+    private static func endingWithSources(engine: SessionEngine, sessionId: String) -> @Sendable (SessionEvent) -> Void {
+        let finished = Locked(Set<String>())
+        return { event in
+            guard case .sensorStatus(let id, _, let s) = event, id == sessionId, s.state == .disconnected else { return }
+            let all = finished.withLock { f -> Bool in
+                f.insert(s.deviceId ?? s.source)
+                return f.count >= engine.providers.count
+            }
+            if all { try? engine.stop(sessionId: sessionId) }
+        }
+    }
+
     /// 0 after a summary, 1 after a session error, 2 when the session could not start.
     public var exitStatus: Int32 { state.withLock { $0.status } }
 
     public func run() async throws {
         let engine = engine
         let sessionId = config.sessionId
+        // The session ends the moment its last source has finished: watched as the engine delivers, not later through
+        // the stream, whose delay at a fast replay's pace would be seconds of the recording (frames past its end).
+        let watch = stopWhenSourcesEnd ? engine.observe(Self.endingWithSources(engine: engine, sessionId: sessionId)) : nil
+        defer { watch?.cancel() }
         await withGracefulShutdownHandler {
             let stream: AsyncStream<SessionEvent>
             do throws(SessionError) { stream = try await engine.startSession(config) } catch {
@@ -43,20 +61,10 @@ public final class SessionService: Service, Sendable {
             }
             // A shutdown that came while the providers were starting.
             if state.withLock({ $0.shutdownRequested }) { Task { try? await engine.stopSession(sessionId: sessionId) } }
-            var finishedSources = Set<String>()
             for await event in stream {
-                switch event {
-                case .error(_, _, let message):
+                if case .error(_, _, let message) = event {
                     onError(message)
                     state.withLock { $0.status = 1 }
-                case .sensorStatus(_, _, let s) where stopWhenSourcesEnd && s.state == .disconnected:
-                    finishedSources.insert(s.deviceId ?? s.source)
-                    if finishedSources.count >= engine.providers.count {
-                        // Let the last samples reach a frame before the summary.
-                        try? await engine.stopSession(sessionId: sessionId)
-                    }
-                default:
-                    break
                 }
             }
         } onGracefulShutdown: { [state] in

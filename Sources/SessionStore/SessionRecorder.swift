@@ -16,6 +16,8 @@ import GatewayStorage
 public final class SessionRecorder: Sendable {
     public let sessionId: String
     private let store: SessionStore
+    /// The session's clock, for the time it ended (a faster replay's is the recording's time).
+    private let clock: any SessionClock
     private let onFailure: @Sendable (String) -> Void
     private let journal: SessionJournal?
     /// The session was added to the store by this recorder (not refused, as a duplicate id is).
@@ -53,9 +55,12 @@ public final class SessionRecorder: Sendable {
     public init(
         store: SessionStore,
         config: SessionConfig,
-        nowMs: Int64 = Int64((Date().timeIntervalSince1970 * 1000).rounded()),
+        nowMs: Int64? = nil,
+        clock: any SessionClock = SystemSessionClock(),
         onFailure: @escaping @Sendable (String) -> Void
     ) {
+        let nowMs = nowMs ?? clock.nowMs()
+        self.clock = clock
         self.sessionId = config.sessionId
         self.store = store
         self.onFailure = onFailure
@@ -166,7 +171,7 @@ public final class SessionRecorder: Sendable {
         let queued = state.withLock { s -> Bool in
             guard !s.ended, s.lock != nil else { return false }
             s.ended = true
-            s.queue.append(.end(final, atMs: Self.nowMs()))
+            s.queue.append(.end(final, atMs: clock.nowMs()))
             return true
         }
         if queued { wake.signal() }
@@ -253,5 +258,4 @@ public final class SessionRecorder: Sendable {
         if first { onFailure(message) }
     }
 
-    private static func nowMs() -> Int64 { Int64((Date().timeIntervalSince1970 * 1000).rounded()) }
 }

@@ -135,7 +135,7 @@ struct BreatheCommand: AsyncParsableCommand {
     }
 
     func run() async throws {
-        let clock = SystemSessionClock()
+        let clock = source.sessionClock()
         let settings = try store.settings()
         let resonance = findResonance ? try plan() : nil
         let paced = try pattern.map { p throws(SessionError) in try BreathingPattern(parsing: p) }
@@ -157,7 +157,7 @@ struct BreatheCommand: AsyncParsableCommand {
         let relayDirectory = relay.listen == nil ? nil : try store.directory()
         let lslSink = lsl ? try StreamCommand.lslSink() : nil
         // Last before the session: a command that fails before this leaves nothing in the store.
-        let recorder = noRecordDb || !settings.record ? nil : try store.recorder(config, settings)
+        let recorder = noRecordDb || !settings.record ? nil : try store.recorder(config, settings, clock: clock)
         let exitCode = try await SessionRunner(
             config: config,
             providers: providers,
@@ -168,7 +168,8 @@ struct BreatheCommand: AsyncParsableCommand {
             stopWhenSourcesEnd: source.onlyReplay && duration == nil && resonance == nil,
             relay: relayDirectory.map { (relay, $0) },
             lsl: lslSink,
-            endNote: recorder.flatMap { $0.isRecording ? StreamCommand.recordedNote($0, stateDir: store.stateDir) : nil }
+            endNote: recorder.flatMap { $0.isRecording ? StreamCommand.recordedNote($0, stateDir: store.stateDir) : nil },
+            clock: clock
         ).run()
         if exitCode != 0 { throw ExitCode(exitCode) }
     }

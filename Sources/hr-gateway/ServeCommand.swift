@@ -56,6 +56,10 @@ struct ServeCommand: AsyncParsableCommand {
     func validate() throws {
         try source.check()
         try source.checkReplay(store: store)
+        if let speed = source.replaySpeed, speed != 1 {
+            throw ValidationError("--replay-speed \(SourceOptions.speedText(speed)): serve replays in real time (its "
+                + "sessions start whenever a phone asks); to go through a recording faster, use stream --replay.")
+        }
         if relay.listen == nil && uplink.connect == nil && mqtt.mqtt == nil && (try? store.settings().mqttURL) == nil {
             throw ValidationError(
                 "serve needs --listen HOST:PORT (such as 0.0.0.0:8765), --connect URL, --mqtt URL, or several of them.")

@@ -45,6 +45,8 @@ struct SessionRunner {
     /// Said when the session has ended (where it was recorded, how to export it): under the live view, or on a
     /// terminal's standard error with jsonl output.
     var endNote: String? = nil
+    /// The session's clock: the system's, or the recording's time for a faster replay (`SourceOptions.sessionClock`).
+    var clock: any SessionClock = SystemSessionClock()
 
     /// Returns the process exit status: 0 after a summary, 1 after a session error, 2 when it could not start.
     func run() async throws -> Int32 {
@@ -52,7 +54,7 @@ struct SessionRunner {
         // is an error to handle, not the end of the process: the session ends properly or goes on.
         StandardStream.ignoreBrokenPipe()
         let outputs = SessionOutputs()
-        let engine = SessionEngine(providers: providers.map(outputs.tap), correction: correction)
+        let engine = SessionEngine(providers: providers.map(outputs.tap), clock: clock, correction: correction)
 
         do {
             try await attach(to: outputs, engine: engine)

@@ -43,8 +43,10 @@ struct SourceOptions: ParsableArguments {
     var replay: String?
 
     @Option(parsing: .unconditional,
-            help: ArgumentHelp("With --replay: speed factor, 1 (the default) is real time, 10 is ten times faster.",
-                               valueName: "x"))
+            help: ArgumentHelp(
+                "With --replay: speed factor, 1 (the default) is real time, 10 is ten times faster. The session runs on "
+                    + "the recording's time: the frames, windows and --duration of the recording, only sooner.",
+                valueName: "x"))
     var replaySpeed: Double?
 
     @OptionGroup(title: "Camera") var camera: CameraOptions
@@ -76,8 +78,25 @@ struct SourceOptions: ParsableArguments {
         if let replaySpeed {
             guard replay != nil else { throw ValidationError("--replay-speed sets the speed of --replay; there is no --replay.") }
             guard replaySpeed > 0 && replaySpeed.isFinite else { throw ValidationError("--replay-speed must be a positive number.") }
+            if replaySpeed != 1, !onlyReplay {
+                throw ValidationError("--replay-speed \(Self.speedText(replaySpeed)) runs the session on the recording's "
+                    + "time, which a live source (--strap, --camera) cannot follow: replay alone, or at speed 1.")
+            }
         }
         try camera.check()
+    }
+
+    /// The clock of a session over these sources. A replay faster than real time as the only source runs the session
+    /// on the recording's time (`ScaledSessionClock`): frames every emit interval of the recording, its windows and
+    /// pacing, `--duration` and the summary's duration in the recording's seconds. Replay providers made by
+    /// `providers(clock:…)` with that clock then play at its pace.
+    func sessionClock() -> any SessionClock {
+        guard onlyReplay, let replaySpeed, replaySpeed != 1 else { return SystemSessionClock() }
+        return ScaledSessionClock(base: SystemSessionClock(), rate: replaySpeed)
+    }
+
+    static func speedText(_ speed: Double) -> String {
+        speed == speed.rounded() && abs(speed) < 1e15 ? String(Int64(speed)) : String(speed)
     }
 
     /// A `--replay` that is not a file must name a stored session (its id or a unique prefix of it). Checked while
@@ -122,6 +141,8 @@ struct SourceOptions: ParsableArguments {
                 model: model, followsSessionPacing: simulatedResonanceBpm, seed: seed, clock: clock))
         }
         if let replay {
+            // On a session clock already running at the replay's speed (`sessionClock()`), the replay follows it.
+            let replaySpeed = clock is ScaledSessionClock ? 1 : replaySpeed
             if FileManager.default.fileExists(atPath: replay) {
                 guard FileManager.default.isReadableFile(atPath: replay) else {
                     throw ValidationError("Cannot read \(replay): check its permissions.")

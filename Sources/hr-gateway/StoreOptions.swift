@@ -79,7 +79,8 @@ struct StoreOptions: ParsableArguments {
     /// configuration's). On failure, says so once and returns nil: the session runs unrecorded. A session id already
     /// in the store is refused (thrown) before anything starts: a session the user named is one they mean to keep.
     func recorder(
-        _ config: SessionConfig, _ settings: GatewayConfiguration, keepDays: Int? = nil
+        _ config: SessionConfig, _ settings: GatewayConfiguration, keepDays: Int? = nil,
+        clock: any SessionClock = SystemSessionClock()
     ) throws(CommandFailure) -> SessionRecorder? {
         let logger = Logger(label: "hr-gateway")
         let report: @Sendable (String) -> Void = { logger.warning("\($0)") }
@@ -97,7 +98,7 @@ struct StoreOptions: ParsableArguments {
             let cutoff = Int64((Date().timeIntervalSince1970 - Double(keepDays) * 86_400) * 1000)
             do { try sessions.prune(startedBeforeMs: cutoff) } catch { report("could not delete old sessions: \(error)") }
         }
-        let recorder = SessionRecorder(store: sessions, config: config, onFailure: report)
+        let recorder = SessionRecorder(store: sessions, config: config, clock: clock, onFailure: report)
         if recorder.isRecording {
             logger.debug("recording session \(config.sessionId) into \(sessions.databasePath)")
         }

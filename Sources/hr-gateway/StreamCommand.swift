@@ -165,7 +165,7 @@ struct StreamCommand: AsyncParsableCommand {
     }
 
     func run() async throws {
-        let clock = SystemSessionClock()
+        let clock = source.sessionClock()
         let settings = try store.settings()
         let config = session.config(defaults: settings)
         let providers = try source.providers(clock: clock, store: store)
@@ -185,7 +185,7 @@ struct StreamCommand: AsyncParsableCommand {
         let stateDirectory = try store.directory()
         let mqttSink = try mqtt.sink(sources: providers.map(\.name), settings: settings, stateDirectory: stateDirectory)
         // Last before the session: a command that fails before this leaves nothing in the store.
-        let recorder = noRecordDb || !settings.record ? nil : try store.recorder(config, settings, keepDays: keepDays)
+        let recorder = noRecordDb || !settings.record ? nil : try store.recorder(config, settings, keepDays: keepDays, clock: clock)
         let exitCode = try await SessionRunner(
             config: config,
             providers: providers,
@@ -201,7 +201,8 @@ struct StreamCommand: AsyncParsableCommand {
             metrics: relay.listen == nil && metrics.metricsListen == nil
                 ? nil : (GatewayMetrics(), metrics.metricsListen),
             lsl: lslSink,
-            endNote: recorder.flatMap { $0.isRecording ? Self.recordedNote($0, stateDir: store.stateDir) : nil }
+            endNote: recorder.flatMap { $0.isRecording ? Self.recordedNote($0, stateDir: store.stateDir) : nil },
+            clock: clock
         ).run()
         if exitCode != 0 { throw ExitCode(exitCode) }
     }

@@ -104,7 +104,8 @@ import Testing
         try (samples.joined(separator: "\n") + "\n").write(toFile: beats, atomically: true, encoding: .utf8)
         var args = ["stream", "--replay", beats, "--replay-speed", "1000", "--format", "jsonl", "--session-id", id,
                     "--state-dir", dir]
-        if duration { args += ["--duration", "1"] }
+        // Ten seconds of the recording's time (the replay runs on it): the five samples and then some.
+        if duration { args += ["--duration", "10"] }
         let r = try CLI.run(args)
         #expect(r.status == 0, "\(r.stderr)")
     }
@@ -152,7 +153,7 @@ import Testing
         #expect(json["config"]?["duration_sec"] == nil)
         try record("timed", in: dir)
         let timed = try JSONValue(parsing: CLI.run(["sessions", "show", "timed", "--json", "--state-dir", dir]).stdout)
-        #expect(timed["config"]?["duration_sec"] == .int(1))
+        #expect(timed["config"]?["duration_sec"] == .int(10))
     }
 
     @Test func theEndOfAPrettySessionSaysWhereItWasRecordedAndHowToStop() throws {

@@ -55,6 +55,9 @@ import Testing
         #expect(s["rr_count"] == .int(120))
         #expect(s["devices"] == .array([.string("AA:BB")]))
         #expect(s["event_count"]?.intValue == Int64(run.lines.count), "every printed event is recorded")
+        // A fast replay runs on the recording's time: stored as the two minutes it holds, not the instant it took.
+        let span = (s["ended_at_ms"]?.intValue ?? 0) - (s["started_at_ms"]?.intValue ?? 0)
+        #expect(span >= 121_000 && span < 300_000, "\(s.jsonString)")
 
         let table = try CLI.run(["sessions", "list", "--state-dir", dir])
         #expect(table.lines.count == 2)

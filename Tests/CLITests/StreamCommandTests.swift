@@ -99,6 +99,30 @@ import Testing
         #expect(m["pnn50"] == .double(0))
         #expect(m["hr_from_rr_bpm"] == .double(58.8))
         for e in evs { #expect(!e.jsonString.contains("null")) }
+        // On the recording's time: its duration, not the fraction of a second the replay took, and a frame every 5 s
+        // of it (24 for its two minutes; at 1000x a millisecond of the machine's is a second of the session's, so a
+        // busy machine adds a few seconds at the start and end and may skip a tick, never renumbering).
+        let duration = summary["duration_actual_sec"]?.intValue ?? 0
+        #expect(duration >= 121, "\(summary.jsonString)")
+        let seqs = evs.filter { $0["type"] == .string("session_frame") }.compactMap { $0["seq"]?.intValue }
+        #expect(seqs.count >= 12 && seqs.count <= duration / 5, "\(seqs), \(duration) s")
+        #expect(seqs == Array(1...Int64(max(1, seqs.count))), "\(seqs)")
+    }
+
+    /// A faster replay runs the session on the recording's time, which live sources and serve's sessions (started
+    /// whenever a phone asks) cannot follow: refused, saying what to do.
+    @Test func aFasterReplayBesideALiveSourceOrInServeIsRefused() throws {
+        let path = temp("one.jsonl")
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        try "{\"timestamp_ms\":1700000000000,\"bpm\":60}\n".write(toFile: path, atomically: true, encoding: .utf8)
+        let camera = try CLI.run(["stream", "--replay", path, "--replay-speed", "10", "--camera", "/dev/null"])
+        #expect(camera.status == 64)
+        #expect(camera.stderr.contains("--replay-speed 10 runs the session on the recording's time"), "\(camera.stderr)")
+        let serve = try CLI.run(["serve", "--replay", path, "--replay-speed", "2.5", "--listen", "127.0.0.1:0"])
+        #expect(serve.status == 64)
+        #expect(serve.stderr.contains("--replay-speed 2.5: serve replays in real time"), "\(serve.stderr)")
+        let realTime = try CLI.run(["stream", "--replay", path, "--replay-speed", "1", "--no-record-db", "--format", "jsonl"])
+        #expect(realTime.status == 0, "speed 1 is real time, allowed: \(realTime.stderr)")
     }
 
     @Test func recordThenReplayKeepsEveryBeat() throws {
