@@ -41,6 +41,20 @@ public enum SampleFile {
         /// recorded as they are, but older than the window of the samples before them, so outside its metrics.
         public var late = 0
         public var lateFirstLine: Int?
+        /// Lines repeating a sample already read (the same timestamp, device and values; a file joined to itself),
+        /// dropped: replayed twice they would count every beat twice.
+        public var repeated = 0
+        public var repeatedFirstLine: Int?
+        /// The longest stretch between a sample and the next in time, and the line after it: the replay waits it out.
+        public var longestGapMs: Int64 = 0
+        public var longestGapLine: Int?
+
+        /// "2 h 5 min", "7 min 30 s".
+        static func spoken(_ ms: Int64) -> String {
+            let sec = ms / 1000
+            if sec >= 3600 { return "\(sec / 3600) h \(sec / 60 % 60) min" }
+            return sec % 60 == 0 ? "\(sec / 60) min" : "\(sec / 60) min \(sec % 60) s"
+        }
 
         /// Each finding in a sentence, for the replay's status and log.
         public var notes: [String] {
@@ -60,13 +74,33 @@ public enum SampleFile {
                     + "earlier than one before (first on line \(line)): replayed in file order and recorded, but outside "
                     + "the window of the later samples")
             }
+            if let line = repeatedFirstLine {
+                notes.append("\(repeated) repeated sample\(repeated == 1 ? "" : "s") (the same as one before) dropped "
+                    + "(first on line \(line))")
+            }
+            if let line = longestGapLine, longestGapMs >= SampleFile.longGapMs {
+                notes.append("a gap of \(Self.spoken(longestGapMs)) before line \(line): the replay waits it out "
+                    + "(--replay-speed plays it faster)")
+            }
             return notes
         }
     }
 
+    /// A stretch without samples worth a note: the replay is silent for as long (at speed 1).
+    public static let longGapMs: Int64 = 5 * 60_000
+
+    /// Heart rates a sample may carry; anything else is not one (0 where a sample has none, as a waveform chunk).
+    public static let bpmRange: ClosedRange<Double> = 0...1000
+
     /// How far a sample may be earlier than one before it without a note: samples of two devices (a strap and a
     /// camera) are written as they arrive and their timestamps can cross by a frame or a notification.
     public static let lateToleranceMs: Int64 = 5_000
+
+    private struct SampleKey: Hashable {
+        let timestampMs: Int64
+        let deviceId: String?
+        let source: String
+    }
 
     /// The longest RR interval a sample may carry (as `hr-gateway hrv` reads RR files).
     public static let maxRRMs: Double = 60_000
@@ -87,6 +121,8 @@ public enum SampleFile {
         if bytes.starts(with: [0xEF, 0xBB, 0xBF]) { bytes.removeFirst(3) }  // a byte order mark (Windows editors)
         var contents = Contents()
         var latest: Int64?
+        // Samples read so far by time and device, to find a line that repeats one.
+        var seen: [SampleKey: [Int]] = [:]
         var lineNumber = 0
         var start = 0
         while start < bytes.count {
@@ -104,6 +140,9 @@ public enum SampleFile {
                     continue
                 }
                 sample = try BiosignalSample(json: json)
+                guard bpmRange.contains(sample.bpm) else {
+                    throw SampleDecodingError("bpm \(String(format: "%g", sample.bpm)) is not a heart rate (0 to 1000)")
+                }
             } catch {
                 if isLast, !contents.samples.isEmpty {
                     contents.truncatedTail = true
@@ -120,9 +159,20 @@ public enum SampleFile {
                 contents.impossibleRRFirstLine = contents.impossibleRRFirstLine ?? lineNumber
                 sample.rrIntervalsMs = rr.filter { $0 > 0 && $0 <= maxRRMs }
             }
+            let key = SampleKey(timestampMs: sample.timestampMs, deviceId: sample.deviceId, source: sample.source)
+            if let earlier = seen[key], earlier.contains(where: { contents.samples[$0] == sample }) {
+                contents.repeated += 1
+                contents.repeatedFirstLine = contents.repeatedFirstLine ?? lineNumber
+                continue
+            }
+            seen[key, default: []].append(contents.samples.count)
             if let latest, sample.timestampMs < latest - lateToleranceMs {
                 contents.late += 1
                 contents.lateFirstLine = contents.lateFirstLine ?? lineNumber
+            }
+            if let latest, sample.timestampMs - latest > contents.longestGapMs {
+                contents.longestGapMs = sample.timestampMs - latest
+                contents.longestGapLine = lineNumber
             }
             latest = max(latest ?? sample.timestampMs, sample.timestampMs)
             contents.samples.append(sample)

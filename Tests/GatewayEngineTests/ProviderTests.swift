@@ -191,6 +191,35 @@ import Testing
             path: huge, line: 2, reason: "timestamp_ms -9223372036854775808 is not epoch milliseconds between 1970 and 9999"))
     }
 
+    /// A line that repeats a sample (a file joined to itself, an editor's paste) was replayed twice, counting its
+    /// beats twice; a negative heart rate was taken as one; a ten-hour gap was waited out in silence. Now the repeat is
+    /// dropped and counted, the rate makes its line unreadable, and the gap is said.
+    @Test func repeatedSamplesImpossibleRatesAndLongGapsAreSaid() throws {
+        let path = tempFile("repeats.jsonl")
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        let lines = [
+            #"{"timestamp_ms":1000000,"bpm":60,"rr_intervals_ms":[1000],"device_id":"AA"}"#,
+            #"{"timestamp_ms":1001000,"bpm":61,"rr_intervals_ms":[990],"device_id":"AA"}"#,
+            #"{"timestamp_ms":1001000,"bpm":61,"rr_intervals_ms":[990],"device_id":"AA"}"#,  // repeated
+            #"{"timestamp_ms":1001000,"bpm":70,"device_id":"BB"}"#,  // same time, another device: kept
+            #"{"timestamp_ms":1001000,"bpm":62,"rr_intervals_ms":[980],"device_id":"AA"}"#,  // same time, other values: kept
+            #"{"timestamp_ms":1002000,"bpm":-5,"device_id":"AA"}"#,
+            #"{"timestamp_ms":37002000,"bpm":60,"rr_intervals_ms":[1000],"device_id":"AA"}"#,  // ten hours on
+            #"{"timestamp_ms":1000000,"bpm":60,"rr_intervals_ms":[1000],"device_id":"AA"}"#,  // the first again
+        ]
+        try (lines.joined(separator: "\n") + "\n").write(toFile: path, atomically: true, encoding: .utf8)
+        let read = try SampleFile.read(path: path)
+        #expect(read.samples.map(\.bpm) == [60, 61, 70, 62, 60])
+        #expect(read.repeated == 2 && read.repeatedFirstLine == 3)
+        #expect(read.unreadable == 1)
+        #expect(read.firstUnreadable?.reason == "bpm -5 is not a heart rate (0 to 1000)")
+        #expect(read.longestGapMs == 36_001_000 && read.longestGapLine == 7)
+        #expect(read.notes.contains("2 repeated samples (the same as one before) dropped (first on line 3)"), "\(read.notes)")
+        #expect(read.notes.contains("a gap of 10 h 0 min before line 7: the replay waits it out (--replay-speed plays it "
+            + "faster)"), "\(read.notes)")
+    }
+
+
     /// A full disk while recording (/dev/full answers every write with ENOSPC): said once in words, every later
     /// sample counted, no crash; and the device is written to, not replaced by a regular file.
     @Test func aRecordingOnAFullDiskStopsSayingWhyAndCountsWhatIsNotWritten() throws {
