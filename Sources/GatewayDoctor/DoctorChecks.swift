@@ -101,6 +101,8 @@ public struct DoctorFacts: Sendable, Equatable {
     public var configWarnings = 0
     public var stateDir = ""
     public var stateDirError: String?
+    /// Said on the state directory's line instead of "writable" when it is fine but not there yet.
+    public var stateDirNote: String?
     /// liblsl for `--lsl`: where it was loaded from and its version, or why it could not be.
     public var lsl: LSLFound?
     public var lslError: String?
@@ -312,7 +314,7 @@ public struct DoctorFacts: Sendable, Equatable {
                 fix: damaged ? "sessions.sqlite there is damaged: move it aside (mv \(stateDir)/sessions.sqlite "
                     + "\(stateDir)/sessions.sqlite.damaged) and a new one is made" : StateDatabase.directoryAdvice))
         } else {
-            checks.append(DoctorCheck("state directory", .ok, "\(stateDir) writable"))
+            checks.append(DoctorCheck("state directory", .ok, "\(stateDir) \(stateDirNote ?? "writable")"))
         }
         if let lsl {
             checks.append(DoctorCheck(

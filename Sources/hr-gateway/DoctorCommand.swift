@@ -55,13 +55,31 @@ struct DoctorCommand: AsyncParsableCommand {
         }
         await SystemProbe.probe(into: &facts)
         facts.stateDir = StateDirectory.resolve(option: store.stateDir, configured: settings.stateDir)
+        // Looked at, never made: a check leaves no store behind (the first recorded session makes it).
         do {
-            _ = try SessionStore(directory: facts.stateDir)
-            let probe = facts.stateDir + "/.doctor-\(getpid())"
-            guard FileManager.default.createFile(atPath: probe, contents: Data()) else {
-                throw CommandFailure("not writable by this user")
+            var isDirectory: ObjCBool = false
+            if FileManager.default.fileExists(atPath: facts.stateDir, isDirectory: &isDirectory) {
+                guard isDirectory.boolValue else { throw CommandFailure("a file, not a directory") }
+                // An existing store is opened, so a damaged one shows here.
+                _ = try SessionStore.existing(directory: facts.stateDir)
+                let probe = facts.stateDir + "/.doctor-\(getpid())"
+                guard FileManager.default.createFile(atPath: probe, contents: Data()) else {
+                    throw CommandFailure("not writable by this user")
+                }
+                try? FileManager.default.removeItem(atPath: probe)
+            } else {
+                var parent = (facts.stateDir as NSString).deletingLastPathComponent
+                while !parent.isEmpty, parent != "/", !FileManager.default.fileExists(atPath: parent) {
+                    parent = (parent as NSString).deletingLastPathComponent
+                }
+                if parent.isEmpty { parent = "." }
+                guard FileManager.default.fileExists(atPath: parent, isDirectory: &isDirectory), isDirectory.boolValue
+                else { throw CommandFailure("cannot be made: \(parent) is a file, not a directory") }
+                guard access(parent, W_OK) == 0 else {
+                    throw CommandFailure("cannot be made: \(parent) is not writable by this user")
+                }
+                facts.stateDirNote = "not made yet: the first recorded session makes it (\(parent) writable)"
             }
-            try? FileManager.default.removeItem(atPath: probe)
         } catch {
             facts.stateDirError = "\(error)"
         }

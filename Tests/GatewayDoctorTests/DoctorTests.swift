@@ -173,6 +173,31 @@ func tempStateDir() -> String {
 }
 
 @Suite(.serialized) struct DoctorBusTests {
+    /// doctor looks and makes nothing: it used to create the state directory and an empty sessions.sqlite wherever it
+    /// was pointed. A directory not there yet is fine when it can be made; an existing one is probed for writing.
+    @Test func doctorLeavesNoStoreBehind() throws {
+        let daemon = try PrivateBusDaemon()
+        defer { daemon.stop() }
+        let parent = tempStateDir()
+        try FileManager.default.createDirectory(atPath: parent, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: parent) }
+        let missing = parent + "/a/state"
+        let r = try runGateway(["doctor", "--state-dir", missing], environment: ["DBUS_SYSTEM_BUS_ADDRESS": daemon.address])
+        #expect(r.stdout.contains("ok    state directory  \(missing) not made yet: the first recorded session makes it "
+            + "(\(parent) writable)"), "\(r.stdout)")
+        #expect(try FileManager.default.contentsOfDirectory(atPath: parent).isEmpty)
+
+        let existing = try runGateway(["doctor", "--state-dir", parent], environment: ["DBUS_SYSTEM_BUS_ADDRESS": daemon.address])
+        #expect(existing.stdout.contains("ok    state directory  \(parent) writable"), "\(existing.stdout)")
+        #expect(try FileManager.default.contentsOfDirectory(atPath: parent).isEmpty, "no sessions.sqlite, no locks/")
+
+        try "x".write(toFile: parent + "/f", atomically: true, encoding: .utf8)
+        let underFile = try runGateway(["doctor", "--state-dir", parent + "/f/state"],
+                                       environment: ["DBUS_SYSTEM_BUS_ADDRESS": daemon.address])
+        #expect(underFile.stdout.contains("warn  state directory  \(parent)/f/state: cannot be made: \(parent)/f is a file"),
+                "\(underFile.stdout)")
+    }
+
     @Test func withoutBlueZOnThePrivateBusDoctorFailsOnBluetoothd() throws {
         let daemon = try PrivateBusDaemon()
         defer { daemon.stop() }
