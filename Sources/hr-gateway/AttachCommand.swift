@@ -129,22 +129,22 @@ struct AttachCommand: AsyncParsableCommand {
                 return reply.isEmpty ? .continue : .send(reply)
             }
         } catch let e as RelayPinningError {
-            StandardStream.error.write(Data("error: \(e)\n".utf8))
+            StandardStream.error.write(Data("Error: \(e)\n".utf8))
             throw ExitCode(1)
         } catch let e as RelayClientError {
-            StandardStream.error.write(Data("error: \(e)\n".utf8))
+            StandardStream.error.write(Data("Error: \(e)\n".utf8))
             throw ExitCode(1)
         } catch {
             var hint = ""
             if url.hasPrefix("wss://") && pin == nil {
                 hint = " A gateway with its own self-signed certificate (serve --tls) is trusted by fingerprint: add --pin SHA256."
             }
-            StandardStream.error.write(Data("error: cannot attach to \(url): \(RelayClient.explain(error)).\(hint)\n".utf8))
+            StandardStream.error.write(Data("Error: cannot attach to \(url): \(RelayClient.explain(error)).\(hint)\n".utf8))
             throw ExitCode(1)
         }
         if let code = status.withLock({ $0 }), code != 0 { throw ExitCode(code) }
         if stopAtEnd && status.withLock({ $0 }) == nil {
-            StandardStream.error.write(Data("error: the relay closed before the session ended\n".utf8))
+            StandardStream.error.write(Data("Error: the relay closed before the session ended\n".utf8))
             throw ExitCode(1)
         }
     }

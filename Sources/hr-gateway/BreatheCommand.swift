@@ -61,7 +61,7 @@ struct BreatheCommand: AsyncParsableCommand {
     var stepSec: Int?
 
     @Option(parsing: .unconditional, help: ArgumentHelp(
-        "Stop after SEC seconds (a pattern; the assessment ends by itself). Default: until Ctrl-C.", valueName: "sec"))
+        "Stop after SEC seconds (a whole number; a pattern, the assessment ends by itself). Default: until Ctrl-C.", valueName: "sec"))
     var duration: Int?
 
     @Option(parsing: .unconditional, help: ArgumentHelp(

@@ -284,7 +284,7 @@ struct CamerasCommand: AsyncParsableCommand {
 
     private func emitFailure(_ error: V4L2Error) {
         if json { print(JSONValue.object(["type": .string("error"), "error": Self.json(for: error)]).jsonString) }
-        printError("error: \(error)")
+        printError("Error: \(error)")
     }
 
     static func json(for format: NegotiatedFormat) -> JSONValue {

@@ -68,29 +68,34 @@ struct ConfigCheckCommand: ParsableCommand {
     private func show(_ file: GatewayConfiguration) throws {
         var c = file
         do { try c.applyEnvironment(ProcessInfo.processInfo.environment) } catch { throw CommandFailure("\(error)") }
-        print("In effect (file and HR_GATEWAY_* environment):")
-        print("  log_level          \(c.logLevel.rawValue)")
-        print("  state_dir          \(StateDirectory.resolve(configured: c.stateDir))")
-        print("  record             \(c.record)")
-        print("  keep_days          \(c.keepDays.map(String.init) ?? "0 (keep every session)")")
-        print("  session.mode       \(c.mode.rawValue)")
-        print("  session.window_sec \(c.windowSec)")
-        print("  session.emit_interval_sec \(c.emitIntervalSec)")
+        var rows: [(String, String)] = [
+            ("log_level", c.logLevel.rawValue),
+            ("state_dir", StateDirectory.resolve(configured: c.stateDir)),
+            ("record", "\(c.record)"),
+            ("keep_days", c.keepDays.map(String.init) ?? "0 (keep every session)"),
+            ("session.mode", c.mode.rawValue),
+            ("session.window_sec", "\(c.windowSec)"),
+            ("session.emit_interval_sec", "\(c.emitIntervalSec)"),
+        ]
         if let pattern = c.breathingPattern {
-            print("  session.pattern    \(pattern) (paces `breathe` and breathing-mode sessions\(c.mode == .breathing ? "" : "; not a \(c.mode.rawValue) session"))")
+            rows.append(("session.pattern", "\(pattern) (paces `breathe` and breathing-mode sessions"
+                + "\(c.mode == .breathing ? "" : "; not a \(c.mode.rawValue) session"))"))
         }
-        print("  mqtt.url           \(c.mqttURL ?? "(none)")")
+        rows.append(("mqtt.url", c.mqttURL ?? "(none)"))
         if c.mqttURL != nil {
-            print("  mqtt.gateway_id    \(c.mqttGatewayId ?? "\(MQTTOptions.hostName()) (the host name)")")
-            if let ca = c.mqttCAFile { print("  mqtt.ca_file       \(ca)") }
-            if let pw = c.mqttPasswordFile { print("  mqtt.password_file \(pw)") }
-            print("  mqtt.grace_sec     \(c.mqttGraceSec)")
+            rows.append(("mqtt.gateway_id", c.mqttGatewayId ?? "\(MQTTOptions.hostName()) (the host name)"))
+            if let ca = c.mqttCAFile { rows.append(("mqtt.ca_file", ca)) }
+            if let pw = c.mqttPasswordFile { rows.append(("mqtt.password_file", pw)) }
+            rows.append(("mqtt.grace_sec", "\(c.mqttGraceSec)"))
         }
-        print("  webhook.url        \(c.webhookURL ?? "(none)")")
+        rows.append(("webhook.url", c.webhookURL ?? "(none)"))
         if c.webhookURL != nil {
-            print("  webhook.samples    \(c.webhookSamples) (batches of \(c.webhookBatchSize))")
-            print("  webhook retries    timeout \(c.webhookTimeoutSec) s, backoff \(c.webhookBackoffBaseMs) ms doubling to "
-                + "\(c.webhookBackoffMaxSec) s, grace \(c.webhookGraceSec) s, at most \(c.webhookMaxItems) items")
+            rows.append(("webhook.samples", "\(c.webhookSamples) (batches of \(c.webhookBatchSize))"))
+            rows.append(("webhook retries", "timeout \(c.webhookTimeoutSec) s, backoff \(c.webhookBackoffBaseMs) ms "
+                + "doubling to \(c.webhookBackoffMaxSec) s, grace \(c.webhookGraceSec) s, at most \(c.webhookMaxItems) items"))
         }
+        let width = rows.map(\.0.count).max() ?? 0
+        print("In effect (file and HR_GATEWAY_* environment):")
+        for (key, value) in rows { print("  " + key + String(repeating: " ", count: width - key.count + 1) + value) }
     }
 }

@@ -143,7 +143,7 @@ struct ServeCommand: AsyncParsableCommand {
         await metricsServer?.stop()
         await engine.dispose()
         if let message = await failure.value, !signalled.withLock({ $0 }) {
-            StandardStream.error.write(Data("error: relay stopped: \(message)\n".utf8))
+            StandardStream.error.write(Data("Error: relay stopped: \(message)\n".utf8))
             throw ExitCode(1)
         }
     }

@@ -84,7 +84,7 @@ struct SessionRunner {
         // The live view shows a session error on its last screen; saying it on stderr too would repeat it.
         let sayError = output == .jsonl
         let session = SessionService(engine: engine, config: config, stopWhenSourcesEnd: stopWhenSourcesEnd) { message in
-            if sayError { StandardStream.error.write(Data("error: \(message)\n".utf8)) }
+            if sayError { StandardStream.error.write(Data("Error: \(message)\n".utf8)) }
         }
         let group = ServiceGroup(configuration: ServiceGroupConfiguration(
             services: outputs.services + [

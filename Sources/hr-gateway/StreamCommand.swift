@@ -242,7 +242,7 @@ struct SessionOptions: ParsableArguments {
     // Numbers are taken as values even when they start with "-", so that `--duration -5` is refused as not
     // positive rather than reported as a missing value.
     @Option(parsing: .unconditional,
-            help: ArgumentHelp("Stop after SEC seconds. Without it the session runs until Ctrl-C or SIGTERM.", valueName: "sec"))
+            help: ArgumentHelp("Stop after SEC seconds (a whole number). Without it the session runs until Ctrl-C or SIGTERM.", valueName: "sec"))
     var duration: Int?
 
     @Option(parsing: .unconditional, help: ArgumentHelp(

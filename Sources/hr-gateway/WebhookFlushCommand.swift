@@ -48,7 +48,7 @@ struct WebhookFlushCommand: AsyncParsableCommand {
         print("Delivered \(max(0, before - left)) of \(before) webhook item(s); \(left) left in \(forwarder.outbox.path).")
         if left > 0 {
             StandardStream.error.write(Data(
-                "error: \(left) item(s) could not be delivered: see `hr-gateway webhook status` for the last errors\n".utf8))
+                "Error: \(left) item(s) could not be delivered: see `hr-gateway webhook status` for the last errors\n".utf8))
             throw ExitCode(1)
         }
     }

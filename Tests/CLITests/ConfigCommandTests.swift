@@ -23,9 +23,9 @@ import Testing
         let ok = try CLI.run(["config", "check", good], environment: ["HR_GATEWAY_STATE_DIR": dir])
         #expect(ok.status == 0, "\(ok.stderr)")
         #expect(ok.stdout.contains("\(good): valid"))
-        #expect(ok.stdout.contains("session.window_sec 90"))
-        #expect(ok.stdout.contains("state_dir          \(dir)"))
-        #expect(ok.stdout.contains("mqtt.url           (none)"))
+        #expect(ok.stdout.contains("session.window_sec        90"))
+        #expect(ok.stdout.contains("state_dir                 \(dir)"))
+        #expect(ok.stdout.contains("mqtt.url                  (none)"))
 
         // Every setting in effect is shown, MQTT and the breathing pattern included.
         let full = dir + "/full.toml"
@@ -33,9 +33,9 @@ import Testing
             .write(toFile: full, atomically: true, encoding: .utf8)
         let shown = try CLI.run(["config", "check", full], environment: ["HR_GATEWAY_STATE_DIR": dir])
         #expect(shown.status == 0, "\(shown.stderr)")
-        #expect(shown.stdout.contains("mqtt.url           mqtt://broker.lan"), "\(shown.stdout)")
-        #expect(shown.stdout.contains("mqtt.gateway_id    pi-3"), "\(shown.stdout)")
-        #expect(shown.stdout.contains("session.pattern    4-2-6-0 (paces `breathe`"), "\(shown.stdout)")
+        #expect(shown.stdout.contains("mqtt.url                  mqtt://broker.lan"), "\(shown.stdout)")
+        #expect(shown.stdout.contains("mqtt.gateway_id           pi-3"), "\(shown.stdout)")
+        #expect(shown.stdout.contains("session.pattern           4-2-6-0 (paces `breathe`"), "\(shown.stdout)")
     }
 
     @Test func optionsOverrideTheEnvironmentWhichOverridesTheFile() throws {
