@@ -47,15 +47,21 @@ public enum SessionTrends {
         }
     }
 
-    /// Per day, oldest first: the sessions started at or after `sinceMs` whose summary has a value for `metric`.
+    /// Whether a summary's session lasted at least `minDurationSec` (one without a duration counts).
+    static func longEnough(_ summary: JSONValue, minDurationSec: Int) -> Bool {
+        (summary["duration_actual_sec"]?.intValue ?? Int64.max) >= Int64(minDurationSec)
+    }
+
+    /// Per day, oldest first: the sessions started at or after `sinceMs` that lasted at least `minDurationSec` and
+    /// whose summary has a value for `metric`.
     public static func days(
         _ metric: Metric, sessions: [(startedAtMs: Int64, summary: JSONValue)], sinceMs: Int64 = .min,
-        timeZone: TimeZone = .current
+        minDurationSec: Int = 0, timeZone: TimeZone = .current
     ) -> [Day] {
         var calendar = Calendar(identifier: .gregorian)
         calendar.timeZone = timeZone
         var byDay: [String: [Double]] = [:]
-        for s in sessions where s.startedAtMs >= sinceMs {
+        for s in sessions where s.startedAtMs >= sinceMs && longEnough(s.summary, minDurationSec: minDurationSec) {
             guard let v = value(metric, summary: s.summary) else { continue }
             let c = calendar.dateComponents([.year, .month, .day], from: Date(timeIntervalSince1970: Double(s.startedAtMs) / 1000))
             let key = String(format: "%04d-%02d-%02d", c.year ?? 0, c.month ?? 0, c.day ?? 0)
@@ -65,6 +71,18 @@ public enum SessionTrends {
             let values = byDay[key]!
             let v = metric == .restingHR ? values.min()! : values.reduce(0, +) / Double(values.count)
             return Day(date: key, value: v, sessions: values.count)
+        }
+    }
+
+    /// Sessions started at or after `sinceMs` with a value for `metric` that `days` leaves out for lasting less than
+    /// `minDurationSec` (a test, a false start: a few beats give an RMSSD that is noise).
+    public static func tooShort(
+        _ metric: Metric, sessions: [(startedAtMs: Int64, summary: JSONValue)], sinceMs: Int64 = .min,
+        minDurationSec: Int
+    ) -> Int {
+        sessions.count { s in
+            s.startedAtMs >= sinceMs && !longEnough(s.summary, minDurationSec: minDurationSec)
+                && value(metric, summary: s.summary) != nil
         }
     }
 }

@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import GatewayEngine
 import SessionStore
+import StdoutSink
 
 extension SessionTrends.Metric: ExpressibleByArgument {}
 
@@ -13,7 +14,8 @@ struct SessionsTrendCommand: ParsableCommand {
             Reads the summary of every finished session in the store and prints one line per day (local time): \
             the date, the day's value, how many sessions gave it, and a bar. rmssd is the mean RMSSD of the day's \
             sessions with RR intervals (ms); rsa the mean RSA amplitude of its paced breathing sessions (bpm; \
-            `stream --pattern`); resting_hr the day's lowest session mean heart rate (bpm).
+            `stream --pattern`); resting_hr the day's lowest session mean heart rate (bpm). Sessions shorter than \
+            --min-duration (a minute by default: a test, a false start) are left out, and their number said.
 
             Examples:
               hr-gateway sessions trend --metric rmssd --days 30
@@ -27,6 +29,10 @@ struct SessionsTrendCommand: ParsableCommand {
     @Option(parsing: .unconditional, help: ArgumentHelp("Only sessions started in the last N days.", valueName: "n"))
     var days: Int?
 
+    @Option(name: .customLong("min-duration"), parsing: .unconditional, help: ArgumentHelp(
+        "Leave out sessions shorter than SEC seconds (0: count every one).", valueName: "sec"))
+    var minDurationSec = 60
+
     @Flag(help: "Print a JSON array ({date, value, sessions, unit}) instead of the table.")
     var json = false
 
@@ -34,11 +40,19 @@ struct SessionsTrendCommand: ParsableCommand {
 
     func validate() throws {
         if let days, days <= 0 { throw ValidationError("--days must be a positive number of days.") }
+        if minDurationSec < 0 { throw ValidationError("--min-duration is a number of seconds, 0 or more.") }
     }
 
     func run() throws {
         let since = days.map { Int64(Date().timeIntervalSince1970 * 1000) - Int64($0) * 86_400_000 } ?? .min
-        let trend = SessionTrends.days(metric, sessions: try store.existing()?.summaries() ?? [], sinceMs: since)
+        let sessions = try store.existing()?.summaries() ?? []
+        let trend = SessionTrends.days(metric, sessions: sessions, sinceMs: since, minDurationSec: minDurationSec)
+        let short = SessionTrends.tooShort(metric, sessions: sessions, sinceMs: since, minDurationSec: minDurationSec)
+        // On standard error, so that --json stays one array.
+        if short > 0 {
+            StandardStream.error.write(Data(("\(short) session\(short == 1 ? "" : "s") shorter than \(minDurationSec) s "
+                + "left out (--min-duration 0 counts every one).\n").utf8))
+        }
         if json {
             print(JSONValue.array(trend.map { d in
                 .object(["date": .string(d.date), "value": .double((d.value * 10).rounded() / 10),

@@ -35,6 +35,28 @@ import Testing
         #expect(ahead.map(\.date) == ["2026-11-02"])
     }
 
+    /// A three-second session (a test, a false start) gave the day its RMSSD from two beats' difference: sessions
+    /// shorter than the minimum are left out and counted; one without a duration counts.
+    @Test func shortSessionsAreLeftOutAndCounted() {
+        let utc = TimeZone(identifier: "UTC")!
+        func timed(_ rmssd: Double, _ sec: Int64?) -> JSONValue {
+            var s = summary(rmssd: rmssd, rr: 300, hr: 60)
+            if case .object(var o) = s, let sec {
+                o["duration_actual_sec"] = .int(sec)
+                s = .object(o)
+            }
+            return s
+        }
+        let sessions: [(startedAtMs: Int64, summary: JSONValue)] = [
+            (Self.t0, timed(40, 600)), (Self.t0 + 1, timed(200, 3)), (Self.t0 + 2, timed(60, nil)), (Self.t0 + 3, timed(50, 60)),
+        ]
+        #expect(SessionTrends.days(.rmssd, sessions: sessions, minDurationSec: 60, timeZone: utc)
+            == [SessionTrends.Day(date: "2026-11-01", value: 50, sessions: 3)])
+        #expect(SessionTrends.tooShort(.rmssd, sessions: sessions, minDurationSec: 60) == 1)
+        #expect(SessionTrends.days(.rmssd, sessions: sessions, timeZone: utc).map(\.sessions) == [4])
+        #expect(SessionTrends.tooShort(.rmssd, sessions: sessions, minDurationSec: 0) == 0)
+    }
+
     @Test func theStoreGivesFinishedSessionsSummariesOnly() throws {
         let dir = tempDir()
         defer { try? FileManager.default.removeItem(atPath: dir) }
