@@ -110,6 +110,8 @@ public struct DoctorFacts: Sendable, Equatable {
     public var lslFix: String?
     /// libmosquitto for `--mqtt`: nil when it loaded, else why not.
     public var mqttError: String?
+    /// What to do about `mqttError` (a bad HR_GATEWAY_LIBMOSQUITTO is fixed differently).
+    public var mqttFix: String?
     public var mqttChecked = false
 
     public struct LSLFound: Sendable, Equatable {
@@ -328,7 +330,7 @@ public struct DoctorFacts: Sendable, Equatable {
             if let mqttError {
                 checks.append(DoctorCheck(
                     "MQTT", .warning, "libmosquitto not found: --mqtt unavailable (\(mqttError.prefix(200)))",
-                    fix: "sudo apt install libmosquitto1, or set HR_GATEWAY_LIBMOSQUITTO to libmosquitto.so.1's path"))
+                    fix: mqttFix ?? "sudo apt install libmosquitto1, or set HR_GATEWAY_LIBMOSQUITTO to libmosquitto.so.1's path"))
             } else {
                 checks.append(DoctorCheck("MQTT", .ok, "libmosquitto loaded (--mqtt available)"))
             }

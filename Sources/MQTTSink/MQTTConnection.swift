@@ -83,9 +83,18 @@ public final class MQTTConnection: Sendable {
     /// install it, when it cannot be opened.
     public static func loadLibrary() throws(MQTTError) {
         if let reason = libraryProblem() {
-            throw MQTTError(.library, "libmosquitto is not available (\(reason)): install it with "
-                + "`sudo apt install libmosquitto1`, or set HR_GATEWAY_LIBMOSQUITTO to libmosquitto.so.1's path")
+            throw MQTTError(.library, "libmosquitto is not available (\(reason)): \(libraryFix)")
         }
+    }
+
+    /// What to do when libmosquitto cannot be opened: install it, or correct HR_GATEWAY_LIBMOSQUITTO when that is what
+    /// pointed the loader at something else.
+    public static var libraryFix: String {
+        if let path = ProcessInfo.processInfo.environment["HR_GATEWAY_LIBMOSQUITTO"], !path.isEmpty {
+            return "HR_GATEWAY_LIBMOSQUITTO is set to \(path): point it at libmosquitto.so.1, or unset it to use the "
+                + "system's (sudo apt install libmosquitto1)"
+        }
+        return "install it with `sudo apt install libmosquitto1`, or set HR_GATEWAY_LIBMOSQUITTO to libmosquitto.so.1's path"
     }
 
     /// Why libmosquitto cannot be opened (the loader's message), or nil once it is open (`hr-gateway doctor`).

@@ -96,6 +96,9 @@ struct DoctorCommand: AsyncParsableCommand {
         }
         facts.mqttChecked = true
         facts.mqttError = MQTTConnection.libraryProblem()
+        if facts.mqttError != nil, ProcessInfo.processInfo.environment["HR_GATEWAY_LIBMOSQUITTO"]?.isEmpty == false {
+            facts.mqttFix = MQTTConnection.libraryFix
+        }
         let checks = facts.evaluate()
         for c in checks { print(c.line) }
         if checks.contains(where: { $0.status == .failure }) {

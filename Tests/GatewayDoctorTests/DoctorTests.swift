@@ -198,6 +198,23 @@ func tempStateDir() -> String {
                 "\(underFile.stdout)")
     }
 
+    /// A wrong HR_GATEWAY_LIBMOSQUITTO is named as the thing to correct (the fix used to say to install the
+    /// library, which is there).
+    @Test func aWrongLibmosquittoPathIsNamedAsTheFix() throws {
+        let daemon = try PrivateBusDaemon()
+        defer { daemon.stop() }
+        let state = tempStateDir()
+        defer { try? FileManager.default.removeItem(atPath: state) }
+        let r = try runGateway(["doctor"], environment: [
+            "DBUS_SYSTEM_BUS_ADDRESS": daemon.address, "HR_GATEWAY_STATE_DIR": state,
+            "HR_GATEWAY_LIBMOSQUITTO": "/nonexistent/libmosquitto.so.1",
+        ])
+        let line = r.stdout.split(separator: "\n").first { $0.hasPrefix("warn  MQTT") }.map(String.init) ?? ""
+        #expect(line.contains("/nonexistent/libmosquitto.so.1"), "\(r.stdout)")
+        #expect(line.contains("fix: HR_GATEWAY_LIBMOSQUITTO is set to /nonexistent/libmosquitto.so.1: point it at "
+            + "libmosquitto.so.1, or unset it"), "\(r.stdout)")
+    }
+
     @Test func withoutBlueZOnThePrivateBusDoctorFailsOnBluetoothd() throws {
         let daemon = try PrivateBusDaemon()
         defer { daemon.stop() }
