@@ -154,9 +154,9 @@ public enum SampleFile {
                 }
                 continue
             }
+            var impossible = 0
             if let rr = sample.rrIntervalsMs, rr.contains(where: { $0 <= 0 || $0 > maxRRMs }) {
-                contents.impossibleRR += rr.count { $0 <= 0 || $0 > maxRRMs }
-                contents.impossibleRRFirstLine = contents.impossibleRRFirstLine ?? lineNumber
+                impossible = rr.count { $0 <= 0 || $0 > maxRRMs }
                 sample.rrIntervalsMs = rr.filter { $0 > 0 && $0 <= maxRRMs }
             }
             let key = SampleKey(timestampMs: sample.timestampMs, deviceId: sample.deviceId, source: sample.source)
@@ -166,6 +166,10 @@ public enum SampleFile {
                 continue
             }
             seen[key, default: []].append(contents.samples.count)
+            if impossible > 0 {
+                contents.impossibleRR += impossible
+                contents.impossibleRRFirstLine = contents.impossibleRRFirstLine ?? lineNumber
+            }
             if let latest, sample.timestampMs < latest - lateToleranceMs {
                 contents.late += 1
                 contents.lateFirstLine = contents.lateFirstLine ?? lineNumber

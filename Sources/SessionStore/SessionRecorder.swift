@@ -257,5 +257,4 @@ public final class SessionRecorder: Sendable {
         }
         if first { onFailure(message) }
     }
-
 }

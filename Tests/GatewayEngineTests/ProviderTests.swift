@@ -206,15 +206,18 @@ import Testing
             #"{"timestamp_ms":1002000,"bpm":-5,"device_id":"AA"}"#,
             #"{"timestamp_ms":37002000,"bpm":60,"rr_intervals_ms":[1000],"device_id":"AA"}"#,  // ten hours on
             #"{"timestamp_ms":1000000,"bpm":60,"rr_intervals_ms":[1000],"device_id":"AA"}"#,  // the first again
+            #"{"timestamp_ms":37003000,"bpm":60,"rr_intervals_ms":[0,1000],"device_id":"AA"}"#,
+            #"{"timestamp_ms":37003000,"bpm":60,"rr_intervals_ms":[0,1000],"device_id":"AA"}"#,  // its 0 counted once
         ]
         try (lines.joined(separator: "\n") + "\n").write(toFile: path, atomically: true, encoding: .utf8)
         let read = try SampleFile.read(path: path)
-        #expect(read.samples.map(\.bpm) == [60, 61, 70, 62, 60])
-        #expect(read.repeated == 2 && read.repeatedFirstLine == 3)
+        #expect(read.samples.map(\.bpm) == [60, 61, 70, 62, 60, 60])
+        #expect(read.repeated == 3 && read.repeatedFirstLine == 3)
+        #expect(read.impossibleRR == 1 && read.impossibleRRFirstLine == 9)
         #expect(read.unreadable == 1)
         #expect(read.firstUnreadable?.reason == "bpm -5 is not a heart rate (0 to 1000)")
         #expect(read.longestGapMs == 36_001_000 && read.longestGapLine == 7)
-        #expect(read.notes.contains("2 repeated samples (the same as one before) dropped (first on line 3)"), "\(read.notes)")
+        #expect(read.notes.contains("3 repeated samples (the same as one before) dropped (first on line 3)"), "\(read.notes)")
         #expect(read.notes.contains("a gap of 10 h 0 min before line 7: the replay waits it out (--replay-speed plays it "
             + "faster)"), "\(read.notes)")
     }
