@@ -31,14 +31,21 @@ public enum StateDirectory {
     /// Why `directory` cannot exist (a part of its path is a file), for reading commands that would otherwise report
     /// an impossible directory as merely empty; nil when it exists or could be created.
     public static func impossibility(_ directory: String) -> String? {
-        var path = directory
+        let existing = nearestExisting(directory)
         var isDirectory: ObjCBool = false
-        while !path.isEmpty, path != "/", path != "." {
-            if FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory) {
-                return isDirectory.boolValue ? nil : "\(directory) cannot be a directory: \(path) is a file"
-            }
+        guard FileManager.default.fileExists(atPath: existing, isDirectory: &isDirectory), !isDirectory.boolValue else {
+            return nil
+        }
+        return "\(directory) cannot be a directory: \(existing) is a file"
+    }
+
+    /// The deepest part of `path` that exists: `path` itself when it does, else its nearest existing parent ("." for a
+    /// relative path none of whose parts exist).
+    public static func nearestExisting(_ path: String) -> String {
+        var path = path
+        while !path.isEmpty, path != "/", path != ".", !FileManager.default.fileExists(atPath: path) {
             path = (path as NSString).deletingLastPathComponent
         }
-        return nil
+        return path.isEmpty ? "." : path
     }
 }

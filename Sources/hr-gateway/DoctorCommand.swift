@@ -68,11 +68,7 @@ struct DoctorCommand: AsyncParsableCommand {
                 }
                 try? FileManager.default.removeItem(atPath: probe)
             } else {
-                var parent = (facts.stateDir as NSString).deletingLastPathComponent
-                while !parent.isEmpty, parent != "/", !FileManager.default.fileExists(atPath: parent) {
-                    parent = (parent as NSString).deletingLastPathComponent
-                }
-                if parent.isEmpty { parent = "." }
+                let parent = StateDirectory.nearestExisting((facts.stateDir as NSString).deletingLastPathComponent)
                 guard FileManager.default.fileExists(atPath: parent, isDirectory: &isDirectory), isDirectory.boolValue
                 else { throw CommandFailure("cannot be made: \(parent) is a file, not a directory") }
                 guard access(parent, W_OK) == 0 else {
