@@ -406,7 +406,7 @@ let package = Package(
         ),
         .testTarget(
             name: "WebhookSinkTests",
-            dependencies: ["WebhookSink", "WebhookTestSupport", "StorageTestSupport", "GatewayEngine"],
+            dependencies: ["WebhookSink", "WebhookTestSupport", "StorageTestSupport", "GatewayEngine", "GatewayStorage"],
             swiftSettings: strict
         ),
         .testTarget(name: "MQTTSinkTests", dependencies: ["MQTTSink", "GatewayEngine"], swiftSettings: strict),

@@ -118,8 +118,8 @@ public struct WebhookDeliveryReport: Sendable, Equatable {
 /// Store-and-forward delivery of session events to a webhook: items go into the durable `WebhookOutbox` first,
 /// then are POSTed as JSON until the server answers 2xx, with exponential backoff and jitter between attempts.
 ///
-/// Time is injected (`now`, `sleep`) so that tests drive retries without waiting: call `deliverDue()` after
-/// moving the clock.
+/// Time is injected (`now`, `sleep`, `pause`) so that tests drive retries and waits for a lock without waiting:
+/// call `deliverDue()` after moving the clock.
 ///
 /// Delivery passes (`deliverDue`, `drain`, `run`) and `onOutboxQueue` do their database work on the outbox's own
 /// queue (a `DatabaseLane`), and `commit(sample:…)` writes on the caller's thread only when that costs no wait: a
@@ -136,6 +136,9 @@ public final class WebhookForwarder: Sendable {
     private let monotonic: @Sendable () -> Int64
     private let random: @Sendable () -> Double
     private let sleep: @Sendable (Int64) async throws -> Void
+    /// Blocks the outbox's queue for the given milliseconds: between tries of a sample waiting for another process's
+    /// lock (`commit(sample:…)`).
+    private let pause: @Sendable (Int64) -> Void
     private let onWarning: @Sendable (String) -> Void
     private let lane = DatabaseLane(label: "hr-gateway.webhook.outbox")
     /// Items left by the last delivery pass.
@@ -150,6 +153,7 @@ public final class WebhookForwarder: Sendable {
         monotonic: @escaping @Sendable () -> Int64 = { SystemSessionClock().monotonicMs() },
         random: @escaping @Sendable () -> Double = { Double.random(in: 0..<1) },
         sleep: @escaping @Sendable (Int64) async throws -> Void = { try await Task.sleep(for: .milliseconds($0)) },
+        pause: @escaping @Sendable (Int64) -> Void = { Thread.sleep(forTimeInterval: Double($0) / 1_000) },
         onWarning: @escaping @Sendable (String) -> Void = { _ in }
     ) {
         self.outbox = outbox
@@ -160,6 +164,7 @@ public final class WebhookForwarder: Sendable {
         self.monotonic = monotonic
         self.random = random
         self.sleep = sleep
+        self.pause = pause
         self.onWarning = onWarning
     }
 
@@ -186,21 +191,24 @@ public final class WebhookForwarder: Sendable {
 
     /// Commits one sample to the batch forming for `sessionId` and `url` (sealed into an item at `batchSize`): on the
     /// caller's thread, on disk when this returns, unless that would wait (work queued on the outbox's queue, or
-    /// another process holding the outbox); then on the outbox's queue, after what is there. `onFailure` hears of a
-    /// sample that could not be committed.
+    /// another process holding the outbox); then on the outbox's queue, after what is there, trying again (50 ms, then
+    /// twice as long each time, up to 1 s) for as long as `waiting` allows: a sample is not given up because another
+    /// process held the file for a while. `onFailure` hears of a sample that could not be committed.
     public func commit(
         sample: BiosignalSample, sessionId: String, to url: URL, batchSize: Int,
+        waiting: @escaping @Sendable () -> WebhookLockWait = { .upToMs(Int64(StateDatabase.busyTimeoutMs)) },
         onFailure: @escaping @Sendable (WebhookError) -> Void
     ) {
         let json = sample.jsonValue.jsonString
         let target = url.absoluteString
         let arrivedMs = now()
+        let add = { @Sendable [outbox] () throws(WebhookError) -> WebhookOutbox.BatchResult? in
+            try outbox.addSampleIfFree(json, sessionId: sessionId, url: target, batchSize: batchSize, nowMs: arrivedMs)
+        }
         lane.runHereIfIdle(
             {
                 do throws(WebhookError) {
-                    guard let result = try outbox.addSampleIfFree(
-                        json, sessionId: sessionId, url: target, batchSize: batchSize, nowMs: arrivedMs)
-                    else { return false }
+                    guard let result = try add() else { return false }
                     warnDropped(result.dropped)
                 } catch {
                     onFailure(error)
@@ -208,10 +216,25 @@ public final class WebhookForwarder: Sendable {
                 return true
             },
             otherwise: { [self] in
+                var (step, waitedMs): (Int64, Int64) = (50, 0)
                 do throws(WebhookError) {
-                    let result = try outbox.addSample(
-                        json, sessionId: sessionId, url: target, batchSize: batchSize, nowMs: arrivedMs)
-                    warnDropped(result.dropped)
+                    while true {
+                        if let result = try add() {
+                            warnDropped(result.dropped)
+                            return
+                        }
+                        var ms = step
+                        if case .upToMs(let limit) = waiting() {
+                            guard waitedMs < limit else {
+                                let waited = waitedMs >= 1_000 ? " for \(waitedMs / 1_000) s" : ""
+                                throw .outbox("\(outbox.path) was held by another process\(waited)")
+                            }
+                            ms = min(ms, limit - waitedMs)
+                            waitedMs += ms
+                        }
+                        pause(ms)
+                        step = min(step * 2, 1_000)
+                    }
                 } catch {
                     onFailure(error)
                 }
@@ -357,18 +380,36 @@ public final class WebhookForwarder: Sendable {
     }
 }
 
+/// How long a sample waiting on the outbox's queue for another process's lock may go on waiting.
+public enum WebhookLockWait: Sendable, Equatable {
+    /// Until the lock is free: while its session runs.
+    case untilFree
+    /// At most this many milliseconds (counted from the first try it is told so).
+    case upToMs(Int64)
+}
+
 /// Gathers samples into `biosignal_batch` items of `size` samples for a `WebhookForwarder`. Each sample is committed
 /// to the outbox as it arrives (the batch forms on disk), so a crash or `kill -9` loses none: whatever a process left
-/// forming is sealed into an item by the next delivery pass. The one exception: while another process holds the
-/// outbox, samples wait in memory on the outbox's queue until it is free, rather than stall the provider, and a
-/// `kill -9` in that time loses them from the webhook (the session store has them). `flush()` seals a partial batch
-/// (at the session's end).
+/// forming is sealed into an item by the next delivery pass. While another process holds the outbox, samples wait in
+/// memory on the outbox's queue, in order, rather than stall the provider: for as long as the lock is held while the
+/// session runs, and after `flush()` (the session's end) at most `StateDatabase.busyTimeoutMs` more, so that the end
+/// is not held up for ever. Samples given up then, or lost to a `kill -9` while waiting, are missing from the webhook
+/// only (the session store has them). The first sample that cannot be committed is reported at once; `flush()`
+/// reports how many were, if any.
 public final class WebhookSampleBatcher: Sendable {
     public let size: Int
     private let forwarder: WebhookForwarder
     private let url: URL
     private let sessionId: String
     private let onFailure: @Sendable (String) -> Void
+    private let state = Mutex(State())
+
+    private struct State {
+        /// `flush()` was called: waits are bounded from now on.
+        var closing = false
+        /// Samples that could not be committed.
+        var lost = 0
+    }
 
     public init(
         forwarder: WebhookForwarder, url: URL, sessionId: String, size: Int = 60,
@@ -383,18 +424,40 @@ public final class WebhookSampleBatcher: Sendable {
 
     /// Commits `sample` (`WebhookForwarder.commit(sample:…)`).
     public func add(_ sample: BiosignalSample) {
-        forwarder.commit(sample: sample, sessionId: sessionId, to: url, batchSize: size) { [onFailure] in
-            onFailure("\($0)")
-        }
+        forwarder.commit(
+            sample: sample, sessionId: sessionId, to: url, batchSize: size,
+            waiting: { [self] in
+                state.withLock { s in
+                    // Once one sample has been given up after the session, the others try once each.
+                    s.closing ? .upToMs(s.lost > 0 ? 0 : Int64(StateDatabase.busyTimeoutMs)) : .untilFree
+                }
+            },
+            onFailure: { [self] error in
+                let first = state.withLock { s in
+                    s.lost += 1
+                    return s.lost == 1
+                }
+                if first { onFailure("a sample could not be added to the outbox: \(error)") }
+            })
     }
 
-    /// Seals the forming batch, after every sample added before, on the outbox's queue.
+    /// Seals the forming batch, after every sample added before, on the outbox's queue; from now on a sample waiting
+    /// for another process's lock waits at most `StateDatabase.busyTimeoutMs`.
     public func flush() async {
+        state.withLock { $0.closing = true }
         let (forwarder, sessionId, url) = (forwarder, sessionId, url)
         do {
             try await forwarder.onOutboxQueue { () throws(WebhookError) in try forwarder.sealBatch(sessionId: sessionId, to: url) }
         } catch {
             onFailure("\(error)")
+        }
+        let lost = state.withLock { s in
+            defer { s.lost = 0 }
+            return s.lost
+        }
+        if lost > 0 {
+            onFailure("\(lost) sample(s) of session \(sessionId) are missing from its webhook batches "
+                + "(the session store has them)")
         }
     }
 }

@@ -1,5 +1,6 @@
 import Foundation
 import GatewayEngine
+import GatewayStorage
 import StorageTestSupport
 import Testing
 import WebhookSink
@@ -367,6 +368,106 @@ private func forwarder(_ dir: String, _ now: ManualNow, backoff: WebhookBackoff 
         let batches = try server.accepted().map { try JSONValue(parsing: $0.body) }.filter { $0["type"] == .string("biosignal_batch") }
         try #require(batches.count == 1)
         #expect(try (batches[0]["samples"]?.arrayValue ?? []).map { try BiosignalSample(json: $0) } == samples)
+    }
+
+    /// While the session runs, a sample waiting for another process's lock waits however long it is held (here twice
+    /// the busy timeout after which it used to be given up, counted in the forwarder's pauses, which the test makes
+    /// instant) and is committed in order once the lock is free.
+    @Test func whileTheSessionRunsASampleWaitsForTheLockHoweverLongItIsHeld() async throws {
+        let server = try FlakyServer(failing: 0)
+        let dir = tempDir()
+        let now = ManualNow()
+        let longWait = 2 * Int64(StateDatabase.busyTimeoutMs)
+        let paused = Locked<Int64>(0)
+        let (reached, reaching) = AsyncStream.makeStream(of: Void.self)
+        let goOn = DispatchSemaphore(value: 0)
+        let f = WebhookForwarder(
+            outbox: try WebhookOutbox(directory: dir), now: { now.value },
+            sleep: { _ in Issue.record("no sleeping in this test") },
+            pause: { ms in
+                let total = paused.withLock { p in
+                    p += ms
+                    return p
+                }
+                // Once the waits pass twice the busy timeout, hold the queue until the test has released the lock.
+                if total >= longWait && total - ms < longWait {
+                    reaching.yield()
+                    goOn.wait()
+                }
+            })
+        let failures = Locked<[String]>([])
+        let batcher = WebhookSampleBatcher(
+            forwarder: f, url: server.url, sessionId: "s6", size: 60,
+            onFailure: { e in failures.withLock { $0.append(e) } })
+        let samples = (0..<6).map {
+            BiosignalSample(timestampMs: 1_000 * Int64($0), bpm: 70, rrIntervalsMs: [857], source: "ble")
+        }
+        batcher.add(samples[0])
+        let lock = try OutsideLock(path: dir + "/outbox.sqlite")
+        for sample in samples.dropFirst() { batcher.add(sample) }
+        var waits = reached.makeAsyncIterator()
+        _ = await waits.next()
+        #expect(failures.withLock { $0 }.isEmpty)
+        #expect(try lock.release() == "released on request")
+        goOn.signal()
+
+        await batcher.flush()
+        try await f.deliverDue()
+        #expect(failures.withLock { $0 }.isEmpty)
+        #expect(paused.withLock { $0 } >= longWait)
+        let batches = try server.accepted().map { try JSONValue(parsing: $0.body) }
+        try #require(batches.count == 1)
+        #expect(try (batches[0]["samples"]?.arrayValue ?? []).map { try BiosignalSample(json: $0) } == samples)
+    }
+
+    /// After the session (`flush()`), a waiting sample waits at most the busy timeout more, so that the session's end is
+    /// not held up for ever; the ones after it try once. A loss is said at once, and counted at the end.
+    @Test func afterTheSessionTheWaitIsBoundedAndWhatIsGivenUpIsCounted() async throws {
+        let server = try FlakyServer(failing: 0)
+        let dir = tempDir()
+        let now = ManualNow()
+        let f = WebhookForwarder(
+            outbox: try WebhookOutbox(directory: dir), now: { now.value },
+            sleep: { _ in Issue.record("no sleeping in this test") }, pause: { _ in })
+        let failures = Locked<[String]>([])
+        let (failed, failing) = AsyncStream.makeStream(of: Void.self)
+        let goOn = DispatchSemaphore(value: 0)
+        let batcher = WebhookSampleBatcher(
+            forwarder: f, url: server.url, sessionId: "s7", size: 60,
+            onFailure: { e in
+                let first = failures.withLock { f in
+                    f.append(e)
+                    return f.count == 1
+                }
+                // At the first loss, hold the queue until the test has released the lock.
+                if first {
+                    failing.yield()
+                    goOn.wait()
+                }
+            })
+        let samples = (0..<5).map {
+            BiosignalSample(timestampMs: 1_000 * Int64($0), bpm: 70, rrIntervalsMs: [857], source: "ble")
+        }
+        batcher.add(samples[0])
+        let lock = try OutsideLock(path: dir + "/outbox.sqlite")
+        for sample in samples.dropFirst() { batcher.add(sample) }
+        let flushing = Task { await batcher.flush() }
+        var losses = failed.makeAsyncIterator()
+        _ = await losses.next()
+        let seconds = StateDatabase.busyTimeoutMs / 1_000
+        #expect(failures.withLock { $0 } == [
+            "a sample could not be added to the outbox: webhook outbox: \(dir)/outbox.sqlite was held by another "
+                + "process for \(seconds) s"
+        ])
+        #expect(try lock.release() == "released on request")
+        goOn.signal()
+        await flushing.value
+
+        #expect(failures.withLock { $0 }.dropFirst() == ["1 sample(s) of session s7 are missing from its webhook batches (the session store has them)"])
+        try await f.deliverDue()
+        let batches = try server.accepted().map { try JSONValue(parsing: $0.body) }
+        try #require(batches.count == 1)
+        #expect(try (batches[0]["samples"]?.arrayValue ?? []).map { try BiosignalSample(json: $0) } == [samples[0]] + samples.dropFirst(2))
     }
 
     @Test func aFullBatchBecomesAnItemInTheTransactionThatAddsItsLastSample() throws {
