@@ -18,12 +18,9 @@ wait_count 90 "$rec" '"rr_1024"' 5
 stop_pid "$STREAM_PID"
 check camera-hr-matches-clip $CHECK camera-hr "$ev" "$LANE_CLIP_BPM" 5 "${VM_LANE_OUT:-/out}/ffmpeg-progress.log"
 check strap-alongside-camera $CHECK count "$rec" 5 "$addr"
-# v4l2loopback reports 30 fps whatever its writer keeps; the feeder writes 15: the provider says so once.
-pace=$(grep -o '"message":"The camera delivers [^"]*' "$ev" | head -n1)
-case "$pace" in
-    *'The camera delivers 1'[45].?' fps, not the 30.0 fps its driver reports'*) pass camera-pace-said "$pace" ;;
-    *) fail camera-pace-said "no or wrong pace message: '$pace' $(grep -o '"message":"Only [^"]*' "$ev")" ;;
-esac
+# v4l2loopback reports 30 fps whatever its writer keeps; the feeder writes 15 (less on a loaded machine): the provider
+# says the pace it measured, once.
+check camera-pace-said $CHECK pace "$ev" "${VM_LANE_OUT:-/out}/ffmpeg-progress.log"
 
 ev=$OUT/unplug.jsonl rec=$OUT/unplug-record.jsonl
 start_stream "$ev" "$rec" --strap "$addr" --adapter "$central" --camera "$VM_LANE_VIVID_DEVICE" \

@@ -5,6 +5,7 @@ Each subcommand exits 0 and prints one summary line when the check holds, or pri
 """
 import csv
 import json
+import re
 import subprocess
 import sys
 
@@ -226,11 +227,37 @@ def feeder_pace(progress):
     """The slowest pace of the clip's feeder over 5 s, from ffmpeg's -progress log (a block a second): the pulse a
     camera shows is slower than the clip's when its feeder falls behind."""
     try:
-        frames = [int(line.split("=", 1)[1]) for line in open(progress) if line.startswith("frame=")]
+        steps = feeder_paces(progress)
     except OSError as e:
         return f"; feeder pace unknown ({e})"
-    steps = [(b - a) / 5 for a, b in zip(frames, frames[5:])]
     return f"; the feeder's slowest 5 s: {min(steps):.1f} frames/s" if steps else ""
+
+
+def feeder_paces(progress):
+    """The feeder's pace over each 5 s of its ffmpeg -progress log (a block a second), in frames/s."""
+    frames = [int(line.split("=", 1)[1]) for line in open(progress) if line.startswith("frame=")]
+    return [(b - a) / 5 for a, b in zip(frames, frames[5:])]
+
+
+def pace(args):
+    """pace EVENTS PROGRESS: the provider's first "The camera delivers X fps, not the R fps its driver reports"
+    message gives a pace X the feeder kept over some 5 s (within half a frame per second of its slowest and fastest
+    5 s, from PROGRESS, its ffmpeg -progress log), well below the driver's R: the pace said is the one measured, on a
+    machine fast or slow."""
+    events, progress = args[0], args[1]
+    said = [e.get("message", "") for e in jsonl(events) if e.get("type") == "sensor_status"]
+    found = [re.search(r"The camera delivers ([0-9.]+) fps, not the ([0-9.]+) fps its driver reports", m) for m in said]
+    found = [m for m in found if m]
+    if not found:
+        die("no pace message; sensor_status messages: " + " | ".join(m for m in said if m)[:400])
+    x, r = float(found[0].group(1)), float(found[0].group(2))
+    steps = feeder_paces(progress)
+    if not steps:
+        die(f"the feeder's progress log {progress} has under 6 blocks")
+    low, high = min(steps), max(steps)
+    if not (low - 0.5 <= x <= high + 0.5) or x > 0.9 * r:
+        die(f"pace said {x} fps (driver {r}); the feeder's 5 s paces {low:.1f}..{high:.1f} frames/s")
+    print(f"pace said {x} fps, not the driver's {r}; the feeder's 5 s paces {low:.1f}..{high:.1f} frames/s")
 
 
 def camera_hr(args):
@@ -288,7 +315,7 @@ def acc(args):
 
 if __name__ == "__main__":
     cmds = {"scan": scan, "rr": rr, "hrv": hrv, "summary-hrv": summary_hrv, "status": status, "count": count,
-            "cameras": cameras, "capture": capture, "camera-hr": camera_hr, "ecg": ecg, "acc": acc}
+            "cameras": cameras, "capture": capture, "camera-hr": camera_hr, "pace": pace, "ecg": ecg, "acc": acc}
     if len(sys.argv) < 2 or sys.argv[1] not in cmds:
         die("usage: check.py " + "|".join(cmds) + " ARGS...")
     cmds[sys.argv[1]](sys.argv[2:])
