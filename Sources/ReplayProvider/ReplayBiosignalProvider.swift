@@ -11,7 +11,7 @@ public final class ReplayBiosignalProvider: BiosignalProvider {
     public let path: String
     public let speed: Double
     private let clock: any SessionClock
-    private let preloaded: [BiosignalSample]?
+    private let preloaded: SampleFile.Contents?
 
     private struct Run {
         var samples: [BiosignalSample]
@@ -38,18 +38,28 @@ public final class ReplayBiosignalProvider: BiosignalProvider {
     }
 
     /// Replays samples already in memory (a session from the store); `label` names them in messages.
-    public init(samples: [BiosignalSample], label: String, speed: Double = 1, clock: any SessionClock = SystemSessionClock()) {
+    public convenience init(
+        samples: [BiosignalSample], label: String, speed: Double = 1, clock: any SessionClock = SystemSessionClock()
+    ) {
+        var contents = SampleFile.Contents()
+        contents.samples = samples
+        self.init(contents: contents, label: label, speed: speed, clock: clock)
+    }
+
+    /// Replays a file read before the session (`SampleFile.read`), so that a file that cannot be replayed is refused
+    /// before anything starts; what reading it noticed is said when the replay starts. `label` names it in messages.
+    public init(contents: SampleFile.Contents, label: String, speed: Double = 1, clock: any SessionClock = SystemSessionClock()) {
         self.path = label
         self.speed = speed > 0 && speed.isFinite ? speed : 1
         self.clock = clock
-        self.preloaded = samples
+        self.preloaded = contents
     }
 
     /// Throws `sensorUnavailable` naming the bad line when the file cannot be read.
     public func startStreaming(into sink: ProviderSink) async throws {
-        var loaded = SampleFile.Contents()
+        let loaded: SampleFile.Contents
         if let preloaded {
-            loaded.samples = preloaded
+            loaded = preloaded
         } else {
             do { loaded = try SampleFile.read(path: path) } catch { throw SessionError.sensorUnavailable("replay \(error)") }
         }

@@ -147,7 +147,14 @@ struct SourceOptions: ParsableArguments {
                 guard FileManager.default.isReadableFile(atPath: replay) else {
                     throw ValidationError("Cannot read \(replay): check its permissions.")
                 }
-                providers.append(ReplayBiosignalProvider(path: replay, speed: replaySpeed ?? 1, clock: clock))
+                // Read now, before the session: a file that cannot be replayed is refused with nothing started,
+                // stored or recorded, and a long one does not delay the replay's start.
+                let contents: SampleFile.Contents
+                do { contents = try SampleFile.read(path: replay) } catch {
+                    throw CommandFailure("--replay \(error)")
+                }
+                providers.append(ReplayBiosignalProvider(
+                    contents: contents, label: replay, speed: replaySpeed ?? 1, clock: clock))
             } else {
                 guard let stored = try store.existing() else {
                     throw CommandFailure("--replay \(replay): no such file, and no recorded session to name: "
@@ -156,6 +163,10 @@ struct SourceOptions: ParsableArguments {
                 let id: String
                 do { id = try stored.resolve(replay) } catch { throw CommandFailure("--replay \(replay): \(error)") }
                 let samples = try stored.samples(sessionId: id)
+                guard !samples.isEmpty else {
+                    throw CommandFailure("--replay \(replay): session \(id) has no samples recorded: choose another "
+                        + "(`hr-gateway sessions list` shows each one's samples).")
+                }
                 providers.append(ReplayBiosignalProvider(
                     samples: samples, label: "session \(id)", speed: replaySpeed ?? 1, clock: clock))
             }

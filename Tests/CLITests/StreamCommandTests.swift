@@ -204,7 +204,8 @@ import Testing
     }
 
     /// A bad line in a recording is skipped, counted and named (the rest of the recording plays); a file with no
-    /// sample at all fails naming its first bad line.
+    /// sample at all is refused naming its first bad line, before anything starts: no session, nothing stored, the
+    /// --record file not made.
     @Test func aBadLineInARecordingIsSkippedAndNamed() throws {
         let path = temp("bad.jsonl")
         let worse = temp("worse.jsonl")
@@ -221,10 +222,16 @@ import Testing
         #expect(summary["metrics"]?["sample_count"] == .int(2), "\(summary)")
 
         try "not json\n{\"bpm\":60}\n".write(toFile: worse, atomically: true, encoding: .utf8)
-        let w = try CLI.run(["stream", "--replay", worse, "--format", "jsonl", "--no-record-db"])
-        #expect(w.status != 0)
-        #expect(w.stderr.contains("line 1"), "\(w.stderr)")
-        #expect(w.lines.last.map { $0.contains("\"session_error\"") && $0.contains("sensor_unavailable") } == true)
+        let stateDir = temp("state")
+        let record = temp("record.jsonl")
+        defer { try? FileManager.default.removeItem(atPath: stateDir) }
+        let w = try CLI.run(["stream", "--replay", worse, "--format", "jsonl", "--state-dir", stateDir, "--record", record])
+        #expect(w.status == 1)
+        #expect(w.stderr.contains("Error: --replay \(worse) line 1: invalid JSON"), "\(w.stderr)")
+        #expect(w.lines.isEmpty, "no session started: \(w.lines)")
+        #expect(!FileManager.default.fileExists(atPath: record))
+        let listed = try CLI.run(["sessions", "list", "--state-dir", stateDir, "--json"])
+        #expect(listed.status == 0 && listed.lines == ["[]"], "\(listed.stdout)\(listed.stderr)")
     }
 
     @Test func helpTeachesWithExamples() throws {
