@@ -83,12 +83,34 @@ public struct GatewayConfiguration: Sendable, Equatable {
         return try parse(text, path: path)
     }
 
+    /// The TOML parser's message in the words of the rest of `config check`: "Error while parsing key-value pair:
+    /// cannot redefine existing string 'log_level'" becomes "log_level is set twice: …"; a line's end is said so,
+    /// not shown as '\n'.
+    static func plainSyntaxMessage(_ message: String) -> String {
+        var text = message
+        var within: String?
+        if text.hasPrefix("Error while parsing "), let colon = text.range(of: ": ") {
+            within = String(text[text.index(text.startIndex, offsetBy: 20)..<colon.lowerBound])
+            text = String(text[colon.upperBound...])
+        }
+        if text.hasPrefix("cannot redefine existing "), let open = text.firstIndex(of: "'"), text.hasSuffix("'"),
+            open < text.index(before: text.endIndex)
+        {
+            let key = text[text.index(after: open)..<text.index(before: text.endIndex)]
+            return "\(key) is set twice (a key or table may appear once): keep one"
+        }
+        text = text.replacingOccurrences(of: "'\\n'", with: "the end of the line")
+            .replacingOccurrences(of: "'\n'", with: "the end of the line")
+        if let within { text += " (in a \(within)); TOML is key = value, strings in quotes, [section] headers" }
+        return text
+    }
+
     /// Parses TOML text over the defaults. Unknown sections and keys are errors (a typo must not pass silently);
     /// the sections reserved for options still being added (`relay`, `strap`, `camera`) are accepted with a warning.
     public static func parse(_ text: String, path: String) throws(ConfigurationError) -> (GatewayConfiguration, warnings: [String]) {
         let table: TOMLTable
         do { table = try TOMLTable(string: text) } catch let e as TOMLParseError {
-            throw ConfigurationError(path: path, line: e.source.begin.line, message: e.description)
+            throw ConfigurationError(path: path, line: e.source.begin.line, message: plainSyntaxMessage(e.description))
         } catch {
             throw ConfigurationError(path: path, line: nil, message: "\(error)")
         }

@@ -49,6 +49,18 @@ import Testing
         #expect(e.description.hasPrefix("t.toml line 3: "))
     }
 
+    /// The parser's own phrasing ("Error while parsing key-value pair: cannot redefine existing string", a line's end
+    /// shown as '\n') is put in plain words.
+    @Test func syntaxErrorsAreSaidPlainly() throws {
+        let twice = try #require(error("log_level = \"info\"\nlog_level = \"debug\"\n"))
+        #expect(twice.description == "t.toml line 2: log_level is set twice (a key or table may appear once): keep one")
+        let header = try #require(error("[webhook\nurl = \"\"\n"))
+        #expect(header.line == 1)
+        #expect(header.message.contains("the end of the line") && !header.message.contains("\\n"), "\(header.message)")
+        #expect(!header.message.contains("Error while parsing"), "\(header.message)")
+        #expect(header.message.hasSuffix("(in a table header); TOML is key = value, strings in quotes, [section] headers"))
+    }
+
     @Test func aWrongTypeOrValueNamesTheKeyAndItsLine() throws {
         let type = try #require(error("# comment\n[session]\nmode = \"focus\"\nwindow_sec = \"60\"\n"))
         #expect(type.line == 4)
