@@ -44,12 +44,6 @@ struct SessionsExportCommand: ParsableCommand {
     @Argument(help: "The session id, or its first characters (see `hr-gateway sessions list`).")
     var id: String
 
-    func validate() throws {
-        if id.trimmingCharacters(in: .whitespaces).isEmpty {
-            throw ValidationError("A session id is empty: give one, or its first characters (see hr-gateway sessions list).")
-        }
-    }
-
     @Option(help: "csv, json, jsonl or edf.")
     var format: SessionExport.Format = .csv
 
@@ -57,6 +51,12 @@ struct SessionsExportCommand: ParsableCommand {
     var output: String?
 
     @OptionGroup var store: StoreOptions
+
+    func validate() throws {
+        if id.trimmingCharacters(in: .whitespaces).isEmpty {
+            throw ValidationError("A session id is empty: give one, or its first characters (see hr-gateway sessions list).")
+        }
+    }
 
     func run() throws {
         let sessions = try store.openForReading()
