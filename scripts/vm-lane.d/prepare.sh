@@ -107,8 +107,16 @@ vm_lane_prepare_kernel() {
         # Headers and kbuild must be the same Debian version as the image.
         kver=$(apt-cache show "linux-image-$K" 2>/dev/null | sed -n 's/^Version: //p' | head -n1)
         [ -n "$kver" ] || vm_lane_die "linux-image-$K is not in the package lists (apt-get update, or set VM_LANE_KERNEL)"
+        # kbuild (host tools, no kernel ABI) is sometimes rebuilt alone (6.1.192-3 beside an image 6.1.192-2): when
+        # the image's exact version is gone, take the kbuild of the same upstream version.
+        local kbver=$kver
+        if ! apt-cache madison "$kbuild" 2>/dev/null | awk -F'|' '{gsub(/ /, "", $2); print $2}' | grep -qxF "$kver"; then
+            kbver=$(apt-cache madison "$kbuild" 2>/dev/null | awk -F'|' '{gsub(/ /, "", $2); print $2}' |
+                grep -F "${kver%-*}-" | head -n1)
+            [ -n "$kbver" ] || vm_lane_die "no $kbuild of version ${kver%-*} for linux-image-$K $kver (set VM_LANE_KERNEL)"
+        fi
         local want=("linux-image-$K=$kver" "linux-headers-$K=$kver" "linux-headers-${K%-amd64}-common=$kver"
-                    "$kbuild=$kver" v4l2loopback-dkms) w have=1
+                    "$kbuild=$kbver" v4l2loopback-dkms) w have=1
         for w in "${want[@]}"; do
             ls "$CACHE/debs/${w%%=*}_"*.deb > /dev/null 2>&1 || have=0
         done
