@@ -19,6 +19,11 @@ private func tempDir() -> String {
     return p
 }
 
+/// `count` strap samples a second apart, 70 bpm.
+private func strapSamples(_ count: Int) -> [BiosignalSample] {
+    (0..<count).map { BiosignalSample(timestampMs: 1_000 * Int64($0), bpm: 70, rrIntervalsMs: [857], source: "ble") }
+}
+
 private func summary(_ id: String = "s-\(UUID().uuidString)") -> SessionEvent {
     var m = SessionMetrics()
     m.hrMeanBpm = 61.5
@@ -28,13 +33,15 @@ private func summary(_ id: String = "s-\(UUID().uuidString)") -> SessionEvent {
     return .summary(sessionId: id, durationActualSec: 120, metrics: m, behavior: nil)
 }
 
-private func forwarder(_ dir: String, _ now: ManualNow, backoff: WebhookBackoff = WebhookBackoff(jitter: 0))
-    throws -> WebhookForwarder
-{
+/// A forwarder on `now`; `pause` (between tries of a sample waiting for a lock) is real unless a test gives its own.
+private func forwarder(
+    _ dir: String, _ now: ManualNow, backoff: WebhookBackoff = WebhookBackoff(jitter: 0),
+    pause: @escaping @Sendable (Int64) -> Void = { Thread.sleep(forTimeInterval: Double($0) / 1_000) }
+) throws -> WebhookForwarder {
     WebhookForwarder(
         outbox: try WebhookOutbox(directory: dir), backoff: backoff, timeoutSec: 5,
         now: { now.value }, random: { 0.5 },
-        sleep: { _ in Issue.record("no sleeping in these tests") })
+        sleep: { _ in Issue.record("no sleeping in these tests") }, pause: pause)
 }
 
 @Suite struct WebhookForwarderTests {
@@ -308,9 +315,7 @@ private func forwarder(_ dir: String, _ now: ManualNow, backoff: WebhookBackoff 
         let now = ManualNow()
         let first = try forwarder(dir, now)
         let batcher = WebhookSampleBatcher(forwarder: first, url: server.url, sessionId: "s2", size: 60, onFailure: { _ in })
-        let samples = (0..<7).map {
-            BiosignalSample(timestampMs: 1_000 * Int64($0), bpm: 70, rrIntervalsMs: [857], source: "ble")
-        }
+        let samples = strapSamples(7)
         for (i, sample) in samples.enumerated() {
             batcher.add(sample)
             now.advance(1_000)
@@ -343,9 +348,7 @@ private func forwarder(_ dir: String, _ now: ManualNow, backoff: WebhookBackoff 
         let batcher = WebhookSampleBatcher(
             forwarder: f, url: server.url, sessionId: "s5", size: 60,
             onFailure: { e in failures.withLock { $0.append(e) } })
-        let samples = (0..<6).map {
-            BiosignalSample(timestampMs: 1_000 * Int64($0), bpm: 70, rrIntervalsMs: [857], source: "ble")
-        }
+        let samples = strapSamples(6)
         batcher.add(samples[0])
         try f.enqueue(json: "{\"n\":1}", to: server.url)
 
@@ -381,9 +384,8 @@ private func forwarder(_ dir: String, _ now: ManualNow, backoff: WebhookBackoff 
         let paused = Locked<Int64>(0)
         let (reached, reaching) = AsyncStream.makeStream(of: Void.self)
         let goOn = DispatchSemaphore(value: 0)
-        let f = WebhookForwarder(
-            outbox: try WebhookOutbox(directory: dir), now: { now.value },
-            sleep: { _ in Issue.record("no sleeping in this test") },
+        let f = try forwarder(
+            dir, now,
             pause: { ms in
                 let total = paused.withLock { p in
                     p += ms
@@ -399,9 +401,7 @@ private func forwarder(_ dir: String, _ now: ManualNow, backoff: WebhookBackoff 
         let batcher = WebhookSampleBatcher(
             forwarder: f, url: server.url, sessionId: "s6", size: 60,
             onFailure: { e in failures.withLock { $0.append(e) } })
-        let samples = (0..<6).map {
-            BiosignalSample(timestampMs: 1_000 * Int64($0), bpm: 70, rrIntervalsMs: [857], source: "ble")
-        }
+        let samples = strapSamples(6)
         batcher.add(samples[0])
         let lock = try OutsideLock(path: dir + "/outbox.sqlite")
         for sample in samples.dropFirst() { batcher.add(sample) }
@@ -426,9 +426,7 @@ private func forwarder(_ dir: String, _ now: ManualNow, backoff: WebhookBackoff 
         let server = try FlakyServer(failing: 0)
         let dir = tempDir()
         let now = ManualNow()
-        let f = WebhookForwarder(
-            outbox: try WebhookOutbox(directory: dir), now: { now.value },
-            sleep: { _ in Issue.record("no sleeping in this test") }, pause: { _ in })
+        let f = try forwarder(dir, now, pause: { _ in })
         let failures = Locked<[String]>([])
         let (failed, failing) = AsyncStream.makeStream(of: Void.self)
         let goOn = DispatchSemaphore(value: 0)
@@ -445,9 +443,7 @@ private func forwarder(_ dir: String, _ now: ManualNow, backoff: WebhookBackoff 
                     goOn.wait()
                 }
             })
-        let samples = (0..<5).map {
-            BiosignalSample(timestampMs: 1_000 * Int64($0), bpm: 70, rrIntervalsMs: [857], source: "ble")
-        }
+        let samples = strapSamples(5)
         batcher.add(samples[0])
         let lock = try OutsideLock(path: dir + "/outbox.sqlite")
         for sample in samples.dropFirst() { batcher.add(sample) }
