@@ -45,6 +45,30 @@ public struct GatewayConfiguration: Sendable, Equatable {
     public var mqttPasswordFile: String?
     /// Seconds to wait at the end for the broker's acknowledgements.
     public var mqttGraceSec = 10
+    /// BLE heart-rate straps (addresses, name prefixes or `auto`) streamed when the command line names no source.
+    public var strapDevices: [String] = []
+    /// Bluetooth adapter (`hciN`); nil: the first powered one.
+    public var strapAdapter: String?
+    /// Also stream raw ECG from a Polar strap.
+    public var strapECG = false
+    /// Polar accelerometer rate in Hz; nil: not streamed.
+    public var strapAccHz: Int?
+    /// Webcam (V4L2 node) for rPPG, streamed when the command line names no source.
+    public var cameraDevice: String?
+    public var cameraWidth: UInt32 = 640
+    public var cameraHeight: UInt32 = 480
+    public var cameraFps: Double = 30
+    /// Mains frequency for the anti-flicker control: 50 or 60.
+    public var cameraMainsHz = 50
+    /// OpenCV face cascade; nil: the one from Debian's opencv-data.
+    public var cameraFaceCascade: String?
+    /// Where the relay listens (`HOST:PORT`); nil: no relay.
+    public var relayListen: String?
+    /// Serve wss:// with the self-signed pair in the state directory.
+    public var relayTLS = false
+    /// Serve wss:// with this certificate and key instead.
+    public var relayTLSCert: String?
+    public var relayTLSKey: String?
     /// The file these values came from, if any.
     public var sourcePath: String?
 
@@ -105,8 +129,7 @@ public struct GatewayConfiguration: Sendable, Equatable {
         return text
     }
 
-    /// Parses TOML text over the defaults. Unknown sections and keys are errors (a typo must not pass silently);
-    /// the sections reserved for options still being added (`relay`, `strap`, `camera`) are accepted with a warning.
+    /// Parses TOML text over the defaults. Unknown sections and keys are errors (a typo must not pass silently).
     public static func parse(_ text: String, path: String) throws(ConfigurationError) -> (GatewayConfiguration, warnings: [String]) {
         let table: TOMLTable
         do { table = try TOMLTable(string: text) } catch let e as TOMLParseError {
@@ -116,7 +139,7 @@ public struct GatewayConfiguration: Sendable, Equatable {
         }
         var c = GatewayConfiguration()
         c.sourcePath = path
-        var warnings: [String] = []
+        // No setting warns today; the list is kept for those that will (a deprecated key, say).
         let lines = SourceLines(text)
 
         func fail(_ section: String?, _ key: String?, _ message: String) -> ConfigurationError {
@@ -231,9 +254,67 @@ public struct GatewayConfiguration: Sendable, Equatable {
                                 c.mqttPasswordFile = f.isEmpty ? nil : f
                             case ("mqtt", "grace_sec"):
                                 c.mqttGraceSec = try positive(v, key, k, allowZero: true)
-                            case ("relay", _), ("strap", _), ("camera", _):
-                                warnings.append("\(path) line \(lines.locate(section: key, key: k).map(String.init) ?? "?"): "
-                                    + "\(key).\(k) is not used by this version (the [\(key)] options are still being added)")
+                            case ("strap", "devices"):
+                                let entries = v.string.map { [$0] } ?? v.array.map { $0.map(\.string) }
+                                guard let entries, entries.allSatisfy({ $0?.isEmpty == false }) else {
+                                    throw fail(key, k, "strap.devices must be a list of addresses, name prefixes or \"auto\", "
+                                        + "such as [\"auto\"] or [\"AA:BB:CC:DD:EE:FF\", \"Polar H10\"]; got \(v.debugDescription)")
+                                }
+                                c.strapDevices = entries.compactMap { $0 }
+                            case ("strap", "adapter"):
+                                let a = try string(v, key, k)
+                                guard a.isEmpty || Self.isAdapterName(a) else {
+                                    throw fail(key, k, "strap.adapter must be a controller name such as \"hci0\" (see `hr-gateway scan`), got \"\(a)\"")
+                                }
+                                c.strapAdapter = a.isEmpty ? nil : a
+                            case ("strap", "ecg"):
+                                guard let b = v.bool, v.type == .bool else { throw fail(key, k, "strap.ecg must be true or false, got a \(v.type)") }
+                                c.strapECG = b
+                            case ("strap", "acc_hz"):
+                                let hz = try positive(v, key, k, allowZero: true)
+                                guard hz == 0 || Self.strapAccRates.contains(hz) else {
+                                    throw fail(key, k, "strap.acc_hz must be 0 (off), 25, 50, 100 or 200, the rates a Polar H10 offers; got \(hz)")
+                                }
+                                c.strapAccHz = hz == 0 ? nil : hz
+                            case ("camera", "device"):
+                                let d = try string(v, key, k)
+                                c.cameraDevice = d.isEmpty ? nil : d
+                            case ("camera", "width"), ("camera", "height"):
+                                let px = try positive(v, key, k)
+                                guard px <= 16_384 else { throw fail(key, k, "camera.\(k) must be at most 16384 pixels, got \(px)") }
+                                if k == "width" { c.cameraWidth = UInt32(px) } else { c.cameraHeight = UInt32(px) }
+                            case ("camera", "fps"):
+                                guard v.type == .int || v.type == .double, let fps = v.double ?? v.int.map(Double.init),
+                                    fps > 0 && fps <= 240
+                                else {
+                                    throw fail(key, k, "camera.fps must be a frame rate between 0 and 240, got \(v.debugDescription)")
+                                }
+                                c.cameraFps = fps
+                            case ("camera", "mains_hz"):
+                                guard v.type == .int, let hz = v.int, hz == 50 || hz == 60 else {
+                                    throw fail(key, k, "camera.mains_hz must be 50 (most of Europe, Asia, Africa, Oceania) or 60 "
+                                        + "(the Americas, Taiwan, parts of Japan), got \(v.debugDescription)")
+                                }
+                                c.cameraMainsHz = hz
+                            case ("camera", "face_cascade"):
+                                let f = try string(v, key, k)
+                                c.cameraFaceCascade = f.isEmpty ? nil : f
+                            case ("relay", "listen"):
+                                let l = try string(v, key, k)
+                                guard l.isEmpty || Self.splitListen(l) != nil else {
+                                    throw fail(key, k, "relay.listen must be HOST:PORT, such as \"127.0.0.1:8765\" or \"0.0.0.0:8765\" "
+                                        + "(\"\" for no relay), got \"\(l)\"")
+                                }
+                                c.relayListen = l.isEmpty ? nil : l
+                            case ("relay", "tls"):
+                                guard let b = v.bool, v.type == .bool else { throw fail(key, k, "relay.tls must be true or false, got a \(v.type)") }
+                                c.relayTLS = b
+                            case ("relay", "tls_cert"):
+                                let f = try string(v, key, k)
+                                c.relayTLSCert = f.isEmpty ? nil : f
+                            case ("relay", "tls_key"):
+                                let f = try string(v, key, k)
+                                c.relayTLSKey = f.isEmpty ? nil : f
                             default:
                                 throw fail(key, k, "unknown option \(key).\(k) (see the example config/hr-gateway.toml)")
                             }
@@ -244,12 +325,17 @@ public struct GatewayConfiguration: Sendable, Equatable {
                 }
             }
         }
+        if (c.relayTLSCert == nil) != (c.relayTLSKey == nil) {
+            let given = c.relayTLSCert == nil ? "tls_key" : "tls_cert"
+            errors.append(fail("relay", given, "relay.tls_cert and relay.tls_key go together: give both (a PEM certificate "
+                + "chain and its private key), or neither for relay.tls's self-signed pair"))
+        }
         let sorted = errors.sorted(by: ConfigurationError.lineOrder)
         if var first = sorted.first {
             first.more = Array(sorted.dropFirst())
             throw first
         }
-        return (c, warnings)
+        return (c, [])
     }
 
     /// Applies the `HR_GATEWAY_*` environment variables, which override the file. Every variable is checked and
@@ -313,15 +399,32 @@ public struct GatewayConfiguration: Sendable, Equatable {
 }
 
 extension GatewayConfiguration {
-    /// An absolute http or https URL with a host.
+    /// The accelerometer rates a Polar H10 offers (`PolarStreams.accRates`; a test keeps the two the same).
+    public static let strapAccRates = [25, 50, 100, 200]
+
+    /// A Bluetooth controller name: `hci` and its index.
+    public static func isAdapterName(_ name: String) -> Bool { name.hasPrefix("hci") && Int(name.dropFirst(3)) != nil }
+
+    /// `HOST:PORT` (an IPv6 host in brackets; an empty host is 0.0.0.0), or nil when it is not one.
+    public static func splitListen(_ listen: String) -> (host: String, port: Int)? {
+        guard let colon = listen.lastIndex(of: ":"), let port = Int(listen[listen.index(after: colon)...]),
+            (0...65535).contains(port)
+        else { return nil }
+        var host = String(listen[..<colon])
+        if host.hasPrefix("[") && host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
+        return (host.isEmpty ? "0.0.0.0" : host, port)
+    }
+
     /// Usable as one level of an MQTT topic: no level separator or wildcard.
     public static func isGatewayId(_ id: String) -> Bool { !id.contains { "/+#\u{0}".contains($0) } }
 
+    /// `mqtt://` or `mqtts://` with a host.
     public static func isMQTTURL(_ text: String) -> Bool {
         guard let c = URLComponents(string: text), let scheme = c.scheme?.lowercased(), let host = c.host else { return false }
         return (scheme == "mqtt" || scheme == "mqtts") && !host.isEmpty
     }
 
+    /// An absolute http or https URL with a host.
     public static func isWebhookURL(_ text: String) -> Bool {
         guard let c = URLComponents(string: text), let scheme = c.scheme?.lowercased(), let host = c.host else { return false }
         return (scheme == "http" || scheme == "https") && !host.isEmpty

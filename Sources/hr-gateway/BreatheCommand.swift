@@ -91,7 +91,11 @@ struct BreatheCommand: AsyncParsableCommand {
 
     @OptionGroup(title: "Relay") var relay: RelayOptions
 
-    func validate() throws {
+    mutating func validate() throws {
+        // The file's [strap], [camera] and [relay] fill in what the options leave out, before they are checked.
+        let settings = try store.settings()
+        source.adopt(settings)
+        relay.adopt(settings)
         try source.check()
         try source.checkReplay(store: store)
         if let pattern {

@@ -1,6 +1,7 @@
 import ArgumentParser
 import CameraProvider
 import FaceDetection
+import GatewayConfig
 import GatewayEngine
 import V4L2Capture
 
@@ -15,25 +16,29 @@ struct CameraOptions: ParsableArguments {
         valueName: "device"))
     var camera: String?
 
-    @Option(help: ArgumentHelp("Camera frame width in pixels (the closest size the camera offers is used).", valueName: "px"))
-    var cameraWidth: UInt32 = 640
+    @Option(help: ArgumentHelp(
+        "Camera frame width in pixels (the closest size the camera offers is used). Default: the configuration's "
+            + "camera.width, else 640.", valueName: "px"))
+    var cameraWidth: UInt32?
 
-    @Option(help: ArgumentHelp("Camera frame height in pixels.", valueName: "px"))
-    var cameraHeight: UInt32 = 480
+    @Option(help: ArgumentHelp("Camera frame height in pixels. Default: camera.height, else 480.", valueName: "px"))
+    var cameraHeight: UInt32?
 
     @Option(parsing: .unconditional, help: ArgumentHelp(
-        "Camera frame rate in frames per second (25-30 recommended: below 25 the pulse is less reliable).",
+        "Camera frame rate in frames per second (25-30 recommended: below 25 the pulse is less reliable). Default: "
+            + "camera.fps, else 30.",
         valueName: "fps"))
-    var cameraFps: Double = 30
+    var cameraFps: Double?
 
     @Option(help: ArgumentHelp(
-        "Mains frequency in Hz for the camera's anti-flicker control: 50 (most of Europe, Asia, Africa, Oceania) or 60 (the Americas, Taiwan, parts of Japan).",
+        "Mains frequency in Hz for the camera's anti-flicker control: 50 (most of Europe, Asia, Africa, Oceania) or 60 (the Americas, Taiwan, parts of Japan). Default: camera.mains_hz, else 50.",
         valueName: "hz"))
-    var mains: Mains = .fifty
+    var mains: Mains?
 
     @Option(help: ArgumentHelp(
-        "OpenCV face cascade file for the camera (Debian package opencv-data).", valueName: "xml"))
-    var faceCascade: String = CascadeFaceDetector.defaultCascadePath
+        "OpenCV face cascade file for the camera (Debian package opencv-data). Default: camera.face_cascade, else "
+            + "\(CascadeFaceDetector.defaultCascadePath).", valueName: "xml"))
+    var faceCascade: String?
 
     enum Mains: String, ExpressibleByArgument, CaseIterable {
         case fifty = "50"
@@ -45,22 +50,34 @@ struct CameraOptions: ParsableArguments {
         if cameraWidth == 0 || cameraHeight == 0 {
             throw ValidationError("--camera-width and --camera-height must be positive numbers of pixels.")
         }
-        if !(cameraFps > 0 && cameraFps <= 240) {
+        if let cameraFps, !(cameraFps > 0 && cameraFps <= 240) {
             throw ValidationError("--camera-fps must be a frame rate between 0 and 240.")
         }
+    }
+
+    /// Takes the configuration's `[camera]` settings for the options not given (its device is a source: `SourceOptions.adopt`).
+    mutating func adopt(_ settings: GatewayConfiguration) {
+        cameraWidth = cameraWidth ?? settings.cameraWidth
+        cameraHeight = cameraHeight ?? settings.cameraHeight
+        cameraFps = cameraFps ?? settings.cameraFps
+        mains = mains ?? (settings.cameraMainsHz == 60 ? .sixty : .fifty)
+        faceCascade = faceCascade ?? settings.cameraFaceCascade
     }
 
     /// The camera provider, or `nil` without `--camera`.
     func provider(clock: any SessionClock) -> (any BiosignalProvider)? {
         guard let camera else { return nil }
+        let defaults = GatewayConfiguration()
         var capture = CaptureConfiguration()
-        capture.width = cameraWidth
-        capture.height = cameraHeight
-        capture.framesPerSecond = cameraFps
-        capture.minimumFramesPerSecond = min(capture.minimumFramesPerSecond, cameraFps)
+        capture.width = cameraWidth ?? defaults.cameraWidth
+        capture.height = cameraHeight ?? defaults.cameraHeight
+        capture.framesPerSecond = cameraFps ?? defaults.cameraFps
+        capture.minimumFramesPerSecond = min(capture.minimumFramesPerSecond, capture.framesPerSecond)
         var controls = ControlPolicy()
-        controls.powerLineFrequency = mains == .fifty ? .fiftyHertz : .sixtyHertz
+        controls.powerLineFrequency = mains == .sixty ? .sixtyHertz : .fiftyHertz
         capture.controls = controls
-        return CameraRPPGProvider(devicePath: camera, capture: capture, faceCascadePath: faceCascade, clock: clock)
+        return CameraRPPGProvider(
+            devicePath: camera, capture: capture, faceCascadePath: faceCascade ?? CascadeFaceDetector.defaultCascadePath,
+            clock: clock)
     }
 }

@@ -81,6 +81,24 @@ struct ConfigCheckCommand: ParsableCommand {
             rows.append(("session.pattern", "\(pattern) (paces `breathe` and breathing-mode sessions"
                 + "\(c.mode == .breathing ? "" : "; not a \(c.mode.rawValue) session"))"))
         }
+        let named = c.strapDevices.map { $0.contains(" ") ? "\"\($0)\"" : $0 }.joined(separator: ", ")
+        rows.append(("strap.devices", c.strapDevices.isEmpty ? "(none)" : named))
+        rows.append(("strap.adapter", c.strapAdapter ?? "(the first powered one)"))
+        rows.append(("strap Polar streams", [c.strapECG ? "ECG" : nil, c.strapAccHz.map { "accelerometer at \($0) Hz" }]
+            .compactMap { $0 }.joined(separator: ", ").nonEmpty ?? "(none)"))
+        rows.append(("camera.device", c.cameraDevice ?? "(none)"))
+        rows.append(("camera capture", "\(c.cameraWidth)x\(c.cameraHeight) at \(SourceOptions.speedText(c.cameraFps)) fps, "
+            + "mains \(c.cameraMainsHz) Hz"))
+        if c.strapDevices.isEmpty && c.cameraDevice == nil {
+            rows.append(("sources", "(none: each command names its own, such as --strap auto)"))
+        } else {
+            rows.append(("sources", "the devices above, when a command names no source (--strap, --camera, --simulate, --replay)"))
+        }
+        rows.append(("relay.listen", c.relayListen ?? "(none)"))
+        if c.relayTLSCert != nil || c.relayTLS {
+            rows.append(("relay TLS", c.relayTLSCert.map { "wss:// with \($0) and \(c.relayTLSKey ?? "")" }
+                ?? "wss:// with the self-signed pair in the state directory (tls/)"))
+        }
         rows.append(("mqtt.url", c.mqttURL ?? "(none)"))
         if c.mqttURL != nil {
             rows.append(("mqtt.gateway_id", c.mqttGatewayId ?? "\(MQTTOptions.hostName()) (the host name)"))
@@ -98,4 +116,9 @@ struct ConfigCheckCommand: ParsableCommand {
         print("In effect (file and HR_GATEWAY_* environment):")
         for (key, value) in rows { print("  " + key + String(repeating: " ", count: width - key.count + 1) + value) }
     }
+}
+
+extension String {
+    /// nil for the empty string.
+    fileprivate var nonEmpty: String? { isEmpty ? nil : self }
 }

@@ -1,7 +1,8 @@
 import ArgumentParser
 import Foundation
-import GatewayMetrics
+import GatewayConfig
 import GatewayEngine
+import GatewayMetrics
 import RelayCore
 import RelayStore
 import RelayWebServer
@@ -10,17 +11,17 @@ import StdoutSink
 /// Where the relay listens and whom it lets in (`serve`, `stream --listen`).
 struct RelayOptions: ParsableArguments {
     @Option(help: ArgumentHelp(
-        "Relay the session over WebSocket at ws://HOST:PORT/v1/relay. Port 0 picks a free port; the address is printed once listening (serve: stdout, stream: stderr).",
+        "Relay the session over WebSocket at ws://HOST:PORT/v1/relay. Port 0 picks a free port; the address is printed once listening (serve: stdout, stream: stderr). Default: the configuration's relay.listen.",
         valueName: "host:port"))
     var listen: String?
 
     @Flag(help: "Development only: accept consumers without a token. Refused unless --listen is a loopback address.")
     var noAuth = false
 
-    @Flag(help: "Serve wss:// with the certificate in the state directory (tls/cert.pem, tls/key.pem), made self-signed (swift-certificates) on first use. Clients pin its SHA-256 fingerprint, printed at start and by `token create`.")
+    @Flag(help: "Serve wss:// with the certificate in the state directory (tls/cert.pem, tls/key.pem), made self-signed (swift-certificates) on first use. Clients pin its SHA-256 fingerprint, printed at start and by `token create`. Default: the configuration's relay.tls.")
     var tls = false
 
-    @Option(help: ArgumentHelp("Serve wss:// with this PEM certificate (chain) instead (with --tls-key).", valueName: "file"))
+    @Option(help: ArgumentHelp("Serve wss:// with this PEM certificate (chain) instead (with --tls-key). Default: the configuration's relay.tls_cert.", valueName: "file"))
     var tlsCert: String?
 
     @Option(help: ArgumentHelp("PEM private key of --tls-cert.", valueName: "file"))
@@ -48,14 +49,21 @@ struct RelayOptions: ParsableArguments {
     }
 
     static func split(_ listen: String) throws -> (String, Int) {
-        guard let colon = listen.lastIndex(of: ":"), let port = Int(listen[listen.index(after: colon)...]),
-            (0...65535).contains(port)
-        else {
+        guard let (host, port) = GatewayConfiguration.splitListen(listen) else {
             throw ValidationError("--listen takes HOST:PORT, such as 127.0.0.1:8765 or 0.0.0.0:8765; got '\(listen)'.")
         }
-        var host = String(listen[..<colon])
-        if host.hasPrefix("[") && host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
-        return (host.isEmpty ? "0.0.0.0" : host, port)
+        return (host, port)
+    }
+
+    /// Takes the configuration's `[relay]` for what the command line leaves out: its address, and its TLS unless
+    /// the command line chose a certificate.
+    mutating func adopt(_ settings: GatewayConfiguration) {
+        listen = listen ?? settings.relayListen
+        if tlsCert == nil && tlsKey == nil {
+            tlsCert = settings.relayTLSCert
+            tlsKey = settings.relayTLSKey
+            tls = tls || settings.relayTLS
+        }
     }
 }
 

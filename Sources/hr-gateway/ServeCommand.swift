@@ -26,6 +26,10 @@ struct ServeCommand: AsyncParsableCommand {
             accepted (with port 0, it shows the port chosen). Ctrl-C or SIGTERM stops a running session (its \
             summary is relayed) and exits.
 
+            The configuration file's relay.listen (and relay.tls) stand in for --listen (and --tls), and its \
+            [strap] devices and [camera] device for the source options when none is given (see `hr-gateway \
+            config check`).
+
             Examples:
               hr-gateway token create --name phone
               hr-gateway serve --simulate --listen 0.0.0.0:8765
@@ -53,16 +57,21 @@ struct ServeCommand: AsyncParsableCommand {
 
     @OptionGroup(title: "Metrics") var metrics: MetricsOptions
 
-    func validate() throws {
+    mutating func validate() throws {
+        // The file's [strap], [camera] and [relay] fill in what the options leave out, before they are checked.
+        let settings = try store.settings()
+        source.adopt(settings)
+        relay.adopt(settings)
         try source.check()
         try source.checkReplay(store: store)
         if let speed = source.replaySpeed, speed != 1 {
             throw ValidationError("--replay-speed \(SourceOptions.speedText(speed)): serve replays in real time (its "
                 + "sessions start whenever a phone asks); to go through a recording faster, use stream --replay.")
         }
-        if relay.listen == nil && uplink.connect == nil && mqtt.mqtt == nil && (try? store.settings().mqttURL) == nil {
+        if relay.listen == nil && uplink.connect == nil && mqtt.mqtt == nil && settings.mqttURL == nil {
             throw ValidationError(
-                "serve needs --listen HOST:PORT (such as 0.0.0.0:8765), --connect URL, --mqtt URL, or several of them.")
+                "serve needs --listen HOST:PORT (such as 0.0.0.0:8765), --connect URL, --mqtt URL, or several of them "
+                    + "(or relay.listen or mqtt.url in the configuration file).")
         }
         try mqtt.check()
         try metrics.check()

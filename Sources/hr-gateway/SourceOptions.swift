@@ -1,20 +1,23 @@
 import ArgumentParser
 import BLEHeartRate
 import Foundation
+import GatewayConfig
 import GatewayEngine
 import Logging
 import ReplayProvider
 import SessionStore
 import SimulatedProvider
+import StdoutSink
 
 /// The sources a session reads, shared by every command that runs the engine (`stream`, `serve`).
 /// A new source is an option here plus a case in `providers(clock:store:)`.
 struct SourceOptions: ParsableArguments {
     @Option(name: .customLong("strap"), help: ArgumentHelp(
-        "A BLE heart-rate strap: its address, a name prefix, or auto. Repeat for several straps.", valueName: "strap"))
+        "A BLE heart-rate strap: its address, a name prefix, or auto. Repeat for several straps. Without any source "
+            + "option, the configuration's [strap] devices and [camera] device are the sources.", valueName: "strap"))
     var straps: [String] = []
 
-    @Option(help: ArgumentHelp("Bluetooth adapter for --strap (default: the first powered one).", valueName: "hciN"))
+    @Option(help: ArgumentHelp("Bluetooth adapter for --strap (default: the configuration's strap.adapter, else the first powered one).", valueName: "hciN"))
     var adapter: String?
 
     @Flag(help: ArgumentHelp(
@@ -51,14 +54,45 @@ struct SourceOptions: ParsableArguments {
 
     @OptionGroup(title: "Camera") var camera: CameraOptions
 
+    /// The configuration file these sources came from, when the command line named none (`adopt`).
+    var fromFile: String?
+
+    /// True when the command line names a source.
+    var namesASource: Bool { simulate || replay != nil || !straps.isEmpty || camera.camera != nil }
+
+    /// Takes the configuration's `[strap]` and `[camera]` for what the command line leaves out. A source named on the
+    /// command line replaces all of the file's sources; without one, the file's straps and camera are the sources.
+    /// The file's strap settings (adapter, ECG, accelerometer) apply to straps from either; an option given wins.
+    mutating func adopt(_ settings: GatewayConfiguration) {
+        if !namesASource && (!settings.strapDevices.isEmpty || settings.cameraDevice != nil) {
+            straps = settings.strapDevices
+            camera.camera = settings.cameraDevice
+            fromFile = settings.sourcePath ?? "the configuration"
+        }
+        adapter = adapter ?? settings.strapAdapter
+        if !straps.isEmpty {
+            ecg = ecg || settings.strapECG
+            acc = acc ?? settings.strapAccHz
+        }
+        camera.adopt(settings)
+    }
+
+    /// The sources as options, for saying where they came from.
+    var described: String {
+        (straps.map { "--strap \($0.contains(" ") ? "\"\($0)\"" : $0)" } + (camera.camera.map { ["--camera \($0)"] } ?? []))
+            .joined(separator: " ")
+    }
+
     /// True when a replay is the only source, so the session can end with the file.
     var onlyReplay: Bool { replay != nil && straps.isEmpty && !simulate && camera.camera == nil }
 
     func check() throws {
         if !simulate && replay == nil && straps.isEmpty && camera.camera == nil {
-            throw ValidationError("Choose a source: --strap auto, --camera DEVICE, --simulate or --replay FILE (see --help).")
+            throw ValidationError("Choose a source: --strap auto, --camera DEVICE, --simulate or --replay FILE (see --help), "
+                + "or name one in the configuration file: [strap] devices = [\"auto\"] or [camera] device = \"/dev/video0\" "
+                + "(`hr-gateway config check` shows which file is read).")
         }
-        if let adapter, !(adapter.hasPrefix("hci") && Int(adapter.dropFirst(3)) != nil) {
+        if let adapter, !GatewayConfiguration.isAdapterName(adapter) {
             throw ValidationError("--adapter takes a controller name such as hci0 (see `hr-gateway scan`).")
         }
         if simulate && replay != nil {
@@ -128,6 +162,9 @@ struct SourceOptions: ParsableArguments {
     func providers(clock: any SessionClock, store: StoreOptions, simulatedResonanceBpm: Double = 5.5) throws
         -> [any BiosignalProvider]
     {
+        if let fromFile {
+            StandardStream.error.write(Data("sources: \(described) (from \(fromFile))\n".utf8))
+        }
         var providers: [any BiosignalProvider] = []
         if !straps.isEmpty {
             var logger = Logger(label: "hr-gateway.strap")

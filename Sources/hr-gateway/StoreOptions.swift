@@ -41,7 +41,10 @@ struct StoreOptions: ParsableArguments {
         if let path = GatewayConfiguration.locate(explicit: config) {
             do {
                 let (loaded, warnings) = try GatewayConfiguration.load(path: path)
-                for w in warnings { StandardStream.error.write(Data("warning: \(w)\n".utf8)) }
+                // Read while the options are validated and again to run: each warning is said once.
+                for w in warnings where Self.warned.withLock({ $0.insert(w).inserted }) {
+                    StandardStream.error.write(Data("warning: \(w)\n".utf8))
+                }
                 c = loaded
             } catch { throw CommandFailure("\(error) (check it with `hr-gateway config check \(path)`)") }
         }
@@ -52,6 +55,7 @@ struct StoreOptions: ParsableArguments {
     }
 
     private static let bootstrapped = Locked(false)
+    private static let warned = Locked(Set<String>())
 
     /// Installs the log handler once per process at `level`.
     static func bootstrapLogging(_ level: LogLevelSetting) {

@@ -48,9 +48,11 @@ struct StreamCommand: AsyncParsableCommand {
             interrupted. --no-record-db turns this off; --keep-days N deletes sessions older than N days first. A \
             recording failure (disk full, permission) is reported once on standard error and the session goes on.
 
-            Configuration: --mode, --window, --emit-interval, --keep-days and recording default to the \
-            configuration file (see --config and `hr-gateway config check`), then HR_GATEWAY_* variables override \
-            the file and options override both.
+            Configuration: --mode, --window, --emit-interval, --keep-days, recording, the webhook, MQTT, the relay \
+            (--listen, TLS) and the strap and camera settings default to the configuration file (see --config and \
+            `hr-gateway config check`), then HR_GATEWAY_* variables override the file and options override both. \
+            With no source option, the file's [strap] devices and [camera] device are the sources (said on \
+            standard error); a source option replaces all of them.
 
             Webhook: --webhook URL posts the session_summary (its exact JSON, Content-Type: application/json) to \
             URL; --webhook-samples also posts the samples in batches ({"type":"biosignal_batch",…}). Each item is \
@@ -145,7 +147,11 @@ struct StreamCommand: AsyncParsableCommand {
         case jsonl, pretty
     }
 
-    func validate() throws {
+    mutating func validate() throws {
+        // The file's [strap], [camera] and [relay] fill in what the options leave out, before they are checked.
+        let settings = try store.settings()
+        source.adopt(settings)
+        relay.adopt(settings)
         try source.check()
         try source.checkReplay(store: store)
         if let record, let replay = source.replay, SampleFileWriter.sameFile(record, replay) {

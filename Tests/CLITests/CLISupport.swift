@@ -105,8 +105,11 @@ final class RunningCLI {
     private let out = Pipe()
     private lazy var lines = PipeLines(out.fileHandleForReading)
 
-    /// `under`: a program that runs hr-gateway (such as `nohup`), with its own arguments.
-    init(_ arguments: [String], environment: [String: String] = [:], under wrapper: [String] = []) throws {
+    /// `under`: a program that runs hr-gateway (such as `nohup`), with its own arguments. `errorTo`: a file for
+    /// its standard error (else discarded).
+    init(
+        _ arguments: [String], environment: [String: String] = [:], under wrapper: [String] = [], errorTo: String? = nil
+    ) throws {
         if let program = wrapper.first {
             process.executableURL = URL(fileURLWithPath: program)
             process.arguments = wrapper.dropFirst() + [CLI.executable.path] + arguments
@@ -119,7 +122,12 @@ final class RunningCLI {
         for (k, v) in environment { env[k] = v }
         process.environment = env
         process.standardOutput = out
-        process.standardError = FileHandle.nullDevice
+        if let errorTo {
+            _ = FileManager.default.createFile(atPath: errorTo, contents: nil)
+            process.standardError = FileHandle(forWritingAtPath: errorTo)
+        } else {
+            process.standardError = FileHandle.nullDevice
+        }
         process.standardInput = FileHandle.nullDevice
         try process.run()
     }

@@ -11,6 +11,8 @@ import Testing
         let (c, warnings) = try GatewayConfiguration.load(path: Self.example)
         var expected = GatewayConfiguration()
         expected.sourcePath = Self.example
+        // But for the source the service streams when none is named: the first strap found.
+        expected.strapDevices = ["auto"]
         #expect(c == expected)
         #expect(warnings.isEmpty)
     }
@@ -76,16 +78,93 @@ import Testing
         #expect(relative.message.contains("absolute path"))
     }
 
-    @Test func unknownKeysAreErrorsAndPlaceholderSectionsWarnings() throws {
+    @Test func unknownKeysAreErrors() throws {
         let typo = try #require(error("[store]\nrecord = true\nkeep_day = 3\n"))
         #expect(typo.line == 3)
         #expect(typo.message.contains("unknown option store.keep_day"))
         let section = try #require(error("[stor]\nrecord = true\n"))
         #expect(section.line == 1)
-        let (_, warnings) = try GatewayConfiguration.parse("[relay]\nlisten = \"0.0.0.0:1\"\n", path: "t.toml")
-        #expect(warnings.count == 1)
-        #expect(warnings.first?.contains("line 2") == true)
-        #expect(warnings.first?.contains("not used by this version") == true)
+        for (table, key) in [("relay", "port"), ("strap", "device"), ("camera", "devices")] {
+            let unknown = try #require(error("[\(table)]\n\(key) = \"x\"\n"))
+            #expect(unknown.line == 2)
+            #expect(unknown.message.contains("unknown option \(table).\(key)"), "\(unknown.message)")
+        }
+    }
+
+    @Test func sourcesAndRelayAreRead() throws {
+        let (c, warnings) = try GatewayConfiguration.parse("""
+            [strap]
+            devices = ["AA:BB:CC:DD:EE:FF", "Polar H10"]
+            adapter = "hci1"
+            ecg = true
+            acc_hz = 50
+            [camera]
+            device = "/dev/video2"
+            width = 1280
+            height = 720
+            fps = 29.97
+            mains_hz = 60
+            face_cascade = "/opt/cascade.xml"
+            [relay]
+            listen = "[::1]:8765"
+            tls = true
+            tls_cert = "/etc/ssl/gw.pem"
+            tls_key = "/etc/ssl/gw.key"
+            """, path: "t.toml")
+        #expect(warnings.isEmpty)
+        #expect(c.strapDevices == ["AA:BB:CC:DD:EE:FF", "Polar H10"])
+        #expect(c.strapAdapter == "hci1")
+        #expect(c.strapECG)
+        #expect(c.strapAccHz == 50)
+        #expect(c.cameraDevice == "/dev/video2")
+        #expect(c.cameraWidth == 1280 && c.cameraHeight == 720)
+        #expect(c.cameraFps == 29.97)
+        #expect(c.cameraMainsHz == 60)
+        #expect(c.cameraFaceCascade == "/opt/cascade.xml")
+        #expect(c.relayListen == "[::1]:8765")
+        let split = try #require(GatewayConfiguration.splitListen(c.relayListen ?? ""))
+        #expect(split.host == "::1" && split.port == 8765)
+        #expect(c.relayTLS && c.relayTLSCert == "/etc/ssl/gw.pem" && c.relayTLSKey == "/etc/ssl/gw.key")
+
+        // One device may be a plain string; "" and 0 mean none; a whole number of frames per second is a rate too.
+        let (d, _) = try GatewayConfiguration.parse("""
+            [strap]
+            devices = "auto"
+            adapter = ""
+            acc_hz = 0
+            [camera]
+            device = ""
+            fps = 25
+            [relay]
+            listen = ""
+            """, path: "t.toml")
+        #expect(d.strapDevices == ["auto"])
+        #expect(d.strapAdapter == nil && d.strapAccHz == nil && d.cameraDevice == nil && d.relayListen == nil)
+        #expect(d.cameraFps == 25)
+    }
+
+    @Test func aBadSourceOrRelayValueNamesTheKeyAndItsLine() throws {
+        let cases: [(String, Int, String)] = [
+            ("[strap]\ndevices = [\"auto\", 3]\n", 2, "strap.devices must be a list"),
+            ("[strap]\ndevices = [\"\"]\n", 2, "strap.devices must be a list"),
+            ("[strap]\nadapter = \"bluetooth0\"\n", 2, "strap.adapter must be a controller name such as \"hci0\""),
+            ("[strap]\necg = \"yes\"\n", 2, "strap.ecg must be true or false"),
+            ("[strap]\nacc_hz = 30\n", 2, "strap.acc_hz must be 0 (off), 25, 50, 100 or 200"),
+            ("[camera]\n\nfps = 0\n", 3, "camera.fps must be a frame rate between 0 and 240"),
+            ("[camera]\nfps = 241\n", 2, "camera.fps must be a frame rate between 0 and 240"),
+            ("[camera]\nwidth = 0\n", 2, "camera.width must be a positive integer"),
+            ("[camera]\nheight = 100000\n", 2, "camera.height must be at most 16384"),
+            ("[camera]\nmains_hz = 55\n", 2, "camera.mains_hz must be 50"),
+            ("[relay]\nlisten = \"8765\"\n", 2, "relay.listen must be HOST:PORT"),
+            ("[relay]\nlisten = \"0.0.0.0:70000\"\n", 2, "relay.listen must be HOST:PORT"),
+            ("[relay]\ntls = 1\n", 2, "relay.tls must be true or false"),
+            ("[relay]\ntls = true\ntls_key = \"k.pem\"\n", 3, "relay.tls_cert and relay.tls_key go together"),
+        ]
+        for (text, line, phrase) in cases {
+            let e = try #require(error(text), "\(text)")
+            #expect(e.line == line, "\(text)")
+            #expect(e.message.contains(phrase), "\(e.message)")
+        }
     }
 
     @Test func theEnvironmentOverridesTheFile() throws {
