@@ -225,10 +225,10 @@ public final class SessionRecorder: Sendable {
         done.signal()
     }
 
-    /// Writes `batch` in one transaction, waiting out a database held by another process (backing off up to 1 s).
-    /// Returns false when `finish` gave up waiting.
+    /// Writes `batch` in one transaction, waiting out a database held by another process (`LockBackoff`). Returns
+    /// false when `finish` gave up waiting.
     private func write(_ batch: [Item]) -> Bool {
-        var backoff = Duration.milliseconds(50)
+        var backoff = LockBackoff()
         while true {
             do {
                 try store.write(batch, sessionId: sessionId)
@@ -238,8 +238,8 @@ public final class SessionRecorder: Sendable {
                     state.withLock { $0.failed = true }
                     return false
                 }
-                Thread.sleep(forTimeInterval: Double(backoff.components.attoseconds) / 1e18 + Double(backoff.components.seconds))
-                backoff = min(backoff * 2, .seconds(1))
+                // No limit: `finish` decides when to stop waiting.
+                Thread.sleep(forTimeInterval: Double(backoff.next() ?? 1_000) / 1_000)
             } catch {
                 // Not a wait: write item by item so that what can be written is (the end of the session above all).
                 state.withLock { $0.failed = true }

@@ -216,24 +216,19 @@ public final class WebhookForwarder: Sendable {
                 return true
             },
             otherwise: { [self] in
-                var (step, waitedMs): (Int64, Int64) = (50, 0)
+                var backoff = LockBackoff()
                 do throws(WebhookError) {
                     while true {
                         if let result = try add() {
                             warnDropped(result.dropped)
                             return
                         }
-                        var ms = step
-                        if case .upToMs(let limit) = waiting() {
-                            guard waitedMs < limit else {
-                                let waited = waitedMs >= 1_000 ? " for \(waitedMs / 1_000) s" : ""
-                                throw .outbox("\(outbox.path) was held by another process\(waited)")
-                            }
-                            ms = min(ms, limit - waitedMs)
-                            waitedMs += ms
+                        let limit: Int64? = if case .upToMs(let ms) = waiting() { ms } else { nil }
+                        guard let ms = backoff.next(within: limit) else {
+                            let waited = backoff.waitedMs >= 1_000 ? " for \(backoff.waitedMs / 1_000) s" : ""
+                            throw .outbox("\(outbox.path) was held by another process\(waited)")
                         }
                         pause(ms)
-                        step = min(step * 2, 1_000)
                     }
                 } catch {
                     onFailure(error)
@@ -370,7 +365,7 @@ public final class WebhookForwarder: Sendable {
             do {
                 try await deliverDue()
             } catch {
-                onWarning("\(error)")
+                onWarning("\(error) (the items stay in the outbox; the next delivery pass tries again)")
             }
             let t = now()
             let due = (try? await nextDue(at: t)) ?? nil
