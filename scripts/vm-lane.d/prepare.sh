@@ -104,15 +104,15 @@ vm_lane_prepare_kernel() {
     # The 6.12 kernels in bookworm name their kbuild after the whole version (linux-kbuild-6.12.117+deb12).
     case $K in *+*) kbuild=linux-kbuild-${K%-amd64} ;; esac
     if [ ! -f "$kdir/kroot/boot/vmlinuz-$K" ] || [ ! -f "$kdir/kroot/lib/modules/$K/updates/v4l2loopback.ko" ]; then
-        # Headers and kbuild must be the same Debian version as the image.
+        # The headers must be the same Debian version as the image. kbuild (host tools, no kernel ABI) is that
+        # version too when Debian still has it; it is sometimes rebuilt alone (6.1.192-3 beside an image 6.1.192-2),
+        # and then the kbuild of the same upstream version is taken.
         kver=$(apt-cache show "linux-image-$K" 2>/dev/null | sed -n 's/^Version: //p' | head -n1)
         [ -n "$kver" ] || vm_lane_die "linux-image-$K is not in the package lists (apt-get update, or set VM_LANE_KERNEL)"
-        # kbuild (host tools, no kernel ABI) is sometimes rebuilt alone (6.1.192-3 beside an image 6.1.192-2): when
-        # the image's exact version is gone, take the kbuild of the same upstream version.
-        local kbver=$kver
-        if ! apt-cache madison "$kbuild" 2>/dev/null | awk -F'|' '{gsub(/ /, "", $2); print $2}' | grep -qxF "$kver"; then
-            kbver=$(apt-cache madison "$kbuild" 2>/dev/null | awk -F'|' '{gsub(/ /, "", $2); print $2}' |
-                grep -F "${kver%-*}-" | head -n1)
+        local kbuilds kbver=$kver
+        kbuilds=$(apt-cache madison "$kbuild" 2>/dev/null | awk -F'|' '{gsub(/ /, "", $2); print $2}')
+        if ! grep -qxF "$kver" <<< "$kbuilds"; then
+            kbver=$(grep -F "${kver%-*}-" <<< "$kbuilds" | head -n1)
             [ -n "$kbver" ] || vm_lane_die "no $kbuild of version ${kver%-*} for linux-image-$K $kver (set VM_LANE_KERNEL)"
         fi
         local want=("linux-image-$K=$kver" "linux-headers-$K=$kver" "linux-headers-${K%-amd64}-common=$kver"
