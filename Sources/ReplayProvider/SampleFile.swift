@@ -218,15 +218,20 @@ public final class SampleFileWriter: Sendable {
     /// Tells what is lost or replaced (a failed write, an existing file truncated), for the log.
     private let warn: @Sendable (String) -> Void
 
+    /// The size of a regular file at `path` that holds data, which creating a writer there would replace; nil for
+    /// none, an empty file, a device or a named pipe.
+    public static func heldBytes(_ path: String) -> Int64? {
+        var existing = stat()
+        guard stat(path, &existing) == 0, (existing.st_mode & S_IFMT) == S_IFREG, existing.st_size > 0 else { return nil }
+        return Int64(existing.st_size)
+    }
+
     /// Creates (or truncates) the file. Opened in place (not replaced by a new file), so a path that is a device or
     /// a named pipe is written to, not swapped for a regular file.
     public init(path: String, warn: @escaping @Sendable (String) -> Void = { _ in }) throws {
         self.path = path
         self.warn = warn
-        var existing = stat()
-        if stat(path, &existing) == 0, (existing.st_mode & S_IFMT) == S_IFREG, existing.st_size > 0 {
-            warn("--record \(path): replacing the \(existing.st_size) bytes it held")
-        }
+        if let size = Self.heldBytes(path) { warn("--record \(path): replacing the \(size) bytes it held") }
         let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
         guard fd >= 0 else {
             let code = errno

@@ -101,8 +101,13 @@ struct StreamCommand: AsyncParsableCommand {
     @Option(help: ArgumentHelp("Output: pretty (live view) or jsonl (one event per line). Default: pretty on a terminal, jsonl otherwise."))
     var format: OutputFormat?
 
-    @Option(help: ArgumentHelp("Also write every sample received to FILE (JSON lines), for --replay.", valueName: "file"))
+    @Option(help: ArgumentHelp(
+        "Also write every sample received to FILE (JSON lines), for --replay. A file that already holds data is "
+            + "refused unless --overwrite.", valueName: "file"))
     var record: String?
+
+    @Flag(help: "With --record: replace what the file holds.")
+    var overwrite = false
 
     @Flag(help: "Do not record this session into the session store.")
     var noRecordDb = false
@@ -158,6 +163,11 @@ struct StreamCommand: AsyncParsableCommand {
             throw ValidationError("--record \(record) is the file --replay reads: recording into it would erase it "
                 + "before it is played. Record into another file.")
         }
+        if let record, !overwrite, let size = SampleFileWriter.heldBytes(record) {
+            throw ValidationError("--record \(record) already holds \(size) bytes (an earlier recording?): record into "
+                + "another file, or add --overwrite to replace it.")
+        }
+        if overwrite && record == nil { throw ValidationError("--overwrite is for --record FILE; there is no --record.") }
         if let k = keepDays, k < 0 { throw ValidationError("--keep-days must be 0 or more.") }
         if let webhook {
             do { _ = try parseWebhookURL(webhook) } catch { throw ValidationError("--webhook: \(error)") }

@@ -41,7 +41,8 @@ import Testing
     }
 
     /// --record naming the file --replay reads (by another spelling too) is refused before anything is written: it
-    /// used to truncate the recording and then fail with "no samples". Recording over another file says so.
+    /// used to truncate the recording and then fail with "no samples". Recording over another file that holds data
+    /// needs --overwrite, and says so.
     @Test func recordingIntoTheReplayedFileIsRefused() throws {
         let dir = FileManager.default.temporaryDirectory.appendingPathComponent("hrg-same-\(UUID().uuidString)").path
         try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
@@ -57,7 +58,15 @@ import Testing
 
         let other = dir + "/b.jsonl"
         try "x\n".write(toFile: other, atomically: true, encoding: .utf8)
-        let over = try CLI.run(["stream", "--replay", file, "--record", other, "--format", "jsonl", "--no-record-db"])
+        let refused = try CLI.run(["stream", "--replay", file, "--record", other, "--format", "jsonl", "--no-record-db"])
+        #expect(refused.status == 64)
+        #expect(refused.stderr.contains("--record \(other) already holds 2 bytes"), "\(refused.stderr)")
+        #expect(refused.stderr.contains("--overwrite"), "\(refused.stderr)")
+        #expect(refused.stdout.isEmpty)
+        #expect(try String(contentsOfFile: other, encoding: .utf8) == "x\n", "the file is untouched")
+
+        let over = try CLI.run(["stream", "--replay", file, "--record", other, "--overwrite", "--format", "jsonl",
+                                "--no-record-db"])
         #expect(over.status == 0, "\(over.stderr)")
         #expect(over.stderr.contains("--record \(other): replacing the 2 bytes it held"), "\(over.stderr)")
         #expect(try String(contentsOfFile: other, encoding: .utf8).split(separator: "\n").count == 2)
