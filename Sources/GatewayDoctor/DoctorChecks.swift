@@ -95,6 +95,17 @@ public struct DoctorFacts: Sendable, Equatable {
     public var controllersError: String?
     public var rfkill: [RFKill] = []
     public var cameras: [Camera] = []
+    /// The sources a command given none streams (the service's `stream`), as options: the configuration's
+    /// `[strap] devices` and `[camera] device`, or `HR_GATEWAY_SOURCE`, which replaces them; nil: none.
+    public var configuredSources: String?
+    /// Where `configuredSources` came from (the file, or HR_GATEWAY_SOURCE).
+    public var configuredSourcesOrigin = ""
+    /// The configuration's `strap.adapter`, checked against BlueZ's adapters.
+    public var configuredAdapter: String?
+    /// The configuration's `camera.device`: whether it exists and this user may open it.
+    public var configuredCamera: Camera?
+    /// The configuration's `camera.device` is missing.
+    public var configuredCameraMissing = false
     public var configPath: String?
     public var configError: String?
     /// Warnings the file gave (keys that are not used, and the like): `config check` lists them.
@@ -134,8 +145,11 @@ public struct DoctorFacts: Sendable, Equatable {
         public var error: String?
         /// The Debian package that provides the file.
         public var package = "opencv-data"
-        /// Given with --face-cascade (a wrong path is then the user's to fix, not the package's).
+        /// Given with --face-cascade or the configuration's camera.face_cascade (a wrong path is then the user's to
+        /// fix, not the package's).
         public var chosen = false
+        /// Which of the two chose it.
+        public var chosenBy = "--face-cascade"
         public init(path: String, loaded: Bool, errorCode: String? = nil, error: String? = nil) {
             self.path = path
             self.loaded = loaded
@@ -220,6 +234,13 @@ public struct DoctorFacts: Sendable, Equatable {
         } else {
             checks.append(DoctorCheck("adapters", .skipped, "needs BlueZ's objects"))
         }
+        if let configuredAdapter, let adapters, !adapters.isEmpty, !adapters.contains(where: { $0.name == configuredAdapter }) {
+            checks.append(DoctorCheck(
+                "strap.adapter", .failure,
+                "\(configuredAdapter) (in \(configPath ?? "the configuration")) is not one of BlueZ's adapters "
+                    + "(\(adapters.map(\.name).joined(separator: ", ")))",
+                fix: "set strap.adapter to one of them, or \"\" for the first powered one"))
+        }
 
         if let controllersError {
             checks.append(DoctorCheck("HCI controllers", .warning, "cannot list them: \(controllersError)"))
@@ -255,6 +276,22 @@ public struct DoctorFacts: Sendable, Equatable {
             }
         }
 
+        if let configuredCamera {
+            let file = configPath ?? "the configuration"
+            if configuredCameraMissing {
+                checks.append(DoctorCheck(
+                    "camera.device", .failure, "\(configuredCamera.path) (in \(file)) does not exist: a session with the "
+                        + "configured sources fails",
+                    fix: "`hr-gateway cameras` lists the cameras: set camera.device to one (a /dev/v4l/by-id/ name stays "
+                        + "the same across reboots and ports), or \"\" for none"))
+            } else if !configuredCamera.accessible {
+                checks.append(DoctorCheck(
+                    "camera.device", .failure, "\(configuredCamera.path) (in \(file)) cannot be opened by this user: a "
+                        + "session with the configured sources fails",
+                    fix: "add the user to the video group (sudo usermod -aG video $USER) and log in again"))
+            }
+        }
+
         if faceCascade.loaded {
             checks.append(DoctorCheck("face detector", .ok, "\(faceCascade.path) loaded (camera pulse)"))
         } else if faceCascade.chosen, faceCascade.errorCode != "library_unavailable" {
@@ -265,8 +302,8 @@ public struct DoctorFacts: Sendable, Equatable {
             }
             checks.append(DoctorCheck(
                 "face detector", .warning,
-                "--face-cascade \(faceCascade.path) \(what): camera pulse cannot find faces (straps unaffected)",
-                fix: "give --face-cascade an OpenCV cascade XML, such as "
+                "\(faceCascade.chosenBy) \(faceCascade.path) \(what): camera pulse cannot find faces (straps unaffected)",
+                fix: "give \(faceCascade.chosenBy) an OpenCV cascade XML, such as "
                     + "/usr/share/opencv4/lbpcascades/lbpcascade_frontalface.xml (package \(faceCascade.package))"))
         } else if faceCascade.errorCode == "cascade_not_found" {
             checks.append(DoctorCheck(
@@ -303,6 +340,20 @@ public struct DoctorFacts: Sendable, Equatable {
                 fix: "hr-gateway config check \(configPath) lists them"))
         } else {
             checks.append(DoctorCheck("configuration", .ok, configPath.map { "\($0) valid" } ?? "no file, defaults apply"))
+        }
+
+        if let configuredSources {
+            checks.append(DoctorCheck(
+                "sources", .ok, "\(configuredSources) (\(configuredSourcesOrigin)), for a command given no source option"))
+        } else if let configPath {
+            checks.append(DoctorCheck(
+                "sources", .warning, "\(configPath) names no source: `hr-gateway stream` given none (the service's) has "
+                    + "nothing to stream",
+                fix: "set [strap] devices = [\"auto\"] (or [camera] device) in \(configPath), or HR_GATEWAY_SOURCE through "
+                    + "`sudo systemctl edit hr-gateway`"))
+        } else {
+            checks.append(DoctorCheck(
+                "sources", .ok, "none configured (no configuration file): each command names its own, such as --strap auto"))
         }
 
         if let stateDirError {

@@ -25,10 +25,10 @@ public enum SystemProbe {
         (facts.controllers, facts.controllersError) = controllers()
         facts.rfkill = rfkill(sysfsRoot: sysfsRoot)
         facts.cameras = cameras(devRoot: devRoot)
-        let chosen = facts.faceCascade.chosen
+        let (chosen, chosenBy) = (facts.faceCascade.chosen, facts.faceCascade.chosenBy)
         facts.faceCascade = faceCascade(path: facts.faceCascade.path.isEmpty
             ? CascadeFaceDetector.defaultCascadePath : facts.faceCascade.path)
-        facts.faceCascade.chosen = chosen
+        (facts.faceCascade.chosen, facts.faceCascade.chosenBy) = (chosen, chosenBy)
 
         let logger = Logger(label: "doctor") { _ in SwiftLogNoOpLogHandler() }
         let connection: DBusConnection

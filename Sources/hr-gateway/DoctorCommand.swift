@@ -17,7 +17,9 @@ struct DoctorCommand: AsyncParsableCommand {
             not and why (rfkill in /sys/class/rfkill); the kernel's HCI controllers through libbluetooth, so that \
             "hci0 is present but bluetoothd is not running" is told apart from "no adapter"; cameras (/dev/video*) \
             and whether this user may open them; the face cascade of the camera pulse (OpenCV, Debian package \
-            opencv-data); the configuration file; the state directory.
+            opencv-data); the configuration file; the sources a command given none streams (the file's [strap] \
+            devices and [camera] device, or HR_GATEWAY_SOURCE as the service passes it), and that the file's \
+            strap.adapter and camera.device exist; the state directory.
 
             The exit status is 1 when a check failed, 0 otherwise.
 
@@ -29,7 +31,9 @@ struct DoctorCommand: AsyncParsableCommand {
 
     @OptionGroup var store: StoreOptions
 
-    @Option(help: ArgumentHelp("The face cascade to check (default: the one the camera pulse loads).", valueName: "xml"))
+    @Option(help: ArgumentHelp(
+        "The face cascade to check (default: the configuration's camera.face_cascade, else the one the camera pulse "
+            + "loads).", valueName: "xml"))
     var faceCascade: String?
 
     func run() async throws {
@@ -49,10 +53,12 @@ struct DoctorCommand: AsyncParsableCommand {
             facts.configError = error.all.count > 1 ? "\(error.all[0]) (and \(error.all.count - 1) more)" : "\(error)"
         }
         StoreOptions.bootstrapLogging(store.logLevel ?? settings.logLevel)
-        if let faceCascade {
+        if let faceCascade = faceCascade ?? settings.cameraFaceCascade {
             facts.faceCascade.path = faceCascade
             facts.faceCascade.chosen = true
+            if self.faceCascade == nil { facts.faceCascade.chosenBy = "camera.face_cascade" }
         }
+        Self.sources(settings, into: &facts)
         await SystemProbe.probe(into: &facts)
         facts.stateDir = StateDirectory.resolve(option: store.stateDir, configured: settings.stateDir)
         // Looked at, never made: a check leaves no store behind (the first recorded session makes it).
@@ -97,9 +103,36 @@ struct DoctorCommand: AsyncParsableCommand {
         }
         let checks = facts.evaluate()
         for c in checks { print(c.line) }
-        if checks.contains(where: { $0.status == .failure }) {
-            print("Streaming from a strap is blocked: fix the FAIL lines above.")
+        let failures = checks.filter { $0.status == .failure }
+        if !failures.isEmpty {
+            print(failures.allSatisfy { $0.name == "camera.device" }
+                ? "The configured camera cannot start: fix the FAIL line above."
+                : "Streaming from a strap is blocked: fix the FAIL lines above.")
             throw ExitCode.failure
+        }
+    }
+
+    /// What a command given no source option streams (the service's `stream`): `HR_GATEWAY_SOURCE` when set (it
+    /// replaces the file's), else the configuration's devices; and the configured adapter and camera to check.
+    static func sources(_ settings: GatewayConfiguration, into facts: inout DoctorFacts) {
+        facts.configuredAdapter = settings.strapAdapter
+        let environment = ProcessInfo.processInfo.environment["HR_GATEWAY_SOURCE"]?.trimmingCharacters(in: .whitespaces)
+        if let environment, !environment.isEmpty {
+            facts.configuredSources = environment
+            facts.configuredSourcesOrigin = "HR_GATEWAY_SOURCE"
+            return
+        }
+        // Parsed from no arguments: the options' values exist only once parsed.
+        if var file = try? SourceOptions.parse([]) {
+            file.adopt(settings)
+            if file.fromFile != nil {
+                facts.configuredSources = file.described
+                facts.configuredSourcesOrigin = settings.sourcePath ?? "the configuration"
+            }
+        }
+        if let camera = settings.cameraDevice {
+            facts.configuredCamera = DoctorFacts.Camera(path: camera, accessible: access(camera, R_OK | W_OK) == 0)
+            facts.configuredCameraMissing = !FileManager.default.fileExists(atPath: camera)
         }
     }
 }

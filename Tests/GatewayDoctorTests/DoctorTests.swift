@@ -117,6 +117,67 @@ func tempStateDir() -> String {
         #expect(line(f.evaluate(), "configuration")?.status == .ok)
     }
 
+    /// The configured sources are said; a file without any warns (the service's `stream` would have none); the
+    /// configured adapter and camera must exist, or the service's session fails.
+    @Test func theConfiguredSourcesAdapterAndCameraAreChecked() throws {
+        var f = DoctorFacts()
+        f.bluezRunning = true
+        f.adapters = [.init(name: "hci0", address: "AA", powered: true)]
+        #expect(line(f.evaluate(), "sources")?.status == .ok, "no file: commands name their own")
+        f.configPath = "/etc/hr-gateway/hr-gateway.toml"
+        let none = try #require(line(f.evaluate(), "sources"))
+        #expect(none.status == .warning && none.line.contains("names no source"), "\(none.line)")
+        #expect(none.fix?.contains("[strap] devices = [\"auto\"]") == true && none.fix?.contains("HR_GATEWAY_SOURCE") == true)
+        f.configuredSources = "--strap auto"
+        f.configuredSourcesOrigin = "/etc/hr-gateway/hr-gateway.toml"
+        let named = try #require(line(f.evaluate(), "sources"))
+        #expect(named.status == .ok && named.line.contains("--strap auto (/etc/hr-gateway/hr-gateway.toml)"), "\(named.line)")
+
+        #expect(line(f.evaluate(), "strap.adapter") == nil)
+        f.configuredAdapter = "hci0"
+        #expect(line(f.evaluate(), "strap.adapter") == nil, "an adapter BlueZ has")
+        f.configuredAdapter = "hci1"
+        let adapter = try #require(line(f.evaluate(), "strap.adapter"))
+        #expect(adapter.status == .failure && adapter.line.contains("hci1 (in /etc/hr-gateway/hr-gateway.toml) is not one "
+            + "of BlueZ's adapters (hci0)"), "\(adapter.line)")
+
+        #expect(line(f.evaluate(), "camera.device") == nil)
+        f.configuredCamera = .init(path: "/dev/video0", accessible: true)
+        #expect(line(f.evaluate(), "camera.device") == nil, "a camera there and open to this user")
+        f.configuredCamera = .init(path: "/dev/video0", accessible: false)
+        let closed = try #require(line(f.evaluate(), "camera.device"))
+        #expect(closed.status == .failure && closed.fix?.contains("video group") == true, "\(closed.line)")
+        f.configuredCameraMissing = true
+        let missing = try #require(line(f.evaluate(), "camera.device"))
+        #expect(missing.status == .failure && missing.line.contains("/dev/video0 (in /etc/hr-gateway/hr-gateway.toml) does "
+            + "not exist"), "\(missing.line)")
+        #expect(missing.fix?.contains("hr-gateway cameras") == true)
+    }
+
+    @Test func aFaceCascadeFromTheConfigurationIsNamedAsItsSetting() throws {
+        var f = DoctorFacts()
+        f.faceCascade = DoctorFacts.FaceCascade(path: "/tmp/none.xml", loaded: false, errorCode: "cascade_not_found")
+        f.faceCascade.chosen = true
+        f.faceCascade.chosenBy = "camera.face_cascade"
+        let check = try #require(line(f.evaluate(), "face detector"))
+        #expect(check.line.contains("camera.face_cascade /tmp/none.xml does not exist"), "\(check.line)")
+        #expect(check.fix?.contains("give camera.face_cascade an OpenCV cascade XML") == true)
+    }
+
+    /// The binary reads them from the file: `doctor --config` with a camera that is not there.
+    @Test func doctorChecksTheSourcesOfTheFileItReads() throws {
+        let config = tempStateDir() + ".toml"
+        try "[strap]\ndevices = [\"Polar H10\"]\n[camera]\ndevice = \"/dev/hrg-no-camera\"\n"
+            .write(toFile: config, atomically: true, encoding: .utf8)
+        defer { try? FileManager.default.removeItem(atPath: config) }
+        let r = try runGateway(["doctor", "--config", config, "--state-dir", tempStateDir()],
+                               environment: ["HR_GATEWAY_SOURCE": ""])
+        #expect(r.status == 1)
+        #expect(r.stdout.contains("ok    sources          --strap \"Polar H10\" --camera /dev/hrg-no-camera (\(config))"),
+                "\(r.stdout)")
+        #expect(r.stdout.contains("FAIL  camera.device    /dev/hrg-no-camera (in \(config)) does not exist"), "\(r.stdout)")
+    }
+
     /// A system bus address from DBUS_SYSTEM_BUS_ADDRESS that fails is the variable's to fix, not "start D-Bus".
     @Test func aBadBusAddressFromTheEnvironmentIsNamedAsTheFix() throws {
         var f = DoctorFacts()
