@@ -121,7 +121,7 @@ let package = Package(
             dependencies: ["GatewayEngine", .product(name: "ServiceLifecycle", package: "swift-service-lifecycle")],
             swiftSettings: strict
         ),
-        .target(name: "StdoutSink", dependencies: ["GatewayEngine", "GatewaySink"], swiftSettings: strict),
+        .target(name: "StdoutSink", dependencies: ["GatewayEngine", "GatewaySink", "SystemCalls"], swiftSettings: strict),
         // Lab Streaming Layer outlets: HR, RR and ECG per device (docs/lsl.md).
         .target(name: "LSLSink", dependencies: ["CLSL", "GatewayEngine", "GatewaySink"], swiftSettings: strict),
 
@@ -208,14 +208,18 @@ let package = Package(
         // MARK: State directory files (SQLite opened alike, lock files), shared by the stores
         .target(
             name: "GatewayStorage",
-            dependencies: [.product(name: "GRDB", package: "GRDB.swift")],
+            dependencies: ["SystemCalls", .product(name: "GRDB", package: "GRDB.swift")],
             swiftSettings: strict
         ),
+        // The POSIX calls made in several targets, each once: EINTR retried, failures as values with their errno.
+        .target(name: "SystemCalls", swiftSettings: strict),
 
         // MARK: Session store (SQLite through GRDB; libsqlite3-dev)
         .target(
             name: "SessionStore",
-            dependencies: ["GatewayEngine", "GatewaySink", "GatewayStorage", .product(name: "GRDB", package: "GRDB.swift")],
+            dependencies: [
+                "GatewayEngine", "GatewaySink", "GatewayStorage", "SystemCalls", .product(name: "GRDB", package: "GRDB.swift"),
+            ],
             swiftSettings: strict
         ),
 
@@ -277,7 +281,8 @@ let package = Package(
 
         // MARK: Logging (terminal and journald)
         .target(
-            name: "GatewayLogging", dependencies: [.product(name: "Logging", package: "swift-log")], swiftSettings: strict
+            name: "GatewayLogging", dependencies: ["SystemCalls", .product(name: "Logging", package: "swift-log")],
+            swiftSettings: strict
         ),
 
         // MARK: Command line
@@ -378,6 +383,7 @@ let package = Package(
             swiftSettings: strict
         ),
         .testTarget(name: "GatewayConfigTests", dependencies: ["GatewayConfig"], swiftSettings: strict),
+        .testTarget(name: "SystemCallsTests", dependencies: ["SystemCalls"], swiftSettings: strict),
         .testTarget(
             name: "GatewayLoggingTests",
             dependencies: ["GatewayLogging", "hr-gateway", .product(name: "Logging", package: "swift-log")],

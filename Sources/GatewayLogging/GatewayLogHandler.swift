@@ -1,5 +1,6 @@
 import Foundation
 import Logging
+import SystemCalls
 
 /// How log lines look, chosen once at start from where standard error goes.
 public enum LogStyle: Sendable, Equatable {
@@ -111,14 +112,8 @@ public struct GatewayLogHandler: LogHandler {
 
     /// Writes one whole line with a single write(2), so lines from several threads never interleave.
     public static let standardError: @Sendable (String) -> Void = { text in
-        var bytes = Array(text.utf8)
-        var offset = 0
-        while offset < bytes.count {
-            let n = bytes.withUnsafeMutableBytes { Foundation.write(STDERR_FILENO, $0.baseAddress! + offset, $0.count - offset) }
-            if n < 0 && errno == EINTR { continue }
-            if n <= 0 { return }
-            offset += n
-        }
+        // A log line that cannot be written has nowhere else to go.
+        try? SystemCall.writeAll(STDERR_FILENO, text)
     }
 
     /// Installs this handler for every logger of the process (once; later calls are ignored by swift-log's rules,

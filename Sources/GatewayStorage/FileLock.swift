@@ -3,6 +3,7 @@ import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
+import SystemCalls
 
 /// An exclusive `flock` on a file, held for as long as this object lives (or until `release`).
 ///
@@ -21,8 +22,7 @@ public final class FileLock: Sendable {
     public static func tryAcquire(path: String) throws(FileLockError) -> FileLock? {
         let fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o640)
         guard fd >= 0 else { throw FileLockError(path: path, reason: String(cString: strerror(errno))) }
-        while flock(fd, LOCK_EX | LOCK_NB) != 0 {
-            if errno == EINTR { continue }
+        guard SystemCall.retryingInterrupts({ flock(fd, LOCK_EX | LOCK_NB) }) == 0 else {
             close(fd)
             return nil
         }
@@ -35,11 +35,7 @@ public final class FileLock: Sendable {
         let fd = open(path, O_RDONLY | O_CLOEXEC)
         guard fd >= 0 else { return false }
         defer { close(fd) }
-        while flock(fd, LOCK_SH | LOCK_NB) != 0 {
-            if errno == EINTR { continue }
-            return errno == EWOULDBLOCK
-        }
-        return false
+        return SystemCall.retryingInterrupts({ flock(fd, LOCK_SH | LOCK_NB) }) != 0 && errno == EWOULDBLOCK
     }
 
     /// Releases the lock; with `remove`, deletes the file first (while still holding it). Call at most once.

@@ -1,4 +1,5 @@
 import Foundation
+import SystemCalls
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
@@ -17,18 +18,7 @@ public enum FileWrite {
         guard fd >= 0 else { throw FileWriteError(path: path, code: errno) }
         var failure: Int32?
         Array(bytes).withUnsafeBytes { raw in
-            guard var p = raw.baseAddress else { return }
-            var left = raw.count
-            while left > 0 {
-                let n = Glibc.write(fd, p, left)
-                if n < 0 {
-                    if errno == EINTR { continue }
-                    failure = errno
-                    return
-                }
-                p += n
-                left -= n
-            }
+            do throws(SystemCallError) { try SystemCall.writeAll(fd, raw) } catch { failure = error.code }
         }
         if failure == nil, fsync(fd) != 0, errno != EINVAL, errno != EROFS { failure = errno }
         var st = stat()

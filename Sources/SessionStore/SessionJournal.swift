@@ -1,5 +1,6 @@
 import Foundation
 import GatewayEngine
+import SystemCalls
 
 /// The append-only journal of one recorded session: `journal/<id>.jsonl` in the state directory, one JSON object per
 /// line. It is what makes a received sample durable before the engine sees it, without touching SQLite on the
@@ -49,15 +50,8 @@ final class SessionJournal: Sendable {
 
     /// One line in one `write(2)` (O_APPEND: lines from several threads never interleave).
     private func append(_ value: JSONValue) throws(StoreError) {
-        var bytes = Array((value.jsonString + "\n").utf8)
-        var offset = 0
-        while offset < bytes.count {
-            let n = bytes.withUnsafeMutableBytes { write(fd, $0.baseAddress! + offset, $0.count - offset) }
-            if n < 0 {
-                if errno == EINTR { continue }
-                throw .io("cannot write the session journal \(path): \(String(cString: strerror(errno)))")
-            }
-            offset += n
+        do throws(SystemCallError) { try SystemCall.writeAll(fd, value.jsonString + "\n") } catch {
+            throw .io("cannot write the session journal \(path): \(error.reason)")
         }
     }
 

@@ -1,5 +1,6 @@
 import Foundation
 import GatewayEngine
+import SystemCalls
 
 /// Standard output or standard error, written with write(2): interrupted writes retried, partial ones finished, and a
 /// reader that has gone (EPIPE, once SIGPIPE is ignored) answered with `false` rather than a trap, as
@@ -14,19 +15,13 @@ public enum StandardStream: Sendable {
     @discardableResult
     public func write(_ data: Data) -> Bool {
         data.withUnsafeBytes { raw in
-            guard var p = raw.baseAddress else { return true }
-            var left = raw.count
-            while left > 0 {
-                let n = Glibc.write(descriptor, p, left)
-                if n < 0 {
-                    if errno == EINTR { continue }
-                    if self == .output { Self.noteOutputFailure(errno) }
-                    return false
-                }
-                p += n
-                left -= n
+            do throws(SystemCallError) {
+                try SystemCall.writeAll(descriptor, raw)
+                return true
+            } catch {
+                if self == .output { Self.noteOutputFailure(error.code) }
+                return false
             }
-            return true
         }
     }
 

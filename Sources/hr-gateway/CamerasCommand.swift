@@ -1,5 +1,6 @@
 import ArgumentParser
 import GatewayEngine
+import StdoutSink
 import V4L2Capture
 
 #if canImport(Glibc)
@@ -459,21 +460,7 @@ extension ControlInfo {
 }
 
 private func printError(_ message: String) {
-    var standardError = StandardError()
-    print(message, to: &standardError)
-}
-
-private struct StandardError: TextOutputStream {
-    mutating func write(_ string: String) {
-        let bytes = Array(string.utf8)
-        var offset = 0
-        while offset < bytes.count {
-            let written = bytes[offset...].withUnsafeBytes { Glibc.write(2, $0.baseAddress, $0.count) }
-            if written < 0 && errno == EINTR { continue }
-            guard written > 0 else { return }
-            offset += written
-        }
-    }
+    StandardStream.error.write(message + "\n")
 }
 
 extension String {

@@ -1,0 +1,55 @@
+import Foundation
+import SystemCalls
+import Testing
+
+@Suite struct SystemCallTests {
+    @Test func everyByteIsWrittenHoweverLarge() throws {
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("hrg-syscall-\(UUID().uuidString)").path
+        defer { unlink(path) }
+        let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
+        try #require(fd >= 0)
+        let bytes = (0..<300_000).map { UInt8(truncatingIfNeeded: $0 &* 31) }
+        try bytes.withUnsafeBytes { try SystemCall.writeAll(fd, $0) }
+        try SystemCall.writeAll(fd, "é line\n")
+        close(fd)
+        let written = try #require(FileManager.default.contents(atPath: path))
+        #expect(Array(written) == bytes + Array("é line\n".utf8))
+    }
+
+    @Test func aFailureIsAValueWithItsErrno() throws {
+        let full = open("/dev/full", O_WRONLY)
+        try #require(full >= 0, "/dev/full is on every Linux")
+        defer { close(full) }
+        #expect(throws: SystemCallError(call: "write", code: ENOSPC)) { try SystemCall.writeAll(full, "x") }
+        #expect(SystemCallError(call: "write", code: ENOSPC).description == "write: No space left on device")
+
+        var pipeEnds: [Int32] = [0, 0]
+        try #require(pipe(&pipeEnds) == 0)
+        close(pipeEnds[0])
+        defer { close(pipeEnds[1]) }
+        signal(SIGPIPE, SIG_IGN)
+        #expect(throws: SystemCallError(call: "write", code: EPIPE)) { try SystemCall.writeAll(pipeEnds[1], "gone") }
+        #expect(throws: SystemCallError(call: "write", code: EBADF)) { try SystemCall.writeAll(-1, "x") }
+    }
+
+    @Test func anInterruptedCallIsMadeAgainAndOtherFailuresAreNot() {
+        var calls = 0
+        let answered = SystemCall.retryingInterrupts { () -> Int32 in
+            calls += 1
+            if calls < 3 {
+                errno = EINTR
+                return -1
+            }
+            return 7
+        }
+        #expect(answered == 7 && calls == 3)
+
+        calls = 0
+        let failed = SystemCall.retryingInterrupts { () -> Int in
+            calls += 1
+            errno = EAGAIN
+            return -1
+        }
+        #expect(failed == -1 && calls == 1 && errno == EAGAIN)
+    }
+}
