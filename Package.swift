@@ -91,7 +91,8 @@ let package = Package(
         // MARK: Providers
         .target(name: "SimulatedProvider", dependencies: ["GatewayEngine", "HRVAnalysis"], swiftSettings: strict),
         .target(
-            name: "ReplayProvider", dependencies: ["GatewayEngine", .product(name: "Logging", package: "swift-log")],
+            name: "ReplayProvider",
+            dependencies: ["GatewayEngine", "SystemCalls", .product(name: "Logging", package: "swift-log")],
             swiftSettings: strict
         ),
 
@@ -269,7 +270,7 @@ let package = Package(
         // MARK: Configuration file (TOML)
         .target(
             name: "GatewayConfig",
-            dependencies: ["GatewayEngine", .product(name: "TOMLKit", package: "TOMLKit")],
+            dependencies: ["GatewayEngine", "SystemCalls", .product(name: "TOMLKit", package: "TOMLKit")],
             swiftSettings: strict
         ),
 
@@ -292,7 +293,7 @@ let package = Package(
                 "GatewayEngine", "HRVAnalysis", "SimulatedProvider", "ReplayProvider", "StdoutSink",
                 "BLEHeartRate", "BlueZ", "DBus", "CDBusStatic", "V4L2Capture", "RPPG", "RPPGAnalysis", "FaceDetection",
                 "CameraProvider",
-                "SessionStore", "GatewayStorage", "GatewayConfig", "GatewayDoctor", "GatewayLogging", "RelayCore",
+                "SessionStore", "GatewayStorage", "SystemCalls", "GatewayConfig", "GatewayDoctor", "GatewayLogging", "RelayCore",
                 "RelayStore", "RelayWebServer", "RelayWSClient", "WebhookSink", "GatewaySink", "MQTTSink", "GatewayMetrics",
                 "LSLSink",
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),

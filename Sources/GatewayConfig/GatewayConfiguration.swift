@@ -1,5 +1,6 @@
 import Foundation
 import GatewayEngine
+import SystemCalls
 import TOMLKit
 
 /// Log verbosity, from the most to the least talkative (swift-log's levels).
@@ -95,11 +96,8 @@ public struct GatewayConfiguration: Sendable, Equatable {
     /// Reads `path` over the defaults.
     public static func load(path: String) throws(ConfigurationError) -> (GatewayConfiguration, warnings: [String]) {
         guard let data = FileManager.default.contents(atPath: path) else {
-            var isDirectory: ObjCBool = false
-            let message = !FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory) ? "no such file"
-                : isDirectory.boolValue ? "a directory, not a configuration file (give the .toml file in it)"
-                : "cannot read the file (permission denied)"
-            throw ConfigurationError(path: path, line: nil, message: message)
+            let reason = PathReason.unreadable(path, notA: "a configuration file (give the .toml file in it)")
+            throw ConfigurationError(path: path, line: nil, message: reason ?? "cannot be read")
         }
         guard let text = String(data: data, encoding: .utf8) else {
             throw ConfigurationError(path: path, line: nil, message: "not UTF-8 text")

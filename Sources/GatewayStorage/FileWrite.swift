@@ -42,18 +42,7 @@ public struct FileWriteError: Error, Sendable, Equatable, CustomStringConvertibl
     }
 
     /// The reason in a few words, with what to do where there is something to do.
-    public var reason: String {
-        let parent = (path as NSString).deletingLastPathComponent
-        let dir = parent.isEmpty ? "." : parent
-        switch code {
-        case EISDIR: return "it is a directory: give a file name inside it"
-        case ENOENT: return "the directory \(dir) does not exist"
-        case ENOTDIR: return "a part of the path is not a directory"
-        case EACCES, EPERM: return "permission denied (may this user write \(dir)?)"
-        case ENOSPC, EDQUOT: return "\(String(cString: strerror(code))): free some space or write elsewhere"
-        default: return String(cString: strerror(code))
-        }
-    }
+    public var reason: String { PathReason.unwritable(path, code: code) }
 
     public var description: String { "cannot write \(path): \(reason)" }
 }

@@ -3,6 +3,7 @@ import Foundation
 import Glibc
 #endif
 import GatewayEngine
+import SystemCalls
 
 /// The sample recording format: JSON lines, one sample dictionary per line (the `biosignal_frame` sample shape),
 /// written as samples arrive and read back by `ReplayBiosignalProvider`.
@@ -111,11 +112,8 @@ public enum SampleFile {
     /// or saying that it is an event log rather than a recording.
     public static func read(path: String) throws(ReadError) -> Contents {
         guard let data = FileManager.default.contents(atPath: path) else {
-            var isDirectory: ObjCBool = false
-            let reason = !FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory) ? "no such file"
-                : isDirectory.boolValue ? "a directory, not a recording (JSON lines, as --record writes them)"
-                : "cannot read it (no permission)"
-            throw ReadError(path: path, line: nil, reason: reason)
+            let reason = PathReason.unreadable(path, notA: "a recording (JSON lines, as --record writes them)")
+            throw ReadError(path: path, line: nil, reason: reason ?? "cannot be read")
         }
         var bytes = [UInt8](data)
         if bytes.starts(with: [0xEF, 0xBB, 0xBF]) { bytes.removeFirst(3) }  // a byte order mark (Windows editors)
@@ -233,17 +231,7 @@ public final class SampleFileWriter: Sendable {
         self.warn = warn
         if let size = Self.heldBytes(path) { warn("--record \(path): replacing the \(size) bytes it held") }
         let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
-        guard fd >= 0 else {
-            let code = errno
-            let parent = (path as NSString).deletingLastPathComponent
-            let reason = switch code {
-            case EISDIR: "a directory: give a file name, such as \(path)/session.jsonl"
-            case ENOENT: "cannot create it: the directory \(parent.isEmpty ? "." : parent) does not exist"
-            case EACCES, EPERM: "cannot create it: no permission to write \(path) (or in \(parent.isEmpty ? "." : parent))"
-            default: "cannot create it: \(String(cString: strerror(code)))"
-            }
-            throw CreateError(path: path, reason: reason)
-        }
+        guard fd >= 0 else { throw CreateError(path: path, reason: PathReason.unwritable(path, code: errno)) }
         state = Locked(State(handle: FileHandle(fileDescriptor: fd, closeOnDealloc: true)))
     }
 

@@ -6,6 +6,7 @@ import Foundation
 import GatewayEngine
 import Logging
 import StdoutSink
+import SystemCalls
 
 /// `hr-gateway emulate-strap`: this machine's adapter acts as a heart-rate strap.
 struct EmulateStrapCommand: AsyncParsableCommand {
@@ -53,13 +54,7 @@ struct EmulateStrapCommand: AsyncParsableCommand {
     var pmdECG: String?
 
     /// Why a file could not be read as text, in words (not Foundation's "The operation could not be completed").
-    static func unreadableReason(_ path: String) -> String {
-        var isDirectory: ObjCBool = false
-        if !FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory) { return "no such file" }
-        if isDirectory.boolValue { return "a directory, not a file" }
-        if !FileManager.default.isReadableFile(atPath: path) { return "permission denied" }
-        return "not UTF-8 text"
-    }
+    static func unreadableReason(_ path: String) -> String { PathReason.unreadable(path) ?? "not UTF-8 text" }
 
     func run() async throws {
         var logger = Logger(label: "hr-gateway.emulate-strap")

@@ -227,7 +227,7 @@ import Testing
         #expect(stat("/dev/full", &st) == 0 && (st.st_mode & S_IFMT) == S_IFCHR, "/dev/full is still the device")
         let intoDir = try CLI.run(["sessions", "export", "full-1", "--output", dir, "--state-dir", dir])
         #expect(intoDir.status == 1)
-        #expect(intoDir.stderr.contains("it is a directory: give a file name inside it"), "\(intoDir.stderr)")
+        #expect(intoDir.stderr.contains("a directory: give a file name inside it"), "\(intoDir.stderr)")
     }
 
     /// A stream whose output cannot start (a --record path it cannot create, a port in use) fails before its

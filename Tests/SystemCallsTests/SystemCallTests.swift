@@ -53,3 +53,29 @@ import Testing
         #expect(failed == -1 && calls == 1 && errno == EAGAIN)
     }
 }
+
+@Suite struct PathReasonTests {
+    @Test func whyAPathCannotBeRead() throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("hrg-reason-\(UUID().uuidString)").path
+        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let file = dir + "/a.txt"
+        try "x".write(toFile: file, atomically: true, encoding: .utf8)
+        #expect(PathReason.unreadable(dir + "/none") == "no such file")
+        #expect(PathReason.unreadable(dir, notA: "a recording") == "a directory, not a recording")
+        #expect(PathReason.unreadable(file + "/inside") == "a part of the path is not a directory")
+        #expect(PathReason.unreadable(file) == nil, "readable: what it holds is the problem")
+        chmod(file, 0)
+        // root reads whatever the mode says.
+        #expect(PathReason.unreadable(file) == (geteuid() == 0 ? nil : "permission denied"))
+    }
+
+    @Test func whyAPathCannotBeWritten() {
+        #expect(PathReason.unwritable("/tmp/x/y.jsonl", code: ENOENT) == "the directory /tmp/x does not exist")
+        #expect(PathReason.unwritable("y.jsonl", code: EACCES) == "permission denied (may this user write .?)")
+        #expect(PathReason.unwritable("/y.jsonl", code: EPERM) == "permission denied (may this user write /?)")
+        #expect(PathReason.unwritable("/tmp", code: EISDIR) == "a directory: give a file name inside it")
+        #expect(PathReason.unwritable("/dev/full", code: ENOSPC) == "No space left on device: free some space or write elsewhere")
+        #expect(PathReason.unwritable("/x", code: EROFS) == "Read-only file system")
+    }
+}
