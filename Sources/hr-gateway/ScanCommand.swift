@@ -106,6 +106,16 @@ struct ScanCommand: AsyncParsableCommand {
             throw CommandFailure(
                 BLEHeartRateError.strapNotFound(spec: "any heart-rate strap", timeoutSec: timeout).description)
         }
+        if !json, let first = rows.first {
+            StandardStream.error.write(Self.nextSteps(address: first.address))
+        }
+    }
+
+    /// What to do with a strap found: stream it now, or name it in the configuration for the service.
+    static func nextSteps(address: String) -> String {
+        "\nStream it: hr-gateway stream --strap \(address)\n"
+            + "For the service: [strap] devices = [\"\(address)\"] in /etc/hr-gateway/hr-gateway.toml, then "
+            + "sudo systemctl restart hr-gateway\n"
     }
 
     private static func draw(_ rows: [StrapScanRow], secondsLeft: Double) {
