@@ -20,6 +20,25 @@ enum CLI {
         return p
     }()
 
+    /// An empty configuration file (the defaults), so that one installed on the machine (/etc/hr-gateway, with its
+    /// strap source) or the user's does not change what the commands under test do; a test's own `--config` or
+    /// `HR_GATEWAY_CONFIG` comes first.
+    static let emptyConfig: String = {
+        let p = stateDir + "/empty-config.toml"
+        _ = FileManager.default.createFile(atPath: p, contents: Data())
+        return p
+    }()
+
+    /// The environment of a command under test: this process's, with the state directory and configuration above,
+    /// then `extra`.
+    static func environment(_ extra: [String: String]) -> [String: String] {
+        var env = ProcessInfo.processInfo.environment
+        env["HR_GATEWAY_STATE_DIR"] = stateDir
+        env["HR_GATEWAY_CONFIG"] = emptyConfig
+        for (k, v) in extra { env[k] = v }
+        return env
+    }
+
     struct Result {
         let status: Int32
         let stdout: String
@@ -41,10 +60,7 @@ enum CLI {
             p.executableURL = executable
             p.arguments = arguments
         }
-        var env = ProcessInfo.processInfo.environment
-        env["HR_GATEWAY_STATE_DIR"] = stateDir
-        for (k, v) in environment { env[k] = v }
-        p.environment = env
+        p.environment = Self.environment(environment)
         let out = Pipe()
         let err = Pipe()
         if let stdoutTo {
@@ -117,10 +133,7 @@ final class RunningCLI {
             process.executableURL = CLI.executable
             process.arguments = arguments
         }
-        var env = ProcessInfo.processInfo.environment
-        env["HR_GATEWAY_STATE_DIR"] = CLI.stateDir
-        for (k, v) in environment { env[k] = v }
-        process.environment = env
+        process.environment = CLI.environment(environment)
         process.standardOutput = out
         if let errorTo {
             _ = FileManager.default.createFile(atPath: errorTo, contents: nil)
