@@ -22,12 +22,14 @@ struct SourceOptions: ParsableArguments {
 
     @Flag(help: ArgumentHelp(
         "With --strap: also stream raw ECG (130 Hz, µV) from a Polar strap's measurement service (H10), pairing "
-            + "with it when it asks; ECG chunks go into the session store, --raw frames and EDF exports (docs/pmd.md)."))
+            + "with it when it asks; ECG chunks go into the session store, --raw frames and EDF exports (docs/pmd.md). "
+            + "Default: the configuration's strap.ecg."))
     var ecg = false
 
     @Option(parsing: .unconditional, help: ArgumentHelp(
         "With --strap: also stream a Polar strap's accelerometer at HZ (25, 50, 100 or 200; ±8 g), as "
-            + "accelerometer chunks in g and motion_rms_g / motion_sample_count in the frames.",
+            + "accelerometer chunks in g and motion_rms_g / motion_sample_count in the frames. Default: the "
+            + "configuration's strap.acc_hz.",
         valueName: "hz"))
     var acc: Int?
 
@@ -125,8 +127,15 @@ struct SourceOptions: ParsableArguments {
     /// pacing, `--duration` and the summary's duration in the recording's seconds. Replay providers made by
     /// `providers(clock:…)` with that clock then play at its pace.
     func sessionClock() -> any SessionClock {
-        guard onlyReplay, let replaySpeed, replaySpeed != 1 else { return SystemSessionClock() }
-        return ScaledSessionClock(base: SystemSessionClock(), rate: replaySpeed)
+        guard let rate = recordingTimeRate else { return SystemSessionClock() }
+        return ScaledSessionClock(base: SystemSessionClock(), rate: rate)
+    }
+
+    /// The rate of the recording's time when the session runs on it (a replay alone, faster or slower than real
+    /// time); nil when it runs in real time.
+    var recordingTimeRate: Double? {
+        guard onlyReplay, let replaySpeed, replaySpeed != 1 else { return nil }
+        return replaySpeed
     }
 
     static func speedText(_ speed: Double) -> String {
@@ -178,8 +187,8 @@ struct SourceOptions: ParsableArguments {
                 model: model, followsSessionPacing: simulatedResonanceBpm, seed: seed, clock: clock))
         }
         if let replay {
-            // On a session clock already running at the replay's speed (`sessionClock()`), the replay follows it.
-            let replaySpeed = clock is ScaledSessionClock ? 1 : replaySpeed
+            // On the recording's time (`sessionClock()` runs at the replay's speed), the replay follows that clock.
+            let replaySpeed = recordingTimeRate != nil ? 1 : replaySpeed
             if FileManager.default.fileExists(atPath: replay) {
                 guard FileManager.default.isReadableFile(atPath: replay) else {
                     throw ValidationError("Cannot read \(replay): check its permissions.")
