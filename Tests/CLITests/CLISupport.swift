@@ -13,9 +13,10 @@ enum CLI {
         return URL(fileURLWithPath: FileManager.default.currentDirectoryPath).appendingPathComponent(".build/debug/hr-gateway")
     }
 
-    /// A state directory for the whole test run, so that sessions recorded by tests stay out of the user's.
+    /// A state directory for the whole test run, so that sessions recorded by tests stay out of the user's. New for
+    /// each run (a process id alone is reused, and an earlier run's sessions would then be found there).
     static let stateDir: String = {
-        let p = FileManager.default.temporaryDirectory.appendingPathComponent("hrg-cli-state-\(getpid())").path
+        let p = FileManager.default.temporaryDirectory.appendingPathComponent("hrg-cli-state-\(UUID().uuidString)").path
         try? FileManager.default.createDirectory(atPath: p, withIntermediateDirectories: true)
         return p
     }()

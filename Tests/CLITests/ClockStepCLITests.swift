@@ -61,7 +61,7 @@ import Testing
     @Test(arguments: [-3600, 3600])
     func aWallClockStepMidSessionChangesOnlyTheTimestamps(stepSec: Int) throws {
         let lib = try #require(Self.libfaketime, "libfaketime is missing: apt-get install faketime")
-        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("hrg-faketime-\(getpid())-\(stepSec)")
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("hrg-faketime-\(UUID().uuidString)-\(stepSec)")
         try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: dir) }
         let shim = try #require(try Self.buildTimerfdShim(in: dir), "no C compiler (clang, cc) to build the timerfd shim")

@@ -10,7 +10,7 @@ import Testing
 /// The configuration file's `[strap]`, `[camera]` and `[relay]`: what the command line leaves out comes from them.
 @Suite struct ConfigSourcesCLITests {
     static func configFile(_ name: String, _ text: String) throws -> String {
-        let path = FileManager.default.temporaryDirectory.appendingPathComponent("hrg-\(name)-\(getpid()).toml").path
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("hrg-\(name)-\(UUID().uuidString).toml").path
         try text.write(toFile: path, atomically: true, encoding: .utf8)
         return path
     }
