@@ -179,16 +179,6 @@ public final class WebhookForwarder: Sendable {
         try enqueue(json: event.jsonValue.jsonString, to: url)
     }
 
-    /// Commits a batch of samples: `{"type":"biosignal_batch","session_id":…,"samples":[…]}`.
-    public func enqueue(samples: [BiosignalSample], sessionId: String, to url: URL) throws(WebhookError) {
-        guard !samples.isEmpty else { return }
-        let batch: JSONValue = .object([
-            "type": .string("biosignal_batch"), "session_id": .string(sessionId),
-            "samples": .array(samples.map(\.jsonValue)),
-        ])
-        try enqueue(json: batch.jsonString, to: url)
-    }
-
     /// Commits one sample to the batch forming for `sessionId` and `url` (sealed into an item at `batchSize`): on the
     /// caller's thread, on disk when this returns, unless that would wait (work queued on the outbox's queue, or
     /// another process holding the outbox); then on the outbox's queue, after what is there, trying again (50 ms, then

@@ -199,6 +199,13 @@ public final class WebhookOutbox: Sendable {
         try read { db in try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM batch_samples") ?? 0 }
     }
 
+    /// A batch of samples as posted: `{"type":"biosignal_batch","session_id":…,"samples":[…]}`.
+    public static func batchBody(sessionId: String, samples: [JSONValue]) -> String {
+        JSONValue.object([
+            "type": .string("biosignal_batch"), "session_id": .string(sessionId), "samples": .array(samples),
+        ]).jsonString
+    }
+
     private func seal(_ db: Database, url: String, sessionId: String, nowMs: Int64, into result: inout BatchResult)
         throws
     {
@@ -210,9 +217,7 @@ public final class WebhookOutbox: Sendable {
             let text: String = row["sample"]
             return (try? JSONValue(parsing: text)) ?? .string(text)
         }
-        let body = JSONValue.object([
-            "type": .string("biosignal_batch"), "session_id": .string(sessionId), "samples": .array(samples),
-        ]).jsonString
+        let body = Self.batchBody(sessionId: sessionId, samples: samples)
         let (id, dropped) = try insert(db, url: url, body: body, nowMs: nowMs)
         let lastId: Int64 = last["id"]
         try db.execute(

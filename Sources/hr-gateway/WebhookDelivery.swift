@@ -31,11 +31,13 @@ struct WebhookDelivery: Sendable {
     final class Session: Sendable {
         let delivery: WebhookDelivery
         let batcher: WebhookSampleBatcher?
+        private let sessionId: String
         private let loop: Task<Void, Never>
         private let logger = Logger(label: "hr-gateway.webhook")
 
         init(_ delivery: WebhookDelivery, sessionId: String) {
             self.delivery = delivery
+            self.sessionId = sessionId
             let logger = logger
             batcher = delivery.samples
                 ? WebhookSampleBatcher(
@@ -57,7 +59,9 @@ struct WebhookDelivery: Sendable {
             do {
                 try await forwarder.onOutboxQueue { () throws(WebhookError) in try forwarder.enqueue(json: encoded.json, to: url) }
             } catch {
-                logger.warning("webhook: the session_summary could not be queued: \(error)")
+                let message = "webhook: the session_summary could not be queued: \(error); once the outbox is free, "
+                    + "`hr-gateway webhook send \(sessionId)` queues it from the session store (when recorded)"
+                logger.warning("\(message)")
             }
         }
 
