@@ -11,16 +11,20 @@ public struct LockBackoff: Sendable {
 
     public init() {}
 
+    /// The next wait in milliseconds, with no limit.
+    public mutating func next() -> Int64 {
+        let ms = stepMs
+        stepMs = min(stepMs * 2, 1_000)
+        return ms
+    }
+
     /// The next wait in milliseconds, cut to what is left of `limitMs` (nil: no limit); nil when the limit has been
     /// waited already.
-    public mutating func next(within limitMs: Int64? = nil) -> Int64? {
-        var ms = stepMs
-        if let limitMs {
-            guard waitedMs < limitMs else { return nil }
-            ms = min(ms, limitMs - waitedMs)
-            waitedMs += ms
-        }
-        stepMs = min(stepMs * 2, 1_000)
+    public mutating func next(within limitMs: Int64?) -> Int64? {
+        guard let limitMs else { return next() }
+        guard waitedMs < limitMs else { return nil }
+        let ms = min(next(), limitMs - waitedMs)
+        waitedMs += ms
         return ms
     }
 }

@@ -239,7 +239,7 @@ public final class SessionRecorder: Sendable {
                     return false
                 }
                 // No limit: `finish` decides when to stop waiting.
-                Thread.sleep(forTimeInterval: Double(backoff.next() ?? 1_000) / 1_000)
+                Thread.sleep(forTimeInterval: Double(backoff.next()) / 1_000)
             } catch {
                 // Not a wait: write item by item so that what can be written is (the end of the session above all).
                 state.withLock { $0.failed = true }

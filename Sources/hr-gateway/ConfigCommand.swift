@@ -81,7 +81,7 @@ struct ConfigCheckCommand: ParsableCommand {
             rows.append(("session.pattern", "\(pattern) (paces `breathe` and breathing-mode sessions"
                 + "\(c.mode == .breathing ? "" : "; not a \(c.mode.rawValue) session"))"))
         }
-        let named = c.strapDevices.map { $0.contains(" ") ? "\"\($0)\"" : $0 }.joined(separator: ", ")
+        let named = c.strapDevices.map(SourceOptions.quoted).joined(separator: ", ")
         rows.append(("strap.devices", c.strapDevices.isEmpty ? "(none)" : named))
         rows.append(("strap.adapter", c.strapAdapter ?? "(the first powered one)"))
         rows.append(("strap Polar streams", [c.strapECG ? "ECG" : nil, c.strapAccHz.map { "accelerometer at \($0) Hz" }]

@@ -79,9 +79,12 @@ struct SourceOptions: ParsableArguments {
         camera.adopt(settings)
     }
 
+    /// A strap name as the shell takes it: quoted when it holds a space ("Polar H10 1A2B3C4D").
+    static func quoted(_ strap: String) -> String { strap.contains(" ") ? "\"\(strap)\"" : strap }
+
     /// The sources as options, for saying where they came from.
     var described: String {
-        (straps.map { "--strap \($0.contains(" ") ? "\"\($0)\"" : $0)" } + (camera.camera.map { ["--camera \($0)"] } ?? []))
+        (straps.map { "--strap \(Self.quoted($0))" } + (camera.camera.map { ["--camera \($0)"] } ?? []))
             .joined(separator: " ")
     }
 
