@@ -27,6 +27,9 @@ struct RelayOptions: ParsableArguments {
     @Option(help: ArgumentHelp("PEM private key of --tls-cert.", valueName: "file"))
     var tlsKey: String?
 
+    @Flag(name: .customLong("no-tls"), help: "Serve plain ws:// even when the configuration's relay.tls or relay.tls_cert asks for TLS.")
+    var plain = false
+
     /// The TLS files to use, creating the self-signed pair for `--tls` when missing; nil for plain ws://.
     func tlsFiles(stateDirectory: String) throws -> RelayTLSFiles? {
         if let tlsCert, let tlsKey { return RelayTLSFiles(certificatePath: tlsCert, keyPath: tlsKey) }
@@ -38,6 +41,9 @@ struct RelayOptions: ParsableArguments {
 
     func check() throws {
         if (tlsCert == nil) != (tlsKey == nil) { throw ValidationError("--tls-cert and --tls-key go together.") }
+        if plain && (tls || tlsCert != nil) {
+            throw ValidationError("--no-tls and \(tls ? "--tls" : "--tls-cert") contradict each other: give one.")
+        }
         guard let listen else {
             if noAuth { throw ValidationError("--no-auth needs --listen.") }
             return
@@ -56,10 +62,10 @@ struct RelayOptions: ParsableArguments {
     }
 
     /// Takes the configuration's `[relay]` for what the command line leaves out: its address, and its TLS unless
-    /// the command line chose a certificate.
+    /// the command line chose a certificate or `--no-tls`.
     mutating func adopt(_ settings: GatewayConfiguration) {
         listen = listen ?? settings.relayListen
-        if tlsCert == nil && tlsKey == nil {
+        if tlsCert == nil && tlsKey == nil && !plain {
             tlsCert = settings.relayTLSCert
             tlsKey = settings.relayTLSKey
             tls = tls || settings.relayTLS

@@ -26,7 +26,7 @@ struct WebhookSendCommand: AsyncParsableCommand {
 
             Examples:
               hr-gateway webhook send 3f2a9c1e
-              hr-gateway webhook send 3f2a9c1e 77b0 --url https://example.org/hr/summary --samples
+              hr-gateway webhook send 3f2a9c1e 77b0 --samples --url https://example.org/hr
             """
     )
 

@@ -130,6 +130,14 @@ import Testing
         var ownCertificate = try RelayOptions.parse(["--listen", "127.0.0.1:0", "--tls-cert", "c.pem", "--tls-key", "k.pem"])
         ownCertificate.adopt(file)
         #expect(ownCertificate.listen == "127.0.0.1:0" && !ownCertificate.tls && ownCertificate.tlsCert == "c.pem")
+        var plain = try RelayOptions.parse(["--no-tls"])
+        plain.adopt(file)
+        #expect(plain.listen == "0.0.0.0:8765" && !plain.tls && plain.tlsCert == nil)
+        #expect(try plain.tlsFiles(stateDirectory: "/nonexistent") == nil, "plain ws://")
+        #expect(throws: (any Error).self) { try RelayOptions.parse(["--no-tls", "--tls"]).check() }
+        #expect(throws: (any Error).self) {
+            try RelayOptions.parse(["--no-tls", "--tls-cert", "c.pem", "--tls-key", "k.pem"]).check()
+        }
     }
 
     /// The file's check of `strap.acc_hz` offers what the strap code asks a Polar strap for.
