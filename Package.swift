@@ -408,6 +408,7 @@ let package = Package(
             dependencies: [
                 "RelayCore", "RelayStore", "RelayWebServer", "RelayWSClient", "GatewayEngine", "SimulatedProvider",
                 "StorageTestSupport", .product(name: "HummingbirdWSClient", package: "hummingbird-websocket"),
+                .product(name: "NIOEmbedded", package: "swift-nio"),
             ],
             swiftSettings: strict
         ),

@@ -167,6 +167,7 @@ public struct RelayServer: Sendable {
             try await server.serve(principal: principal, inbound: inbound, outbound: outbound)
         }
         let wsResponder = wsRouter.buildResponder()
+        let unused = UnusedConnections()
         let plain = HTTPServerBuilder { responder in
             UpgradeGateChannel(
                 inner: HTTP1WebSocketUpgradeChannel(
@@ -176,7 +177,8 @@ public struct RelayServer: Sendable {
                         maxFrameSize: configuration.maxFrameBytes,
                         autoPing: .enabled(timePeriod: configuration.ping)))
                 ),
-                isAuthorized: { head in server.authorizes(head) }
+                isAuthorized: { head in server.authorizes(head) },
+                unused: unused
             )
         }
         let builder = try configuration.tls.map { try HTTPServerBuilder.tls(plain, tlsConfiguration: $0.serverConfiguration()) }
@@ -208,8 +210,10 @@ public struct RelayServer: Sendable {
                 group.cancelAll()
             }
         } onCancel: {
-            // Open WebSockets would hold up the graceful shutdown: end them (consumers reconnect and resume).
+            // Open WebSockets would hold up the graceful shutdown: end them (consumers reconnect and resume); and
+            // close the connections that never sent a request (a browser's preconnect).
             hub.closeAll()
+            unused.closeAll()
         }
     }
 

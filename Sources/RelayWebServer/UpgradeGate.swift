@@ -3,6 +3,7 @@ import HummingbirdWebSocket
 import Logging
 import NIOCore
 import NIOHTTP1
+import Synchronization
 
 /// Wraps the WebSocket upgrade channel so that an upgrade without a valid token gets **401**, not the 400 that a
 /// refused upgrade produces: the gate strips the `Upgrade` header of such a request before the upgrader sees it, so
@@ -12,12 +13,14 @@ struct UpgradeGateChannel: ServerChildChannel {
 
     let inner: HTTP1WebSocketUpgradeChannel
     let isAuthorized: @Sendable (HTTPRequestHead) -> Bool
+    let unused: UnusedConnections
 
     func setup(channel: any Channel, logger: Logger) -> EventLoopFuture<Value> {
         let negotiated = inner.setup(channel: channel, logger: logger)
         do {
             let decoder = try channel.pipeline.syncOperations.handler(type: ByteToMessageHandler<HTTPRequestDecoder>.self)
             try channel.pipeline.syncOperations.addHandler(UpgradeGate(isAuthorized: isAuthorized), position: .after(decoder))
+            unused.track(channel)
         } catch {
             channel.close(promise: nil)
         }
@@ -68,3 +71,51 @@ final class UpgradeGate: ChannelInboundHandler, RemovableChannelHandler {
 
 // The gate's state is immutable and it runs on its channel's event loop only.
 extension UpgradeGate: @unchecked Sendable {}
+
+/// Every connection from its setup until it closes, so that stopping the server closes those that never sent a
+/// request: also one accepted but not yet handed to its handler when the server stopped (the accepted connections
+/// reach their handlers in the order their setup completes, not the order they arrived), which no handler's
+/// cancellation would reach.
+final class UnusedConnections: Sendable {
+    private struct State {
+        var channels: [ObjectIdentifier: any Channel] = [:]
+        var stopping = false
+    }
+
+    private let state = Mutex(State())
+
+    init() {}
+
+    /// Tracks `channel` until it closes; one set up once the server is stopping is closed at once when unused.
+    func track(_ channel: any Channel) {
+        let key = ObjectIdentifier(channel)
+        let stopping = state.withLock { s -> Bool in
+            if !s.stopping { s.channels[key] = channel }
+            return s.stopping
+        }
+        if stopping { Self.closeIfUnused(channel) } else {
+            channel.closeFuture.whenComplete { [self] _ in _ = state.withLock { $0.channels.removeValue(forKey: key) } }
+        }
+    }
+
+    /// How many connections are tracked (open, or closing).
+    var count: Int { state.withLock { $0.channels.count } }
+
+    /// Closes every tracked connection that has not sent a request head (the gate is still in its pipeline: no
+    /// request has started, and closing loses nothing).
+    func closeAll() {
+        let channels = state.withLock { s -> [any Channel] in
+            s.stopping = true
+            return Array(s.channels.values)
+        }
+        channels.forEach(Self.closeIfUnused)
+    }
+
+    private static func closeIfUnused(_ channel: any Channel) {
+        channel.eventLoop.execute {
+            if (try? channel.pipeline.syncOperations.handler(type: UpgradeGate.self)) != nil {
+                channel.close(promise: nil)
+            }
+        }
+    }
+}
