@@ -56,6 +56,13 @@ import Testing
         #expect(again.status == 0, "\(again.output)")
         #expect(try String(contentsOfFile: config, encoding: .utf8) == "log_level = \"debug\"\n")
         #expect(FileManager.default.fileExists(atPath: config + ".example"))
+        // That configuration names no source for the service (as one kept from before 0.3.0): said.
+        #expect(again.output.contains("names no source"), "\(again.output)")
+        // One that names a strap is not questioned.
+        try "[strap]\ndevices = [\"auto\"]\n".write(toFile: config, atomically: true, encoding: .utf8)
+        let named = try install(["--destdir", stage, "--prefix", "/opt/hrg", "--binary", CLI.executable.path])
+        #expect(named.status == 0, "\(named.output)")
+        #expect(!named.output.contains("names no source"), "\(named.output)")
     }
 
     @Test(.enabled(if: FileManager.default.isExecutableFile(atPath: "/usr/bin/systemd-analyze")))
