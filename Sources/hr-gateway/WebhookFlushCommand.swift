@@ -20,17 +20,9 @@ struct WebhookFlushCommand: AsyncParsableCommand {
             """
     )
 
-    @Option(parsing: .unconditional, help: ArgumentHelp(
-        "Seconds to keep retrying failed items (default: the configuration's webhook.grace_sec, else 10; 0: one "
-            + "attempt each).",
-        valueName: "sec"))
-    var timeout: Int?
+    @OptionGroup var retry: WebhookRetryOptions
 
     @OptionGroup var store: StoreOptions
-
-    func validate() throws {
-        if let t = timeout, t < 0 { throw ValidationError("--timeout must be 0 or more seconds.") }
-    }
 
     func run() async throws {
         let settings = try store.settings()
@@ -43,7 +35,7 @@ struct WebhookFlushCommand: AsyncParsableCommand {
             // Samples a session left forming (it was killed, or is still running) go out now too.
             try forwarder.sealAllBatches()
             before = try forwarder.outbox.pending().count
-            left = try await forwarder.drain(forMs: Int64(timeout ?? settings.webhookGraceSec) * 1000, immediately: true)
+            left = try await forwarder.drain(forMs: retry.ms(settings), immediately: true)
         } catch { throw CommandFailure("\(error)") }
         print("Delivered \(max(0, before - left)) of \(before) webhook item(s); \(left) left in \(forwarder.outbox.path).")
         if left > 0 {

@@ -45,11 +45,7 @@ struct WebhookSendCommand: AsyncParsableCommand {
         valueName: "n"))
     var batchSize: Int?
 
-    @Option(parsing: .unconditional, help: ArgumentHelp(
-        "Seconds to keep retrying failed items (default: the configuration's webhook.grace_sec, else 10; 0: one "
-            + "attempt each).",
-        valueName: "sec"))
-    var timeout: Int?
+    @OptionGroup var retry: WebhookRetryOptions
 
     @OptionGroup var store: StoreOptions
 
@@ -61,7 +57,6 @@ struct WebhookSendCommand: AsyncParsableCommand {
         if let url { do { _ = try parseWebhookURL(url) } catch { throw ValidationError("--url: \(error)") } }
         if let n = batchSize, n < 1 { throw ValidationError("--batch-size must be 1 or more samples.") }
         if batchSize != nil, !samples { throw ValidationError("--batch-size goes with --samples.") }
-        if let t = timeout, t < 0 { throw ValidationError("--timeout must be 0 or more seconds.") }
     }
 
     func run() async throws {
@@ -111,7 +106,7 @@ struct WebhookSendCommand: AsyncParsableCommand {
                 if plan.bodies.isEmpty { nothing.append(plan.sessionId) }
             }
             try forwarder.sealAllBatches()
-            _ = try await forwarder.drain(forMs: Int64(timeout ?? settings.webhookGraceSec) * 1000, immediately: true)
+            _ = try await forwarder.drain(forMs: retry.ms(settings), immediately: true)
         } catch { throw CommandFailure("\(error)") }
 
         let left: Int

@@ -24,6 +24,23 @@ import WebhookTestSupport
         return (replay, config, stateDir)
     }
 
+    /// Runs `arguments` (a stream) until its first session_frame, then kills it (SIGKILL); returns that frame's
+    /// sample count.
+    func killedAtItsFirstFrame(_ arguments: [String]) throws -> Int {
+        let stream = try RunningCLI(arguments)
+        var received = 0
+        while let line = stream.readLine() {
+            let event = try JSONValue(parsing: line)
+            if event["type"] == .string("session_frame") {
+                received = Int(event["metrics"]?["sample_count"]?.intValue ?? 0)
+                break
+            }
+        }
+        stream.signal(SIGKILL)
+        _ = stream.wait()
+        return received
+    }
+
     @Test func theSummaryReachesAFailingWebhookExactlyOnce() throws {
         let server = try FlakyServer(failing: 2)
         let (replay, config, stateDir) = try fixtures()
@@ -130,20 +147,10 @@ import WebhookTestSupport
         let server = try FlakyServer(failing: 0, failWhile: gate)
         let (replay, config, stateDir) = try fixtures()
         // A batch holds 60 samples; the stream is killed long before one fills.
-        let stream = try RunningCLI([
+        let received = try killedAtItsFirstFrame([
             "stream", "--replay", replay, "--replay-speed", "4", "--format", "jsonl", "--session-id", "wh-kill",
             "--webhook", server.url.absoluteString, "--webhook-samples", "--state-dir", stateDir, "--config", config,
         ])
-        var received = 0
-        while let line = stream.readLine() {
-            let event = try JSONValue(parsing: line)
-            if event["type"] == .string("session_frame") {
-                received = Int(event["metrics"]?["sample_count"]?.intValue ?? 0)
-                break
-            }
-        }
-        stream.signal(SIGKILL)
-        _ = stream.wait()
         #expect(received > 0)
 
         try FileManager.default.removeItem(atPath: gate)

@@ -101,20 +101,10 @@ extension StreamWebhookTests {
     @Test func aKilledSessionHasOnlyItsSamplesToSend() throws {
         let server = try FlakyServer(failing: 0)
         let (replay, config, stateDir) = try fixtures()
-        let stream = try RunningCLI([
+        let received = try killedAtItsFirstFrame([
             "stream", "--replay", replay, "--replay-speed", "4", "--format", "jsonl", "--session-id", "send-kill",
             "--state-dir", stateDir, "--config", config,
         ])
-        var received = 0
-        while let line = stream.readLine() {
-            let event = try JSONValue(parsing: line)
-            if event["type"] == .string("session_frame") {
-                received = Int(event["metrics"]?["sample_count"]?.intValue ?? 0)
-                break
-            }
-        }
-        stream.signal(SIGKILL)
-        _ = stream.wait()
         #expect(received > 0)
 
         let bare = try CLI.run([
