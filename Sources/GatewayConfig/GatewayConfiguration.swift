@@ -95,11 +95,13 @@ public struct GatewayConfiguration: Sendable, Equatable {
 
     /// Reads `path` over the defaults.
     public static func load(path: String) throws(ConfigurationError) -> (GatewayConfiguration, warnings: [String]) {
-        guard let data = FileManager.default.contents(atPath: path) else {
-            let reason = PathReason.unreadable(path, notA: "a configuration file (give the .toml file in it)")
-            throw ConfigurationError(path: path, line: nil, message: reason ?? "cannot be read")
+        let bytes: [UInt8]
+        do {
+            bytes = try SystemCall.readFile(path, notA: "a configuration file (give the .toml file in it)", limit: 1 << 20)
+        } catch {
+            throw ConfigurationError(path: path, line: nil, message: error.reason)
         }
-        guard let text = String(data: data, encoding: .utf8) else {
+        guard let text = String(validating: bytes, as: UTF8.self) else {
             throw ConfigurationError(path: path, line: nil, message: "not UTF-8 text")
         }
         return try parse(text, path: path)

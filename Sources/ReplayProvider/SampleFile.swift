@@ -111,11 +111,12 @@ public enum SampleFile {
     /// `truncatedTail`. Throws when the file cannot be read, or holds no sample: naming the first unreadable line,
     /// or saying that it is an event log rather than a recording.
     public static func read(path: String) throws(ReadError) -> Contents {
-        guard let data = FileManager.default.contents(atPath: path) else {
-            let reason = PathReason.unreadable(path, notA: "a recording (JSON lines, as --record writes them)")
-            throw ReadError(path: path, line: nil, reason: reason ?? "cannot be read")
+        var bytes: [UInt8]
+        do {
+            bytes = try SystemCall.readFile(path, notA: "a recording (JSON lines, as --record writes them)")
+        } catch {
+            throw ReadError(path: path, line: nil, reason: error.reason)
         }
-        var bytes = [UInt8](data)
         if bytes.starts(with: [0xEF, 0xBB, 0xBF]) { bytes.removeFirst(3) }  // a byte order mark (Windows editors)
         var contents = Contents()
         var latest: Int64?

@@ -1,6 +1,7 @@
 import ArgumentParser
 import FaceDetection
 import Foundation
+import SystemCalls
 import GatewayEngine
 import RPPG
 import RPPGAnalysis
@@ -83,8 +84,9 @@ struct AnalyzeCommand: ParsableCommand {
         let isCSV = file.lowercased().hasSuffix(".csv")
         let result: OfflineAnalysisResult
         if isCSV {
-            guard let data = FileManager.default.contents(atPath: file) else {
-                throw AnalyzeError("cannot read \(file): no such file or not readable")
+            let data: [UInt8]
+            do { data = try SystemCall.readFile(file, notA: "a trace (CSV)") } catch {
+                throw AnalyzeError("cannot read \(file): \(error.reason)")
             }
             let rows: RGBTraceRows
             do {

@@ -54,7 +54,6 @@ struct EmulateStrapCommand: AsyncParsableCommand {
     var pmdECG: String?
 
     /// Why a file could not be read as text, in words (not Foundation's "The operation could not be completed").
-    static func unreadableReason(_ path: String) -> String { PathReason.unreadable(path) ?? "not UTF-8 text" }
 
     func run() async throws {
         var logger = Logger(label: "hr-gateway.emulate-strap")
@@ -62,16 +61,16 @@ struct EmulateStrapCommand: AsyncParsableCommand {
         var series = [UInt16](repeating: 1024, count: 60)
         if let rr {
             let text: String
-            do { text = try String(contentsOfFile: rr, encoding: .utf8) } catch {
-                throw CommandFailure("cannot read --rr \(rr): \(Self.unreadableReason(rr))")
+            do { text = String(decoding: try SystemCall.readFile(rr, notA: "an RR file"), as: UTF8.self) } catch {
+                throw CommandFailure("cannot read --rr \(rr): \(error.reason)")
             }
             do { series = try RRSeries(parsing: text, name: rr).rr1024 } catch { throw CommandFailure("\(error)") }
         }
         var ecg: [Int32]?
         if let pmdECG {
             let text: String
-            do { text = try String(contentsOfFile: pmdECG, encoding: .utf8) } catch {
-                throw CommandFailure("cannot read --pmd-ecg \(pmdECG): \(Self.unreadableReason(pmdECG))")
+            do { text = String(decoding: try SystemCall.readFile(pmdECG, notA: "an ECG file"), as: UTF8.self) } catch {
+                throw CommandFailure("cannot read --pmd-ecg \(pmdECG): \(error.reason)")
             }
             let lines = text.split(whereSeparator: \.isNewline).map { $0.trimmingCharacters(in: .whitespaces) }
             let values = lines.filter { !$0.isEmpty && $0 != "ecg_uv" }.map { Int32($0) }

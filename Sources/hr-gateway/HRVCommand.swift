@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import SystemCalls
 import GatewayEngine
 import HRVAnalysis
 
@@ -219,11 +220,9 @@ struct HRVCommand: ParsableCommand {
         if path == "-" {
             data = FileHandle.standardInput.readDataToEndOfFile()
         } else {
-            guard let d = FileManager.default.contents(atPath: path) else {
-                let exists = FileManager.default.fileExists(atPath: path)
-                throw HRVCommandError(message: "\(path): \(exists ? "cannot be read (permissions, or a directory?)" : "no such file")")
+            do { data = Data(try SystemCall.readFile(path, notA: "an RR file")) } catch {
+                throw HRVCommandError(message: error.description)
             }
-            data = d
         }
         guard let text = String(data: data, encoding: .utf8) else {
             throw HRVCommandError(message: "\(path): not UTF-8 text; expected a CSV or one RR value per line")

@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import SystemCalls
 import GatewayConfig
 import MQTTSink
 
@@ -44,8 +45,9 @@ struct MQTTOptions: ParsableArguments {
     static func broker(_ url: String, passwordFile: String?) throws -> MQTTBrokerURL {
         var broker = try MQTTBrokerURL(parsing: url)
         if let file = passwordFile {
-            guard let text = try? String(contentsOfFile: file, encoding: .utf8) else {
-                throw CommandFailure("--mqtt-password-file: cannot read \(file)")
+            let text: String
+            do { text = String(decoding: try SystemCall.readFile(file, limit: 65_536), as: UTF8.self) } catch {
+                throw CommandFailure("--mqtt-password-file: cannot read \(file): \(error.reason)")
             }
             broker.password = String(text.split(omittingEmptySubsequences: false, whereSeparator: \.isNewline).first ?? "")
         }

@@ -49,9 +49,11 @@ enum CLI {
 
     /// Runs to completion and returns the exit status and both outputs; with `asUser`, as that user id (and group
     /// id), through util-linux's setpriv (which needs root); with `stdoutTo`, standard output goes to that file (such
-    /// as /dev/full) and `stdout` comes back empty.
+    /// as /dev/full) and `stdout` comes back empty; with `input`, standard input is a pipe carrying it (else
+    /// /dev/null).
     static func run(
-        _ arguments: [String], environment: [String: String] = [:], asUser uid: UInt32? = nil, stdoutTo: String? = nil
+        _ arguments: [String], environment: [String: String] = [:], asUser uid: UInt32? = nil, stdoutTo: String? = nil,
+        input: Data? = nil
     ) throws -> Result {
         let p = Process()
         if let uid {
@@ -71,8 +73,16 @@ enum CLI {
             p.standardOutput = out
         }
         p.standardError = err
-        p.standardInput = FileHandle.nullDevice
+        let stdin = input.map { _ in Pipe() }
+        p.standardInput = stdin ?? FileHandle.nullDevice
         try p.run()
+        if let stdin, let input {
+            let writer = stdin.fileHandleForWriting
+            Thread.detachNewThread {
+                try? writer.write(contentsOf: input)
+                try? writer.close()
+            }
+        }
         // Read both pipes to the end before waiting, so a full pipe cannot block the child.
         let errData = Locked(Data())
         let done = DispatchSemaphore(value: 0)

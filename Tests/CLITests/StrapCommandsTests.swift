@@ -25,8 +25,10 @@ struct StrapCommandsTests {
     @Test func anUnreadableEmulatorFileSaysWhy() throws {
         let r = try CLI.run(["emulate-strap", "--rr", "/"])
         #expect(r.status == 1, "a failure while running, as every command's")
-        #expect(r.stderr.contains("cannot read --rr /: a directory, not a file"), "\(r.stderr)")
-        #expect(EmulateStrapCommand.unreadableReason("/no/such/file") == "no such file")
+        #expect(r.stderr.contains("cannot read --rr /: a directory, not an RR file"), "\(r.stderr)")
+        let missing = try CLI.run(["emulate-strap", "--pmd-ecg", "/no/such/file"])
+        #expect(missing.status == 1)
+        #expect(missing.stderr.contains("cannot read --pmd-ecg /no/such/file: no such file"), "\(missing.stderr)")
     }
 
     @Test func theRootCommandDispatchesToTheStrapCommandsWithTheirOptions() throws {

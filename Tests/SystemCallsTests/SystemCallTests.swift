@@ -79,3 +79,39 @@ import Testing
         #expect(PathReason.unwritable("/x", code: EROFS) == "Read-only file system")
     }
 }
+
+@Suite struct ReadFileTests {
+    /// Pipes and devices have no size to read up to: what Foundation's `contents(atPath:)` refuses is read here.
+    @Test func aPipeAndADeviceAreReadLikeAFile() throws {
+        var fds: [Int32] = [0, 0]
+        try #require(pipe(&fds) == 0)
+        let text = Array(String(repeating: "812\n", count: 40_000).utf8)  // more than a pipe holds at once
+        let writeEnd = fds[1]
+        let writer = Thread {
+            text.withUnsafeBytes { try? SystemCall.writeAll(writeEnd, $0) }
+            close(writeEnd)
+        }
+        writer.start()
+        defer { close(fds[0]) }
+        #expect(try SystemCall.readFile("/dev/fd/\(fds[0])") == text)
+        #expect(try SystemCall.readFile("/dev/null") == [])
+    }
+
+    @Test func aFailureSaysWhyInThePathsWords() throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("hrg-read-\(UUID().uuidString)").path
+        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        #expect(throws: FileReadError(path: dir + "/none", code: ENOENT, reason: "no such file")) {
+            try SystemCall.readFile(dir + "/none")
+        }
+        #expect(throws: FileReadError(path: dir, code: EISDIR, reason: "a directory, not an RR file")) {
+            try SystemCall.readFile(dir, notA: "an RR file")
+        }
+    }
+
+    @Test func aDeviceThatNeverEndsStopsAtTheLimit() {
+        #expect(throws: FileReadError(path: "/dev/zero", code: EFBIG, reason: "longer than 100000 bytes: not a file")) {
+            try SystemCall.readFile("/dev/zero", limit: 100_000)
+        }
+    }
+}
