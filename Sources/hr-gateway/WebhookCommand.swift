@@ -3,7 +3,7 @@ import ArgumentParser
 struct WebhookCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "webhook",
-        abstract: "Inspect and deliver the webhook outbox.",
+        abstract: "Inspect and deliver the webhook outbox; send a recorded session again.",
         discussion: """
             `stream --webhook URL` writes each session_summary (and with --webhook-samples, sample batches) to \
             outbox.sqlite in the state directory before posting it, and deletes it only once the server has \
