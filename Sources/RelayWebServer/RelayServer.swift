@@ -120,6 +120,7 @@ public struct RelayServer: Sendable {
                 do {
                     file = try await Self.archiveRead { try archive.export(id: id, format: format) }
                 } catch let error as SessionArchiveError {
+                    if case .nothingToExport = error { throw HTTPError(.notFound, message: "\(error)\n") }
                     throw HTTPError(.badRequest, message: "\(error)\n")
                 } catch {
                     throw HTTPError(.internalServerError, message: "The session store cannot be read: \(error)\n")

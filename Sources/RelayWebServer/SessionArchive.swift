@@ -22,10 +22,13 @@ public struct SessionArchiveFile: Sendable {
 
 public enum SessionArchiveError: Error, Sendable, CustomStringConvertible {
     case badFormat(String, supported: [String])
+    /// The session holds nothing of what the format exports (no raw ECG for ecg-csv): why, and how it is recorded.
+    case nothingToExport(String)
     public var description: String {
         switch self {
         case .badFormat(let f, let supported):
             "No export format \"\(f.prefix(20))\": use format=\(supported.joined(separator: ", format="))."
+        case .nothingToExport(let why): why.prefix(1).uppercased() + why.dropFirst() + "."
         }
     }
 }

@@ -12,6 +12,83 @@ public enum SessionExport {
         case jsonl
         /// EDF+ (binary): heart rate as a 1 Hz signal, every beat and the session's events as annotations.
         case edf
+        /// One row per raw ECG sample: `session_id,device_id,time_ms,ecg_uv,segment_start`.
+        case ecgCSV = "ecg-csv"
+        /// One row per accelerometer sample: `session_id,device_id,time_ms,x_g,y_g,z_g,segment_start`.
+        case accCSV = "acc-csv"
+
+        /// The file name's extension: `ecg.csv` for ecg-csv.
+        public var fileExtension: String {
+            switch self {
+            case .ecgCSV: "ecg.csv"
+            case .accCSV: "acc.csv"
+            default: rawValue
+            }
+        }
+    }
+
+    /// A regular stream a strap records in chunks (Polar PMD).
+    public enum Waveform: Sendable {
+        case ecg, acc
+
+        public var csvHeader: String {
+            switch self {
+            case .ecg: "session_id,device_id,time_ms,ecg_uv,segment_start"
+            case .acc: "session_id,device_id,time_ms,x_g,y_g,z_g,segment_start"
+            }
+        }
+
+        /// What the session lacks when it holds none, and how it is recorded.
+        public var missing: String {
+            switch self {
+            case .ecg: "no raw ECG (recorded by `stream --strap … --ecg` from a Polar strap)"
+            case .acc: "no accelerometer samples (recorded by `stream --strap … --acc HZ` from a Polar strap)"
+            }
+        }
+
+        /// A sample's chunk as rows of values (already formatted), and its rate; nil when it holds none.
+        func chunk(_ s: BiosignalSample) -> (values: [String], rateHz: Double)? {
+            switch self {
+            case .ecg:
+                guard let v = s.ecgUv, !v.isEmpty, let r = s.ecgRateHz, r > 0, r.isFinite else { return nil }
+                return (v.map { String($0) }, r)
+            case .acc:
+                guard let v = s.accG, !v.isEmpty, let r = s.accRateHz, r > 0, r.isFinite else { return nil }
+                return (v.map { "\(SessionExport.number($0.x)),\(SessionExport.number($0.y)),\(SessionExport.number($0.z))" }, r)
+            }
+        }
+    }
+
+    /// One row per sample of `waveform`, in arrival order, each at its time (epoch ms, to the microsecond). The
+    /// samples of a device follow each other exactly 1/rate apart: a chunk continues the previous one sample for
+    /// sample as in the EDF export (`ChunkPlacer`), and starts a new segment (`segment_start` 1, its time its own)
+    /// after lost frames, a clock reset or a change of rate. Nil when the session holds none.
+    public static func waveformCSV(sessionId: String, samples: [BiosignalSample], waveform: Waveform) -> String? {
+        struct Track {
+            let t0: Int64
+            var placer: ChunkPlacer
+        }
+        var tracks: [String: Track] = [:]
+        var out = waveform.csvHeader + "\n"
+        var any = false
+        for s in samples {
+            guard let (values, rate) = waveform.chunk(s) else { continue }
+            any = true
+            let device = s.deviceId ?? s.source
+            if tracks[device]?.placer.rateHz != rate {
+                tracks[device] = Track(t0: s.timestampMs, placer: ChunkPlacer(rateHz: rate))
+            }
+            let t0 = tracks[device]!.t0
+            let before = tracks[device]!.placer.next
+            let first = tracks[device]!.placer.place(
+                at: Double(s.timestampMs - t0) / 1000 * rate, count: values.count, gapBefore: s.gapBefore)
+            for (k, value) in values.enumerated() {
+                let timeMs = Double(t0) + Double(first + k) * 1000 / rate
+                let starts = k == 0 && before != first
+                out += "\(field(sessionId)),\(field(device)),\(String(format: "%.3f", timeMs)),\(value),\(starts ? 1 : 0)\n"
+            }
+        }
+        return any ? out : nil
     }
 
     public static let csvHeader = "session_id,device_id,beat_time_ms,rr_ms,rr_1024,hr_bpm,contact"
@@ -194,6 +271,12 @@ extension SessionStore {
         case .jsonl: return Array(SessionExport.jsonl(samples: samples).utf8)
         case .json: return Array(SessionExport.json(session: s, samples: samples, events: try events(sessionId: id)).utf8)
         case .edf: return SessionExport.edf(session: s, samples: samples, events: try events(sessionId: id))
+        case .ecgCSV, .accCSV:
+            let waveform: SessionExport.Waveform = format == .ecgCSV ? .ecg : .acc
+            guard let csv = SessionExport.waveformCSV(sessionId: id, samples: samples, waveform: waveform) else {
+                throw .nothingToExport("session \(id) holds \(waveform.missing)")
+            }
+            return Array(csv.utf8)
         }
     }
 

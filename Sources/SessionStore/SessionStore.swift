@@ -17,6 +17,8 @@ public enum StoreError: Error, Sendable, Equatable, CustomStringConvertible {
     case ambiguousPrefix(String, [String])
     /// Another process holds the database (after the 10 s wait): try again later.
     case busy(String)
+    /// The session holds nothing of what was asked for (an export of its ECG when none was recorded).
+    case nothingToExport(String)
 
     public var description: String {
         switch self {
@@ -30,6 +32,7 @@ public enum StoreError: Error, Sendable, Equatable, CustomStringConvertible {
                 + (ids.count > 10 ? ids.prefix(10).joined(separator: ", ") + ", …" : ids.joined(separator: ", "))
                 + "; give more of the id"
         case .busy(let m): "session database is held by another process: \(m)"
+        case .nothingToExport(let m): m
         }
     }
 }

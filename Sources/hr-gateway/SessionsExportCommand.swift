@@ -9,7 +9,7 @@ extension SessionExport.Format: ExpressibleByArgument {}
 struct SessionsExportCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "export",
-        abstract: "Write a recorded session as CSV (one row per beat), JSON, JSON lines (replayable) or EDF+.",
+        abstract: "Write a recorded session as CSV (one row per beat, or per ECG or motion sample), JSON, JSON lines (replayable) or EDF+.",
         discussion: """
             Formats:
               csv    one row per RR interval, with the columns
@@ -31,6 +31,15 @@ struct SessionsExportCommand: ParsableCommand {
                      1 Hz signal, every beat (the csv's beat times) and the
                      session's events as annotations; times from the whole
                      second at the start, in UTC; see docs/store.md
+              ecg-csv  one row per raw ECG sample (Polar straps, stream --ecg):
+                     session_id,device_id,time_ms,ecg_uv,segment_start
+                     time_ms: epoch ms of the sample, to the microsecond;
+                       a device's samples are exactly 1/rate apart (130 Hz
+                       for an H10) within a segment, as in the EDF; a new
+                       segment (segment_start 1, at its own time) begins
+                       after lost frames or a clock reset
+              acc-csv  one row per accelerometer sample (stream --acc HZ):
+                     session_id,device_id,time_ms,x_g,y_g,z_g,segment_start
 
             ID is a session id or its first characters (enough to name one session).
 
@@ -38,13 +47,14 @@ struct SessionsExportCommand: ParsableCommand {
               hr-gateway sessions export 3f2a9c1e --format csv > beats.csv
               hr-gateway sessions export 3f2a9c1e --format jsonl --output s.jsonl
               hr-gateway sessions export 3f2a9c1e --format edf --output s.edf
+              hr-gateway sessions export 3f2a9c1e --format ecg-csv > ecg.csv
             """
     )
 
     @Argument(help: "The session id, or its first characters (see `hr-gateway sessions list`).")
     var id: String
 
-    @Option(help: "csv, json, jsonl or edf.")
+    @Option(help: "csv, json, jsonl, edf, ecg-csv or acc-csv.")
     var format: SessionExport.Format = .csv
 
     @Option(help: ArgumentHelp("Write to FILE instead of standard output.", valueName: "file"))

@@ -37,11 +37,16 @@ final class StoreSessionArchive: SessionArchive {
         let store = try store()
         guard try store.session(id: id) != nil else { return nil }
         let type = switch f {
-        case .csv: "text/csv; charset=utf-8"
+        case .csv, .ecgCSV, .accCSV: "text/csv; charset=utf-8"
         case .json: "application/json"
         case .jsonl: "application/x-ndjson"
         case .edf: "application/octet-stream"
         }
-        return SessionArchiveFile(contentType: type, filename: "session-\(id).\(f.rawValue)", body: try store.export(id: id, format: f))
+        let body: [UInt8]
+        do { body = try store.export(id: id, format: f) } catch {
+            if case .nothingToExport(let why) = error { throw SessionArchiveError.nothingToExport(why) }
+            throw error
+        }
+        return SessionArchiveFile(contentType: type, filename: "session-\(id).\(f.fileExtension)", body: body)
     }
 }

@@ -187,6 +187,49 @@ import Testing
         #expect(bytes.split(separator: 0x14).filter { $0.elementsEqual("beat".utf8) }.count == 120)
     }
 
+    /// A real ECG excerpt (Tests/Fixtures/ecg_mitbih208_130hz.csv) recorded as `stream --ecg` records a Polar strap's
+    /// chunks (73 samples, times off by a few ms), replayed into the store: `--format ecg-csv` has every sample once,
+    /// in order, 1/130 s apart; the session has no accelerometer, and acc-csv says so.
+    @Test func theECGExportHasEverySampleAtItsTime() throws {
+        let dir = tempDir()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let fixture = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .appendingPathComponent("Fixtures/ecg_mitbih208_130hz.csv").path
+        let ecg = try String(contentsOfFile: fixture, encoding: .utf8).split(separator: "\n").dropFirst()
+            .prefix(130 * 15).map { try #require(Int32($0.trimmingCharacters(in: .whitespaces))) }
+        var samples: [BiosignalSample] = []
+        for start in stride(from: 0, to: ecg.count, by: 73) {
+            let ms = 5_000_000 + Int64((Double(start) * 1000 / 130).rounded()) + Int64(start % 5) - 2
+            samples.append(BiosignalSample(
+                timestampMs: ms, bpm: 0, deviceId: "A0:9E:1A:00:00:02", source: "polar_ecg",
+                ecgUv: Array(ecg[start..<min(start + 73, ecg.count)]), ecgRateHz: 130))
+        }
+        for i in 0..<15 {
+            samples.append(BiosignalSample(timestampMs: 5_000_900 + Int64(i) * 1000, bpm: 60, rrIntervalsMs: [1000],
+                                           deviceId: "A0:9E:1A:00:00:02", source: "ble_hrm"))
+        }
+        samples.sort { $0.timestampMs < $1.timestampMs }
+        try samples.map { $0.jsonValue.jsonString + "\n" }.joined().write(toFile: dir + "/ecg.jsonl", atomically: true, encoding: .utf8)
+        let replay = try CLI.run(["stream", "--replay", dir + "/ecg.jsonl", "--replay-speed", "1000", "--format", "jsonl",
+                                  "--session-id", "ecg-1", "--state-dir", dir])
+        #expect(replay.status == 0, "\(replay.stderr)")
+
+        let export = try CLI.run(["sessions", "export", "ecg-1", "--format", "ecg-csv", "--state-dir", dir])
+        #expect(export.status == 0, "\(export.stderr)")
+        #expect(export.lines.first == "session_id,device_id,time_ms,ecg_uv,segment_start")
+        let rows = export.lines.dropFirst().map { $0.split(separator: ",").map(String.init) }
+        #expect(rows.map { Int32($0[3]) ?? 0 } == ecg)
+        #expect(rows.filter { $0[4] == "1" }.count == 1, "one segment")
+        let times = rows.compactMap { Double($0[2]) }
+        #expect(times.count == ecg.count)
+        #expect(zip(times, times.dropFirst()).allSatisfy { abs(($1 - $0) - 1000 / 130) < 0.0011 })
+
+        let acc = try CLI.run(["sessions", "export", "ecg-1", "--format", "acc-csv", "--state-dir", dir])
+        #expect(acc.status == 1)
+        #expect(acc.stderr.contains("session ecg-1 holds no accelerometer samples"), "\(acc.stderr)")
+        #expect(acc.stdout.isEmpty)
+    }
+
     /// A --session-id already in the store is refused before the session starts (it used to run unrecorded, status
     /// 0, with a warning); the stored session is untouched.
     @Test func aSessionIdAlreadyInTheStoreIsRefused() throws {

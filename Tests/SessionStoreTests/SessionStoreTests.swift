@@ -424,3 +424,68 @@ struct SessionStoreOpenErrorTests {
         #expect(text.contains("Not a directory (\(dir)/file/state)"), "\(text)")
     }
 }
+
+@Suite struct WaveformCSVTests {
+    func ecgChunk(_ ms: Int64, _ values: [Int32], device: String = "A0:9E", gap: Bool = false) -> BiosignalSample {
+        BiosignalSample(timestampMs: ms, bpm: 0, deviceId: device, source: "polar_ecg", gapBefore: gap,
+                        ecgUv: values, ecgRateHz: 130)
+    }
+
+    func rows(_ csv: String) -> [[String]] {
+        csv.split(separator: "\n").dropFirst().map { $0.split(separator: ",", omittingEmptySubsequences: false).map(String.init) }
+    }
+
+    /// Chunks whose times wander by a few ms (the strap clock's mapping, rounded to the ms) give samples exactly
+    /// 1/130 s apart, every value once and in order; lost frames start a segment at the chunk's own time.
+    @Test func samplesAreExactlyOneRateApartWithinASegment() throws {
+        let t0: Int64 = 1_700_000_000_000
+        let values = (0..<(73 * 4)).map { Int32($0 * 3 - 400) }
+        var samples: [BiosignalSample] = []
+        for k in 0..<3 {
+            let ms = t0 + Int64((Double(k * 73) * 1000 / 130).rounded()) + [0, 4, -3][k]
+            samples.append(ecgChunk(ms, Array(values[(k * 73)..<((k + 1) * 73)])))
+        }
+        // The fourth chunk after a lost one: flagged, and placed at its own time.
+        let lateMs = t0 + Int64((Double(5 * 73) * 1000 / 130).rounded()) + 2
+        samples.append(ecgChunk(lateMs, Array(values[(3 * 73)...]), gap: true))
+        // A heart-rate sample between them is not a row.
+        samples.insert(BiosignalSample(timestampMs: t0 + 500, bpm: 61, rrIntervalsMs: [980], deviceId: "A0:9E",
+                                       source: "ble_hrm"), at: 1)
+
+        let csv = try #require(SessionExport.waveformCSV(sessionId: "s", samples: samples, waveform: .ecg))
+        #expect(csv.hasPrefix("session_id,device_id,time_ms,ecg_uv,segment_start\n"))
+        let r = rows(csv)
+        #expect(r.count == values.count)
+        #expect(r.map { Int32($0[3]) } == values.map { Optional($0) }, "every value once, in order")
+        let times = r.compactMap { Double($0[2]) }
+        let steps = zip(times, times.dropFirst()).map { $1 - $0 }
+        #expect(steps.prefix(3 * 73 - 1).allSatisfy { abs($0 - 1000 / 130) < 0.0011 }, "\(steps.prefix(5))")
+        #expect(times[0] == Double(t0))
+        #expect(abs(times[3 * 73] - Double(lateMs)) < 1000 / 130, "after the gap: at its own time")
+        #expect(r.map { $0[4] }.enumerated().filter { $0.element == "1" }.map(\.offset) == [0, 3 * 73])
+        #expect(r.allSatisfy { $0[0] == "s" && $0[1] == "A0:9E" })
+    }
+
+    @Test func eachDeviceHasItsOwnTimelineAndAccelerometerRowsHaveThreeAxes() throws {
+        let t0: Int64 = 1_700_000_000_000
+        let samples = [
+            ecgChunk(t0, [1, 2], device: "A"), ecgChunk(t0 + 3, [7, 8], device: "B"),
+            ecgChunk(t0 + 15, [3, 4], device: "A"),
+        ]
+        let r = rows(try #require(SessionExport.waveformCSV(sessionId: "s", samples: samples, waveform: .ecg)))
+        #expect(r.filter { $0[1] == "A" }.map { $0[3] } == ["1", "2", "3", "4"])
+        #expect(r.filter { $0[1] == "A" }.map { $0[4] } == ["1", "0", "0", "0"], "A's second chunk continues its first")
+        #expect(r.filter { $0[1] == "B" }.first?[2] == String(format: "%.3f", Double(t0 + 3)))
+
+        let acc = BiosignalSample(timestampMs: t0, bpm: 0, deviceId: "A", source: "polar_acc",
+                                  accG: [SIMD3(0.01, -0.5, 1), SIMD3(0.02, -0.25, 0.98)], accRateHz: 50)
+        let a = try #require(SessionExport.waveformCSV(sessionId: "s", samples: [acc], waveform: .acc))
+        #expect(a == """
+            session_id,device_id,time_ms,x_g,y_g,z_g,segment_start
+            s,A,1700000000000.000,0.01,-0.5,1,1
+            s,A,1700000000020.000,0.02,-0.25,0.98,0
+
+            """)
+        #expect(SessionExport.waveformCSV(sessionId: "s", samples: samples, waveform: .acc) == nil)
+    }
+}

@@ -144,6 +144,22 @@ def main():
                 got = shown[first:first + len(ecg)]
                 assert got == ecg, f"ECG in the EDF differs from the recording from sample {next((i for i, (a, b) in enumerate(zip(got, ecg)) if a != b), len(got))}"
                 assert all(v == 0 for v in shown[first + len(ecg):]), "samples after the recording"
+                # The per-sample CSV export puts every sample where the EDF has it: its time, on the EDF's 130 Hz
+                # grid from the file's start, is within half a sample of the EDF's place for it (the EDF rounds the
+                # first chunk's time to its grid; the CSV keeps it), by the same offset for every sample.
+                edf_start_ms = g.getStartdatetime().replace(tzinfo=datetime.timezone.utc).timestamp() * 1000
+                rows = list(csv.DictReader(io.StringIO(run(["sessions", "export", "edf-ecg", "--format", "ecg-csv",
+                                                            "--state-dir", work]).decode())))
+                assert [int(r["ecg_uv"]) for r in rows] == ecg, "ecg-csv does not hold the recording, once, in order"
+                at = [(float(r["time_ms"]) - edf_start_ms) * 130 / 1000 for r in rows]
+                offsets = [a - round(a) for a in at]
+                assert all(abs(o) <= 0.5 and abs(o - offsets[0]) < 1e-3 for o in offsets), \
+                    f"ecg-csv times are not on the EDF's grid with one offset: {at[:3]}"
+                assert [shown[round(a)] for a in at] == ecg, "ecg-csv times do not point at the EDF's samples"
+                acc_rows = list(csv.DictReader(io.StringIO(run(["sessions", "export", "edf-ecg", "--format", "acc-csv",
+                                                                "--state-dir", work]).decode())))
+                assert [[float(r["x_g"]), float(r["y_g"]), float(r["z_g"])] for r in acc_rows] == acc, \
+                    "acc-csv does not hold the recording's accelerometer"
             finally:
                 g.close()
 
@@ -153,7 +169,7 @@ def main():
         check("every breathing cue is an annotation with its phase, start and duration; start and end", cue_annotations)
         f.close()
         check("recorded raw ECG (130 Hz, µV) and accelerometer (50 Hz, g) are channels holding every sample, in order, "
-              "at its place", ecg_channel)
+              "at its place; the ecg-csv export has each at the EDF's time", ecg_channel)
     except Exception as e:
         report.setup_failed(e)
     finally:
