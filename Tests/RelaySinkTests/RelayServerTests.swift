@@ -151,7 +151,10 @@ func sendGet(port: Int, path: String, headers: [String] = []) throws -> Int32 {
             "[" + [#"{"session_id":"s2"}"#, #"{"session_id":"s1"}"#].prefix(limit).joined(separator: ",") + "]"
         }
         func export(id: String, format: String) throws -> SessionArchiveFile? {
-            guard ["csv", "json"].contains(format) else { throw SessionArchiveError.badFormat(format, supported: ["csv", "json"]) }
+            guard ["csv", "json", "ecg-csv"].contains(format) else {
+                throw SessionArchiveError.badFormat(format, supported: ["csv", "json", "ecg-csv"])
+            }
+            if format == "ecg-csv" { throw SessionArchiveError.nothingToExport("session \(id) holds no raw ECG") }
             return id == "s1" ? SessionArchiveFile(contentType: "text/csv; charset=utf-8", filename: "session-s1.csv", body: Array("a,b\n".utf8)) : nil
         }
     }
@@ -173,6 +176,8 @@ func sendGet(port: Int, path: String, headers: [String] = []) throws -> Int32 {
         #expect(missingHead.contains(" 404 ") && missing.contains("No recorded session nope"), "\(missing)")
         let (bad, badHead) = try await httpGet(port: relay.port, path: "/v1/sessions/s1/export?format=edf", headers: auth)
         #expect(badHead.contains(" 400 ") && bad.contains("format=csv, format=json"), "\(bad)")
+        let (none, noneHead) = try await httpGet(port: relay.port, path: "/v1/sessions/s1/export?format=ecg-csv", headers: auth)
+        #expect(noneHead.contains(" 404 ") && none.contains("Session s1 holds no raw ECG."), "\(none)")
         await relay.stop()
     }
 
