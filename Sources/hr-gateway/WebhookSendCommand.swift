@@ -105,16 +105,18 @@ struct WebhookSendCommand: AsyncParsableCommand {
                 print(plan.describe(queued: fresh, alreadyWaiting: plan.bodies.count - fresh))
                 if plan.bodies.isEmpty { nothing.append(plan.sessionId) }
             }
-            try forwarder.sealAllBatches()
-            _ = try await forwarder.drain(forMs: retry.ms(settings), immediately: true)
+            // Delivers what waits in the outbox (these items, and any before them: a URL gets its items in order).
+            if !queued.isEmpty { _ = try await forwarder.drain(forMs: retry.ms(settings), immediately: true) }
         } catch { throw CommandFailure("\(error)") }
 
-        let left: Int
-        do {
-            let ids = Set(queued)
-            left = try forwarder.outbox.pending().filter { ids.contains($0.id) }.count
-        } catch { throw CommandFailure("\(error)") }
-        print("Delivered \(queued.count - left) of these \(queued.count) item(s) to \(target.absoluteString).")
+        var left = 0
+        if !queued.isEmpty {
+            do {
+                let ids = Set(queued)
+                left = try forwarder.outbox.pending().filter { ids.contains($0.id) }.count
+            } catch { throw CommandFailure("\(error)") }
+            print("Delivered \(queued.count - left) of these \(queued.count) item(s) to \(target.absoluteString).")
+        }
         if left > 0 {
             StandardStream.error.write(Data(("Error: \(left) item(s) not delivered yet, kept in \(forwarder.outbox.path): "
                 + "see `hr-gateway webhook status` for the last errors; `hr-gateway webhook flush` tries again\n").utf8))
