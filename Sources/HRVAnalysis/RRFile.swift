@@ -55,6 +55,12 @@ public struct RRFile: Sendable, Equatable {
     /// Header names read as milliseconds besides `rr_ms`.
     public static let millisecondAliases = ["rr", "ibi_ms"]
 
+    public init(rrMs: [Double], column: String?, unit: RRUnit) {
+        self.rrMs = rrMs
+        self.column = column
+        self.unit = unit
+    }
+
     static let expected = "expected a CSV with a header naming rr_ms (milliseconds) or rr_1024 (1/1024 s), "
         + "or one RR value per line"
 

@@ -111,12 +111,18 @@ public enum SampleFile {
     /// `truncatedTail`. Throws when the file cannot be read, or holds no sample: naming the first unreadable line,
     /// or saying that it is an event log rather than a recording.
     public static func read(path: String) throws(ReadError) -> Contents {
-        var bytes: [UInt8]
+        let bytes: [UInt8]
         do {
             bytes = try SystemCall.readFile(path, notA: "a recording (JSON lines, as --record writes them)")
         } catch {
             throw ReadError(path: path, line: nil, reason: error.reason)
         }
+        return try parse(bytes, path: path)
+    }
+
+    /// As `read(path:)`, on the bytes of a recording already read (`path` names it in errors).
+    public static func parse(_ bytes: [UInt8], path: String) throws(ReadError) -> Contents {
+        var bytes = bytes
         if bytes.starts(with: [0xEF, 0xBB, 0xBF]) { bytes.removeFirst(3) }  // a byte order mark (Windows editors)
         var contents = Contents()
         var latest: Int64?

@@ -3,6 +3,8 @@ import Foundation
 import SystemCalls
 import GatewayEngine
 import HRVAnalysis
+import ReplayProvider
+import StdoutSink
 
 /// `hr-gateway hrv FILE`: HRV and RR-derived respiration of a recorded RR series.
 struct HRVCommand: ParsableCommand {
@@ -13,7 +15,9 @@ struct HRVCommand: ParsableCommand {
             FILE is either a CSV whose header names an rr_ms column (milliseconds) or an rr_1024 column (1/1024 s \
             counts, the unit BLE heart-rate straps send); other columns are ignored and may come in any order. \
             Or it holds one value per line, in the unit given by --unit. Blank lines and lines starting with # are \
-            skipped. Use - to read standard input.
+            skipped. Or it is a recording (JSON lines, as `stream --record` and `sessions export --format jsonl` \
+            write them): the RR intervals of its strap, in order (--device picks one when it holds several). Use - \
+            to read standard input.
 
             Metrics (the --json keys are those of the engine's session frames):
               rr_count                 intervals analysed, after correction
@@ -94,8 +98,13 @@ struct HRVCommand: ParsableCommand {
         }
     }
 
-    @Argument(help: ArgumentHelp("CSV or one-value-per-line file of RR intervals ('-' for standard input).", valueName: "file"))
+    @Argument(help: ArgumentHelp(
+        "CSV or one-value-per-line file of RR intervals, or a recording (JSON lines); '-' for standard input.",
+        valueName: "file"))
     var file: String
+
+    @Option(help: ArgumentHelp("With a recording holding RR from several devices: the device to analyse.", valueName: "id"))
+    var device: String?
 
     @Option(
         help: ArgumentHelp(
@@ -153,7 +162,15 @@ struct HRVCommand: ParsableCommand {
     func run() throws {
         let parsed: RRFile
         do {
-            parsed = try RRFile.parse(try Self.readText(file), unit: unit?.rrUnit)
+            let text = try Self.readText(file)
+            if Self.isRecording(text) {
+                parsed = try Self.recordedRR(text, file: file, device: device)
+            } else {
+                if device != nil {
+                    throw HRVCommandError(message: "\(file): --device applies to a recording (JSON lines); this is an RR file")
+                }
+                parsed = try RRFile.parse(text, unit: unit?.rrUnit)
+            }
         } catch let error as RRFileError {
             throw HRVCommandError(message: "\(file): \(error)")
         }
@@ -213,6 +230,47 @@ struct HRVCommand: ParsableCommand {
             print(Self.header(parsed, file: file, correction: correction))
             print(Self.table(result, correction: correction, band: options.respirationBandHz, read: parsed.rrMs.count))
         }
+    }
+
+    /// A recording's lines are JSON objects; an RR file's first line is a header or a number.
+    static func isRecording(_ text: String) -> Bool {
+        text.drop { $0.isWhitespace || $0 == "\u{FEFF}" }.first == "{"
+    }
+
+    /// The RR intervals of one device of a recording, in the order they arrived. Lost links (a gap flagged in the
+    /// recording) and the lines the reader skipped are said on standard error: the series joins across them.
+    static func recordedRR(_ text: String, file: String, device: String?) throws -> RRFile {
+        let contents: SampleFile.Contents
+        do { contents = try SampleFile.parse(Array(text.utf8), path: file) } catch {
+            throw HRVCommandError(message: "\(error)")
+        }
+        let withRR = contents.samples.filter { !($0.rrIntervalsMs ?? []).isEmpty }
+        var devices: [String] = []
+        for s in withRR where !devices.contains(s.deviceId ?? s.source) { devices.append(s.deviceId ?? s.source) }
+        let chosen: String
+        if let device {
+            guard devices.contains(device) else {
+                throw HRVCommandError(message: "\(file): no RR from device \(device) in the recording"
+                    + (devices.isEmpty ? "" : " (it holds RR from \(devices.joined(separator: ", ")))"))
+            }
+            chosen = device
+        } else {
+            guard let only = devices.first else {
+                throw HRVCommandError(message: "\(file): the recording holds no RR intervals (a camera's or a strap's "
+                    + "heart rate alone has none)")
+            }
+            guard devices.count == 1 else {
+                throw HRVCommandError(message: "\(file): the recording holds RR from \(devices.count) devices "
+                    + "(\(devices.joined(separator: ", "))): choose one with --device")
+            }
+            chosen = only
+        }
+        let samples = withRR.filter { ($0.deviceId ?? $0.source) == chosen }
+        let gaps = samples.dropFirst().filter(\.gapBefore).count
+        var notes = contents.notes
+        if gaps > 0 { notes.append("\(gaps) lost link\(gaps == 1 ? "" : "s") (beats missing): the series joins across") }
+        for note in notes { StandardStream.error.write(Data("note: \(file): \(note)\n".utf8)) }
+        return RRFile(rrMs: samples.flatMap { $0.rrIntervalsMs ?? [] }, column: "rr_intervals_ms of \(chosen)", unit: .ms)
     }
 
     static func readText(_ path: String) throws -> String {
