@@ -59,21 +59,22 @@ public enum SessionExport {
         }
     }
 
-    /// One row per sample of `waveform`, in arrival order, each at its time (epoch ms, to the microsecond). The
-    /// samples of a device follow each other exactly 1/rate apart: a chunk continues the previous one sample for
-    /// sample as in the EDF export (`ChunkPlacer`), and starts a new segment (`segment_start` 1, its time its own)
-    /// after lost frames, a clock reset or a change of rate. Nil when the session holds none.
-    public static func waveformCSV(sessionId: String, samples: [BiosignalSample], waveform: Waveform) -> String? {
+    /// Every sample of `waveform` in arrival order, each at its time (epoch ms): the samples of a device follow each
+    /// other exactly 1/rate apart, a chunk continuing the previous one sample for sample as in the EDF export
+    /// (`ChunkPlacer`), and a new segment (its time the chunk's own) starts after lost frames, a clock reset or a
+    /// change of rate. `body` gets the device, the sample's index in its chunk's values, the values, the time, and
+    /// whether a segment starts there.
+    static func walk(
+        _ samples: [BiosignalSample], _ waveform: Waveform,
+        _ body: (_ device: String, _ rateHz: Double, _ values: [String], _ timeMs: (Int) -> Double, _ startsSegment: Bool) -> Void
+    ) {
         struct Track {
             let t0: Int64
             var placer: ChunkPlacer
         }
         var tracks: [String: Track] = [:]
-        var out = waveform.csvHeader + "\n"
-        var any = false
         for s in samples {
             guard let (values, rate) = waveform.chunk(s) else { continue }
-            any = true
             let device = s.deviceId ?? s.source
             if tracks[device]?.placer.rateHz != rate {
                 tracks[device] = Track(t0: s.timestampMs, placer: ChunkPlacer(rateHz: rate))
@@ -82,13 +83,59 @@ public enum SessionExport {
             let before = tracks[device]!.placer.next
             let first = tracks[device]!.placer.place(
                 at: Double(s.timestampMs - t0) / 1000 * rate, count: values.count, gapBefore: s.gapBefore)
+            body(device, rate, values, { k in Double(t0) + Double(first + k) * 1000 / rate }, before != first)
+        }
+    }
+
+    /// One row per sample of `waveform`, in arrival order, each at its time (epoch ms, to the microsecond), as `walk`
+    /// places them. Nil when the session holds none.
+    public static func waveformCSV(sessionId: String, samples: [BiosignalSample], waveform: Waveform) -> String? {
+        var out = waveform.csvHeader + "\n"
+        var any = false
+        walk(samples, waveform) { device, _, values, time, starts in
+            any = true
             for (k, value) in values.enumerated() {
-                let timeMs = Double(t0) + Double(first + k) * 1000 / rate
-                let starts = k == 0 && before != first
-                out += "\(field(sessionId)),\(field(device)),\(String(format: "%.3f", timeMs)),\(value),\(starts ? 1 : 0)\n"
+                let start = k == 0 && starts ? 1 : 0
+                out += "\(field(sessionId)),\(field(device)),\(String(format: "%.3f", time(k))),\(value),\(start)\n"
             }
         }
         return any ? out : nil
+    }
+
+    /// One device's stream of a waveform in a session: how many samples, at what rate, over what time, in how many
+    /// segments (more than one: frames were lost, or the strap's clock was reset).
+    public struct WaveformTrack: Sendable, Equatable {
+        public var device: String
+        public var rateHz: Double
+        public var samples = 0
+        public var segments = 0
+        public var firstMs: Double
+        public var lastMs: Double
+
+        /// "1300 samples at 130 Hz over 10.0 s, 1 segment (A0:9E)".
+        public var text: String {
+            let span = String(format: "%.1f", (lastMs - firstMs) / 1000 + 1 / rateHz)
+            let rate = rateHz == rateHz.rounded() ? String(Int(rateHz)) : String(rateHz)
+            return "\(samples) samples at \(rate) Hz over \(span) s, \(segments) segment\(segments == 1 ? "" : "s") (\(device))"
+        }
+    }
+
+    /// The tracks of `waveform` in `samples`, in the order their devices first appear (one per device and rate).
+    public static func waveformTracks(samples: [BiosignalSample], waveform: Waveform) -> [WaveformTrack] {
+        var tracks: [WaveformTrack] = []
+        walk(samples, waveform) { device, rate, values, time, starts in
+            let last = time(values.count - 1)
+            if let i = tracks.lastIndex(where: { $0.device == device && $0.rateHz == rate }) {
+                tracks[i].samples += values.count
+                tracks[i].segments += starts ? 1 : 0
+                tracks[i].firstMs = min(tracks[i].firstMs, time(0))
+                tracks[i].lastMs = max(tracks[i].lastMs, last)
+            } else {
+                tracks.append(WaveformTrack(
+                    device: device, rateHz: rate, samples: values.count, segments: 1, firstMs: time(0), lastMs: last))
+            }
+        }
+        return tracks
     }
 
     public static let csvHeader = "session_id,device_id,beat_time_ms,rr_ms,rr_1024,hr_bpm,contact"

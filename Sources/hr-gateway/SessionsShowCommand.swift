@@ -10,6 +10,10 @@ struct SessionsShowCommand: ParsableCommand {
         discussion: """
             ID is a session id or its first characters (enough to name one session).
 
+            Raw ECG and accelerometer (Polar straps) are counted per device: samples, rate, time span and \
+            segments (more than one: frames were lost or the strap's clock was reset); --json has them under \
+            "waveforms".
+
             Examples:
               hr-gateway sessions show 3f2a9c1e
               hr-gateway sessions show 3f2a9c1e --json
@@ -38,9 +42,25 @@ struct SessionsShowCommand: ParsableCommand {
         let events = try sessions.events(sessionId: id)
         let end = events.last(where: { $0.type == "session_summary" || $0.type == "session_error" })
             .flatMap { try? JSONValue(parsing: $0.json) }
+        // Raw ECG and accelerometer: what a researcher checks before an export (every sample there, in one segment).
+        let samples = try sessions.samples(sessionId: id)
+        let waveforms: [(name: String, tracks: [SessionExport.WaveformTrack])] = [
+            ("ecg", SessionExport.waveformTracks(samples: samples, waveform: .ecg)),
+            ("acc", SessionExport.waveformTracks(samples: samples, waveform: .acc)),
+        ].filter { !$0.tracks.isEmpty }
         if json {
             guard case .object(var o) = s.jsonValue else { return }
             if let end { o["end"] = end }
+            if !waveforms.isEmpty {
+                o["waveforms"] = .object(Dictionary(uniqueKeysWithValues: waveforms.map { w in
+                    (w.name, JSONValue.array(w.tracks.map { t in
+                        .object([
+                            "device_id": .string(t.device), "rate_hz": .double(t.rateHz), "samples": .int(Int64(t.samples)),
+                            "segments": .int(Int64(t.segments)), "first_ms": .double(t.firstMs), "last_ms": .double(t.lastMs),
+                        ])
+                    }))
+                }))
+            }
             print(JSONValue.object(o).jsonString)
             return
         }
@@ -53,6 +73,9 @@ struct SessionsShowCommand: ParsableCommand {
         print("samples   \(s.sampleCount) (\(s.rrCount) RR intervals), \(s.eventCount) events")
         print("devices   \(s.devices.isEmpty ? "-" : s.devices.joined(separator: ", "))")
         print("config    \(s.config?.jsonString ?? s.configJSON)")
+        for w in waveforms {
+            for t in w.tracks { print("\(w.name == "ecg" ? "ecg       " : "motion    ")\(t.text)") }
+        }
         if let end {
             if let m = end["metrics"]?.objectValue {
                 print("summary   " + m.keys.sorted().filter { $0 != "resonance_assessment" }

@@ -224,6 +224,11 @@ import Testing
         #expect(times.count == ecg.count)
         #expect(zip(times, times.dropFirst()).allSatisfy { abs(($1 - $0) - 1000 / 130) < 0.0011 })
 
+        let show = try CLI.run(["sessions", "show", "ecg-1", "--state-dir", dir])
+        #expect(show.stdout.contains("ecg       1950 samples at 130 Hz over 15.0 s, 1 segment (A0:9E:1A:00:00:02)"),
+                "\(show.stdout)")
+        #expect(!show.stdout.contains("motion"))
+
         let acc = try CLI.run(["sessions", "export", "ecg-1", "--format", "acc-csv", "--state-dir", dir])
         #expect(acc.status == 1)
         #expect(acc.stderr.contains("session ecg-1 holds no accelerometer samples"), "\(acc.stderr)")

@@ -464,6 +464,12 @@ struct SessionStoreOpenErrorTests {
         #expect(abs(times[3 * 73] - Double(lateMs)) < 1000 / 130, "after the gap: at its own time")
         #expect(r.map { $0[4] }.enumerated().filter { $0.element == "1" }.map(\.offset) == [0, 3 * 73])
         #expect(r.allSatisfy { $0[0] == "s" && $0[1] == "A0:9E" })
+
+        let tracks = SessionExport.waveformTracks(samples: samples, waveform: .ecg)
+        #expect(tracks.count == 1)
+        #expect(tracks.first?.samples == values.count && tracks.first?.segments == 2)
+        #expect(tracks.first?.firstMs == times.first && abs((tracks.first?.lastMs ?? 0) - (times.last ?? 0)) < 0.001)
+        #expect(SessionExport.waveformTracks(samples: samples, waveform: .acc).isEmpty)
     }
 
     @Test func eachDeviceHasItsOwnTimelineAndAccelerometerRowsHaveThreeAxes() throws {
