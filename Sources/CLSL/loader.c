@@ -16,6 +16,7 @@ typedef void *(*child_fn)(void *, const char *);
 typedef void *(*child_value_fn)(void *, const char *, const char *);
 typedef void *(*create_outlet_fn)(void *, int32_t, int32_t);
 typedef int32_t (*push_fn)(void *, const double *, unsigned long, const double *, int32_t);
+typedef int32_t (*push_str_fn)(void *, const char **, double);
 typedef int32_t (*consumers_fn)(void *);
 
 // Written under the mutex by the first successful hrl_load, read-only afterwards.
@@ -31,6 +32,7 @@ static struct {
     create_outlet_fn create_outlet;
     destroy_fn destroy_outlet;
     push_fn push;
+    push_str_fn push_str;
     consumers_fn consumers;
     char path[1024];
 } api;
@@ -58,6 +60,7 @@ static int bind_symbols(void *h, char *why, size_t why_size) {
     SYM(create_outlet, create_outlet_fn, "lsl_create_outlet")
     SYM(destroy_outlet, destroy_fn, "lsl_destroy_outlet")
     SYM(push, push_fn, "lsl_push_chunk_dtnp")
+    SYM(push_str, push_str_fn, "lsl_push_sample_strt")
     SYM(consumers, consumers_fn, "lsl_have_consumers")
 #undef SYM
     return 1;
@@ -127,5 +130,8 @@ void hrl_destroy_outlet(hrl_outlet outlet) {
 int32_t hrl_push_chunk(hrl_outlet outlet, const double *data, unsigned long elements, const double *timestamps,
                        int32_t pushthrough) {
     return api.loaded ? api.push(outlet, data, elements, timestamps, pushthrough) : -1;
+}
+int32_t hrl_push_string(hrl_outlet outlet, const char *text, double timestamp) {
+    return api.loaded ? api.push_str(outlet, &text, timestamp) : -1;
 }
 int32_t hrl_have_consumers(hrl_outlet outlet) { return api.loaded ? api.consumers(outlet) : 0; }

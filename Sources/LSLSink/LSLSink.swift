@@ -78,8 +78,9 @@ final class LSLOutlet: @unchecked Sendable {
     let regular = Mutex(RegularStamps())
 
     init?(name: String, type: String, rate: Double, source: String, channels list: [(label: String, unit: String, type: String)],
-          metadata: [(String, String)]) {
-        guard let info = hrl_create_streaminfo(name, type, Int32(list.count), rate, Int32(HRL_DOUBLE64), source) else {
+          metadata: [(String, String)], strings: Bool = false) {
+        let format = Int32(strings ? HRL_STRING : HRL_DOUBLE64)
+        guard let info = hrl_create_streaminfo(name, type, Int32(list.count), rate, format, source) else {
             return nil
         }
         defer { hrl_destroy_streaminfo(info) }
@@ -109,6 +110,9 @@ final class LSLOutlet: @unchecked Sendable {
         }
     }
 
+    /// One marker (a one-channel string stream).
+    func push(text: String, timestamp: Double) { _ = hrl_push_string(outlet, text, timestamp) }
+
     var hasConsumers: Bool { hrl_have_consumers(outlet) != 0 }
 
     func close() { hrl_destroy_outlet(outlet) }
@@ -119,7 +123,9 @@ final class LSLOutlet: @unchecked Sendable {
 /// the beat), with `--ecg` an `ECG` stream (µV at 130 Hz, every sample stamped at its time) and with `--acc` an
 /// `Accelerometer` stream (X, Y, Z in g at the chosen rate). Time stamps are on
 /// LSL's clock: each sample's wall-clock age when it is pushed, taken from `lsl_local_clock()`. Regular streams
-/// (ECG, accelerometer) are stamped continuously from chunk to chunk (`RegularStamps`).
+/// (ECG, accelerometer) are stamped continuously from chunk to chunk (`RegularStamps`). One `Markers` stream (strings,
+/// irregular) carries the session's events but its frames, each its wire JSON, stamped at its time (a breathing cue
+/// at its phase's start).
 public final class LSLSink: SessionSink {
     public let name = "lsl"
     public let library: LSLLibrary.Loaded
@@ -128,13 +134,25 @@ public final class LSLSink: SessionSink {
     private let nowMs: @Sendable () -> Int64
     private let prefix: String
 
-    /// Throws `LSLLibrary.Unavailable` when liblsl cannot be loaded. `prefix` starts every stream name.
-    public init(prefix: String = "hr-gateway", nowMs: @escaping @Sendable () -> Int64 = { SystemSessionClock().nowMs() })
-        throws(LSLLibrary.Unavailable)
-    {
+    /// Names this gateway in the markers stream's source id (the host's name: one markers stream per gateway).
+    private let source: String
+
+    /// Throws `LSLLibrary.Unavailable` when liblsl cannot be loaded. `prefix` starts every stream name; `source`
+    /// names the gateway in the markers stream's source id (default: the host name).
+    public init(
+        prefix: String = "hr-gateway", source: String = LSLSink.hostName(),
+        nowMs: @escaping @Sendable () -> Int64 = { SystemSessionClock().nowMs() }
+    ) throws(LSLLibrary.Unavailable) {
         library = try LSLLibrary.load()
         self.prefix = prefix
+        self.source = source
         self.nowMs = nowMs
+    }
+
+    public static func hostName() -> String {
+        var name = [CChar](repeating: 0, count: 256)
+        guard gethostname(&name, name.count - 1) == 0 else { return "gateway" }
+        return String(decoding: name.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
     }
 
     /// The stream names published so far (for the status line and tests).
@@ -197,7 +215,33 @@ public final class LSLSink: SessionSink {
         }
     }
 
-    public func receive(event: EncodedEvent) {}
+    /// The session's events as markers: everything but the periodic frames (their metrics are the HR and RR
+    /// streams' business), stamped at the event's own time: a breathing cue's `starts_at_ms`, else `emitted_at_ms`,
+    /// `started_at_ms` or a summary's `end_ms`.
+    public func receive(event: EncodedEvent) {
+        switch event.event {
+        case .frame, .biosignalFrame: return
+        default: break
+        }
+        let key = "\(prefix) Markers"
+        let markers = outlets.withLock { all -> LSLOutlet? in
+            if let o = all[key] { return o }
+            guard !closed.withLock({ $0 }) else { return nil }
+            let o = LSLOutlet(
+                name: key, type: "Markers", rate: 0, source: "hr-gateway:\(source):markers",
+                channels: [("event", "", "Marker")],
+                metadata: [("manufacturer", "hr-gateway"), ("version", GatewayVersion.current), ("format", "JSON")],
+                strings: true)
+            all[key] = o
+            return o
+        }
+        guard let markers else { return }
+        let v = event.value
+        let ms = [v["starts_at_ms"], v["emitted_at_ms"], v["started_at_ms"], v["metrics"]?["end_ms"]]
+            .lazy.compactMap { $0?.intValue }.first ?? nowMs()
+        let nowLSL = LSLLibrary.localClock()
+        markers.push(text: event.json, timestamp: nowLSL - Double(nowMs() - ms) / 1000)
+    }
 
     /// How long outlets with consumers stay open after the session, so that the last samples pushed reach them
     /// (liblsl sends from its own threads; destroying an outlet drops what it has not sent).

@@ -2,8 +2,9 @@
 wheel carries is the one the gateway loads, through HR_GATEWAY_LIBLSL).
 
 Replays a recording with a strap's readings (HR and RR) and raw ECG chunks (a real ECG excerpt,
-Tests/Fixtures/ecg_mitbih208_130hz.csv, as `stream --ecg` records it) with `--lsl`, resolves the gateway's HR, RR and
-ECG streams, and checks their metadata (type, rate, unit, source id), that every sample pushed after the inlet
+Tests/Fixtures/ecg_mitbih208_130hz.csv, as `stream --ecg` records it) with `--lsl` and a breathing pattern, resolves the
+gateway's markers, HR, RR and ECG streams, checks that the markers are the session's events as printed, stamped at
+their times, and checks their metadata (type, rate, unit, source id), that every sample pushed after the inlet
 connected arrives once and in order (LSL gives a consumer what is pushed after it connects), that ECG time stamps
 follow 130 Hz and RR time stamps the beats, and that `doctor` reports liblsl; also that without liblsl `--lsl` says
 how to get it. Prints 'N passed, N failed'; exits non-zero on any failure.
@@ -72,11 +73,13 @@ def main():
         rec = os.path.join(work, "rec.jsonl")
         hr_sent, rr_sent, ecg_sent, acc_sent = recording(rec)
         gw = subprocess.Popen(
-            [BINARY, "stream", "--replay", rec, "--lsl", "--format", "jsonl", "--no-record-db", "--state-dir", work],
+            [BINARY, "stream", "--replay", rec, "--lsl", "--pattern", "2-1-2-0", "--format", "jsonl", "--no-record-db",
+             "--state-dir", work],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
         inlets = {}
-        for kind in ("hr", "rr", "ecg", "accelerometer"):
-            found = pylsl.resolve_byprop("source_id", f"hr-gateway:{DEVICE}:{kind}", timeout=HR_ONLY_SEC + 6)
+        for kind in ("markers", "hr", "rr", "ecg", "accelerometer"):
+            found = (pylsl.resolve_byprop("type", "Markers", timeout=HR_ONLY_SEC + 6) if kind == "markers"
+                     else pylsl.resolve_byprop("source_id", f"hr-gateway:{DEVICE}:{kind}", timeout=HR_ONLY_SEC + 6))
             assert found, f"no {kind} stream resolved; gateway stderr: {gw.stderr.read() if gw.poll() is not None else ''}"
             inlet = pylsl.StreamInlet(found[0], max_buflen=60, recover=False)
             inlet.open_stream(timeout=5)
@@ -106,6 +109,7 @@ def main():
                     if kind not in lost:
                         pull(kind, inlet, 1.0)
                 break
+        out = gw.stdout.read()
         code = gw.wait(timeout=30)
         err = gw.stderr.read()
 
@@ -149,6 +153,25 @@ def main():
             # Each beat ends at its notification (one a second here).
             assert all(abs((b - a) - 1.0) < 0.002 for a, b in zip(rr_t, rr_t[1:])), "RR stamps not at the beats"
 
+        def markers():
+            info = infos["markers"]
+            assert info.channel_format() == pylsl.cf_string and info.channel_count() == 1 \
+                and info.nominal_srate() == 0, (info.channel_format(), info.channel_count(), info.nominal_srate())
+            assert info.source_id().startswith("hr-gateway:") and info.source_id().endswith(":markers"), info.source_id()
+            texts, stamps = got["markers"]
+            printed = [line for line in out.splitlines()
+                       if json.loads(line)["type"] not in ("session_frame", "biosignal_frame")]
+            # Each marker is an event as printed, byte for byte; those pushed after the inlet connected, in order.
+            assert len(texts) >= 5 and is_suffix(texts, printed), \
+                f"{len(texts)} markers, not the end of the {len(printed)} events printed: {texts[:2]}"
+            events = [json.loads(t) for t in texts]
+            assert events[-1]["type"] == "session_summary", events[-1]["type"]
+            cues = [(e["starts_at_ms"], s) for e, s in zip(events, stamps) if e["type"] == "breathing_cue"]
+            assert len(cues) >= 4, f"only {len(cues)} breathing cues"
+            # Stamped at each phase's start: the stamps are as far apart as the phases.
+            for (a_ms, a), (b_ms, b) in zip(cues, cues[1:]):
+                assert abs((b - a) - (b_ms - a_ms) / 1000) < 0.005, f"cue stamps {b - a:.4f} s apart, phases {b_ms - a_ms} ms"
+
         def doctor():
             d = subprocess.run([BINARY, "doctor", "--state-dir", work], capture_output=True, text=True, env=env, timeout=60)
             line = next((l for l in d.stdout.splitlines() if "Lab Streaming" in l), "")
@@ -169,6 +192,7 @@ def main():
         check("every accelerometer sample (X, Y, Z in g) after the inlet connected, once, in order, 1/50 s apart",
               accelerometer)
         check("HR and RR arrive once, in order, stamped at their readings and beats", hr_and_rr)
+        check("the session's events (but frames) on a Markers stream, each as printed, stamped at its time", markers)
         check("doctor reports liblsl; a wrong HR_GATEWAY_LIBLSL is named by --lsl and doctor", doctor)
     except Exception as e:
         report.setup_failed(e)

@@ -32,6 +32,8 @@ void hrl_destroy_outlet(hrl_outlet outlet);
 // Samples interleaved (channels × count), one time stamp per sample (lsl_local_clock's domain). 0 on success.
 int32_t hrl_push_chunk(hrl_outlet outlet, const double *data, unsigned long elements, const double *timestamps,
                        int32_t pushthrough);
+// One sample of a one-channel string stream (a marker), with its time stamp. 0 on success.
+int32_t hrl_push_string(hrl_outlet outlet, const char *text, double timestamp);
 int32_t hrl_have_consumers(hrl_outlet outlet);
 
 #endif
