@@ -5,7 +5,8 @@
 /// (share of a maximum heart rate, `?hrmax=190` or the field at the bottom, kept in the browser), the window's mean,
 /// HRV (RMSSD, SDNN, pNN50) and breathing, the breathing pacer animated from `breathing_cue` events with the heart's
 /// answer (RSA, adherence, coherence), charts of heart rate, the RR tachogram and the RMSSD trend, one tile per
-/// strap or camera with its state and battery, and the recorded sessions with CSV, EDF+ and JSON downloads
+/// strap or camera with its state and battery, and the recorded sessions with CSV, EDF+ and JSON downloads (and ECG or
+/// accelerometer CSV for a session that recorded them)
 /// (`GET /v1/sessions`). An empty state says how to start a session; a refused token or a lost connection is said
 /// in words, with what to do. No raw JSON is shown.
 ///
@@ -300,9 +301,21 @@ function showFrame(m) {
   $("adherence").textContent = typeof x.breathing_adherence === "number" ? (100 * x.breathing_adherence).toFixed(0) : "–";
   $("coherence").textContent = typeof x.coherence === "number" ? x.coherence.toFixed(2) : "–";
   $("frame").textContent = "· frame " + m.seq + " at " + new Date(m.emitted_at_ms).toLocaleTimeString();
-  if (x.hr_mean_bpm > 0) hrPoints.push({t: m.emitted_at_ms, v: x.hr_mean_bpm});
-  while (hrPoints.length && hrPoints[0].t < m.emitted_at_ms - HR_SPAN_MS) hrPoints.shift();
-  if (x.rr_count && x.rmssd_ms > 0) hrvPoints.push({t: m.emitted_at_ms, v: x.rmssd_ms});
+  addFramePoints(m);
+}
+
+// A frame's points on the charts, in time order: a replayed frame (hello recent_frames_ms) can arrive after a live one
+// that was published while the page's hello was on its way.
+function addFramePoints(m) {
+  const x = m.metrics || {};
+  const insert = (points, p) => {
+    let i = points.length;
+    while (i > 0 && points[i - 1].t > p.t) i--;
+    if (i === 0 || points[i - 1].t !== p.t) points.splice(i, 0, p);
+  };
+  if (x.hr_mean_bpm > 0) insert(hrPoints, {t: m.emitted_at_ms, v: x.hr_mean_bpm});
+  while (hrPoints.length && hrPoints[0].t < hrPoints[hrPoints.length - 1].t - HR_SPAN_MS) hrPoints.shift();
+  if (m.session_id === sessionId && x.rr_count && x.rmssd_ms > 0) insert(hrvPoints, {t: m.emitted_at_ms, v: x.rmssd_ms});
   drawHR(); drawHRV();
 }
 
@@ -367,8 +380,9 @@ async function loadSessions() {
       s.mode, s.pacing || "–"];
     cells.forEach((text, i) => tr.append(Object.assign(document.createElement("td"), {textContent: text, className: i === 2 ? "hide-narrow" : ""})));
     const links = document.createElement("td");
-    for (const format of ["csv", "edf", "json"]) {
-      const a = Object.assign(document.createElement("a"), {href: "#", textContent: format.toUpperCase()});
+    const waves = (s.waveforms || []).map(w => w + "-csv");
+    for (const format of ["csv", "edf", "json", ...waves]) {
+      const a = Object.assign(document.createElement("a"), {href: "#", textContent: format.toUpperCase().replace("-CSV", " CSV")});
       a.dataset.format = format;
       a.onclick = (e) => { e.preventDefault(); download(s.session_id, format); };
       links.append(a);
@@ -384,7 +398,7 @@ async function download(id, format) {
   const r = await hrRelay.fetch("/v1/sessions/" + encodeURIComponent(id) + "/export?format=" + format);
   if (!r.ok) { $("sessions-note").textContent = "Download failed: " + (await r.text()); return; }
   const url = URL.createObjectURL(await r.blob());
-  const a = Object.assign(document.createElement("a"), {href: url, download: "session-" + id + "." + format});
+  const a = Object.assign(document.createElement("a"), {href: url, download: "session-" + id + "." + format.replace("-csv", ".csv")});
   document.body.append(a); a.click(); a.remove();
   setTimeout(() => URL.revokeObjectURL(url), 10000);
 }
@@ -404,7 +418,9 @@ function handle(m) {
       sensors.set(m.source + "|" + (m.device_id || ""), m);
       showSensors(); break;
     case "session_frame":
+      // A replayed frame older than the one shown only adds its points to the charts.
       if (!m.replayed || m.seq > Number($("metrics").dataset.seq || 0)) showFrame(m);
+      else addFramePoints(m);
       break;
     case "biosignal_frame": {
       addSamples(m.samples);

@@ -66,6 +66,8 @@ public struct RecordedSession: Sendable, Equatable {
     public var devices: [String]
     /// Timestamp of the last sample, if any.
     public var lastSampleMs: Int64?
+    /// The raw waveforms recorded ("ecg", "acc"): what `sessions export --format ecg-csv` (`acc-csv`) can write.
+    public var waveforms: [String] = []
 
     /// The duration the session was started with, or nil when it was to run until stopped.
     public var plannedDurationSec: Int? {
@@ -95,6 +97,7 @@ public struct RecordedSession: Sendable, Equatable {
         if let config { o["config"] = config }
         if let e = endedAtMs { o["ended_at_ms"] = .int(e) }
         if let l = lastSampleMs { o["last_sample_ms"] = .int(l) }
+        if !waveforms.isEmpty { o["waveforms"] = .array(waveforms.map(JSONValue.string)) }
         return .object(o)
     }
 }
@@ -466,7 +469,9 @@ public final class SessionStore: Sendable {
             (SELECT MAX(timestamp_ms) FROM samples WHERE session_id = s.id) AS last_sample_ms,
             (SELECT group_concat(d, char(10)) FROM (SELECT DISTINCT COALESCE(device_id, source) AS d
                 FROM samples WHERE session_id = s.id ORDER BY d)) AS devices,
-            (SELECT COUNT(*) FROM events WHERE session_id = s.id) AS event_count
+            (SELECT COUNT(*) FROM events WHERE session_id = s.id) AS event_count,
+            EXISTS (SELECT 1 FROM samples WHERE session_id = s.id AND ecg_uv IS NOT NULL) AS has_ecg,
+            EXISTS (SELECT 1 FROM samples WHERE session_id = s.id AND acc_g IS NOT NULL) AS has_acc
         FROM sessions s
         """
 
@@ -478,7 +483,8 @@ public final class SessionStore: Sendable {
             state: RecordedSessionState(rawValue: row["state"]) ?? .interrupted,
             sampleCount: row["sample_count"], eventCount: row["event_count"], rrCount: row["rr_total"],
             devices: devices.map { $0.split(separator: "\n").map(String.init) } ?? [],
-            lastSampleMs: row["last_sample_ms"])
+            lastSampleMs: row["last_sample_ms"],
+            waveforms: [("ecg", row["has_ecg"] as Bool), ("acc", row["has_acc"] as Bool)].filter(\.1).map(\.0))
     }
 
     private static func sample(_ row: Row) -> BiosignalSample {

@@ -228,6 +228,9 @@ import Testing
         #expect(show.stdout.contains("ecg       1950 samples at 130 Hz over 15.0 s, 1 segment (A0:9E:1A:00:00:02)"),
                 "\(show.stdout)")
         #expect(!show.stdout.contains("motion"))
+        let list = try CLI.run(["sessions", "list", "--json", "--state-dir", dir])
+        let listed = try JSONValue(parsing: list.stdout).arrayValue?.first { $0["session_id"] == .string("ecg-1") }
+        #expect(listed?["waveforms"] == .array([.string("ecg")]), "\(list.stdout)")
 
         let acc = try CLI.run(["sessions", "export", "ecg-1", "--format", "acc-csv", "--state-dir", dir])
         #expect(acc.status == 1)

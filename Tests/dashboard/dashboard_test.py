@@ -6,7 +6,8 @@ session, recorded in a temporary state directory) and takes the events it prints
 Runtime.evaluate, polling each condition until a deadline. Checks that the numbers shown are those of an emitted
 session_frame, that the RR tachogram holds the emitted beats, that the simulated strap shows as streaming, that both
 charts are drawn, that the pacer follows the emitted breathing cues, that the session list offers the running
-session and its CSV download equals the beats emitted, that the page fits a phone's screen and shows the same numbers
+session and its CSV download equals the beats emitted, that a session recorded with raw ECG offers an ECG CSV download
+equal to `sessions export --format ecg-csv`, that the page fits a phone's screen and shows the same numbers
 there, that no raw JSON is on screen, that no request leaves 127.0.0.1:PORT (no CDN: works offline), that a wrong
 token shows an authentication failure instead of numbers, that a gateway without a session shows the empty state,
 that a reload draws the heart-rate chart at once from the frames emitted before it, and that SIGTERM ends the
@@ -48,6 +49,30 @@ WINDOW_SEC = 30
 BREATHING_DEADLINE = 55  # seconds after the gateway started
 STEP_TIMEOUT = 20
 POLL_INTERVAL = 0.2
+ECG_SESSION = "ecg-recorded"  # a session with raw ECG, recorded into the state directory before the live one
+ECG_FIXTURE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "Fixtures", "ecg_mitbih208_130hz.csv")
+
+
+def record_ecg_session(state, work):
+    """Replays 5 s of a real ECG excerpt (as `stream --ecg` records a Polar strap's chunks) into the store; returns
+    its ecg-csv export as `sessions export` writes it."""
+    with open(ECG_FIXTURE) as fh:
+        ecg = [int(v) for v in fh.read().split()[1:]][:130 * 5]
+    t0 = 1_700_000_000_000
+    lines = [{"timestamp_ms": t0 + round(i * 1000 / 130), "bpm": 0, "device_id": "A0:9E:1A:00:00:02",
+              "source": "polar_ecg", "ecg_uv": ecg[i:i + 73], "ecg_rate_hz": 130} for i in range(0, len(ecg), 73)]
+    lines += [{"timestamp_ms": t0 + 900 + 1000 * s, "bpm": 60, "rr_intervals_ms": [1000],
+               "device_id": "A0:9E:1A:00:00:02", "source": "ble_hrm"} for s in range(5)]
+    lines.sort(key=lambda x: x["timestamp_ms"])
+    rec = os.path.join(work, "ecg.jsonl")
+    with open(rec, "w") as fh:
+        fh.write("".join(json.dumps(x) + "\n" for x in lines))
+    for args in (["stream", "--replay", rec, "--replay-speed", "100", "--format", "jsonl", "--session-id", ECG_SESSION],
+                 ["sessions", "export", ECG_SESSION, "--format", "ecg-csv"]):
+        r = subprocess.run([BINARY] + args + ["--state-dir", state], capture_output=True, text=True, timeout=60)
+        if r.returncode != 0:
+            raise SetupError(f"{' '.join(args[:2])} of the ECG session failed: {r.stderr}")
+    return r.stdout
 
 
 class SetupError(Exception):
@@ -380,7 +405,7 @@ def check_big_number(snap, gw):
         f"zone: page {snap['zoneNumber']} ({snap['zone']!r}), expected {zone} for {bpm} bpm"
 
 
-async def run_checks(report, gw, tab, bad, overlay, token, empty_gw, empty_tab, downloads):
+async def run_checks(report, gw, tab, bad, overlay, token, empty_gw, empty_tab, downloads, ecg_csv):
     check = report.acheck
 
     base = f"http://127.0.0.1:{gw.port}/"
@@ -644,6 +669,26 @@ async def run_checks(report, gw, tab, bad, overlay, token, empty_gw, empty_tab, 
     await check("the pacer shows each cued phase with its duration and breath; RSA equals the frame's", pacer())
     await check("the session list offers the running session; its CSV download holds the emitted beats",
                 sessions_and_download())
+    async def ecg_download():
+        snap = await tab.poll(SNAPSHOT, lambda s: any(x["id"] == ECG_SESSION for x in s["sessions"]),
+                              "the recorded ECG session is not in the session list")
+        (row,) = [x for x in snap["sessions"] if x["id"] == ECG_SESSION]
+        assert "ECG CSV" in row["text"] and "ACC CSV" not in row["text"], row
+        (live,) = [x for x in snap["sessions"] if x["id"] == snap["session"]]
+        assert "ECG CSV" not in live["text"], f"the simulated session offers ECG: {live}"
+        await tab.eval(f'document.querySelector(\'#sessions tr[data-session="{ECG_SESSION}"] a[data-format="ecg-csv"]\').click()')
+        path = os.path.join(downloads, f"session-{ECG_SESSION}.ecg.csv")
+        deadline = time.monotonic() + STEP_TIMEOUT
+        while not os.path.exists(path) and time.monotonic() < deadline:
+            await asyncio.sleep(POLL_INTERVAL)
+        assert os.path.exists(path), f"no download at {path}: {os.listdir(downloads)}"
+        await asyncio.sleep(0.5)  # the file appears, then is written
+        with open(path) as f:
+            got = f.read()
+        assert got == ecg_csv and got.count("\n") == 130 * 5 + 1, \
+            f"the download differs from `sessions export --format ecg-csv` ({got.count(chr(10))} lines)"
+
+    await check("a session with raw ECG offers an ECG CSV; its download is the ecg-csv export", ecg_download())
     await check("no raw JSON on screen", no_raw_json())
     if SCREENSHOTS:
         await check(f"desktop screenshot saved in {SCREENSHOTS}", screenshot(tab, "desktop.png"))
@@ -675,6 +720,7 @@ async def main():
         if made.returncode != 0:
             raise SetupError(f"token create failed: {made.stderr}")
         token = made.stdout.splitlines()[-1]
+        ecg_csv = record_ecg_session(state, work)
         gw = Gateway(state)
         empty_gw = Gateway(empty_state, ["serve", "--simulate", "--listen", "127.0.0.1:0", "--no-auth"])
         browser = Chromium(profile)
@@ -684,7 +730,7 @@ async def main():
         bad = await Tab.open(cdp, isolated=True)
         overlay = await Tab.open(cdp, isolated=True)
         empty_tab = await Tab.open(cdp, isolated=True)
-        await run_checks(report, gw, tab, bad, overlay, token, empty_gw, empty_tab, downloads)
+        await run_checks(report, gw, tab, bad, overlay, token, empty_gw, empty_tab, downloads, ecg_csv)
     except SetupError as e:
         print(f"FAIL setup: {e}")
         report.results.append(False)
