@@ -126,20 +126,7 @@ struct SessionCore {
         guard let (device, chunks) = ecg.max(by: { $0.value.count < $1.value.count }),
             let rate = chunks.first?.ecgRateHz, rate > 0
         else { return }
-        // Runs: chunks that follow each other by their sample count (within 20 ms) and no gap flagged.
-        var runs: [ECGRPeaks.Run] = []
-        var expectedNext: Double?
-        for c in chunks where c.ecgRateHz == rate {
-            let values = (c.ecgUv ?? []).map(Double.init)
-            let t = Double(c.timestampMs)
-            if let e = expectedNext, !c.gapBefore, abs(t - e) <= 20, !runs.isEmpty {
-                runs[runs.count - 1].samples += values
-            } else {
-                runs.append(ECGRPeaks.Run(startMs: t, samples: values))
-            }
-            expectedNext = t + Double(values.count) * 1000 / rate
-        }
-        let rr = ECGRPeaks.rrIntervals(runs, rateHz: rate)
+        let rr = ECGRPeaks.rrIntervals(ECGRPeaks.runs(chunks, rateHz: rate), rateHz: rate)
         guard !rr.isEmpty else { return }
         m.ecgRRCount = rr.count
         m.ecgHrBpm = SessionMetrics.round1(60000 / (rr.reduce(0, +) / Double(rr.count)))
@@ -255,5 +242,25 @@ struct SessionCore {
         var next = tick + step
         if next <= now { next += ((now - next) / step + 1) * step }
         return next
+    }
+}
+
+extension ECGRPeaks {
+    /// The runs of ECG in `chunks` (one device's, in order) at `rateHz`: chunks that follow each other by their sample
+    /// count (within 20 ms) with no gap flagged make one run; chunks at another rate are left out.
+    public static func runs(_ chunks: [BiosignalSample], rateHz rate: Double) -> [Run] {
+        var runs: [Run] = []
+        var expectedNext: Double?
+        for c in chunks where c.ecgRateHz == rate {
+            let values = (c.ecgUv ?? []).map(Double.init)
+            let t = Double(c.timestampMs)
+            if let e = expectedNext, !c.gapBefore, abs(t - e) <= 20, !runs.isEmpty {
+                runs[runs.count - 1].samples += values
+            } else {
+                runs.append(Run(startMs: t, samples: values))
+            }
+            expectedNext = t + Double(values.count) * 1000 / rate
+        }
+        return runs
     }
 }

