@@ -250,12 +250,12 @@ struct HRVCommand: ParsableCommand {
         do { contents = try SampleFile.parse(Array(text.utf8), path: file) } catch {
             throw HRVCommandError(message: "\(error)")
         }
-        let withRR = contents.samples.filter {
+        let holding = contents.samples.filter {
             fromECG ? ($0.ecgUv?.isEmpty == false && ($0.ecgRateHz ?? 0) > 0) : !($0.rrIntervalsMs ?? []).isEmpty
         }
         let what = fromECG ? "raw ECG" : "RR"
         var devices: [String] = []
-        for s in withRR where !devices.contains(s.deviceId ?? s.source) { devices.append(s.deviceId ?? s.source) }
+        for s in holding where !devices.contains(s.deviceId ?? s.source) { devices.append(s.deviceId ?? s.source) }
         let chosen: String
         if let device {
             guard devices.contains(device) else {
@@ -275,7 +275,7 @@ struct HRVCommand: ParsableCommand {
             }
             chosen = only
         }
-        let samples = withRR.filter { ($0.deviceId ?? $0.source) == chosen }
+        let samples = holding.filter { ($0.deviceId ?? $0.source) == chosen }
         var notes = contents.notes
         if fromECG {
             let rate = samples[0].ecgRateHz!
@@ -284,8 +284,12 @@ struct HRVCommand: ParsableCommand {
             notes.append("R peaks in \(String(format: "%.1f", seconds)) s of ECG at \(String(format: "%g", rate)) Hz"
                 + (runs.count > 1 ? " in \(runs.count) runs (lost frames split it; no interval is taken across)" : ""))
             for note in notes { StandardStream.error.write(Data("note: \(file): \(note)\n".utf8)) }
-            return RRFile(
-                rrMs: ECGRPeaks.rrIntervals(runs, rateHz: rate), column: "R peaks of \(chosen)'s ECG", unit: .ms)
+            let rr = ECGRPeaks.rrIntervals(runs, rateHz: rate)
+            guard !rr.isEmpty else {
+                throw HRVCommandError(message: "\(file): no two R peaks found in \(chosen)'s ECG (too short, or no "
+                    + "heartbeat in it)")
+            }
+            return RRFile(rrMs: rr, column: "R peaks of \(chosen)'s ECG", unit: .ms)
         }
         let gaps = samples.dropFirst().filter(\.gapBefore).count
         if gaps > 0 { notes.append("\(gaps) lost link\(gaps == 1 ? "" : "s") (beats missing): the series joins across") }

@@ -105,6 +105,13 @@ import Testing
         let referenceMean = reference.reduce(0, +) / Double(reference.count)
         #expect(abs(mean - referenceMean) / referenceMean < 0.01, "\(mean) vs \(referenceMean)")
 
+        // Half a second of ECG holds no interval.
+        let short = path + ".short"
+        defer { try? FileManager.default.removeItem(atPath: short) }
+        try (lines[0] + "\n").write(toFile: short, atomically: true, encoding: .utf8)
+        let none = try CLI.run(["hrv", "--from-ecg", short])
+        #expect(none.status == 1 && none.stderr.contains("no two R peaks found in A0:9E's ECG"), "\(none.stderr)")
+
         // A recording without raw ECG says so; an RR file refuses the flag.
         let rr = try CLI.run(["hrv", "--from-ecg", HRVCommandTests.dataFile("rr_nsrdb_short_pyhrv_raw.csv")])
         #expect(rr.status == 1 && rr.stderr.contains("--from-ecg applies to a recording"), "\(rr.stderr)")
