@@ -509,22 +509,26 @@ async def run_checks(report, gw, tab, bad, overlay, token, empty_gw, empty_tab, 
         frame = frame_with_seq(gw, snap["seq"])
         shown_as(snap["rsa"], frame["metrics"].get("rsa_amplitude_bpm"), 1, "RSA")
 
-    async def sessions_and_download():
-        snap = await tab.poll(SNAPSHOT, lambda s: any(x["id"] == s["session"] for x in s["sessions"]),
-                              "the running session is not in the session list")
-        (row,) = [x for x in snap["sessions"] if x["id"] == snap["session"]]
-        assert PATTERN in row["text"] and all(f in row["text"] for f in ("CSV", "EDF", "JSON")), row
-        # The row's CSV link, clicked as a user would; the browser saves the file where DevTools says.
+    async def download(session, format, name):
+        """Clicks a session row's download link as a user would; the browser saves the file where DevTools says.
+        Returns the file's text."""
         await tab.cdp.call("Browser.setDownloadBehavior", {"behavior": "allow", "downloadPath": downloads})
-        await tab.eval(f'document.querySelector(\'#sessions tr[data-session="{snap["session"]}"] a[data-format="csv"]\').click()')
-        path = os.path.join(downloads, f"session-{snap['session']}.csv")
+        await tab.eval(f'document.querySelector(\'#sessions tr[data-session="{session}"] a[data-format="{format}"]\').click()')
+        path = os.path.join(downloads, name)
         deadline = time.monotonic() + STEP_TIMEOUT
         while not os.path.exists(path) and time.monotonic() < deadline:
             await asyncio.sleep(POLL_INTERVAL)
         assert os.path.exists(path), f"no download at {path}: {os.listdir(downloads)}"
         await asyncio.sleep(0.5)  # the file appears, then is written
         with open(path) as f:
-            rows = f.read().splitlines()
+            return f.read()
+
+    async def sessions_and_download():
+        snap = await tab.poll(SNAPSHOT, lambda s: any(x["id"] == s["session"] for x in s["sessions"]),
+                              "the running session is not in the session list")
+        (row,) = [x for x in snap["sessions"] if x["id"] == snap["session"]]
+        assert PATTERN in row["text"] and all(f in row["text"] for f in ("CSV", "EDF", "JSON")), row
+        rows = (await download(snap["session"], "csv", f"session-{snap['session']}.csv")).splitlines()
         assert rows[0] == "session_id,device_id,beat_time_ms,rr_ms,rr_1024,hr_bpm,contact", rows[:1]
         csv_rr = [float(r.split(",")[3]) for r in rows[1:]]
         # The store may hold a reading the gateway has not printed in a frame yet: wait for the next frame.
@@ -676,15 +680,7 @@ async def run_checks(report, gw, tab, bad, overlay, token, empty_gw, empty_tab, 
         assert "ECG CSV" in row["text"] and "ACC CSV" not in row["text"], row
         (live,) = [x for x in snap["sessions"] if x["id"] == snap["session"]]
         assert "ECG CSV" not in live["text"], f"the simulated session offers ECG: {live}"
-        await tab.eval(f'document.querySelector(\'#sessions tr[data-session="{ECG_SESSION}"] a[data-format="ecg-csv"]\').click()')
-        path = os.path.join(downloads, f"session-{ECG_SESSION}.ecg.csv")
-        deadline = time.monotonic() + STEP_TIMEOUT
-        while not os.path.exists(path) and time.monotonic() < deadline:
-            await asyncio.sleep(POLL_INTERVAL)
-        assert os.path.exists(path), f"no download at {path}: {os.listdir(downloads)}"
-        await asyncio.sleep(0.5)  # the file appears, then is written
-        with open(path) as f:
-            got = f.read()
+        got = await download(ECG_SESSION, "ecg-csv", f"session-{ECG_SESSION}.ecg.csv")
         assert got == ecg_csv and got.count("\n") == 130 * 5 + 1, \
             f"the download differs from `sessions export --format ecg-csv` ({got.count(chr(10))} lines)"
 
