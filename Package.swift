@@ -124,7 +124,7 @@ let package = Package(
         ),
         .target(name: "StdoutSink", dependencies: ["GatewayEngine", "GatewaySink", "SystemCalls"], swiftSettings: strict),
         // Lab Streaming Layer outlets: HR, RR and ECG per device (docs/lsl.md).
-        .target(name: "LSLSink", dependencies: ["CLSL", "GatewayEngine", "GatewaySink"], swiftSettings: strict),
+        .target(name: "LSLSink", dependencies: ["CLSL", "GatewayEngine", "GatewaySink", "SystemCalls"], swiftSettings: strict),
 
         // MARK: Relay, split like Hummingbird's package: logic, storage, server, client each in a target of its own.
         // The hub and consumer queues: numbering, resume, delivery classes, commands; no I/O.

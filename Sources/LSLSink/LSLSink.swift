@@ -3,6 +3,7 @@ import Foundation
 import GatewayEngine
 import GatewaySink
 import Synchronization
+import SystemCalls
 
 /// liblsl, loaded at run time (docs/lsl.md): not in Debian; the `pylsl` wheel from PyPI carries a copy.
 public enum LSLLibrary {
@@ -140,19 +141,13 @@ public final class LSLSink: SessionSink {
     /// Throws `LSLLibrary.Unavailable` when liblsl cannot be loaded. `prefix` starts every stream name; `source`
     /// names the gateway in the markers stream's source id (default: the host name).
     public init(
-        prefix: String = "hr-gateway", source: String = LSLSink.hostName(),
+        prefix: String = "hr-gateway", source: String = SystemCall.hostName(),
         nowMs: @escaping @Sendable () -> Int64 = { SystemSessionClock().nowMs() }
     ) throws(LSLLibrary.Unavailable) {
         library = try LSLLibrary.load()
         self.prefix = prefix
         self.source = source
         self.nowMs = nowMs
-    }
-
-    public static func hostName() -> String {
-        var name = [CChar](repeating: 0, count: 256)
-        guard gethostname(&name, name.count - 1) == 0 else { return "gateway" }
-        return String(decoding: name.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
     }
 
     /// The stream names published so far (for the status line and tests).

@@ -31,6 +31,14 @@ public enum SystemCall {
         }.get()
     }
 
+    /// This machine's host name ("gateway" when it has none): it names a gateway to fleets (MQTT) and labs (LSL).
+    public static func hostName() -> String {
+        var name = [CChar](repeating: 0, count: 256)
+        guard gethostname(&name, name.count - 1) == 0 else { return "gateway" }
+        let host = String(decoding: name.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        return host.isEmpty ? "gateway" : host
+    }
+
     /// Makes `call` (a system call answering -1 or another negative value, with errno set, on failure) again for as
     /// long as a signal interrupts it; errno is left as the last call set it.
     public static func retryingInterrupts<T: SignedInteger>(_ call: () -> T) -> T {

@@ -3,6 +3,7 @@ import Foundation
 import GatewayConfig
 import SessionStore
 import StdoutSink
+import SystemCalls
 
 struct ConfigCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
@@ -101,7 +102,7 @@ struct ConfigCheckCommand: ParsableCommand {
         }
         rows.append(("mqtt.url", c.mqttURL ?? "(none)"))
         if c.mqttURL != nil {
-            rows.append(("mqtt.gateway_id", c.mqttGatewayId ?? "\(MQTTOptions.hostName()) (the host name)"))
+            rows.append(("mqtt.gateway_id", c.mqttGatewayId ?? "\(SystemCall.hostName()) (the host name)"))
             if let ca = c.mqttCAFile { rows.append(("mqtt.ca_file", ca)) }
             if let pw = c.mqttPasswordFile { rows.append(("mqtt.password_file", pw)) }
             rows.append(("mqtt.grace_sec", "\(c.mqttGraceSec)"))

@@ -54,20 +54,13 @@ struct MQTTOptions: ParsableArguments {
         return broker
     }
 
-    static func hostName() -> String {
-        var name = [CChar](repeating: 0, count: 256)
-        guard gethostname(&name, name.count) == 0 else { return "gateway" }
-        let host = String(decoding: name.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
-        return host.isEmpty ? "gateway" : host
-    }
-
     /// The sink, connecting in the background; nil without `--mqtt` (or `[mqtt] url`, or `HR_GATEWAY_MQTT`). The
     /// command line overrides the configuration.
     /// QoS 1 events wait in `mqtt-outbox.sqlite` in `stateDirectory` until the broker acknowledges them.
     func sink(sources: [String], settings: GatewayConfiguration, stateDirectory: String) throws -> MQTTSink? {
         guard let mqtt = mqtt ?? settings.mqttURL else { return nil }
         let broker = try Self.broker(mqtt, passwordFile: mqttPasswordFile ?? settings.mqttPasswordFile)
-        let id = gatewayId ?? settings.mqttGatewayId ?? Self.hostName()
+        let id = gatewayId ?? settings.mqttGatewayId ?? SystemCall.hostName()
         return try MQTTSink(
             broker: broker, topics: try MQTTTopics(gatewayId: id), caFile: mqttCa ?? settings.mqttCAFile,
             sources: sources, graceMs: Int64(mqttGrace ?? settings.mqttGraceSec) * 1000, stateDirectory: stateDirectory)

@@ -12,7 +12,7 @@ struct SessionsShowCommand: ParsableCommand {
 
             Raw ECG and accelerometer (Polar straps) are counted per device: samples, rate, time span and \
             segments (more than one: frames were lost or the strap's clock was reset); --json has them under \
-            "waveforms".
+            "waveform_tracks".
 
             Examples:
               hr-gateway sessions show 3f2a9c1e
@@ -52,7 +52,7 @@ struct SessionsShowCommand: ParsableCommand {
             guard case .object(var o) = s.jsonValue else { return }
             if let end { o["end"] = end }
             if !waveforms.isEmpty {
-                o["waveforms"] = .object(Dictionary(uniqueKeysWithValues: waveforms.map { w in
+                o["waveform_tracks"] = .object(Dictionary(uniqueKeysWithValues: waveforms.map { w in
                     (w.name, JSONValue.array(w.tracks.map { t in
                         .object([
                             "device_id": .string(t.device), "rate_hz": .double(t.rateHz), "samples": .int(Int64(t.samples)),
