@@ -43,7 +43,8 @@ struct SessionsShowCommand: ParsableCommand {
         let end = events.last(where: { $0.type == "session_summary" || $0.type == "session_error" })
             .flatMap { try? JSONValue(parsing: $0.json) }
         // Raw ECG and accelerometer: what a researcher checks before an export (every sample there, in one segment).
-        let samples = try sessions.samples(sessionId: id)
+        // Read only for a session that recorded some (the store says so without reading its samples).
+        let samples = s.waveforms.isEmpty ? [] : try sessions.samples(sessionId: id)
         let waveforms: [(name: String, tracks: [SessionExport.WaveformTrack])] = [
             ("ecg", SessionExport.waveformTracks(samples: samples, waveform: .ecg)),
             ("acc", SessionExport.waveformTracks(samples: samples, waveform: .acc)),
