@@ -263,6 +263,10 @@ public final class SessionEngine: Sendable {
         }
     }
 
+    /// Callers of `idle()` (and stops joining one under way) waiting for the session to end: for tests to know a
+    /// second stop has joined before they let the first one finish.
+    var idleWaiterCount: Int { state.withLock { $0.idleWaiters.count } }
+
     /// Must be called with the lock held, after the session's last event was queued.
     private func wakeIdleWaiters(_ s: inout State) {
         guard !s.idleWaiters.isEmpty else { return }
