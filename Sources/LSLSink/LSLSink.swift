@@ -222,11 +222,16 @@ public final class LSLSink: SessionSink {
         let markers = outlets.withLock { all -> LSLOutlet? in
             if let o = all[key] { return o }
             guard !closed.withLock({ $0 }) else { return nil }
+            // An inlet gets only what is pushed after it connects, and the outlet is made for the first event, so
+            // that event (`session_started`) would reach no one: its JSON and the session id go into the stream's
+            // description, which every consumer reads on connecting (LabRecorder keeps it in the file's header).
+            var metadata = [("manufacturer", "hr-gateway"), ("version", GatewayVersion.current), ("format", "JSON")]
+            if case .started(let id, _) = event.event {
+                metadata += [("session_id", id), ("session_started", event.json)]
+            }
             let o = LSLOutlet(
                 name: key, type: "Markers", rate: 0, source: "hr-gateway:\(source):markers",
-                channels: [("event", "", "Marker")],
-                metadata: [("manufacturer", "hr-gateway"), ("version", GatewayVersion.current), ("format", "JSON")],
-                strings: true)
+                channels: [("event", "", "Marker")], metadata: metadata, strings: true)
             all[key] = o
             return o
         }

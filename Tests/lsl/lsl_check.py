@@ -161,6 +161,10 @@ def main():
             texts, stamps = got["markers"]
             printed = [line for line in out.splitlines()
                        if json.loads(line)["type"] not in ("session_frame", "biosignal_frame")]
+            # The first event, pushed before any inlet could connect, is in the stream's description.
+            acq = info.desc().child("acquisition")
+            assert acq.child_value("session_started") == printed[0], (acq.child_value("session_started"), printed[0])
+            assert acq.child_value("session_id") == json.loads(printed[0])["session_id"], acq.child_value("session_id")
             # Each marker is an event as printed, byte for byte; those pushed after the inlet connected, in order.
             assert len(texts) >= 5 and is_suffix(texts, printed), \
                 f"{len(texts)} markers, not the end of the {len(printed)} events printed: {texts[:2]}"
@@ -192,7 +196,8 @@ def main():
         check("every accelerometer sample (X, Y, Z in g) after the inlet connected, once, in order, 1/50 s apart",
               accelerometer)
         check("HR and RR arrive once, in order, stamped at their readings and beats", hr_and_rr)
-        check("the session's events (but frames) on a Markers stream, each as printed, stamped at its time", markers)
+        check("the session's events (but frames) on a Markers stream, each as printed, stamped at its time; "
+              "session_started in its description", markers)
         check("doctor reports liblsl; a wrong HR_GATEWAY_LIBLSL is named by --lsl and doctor", doctor)
     except Exception as e:
         report.setup_failed(e)
