@@ -85,7 +85,8 @@ public final class SessionEngine: Sendable {
     /// engine was disposed, or when the configuration cannot run. A session that is ending (stopped, or at its
     /// duration, its providers stopping) is not refused: the call waits for its summary (at most
     /// `providerStopLimitMs`), then starts. Returns once the providers are started (or one failed, in which case the
-    /// stream holds `session_started` then `session_error`).
+    /// stream holds `session_started` then `session_error`) and what the session emitted so far has reached every
+    /// observer.
     public func startSession(_ config: SessionConfig) async throws(SessionError) -> AsyncStream<SessionEvent> {
         try config.validate()
         let (stream, continuation) = AsyncStream<SessionEvent>.makeStream(bufferingPolicy: .unbounded)
@@ -144,6 +145,7 @@ public final class SessionEngine: Sendable {
         // A stop or failure while providers were starting: release whatever this call started.
         let ended = state.withLock { $0.active?.generation != generation || $0.active?.endingAt != nil }
         if ended { for p in started { await p.stopStreaming() } }
+        await delivered()
         return stream
     }
 
@@ -151,7 +153,8 @@ public final class SessionEngine: Sendable {
     /// the session (as it reached the sinks' taps, and so the store and `--record`), then emits the summary as of the
     /// moment of the call and finishes the stream. No frame comes while the providers stop; a provider that takes
     /// longer than `providerStopLimitMs` is left to finish in the background. A session already ending (another
-    /// stop, or its duration reached) is not stopped twice: the call returns once that end's summary is out.
+    /// stop, or its duration reached) is not stopped twice: the call returns once that end's summary is out. Either
+    /// way the summary has reached the stream and every observer when the call returns.
     /// Throws "No active session" or "Session ID mismatch: expected A, got B".
     public func stopSession(sessionId: String) async throws(SessionError) {
         let ending = try state.withLock { s throws(SessionError) -> (UInt64, [any BiosignalProvider])? in
@@ -167,6 +170,7 @@ public final class SessionEngine: Sendable {
             return
         }
         await drain(generation: generation, running)
+        await delivered()
     }
 
     /// The end of a session whose `endingAt` is set: stops its providers (at most `providerStopLimitMs`), then emits
@@ -243,6 +247,17 @@ public final class SessionEngine: Sendable {
         }
         deliver()
         for p in running { await p.stopStreaming() }
+    }
+
+    /// Returns once everything emitted before the call has been delivered to its stream and to every observer. The
+    /// thread that emits usually delivers too, but one that finds another thread delivering leaves its events to it,
+    /// and that thread may be descheduled on a loaded machine: a stop would then return before its summary reached
+    /// the observers.
+    private func delivered() async {
+        await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
+            enqueue(.wake([c]))
+            deliver()
+        }
     }
 
     /// Returns once no session is running or ending, and what the last one emitted has been delivered to its stream

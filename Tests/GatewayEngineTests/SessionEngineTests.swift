@@ -397,6 +397,9 @@ import Testing
             _ = try await e.startSession(config("s2", interval: 5))
             return log.all.filter { $0.type == "session_summary" }.map(\.sessionId)
         }
+        // The start is waiting for the end before the provider is let stop (a task starts when the pool runs it:
+        // without this, on a loaded machine, it could start after the summary and test nothing).
+        while e.idleWaiterCount == 0 { await Task.yield() }
         // Still ending: the new session has not started.
         #expect(e.getStatus()?.sessionId == "s1")
         p.release()
