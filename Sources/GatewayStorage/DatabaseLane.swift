@@ -15,6 +15,9 @@ public final class DatabaseLane: Sendable {
 
     public init(label: String) { queue = DispatchQueue(label: label) }
 
+    /// Jobs submitted and not finished (the one running among them): what waits behind a lock held elsewhere.
+    public var pending: Int { jobs.withLock { $0 } }
+
     /// Runs `job` on the queue after everything submitted before it.
     public func submit(_ job: @escaping @Sendable () -> Void) {
         jobs.withLock { $0 += 1 }

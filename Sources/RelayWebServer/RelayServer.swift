@@ -253,6 +253,9 @@ public struct RelayServer: Sendable {
     /// and stall the relay with it. They run on a lane of their own instead, one at a time.
     private static let archiveLane = DatabaseLane(label: "hr-gateway.relay.sessions")
 
+    /// Session reads waiting on the lane or running there (for tests).
+    static var archiveReadsPending: Int { archiveLane.pending }
+
     static func archiveRead<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
         try await archiveLane.run(body)
     }

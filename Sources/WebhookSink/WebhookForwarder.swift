@@ -141,6 +141,8 @@ public final class WebhookForwarder: Sendable {
     private let pause: @Sendable (Int64) -> Void
     private let onWarning: @Sendable (String) -> Void
     private let lane = DatabaseLane(label: "hr-gateway.webhook.outbox")
+    /// Outbox work waiting on its lane or running there (for tests: that work is waiting, not holding a thread).
+    var outboxJobs: Int { lane.pending }
     /// Items left by the last delivery pass.
     private let lastRemaining = Mutex<Int?>(nil)
 

@@ -402,6 +402,9 @@ func types(_ m: [[String: JSONValue]]) -> [String] { m.compactMap { $0["type"]?.
         let c = hub.connect(Rig.phone)
         let answered = Task { await hub.handle(text: start, from: c) }
         await controller.called.first { _ in true }
+        // The command waits for its session_started before the clock lets the queue publish it (without this, the
+        // event could be out before the wait begins, and the queued path would go untested).
+        while hub.startWaiterCount == 0 { await Task.yield() }
         clock.advance(byMs: 50)
         await answered.value
         let got = try types(messages(c.queue))

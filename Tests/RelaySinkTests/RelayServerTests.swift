@@ -211,7 +211,13 @@ func sendGet(port: Int, path: String, headers: [String] = []) throws -> Int32 {
                         try sendGet(port: port, path: "/v1/sessions", headers: ["Authorization: Bearer \(token)"])
                     }
                     archive.entered.wait()
-                    let (_, head) = try httpGetNow(port: port, path: "/", timeoutSeconds: 10)
+                    // Every list is waiting on the archive's lane (one stalled in the store, the rest behind it).
+                    let deadline = Date().addingTimeInterval(30)
+                    while RelayServer.archiveReadsPending < stalled && Date() < deadline { usleep(1000) }
+                    let waiting = RelayServer.archiveReadsPending
+                    let head = waiting < stalled
+                        ? "only \(waiting) of \(stalled) session lists reached the archive's lane in 30 s"
+                        : try httpGetNow(port: port, path: "/", timeoutSeconds: 10).1
                     for _ in 0..<stalled { archive.gate.signal() }
                     for fd in sockets { close(fd) }
                     done.resume(returning: head)

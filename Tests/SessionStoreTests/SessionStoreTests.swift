@@ -158,7 +158,8 @@ final class Seen: Sendable {
         // Another process breaks the database under the recorder (as a full disk or a lost mount would).
         let sqlite = Process()
         sqlite.executableURL = URL(fileURLWithPath: "/usr/bin/sqlite3")
-        sqlite.arguments = [store.databasePath, "DROP TABLE samples; DROP TABLE events;"]
+        // (It waits for the recorder's writer, which may be in a transaction with what the advance queued.)
+        sqlite.arguments = ["-cmd", ".timeout 10000", store.databasePath, "DROP TABLE samples; DROP TABLE events;"]
         try sqlite.run()
         sqlite.waitUntilExit()
         try #require(sqlite.terminationStatus == 0)

@@ -3,7 +3,7 @@ import GatewayEngine
 import GatewayStorage
 import StorageTestSupport
 import Testing
-import WebhookSink
+@testable import WebhookSink
 import WebhookTestSupport
 
 /// A clock the test moves by hand.
@@ -363,8 +363,12 @@ private func forwarder(
         for sample in samples.dropFirst() { batcher.add(sample) }
         // More delivery passes than the pool has threads, all waiting for the lock.
         let passes = 2 * ProcessInfo.processInfo.activeProcessorCount + 2
+        let queued = f.outboxJobs
         let delivering = (0..<passes).map { _ in Task { try await f.deliverDue() } }
-        // The pool still runs other work while they wait.
+        // Every pass is waiting for the lock (its first step is on the outbox's lane, and nothing there can finish
+        // while the lock is held)...
+        while f.outboxJobs < queued + passes { await Task.yield() }
+        // ...and the pool still runs other work.
         #expect(await Task.detached { 42 }.value == 42)
         #expect(try lock.release() == "released on request")
 
