@@ -10,7 +10,7 @@ import StdoutSink
 struct HRVCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "hrv",
-        abstract: "HRV (time, frequency, nonlinear, DFA) and breathing rate from a file of RR intervals.",
+        abstract: "HRV (time, frequency, nonlinear, DFA) and breathing rate from RR intervals or a recording.",
         discussion: """
             FILE is either a CSV whose header names an rr_ms column (milliseconds) or an rr_1024 column (1/1024 s \
             counts, the unit BLE heart-rate straps send); other columns are ignored and may come in any order. \
