@@ -248,18 +248,26 @@ struct SessionCore {
 extension ECGRPeaks {
     /// The runs of ECG in `chunks` (one device's, in order) at `rateHz`: chunks that follow each other by their sample
     /// count (within 20 ms) with no gap flagged make one run; chunks at another rate are left out.
+    /// Each run carries the rate its chunks' times measure (`WaveformRate.measured`), so that R-peak intervals are
+    /// in the sensor's real time, not the nominal rate's.
     public static func runs(_ chunks: [BiosignalSample], rateHz rate: Double) -> [Run] {
         var runs: [Run] = []
+        var starts: [[(index: Int, timeMs: Double)]] = []
         var expectedNext: Double?
         for c in chunks where c.ecgRateHz == rate {
             let values = (c.ecgUv ?? []).map(Double.init)
             let t = Double(c.timestampMs)
             if let e = expectedNext, !c.gapBefore, abs(t - e) <= 20, !runs.isEmpty {
+                starts[starts.count - 1].append((runs[runs.count - 1].samples.count, t))
                 runs[runs.count - 1].samples += values
             } else {
                 runs.append(Run(startMs: t, samples: values))
+                starts.append([(0, t)])
             }
             expectedNext = t + Double(values.count) * 1000 / rate
+        }
+        for i in runs.indices {
+            runs[i].measuredRateHz = WaveformRate.measured(chunkStarts: starts[i], nominalHz: rate)?.rateHz
         }
         return runs
     }

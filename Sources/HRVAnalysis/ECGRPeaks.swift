@@ -97,23 +97,32 @@ public enum ECGRPeaks {
 }
 
 extension ECGRPeaks {
-    /// A run of ECG without a break: its samples and the time of the first (ms).
+    /// A run of ECG without a break: its samples, the time of the first (ms) and, when its chunks' times say it, the
+    /// rate the sensor really sampled at.
     public struct Run: Sendable, Equatable {
         public var startMs: Double
         public var samples: [Double]
-        public init(startMs: Double, samples: [Double]) {
+        /// The sample rate measured over the run (Hz; `WaveformRate.measured` on its chunks' times), nil when the
+        /// nominal one is all there is. A Polar H10's "130 Hz" is 128–131 Hz, depending on the strap.
+        public var measuredRateHz: Double?
+        public init(startMs: Double, samples: [Double], measuredRateHz: Double? = nil) {
             self.startMs = startMs
             self.samples = samples
+            self.measuredRateHz = measuredRateHz
         }
     }
 
-    /// RR intervals (ms) between successive R peaks within each run (none across runs).
+    /// RR intervals (ms) between successive R peaks within each run (none across runs), at each run's measured rate
+    /// when it has one (the detector's filters are designed at the nominal rate, a difference of a few per cent at
+    /// most that they do not notice; the times are the measured rate's).
     public static func rrIntervals(_ runs: [Run], rateHz: Double) -> [Double] {
         runs.flatMap { run -> [Double] in
             let peaks = detect(run.samples, rateHz: rateHz)
-            return zip(peaks, peaks.dropFirst()).map { ($1 - $0) * 1000 }
+            let scale = run.measuredRateHz.map { rateHz / $0 } ?? 1
+            return zip(peaks, peaks.dropFirst()).map { ($1 - $0) * 1000 * scale }
         }
     }
+
 
     /// How closely ECG-derived RR follow the strap's own RR (ms): the two sequences are aligned at the shift (±10
     /// beats) where their median absolute difference is smallest, which is then the answer; nil with fewer than 10

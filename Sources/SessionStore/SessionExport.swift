@@ -59,31 +59,68 @@ public enum SessionExport {
         }
     }
 
-    /// Every sample of `waveform` in arrival order, each at its time (epoch ms): the samples of a device follow each
-    /// other exactly 1/rate apart, a chunk continuing the previous one sample for sample as in the EDF export
-    /// (`ChunkPlacer`), and a new segment (its time the chunk's own) starts after lost frames, a clock reset or a
-    /// change of rate. `body` gets the device, the sample's index in its chunk's values, the values, the time, and
-    /// whether a segment starts there.
+    /// Every sample of `waveform` in arrival order, each at its time (epoch ms). A device's chunks make one segment
+    /// while each follows the previous one by its sample count (within `ChunkPlacer.stepSeconds`, no lost frames
+    /// flagged, the same rate); a new segment starts after lost frames, a clock reset or a change of rate. Within a
+    /// segment the samples are evenly spaced: exactly 1/rate apart from the first chunk's own time, unless the chunks'
+    /// times say the sensor samples at another rate than its nominal one (`WaveformRate.measured`: a Polar H10's
+    /// "130 Hz" is 128–131 Hz), in which case they follow the line fitted through those times. `body` gets the
+    /// device, the nominal rate, the rate measured over the segment (nil: the nominal one), the chunk's values, the
+    /// time of its sample k, and whether a segment starts with it.
     static func walk(
         _ samples: [BiosignalSample], _ waveform: Waveform,
-        _ body: (_ device: String, _ rateHz: Double, _ values: [String], _ timeMs: (Int) -> Double, _ startsSegment: Bool) -> Void
+        _ body: (
+            _ device: String, _ rateHz: Double, _ measuredHz: Double?, _ values: [String], _ timeMs: (Int) -> Double,
+            _ startsSegment: Bool
+        ) -> Void
     ) {
-        struct Track {
-            let t0: Int64
-            var placer: ChunkPlacer
+        struct Chunk {
+            let device: String
+            let rate: Double
+            let values: [String]
+            let segment: Int
+            let index: Int  // of its first sample in the segment
         }
-        var tracks: [String: Track] = [:]
+        struct Open {
+            let rate: Double
+            let segment: Int
+            var count: Int
+            var lastMs: Double
+            var lastCount: Int
+        }
+        var chunks: [Chunk] = []
+        var starts: [[(index: Int, timeMs: Double)]] = []
+        var open: [String: Open] = [:]
         for s in samples {
             guard let (values, rate) = waveform.chunk(s) else { continue }
             let device = s.deviceId ?? s.source
-            if tracks[device]?.placer.rateHz != rate {
-                tracks[device] = Track(t0: s.timestampMs, placer: ChunkPlacer(rateHz: rate))
+            let t = Double(s.timestampMs)
+            if var o = open[device], o.rate == rate, !s.gapBefore,
+                abs(t - (o.lastMs + Double(o.lastCount) * 1000 / rate)) <= ChunkPlacer.stepSeconds * 1000
+            {
+                chunks.append(Chunk(device: device, rate: rate, values: values, segment: o.segment, index: o.count))
+                starts[o.segment].append((o.count, t))
+                o.count += values.count
+                o.lastMs = t
+                o.lastCount = values.count
+                open[device] = o
+            } else {
+                let segment = starts.count
+                starts.append([(0, t)])
+                chunks.append(Chunk(device: device, rate: rate, values: values, segment: segment, index: 0))
+                open[device] = Open(
+                    rate: rate, segment: segment, count: values.count, lastMs: t, lastCount: values.count)
             }
-            let t0 = tracks[device]!.t0
-            let before = tracks[device]!.placer.next
-            let first = tracks[device]!.placer.place(
-                at: Double(s.timestampMs - t0) / 1000 * rate, count: values.count, gapBefore: s.gapBefore)
-            body(device, rate, values, { k in Double(t0) + Double(first + k) * 1000 / rate }, before != first)
+        }
+        let lines = starts.indices.map { k -> (WaveformRate?, nominal: WaveformRate) in
+            let rate = chunks.first { $0.segment == k }!.rate
+            return (WaveformRate.measured(chunkStarts: starts[k], nominalHz: rate),
+                    WaveformRate(rateHz: rate, startMs: starts[k][0].timeMs))
+        }
+        for c in chunks {
+            let (measured, nominal) = lines[c.segment]
+            let line = measured ?? nominal
+            body(c.device, c.rate, measured?.rateHz, c.values, { k in line.timeMs(c.index + k) }, c.index == 0)
         }
     }
 
@@ -92,7 +129,7 @@ public enum SessionExport {
     public static func waveformCSV(sessionId: String, samples: [BiosignalSample], waveform: Waveform) -> String? {
         var out = waveform.csvHeader + "\n"
         var any = false
-        walk(samples, waveform) { device, _, values, time, starts in
+        walk(samples, waveform) { device, _, _, values, time, starts in
             any = true
             for (k, value) in values.enumerated() {
                 let start = k == 0 && starts ? 1 : 0
@@ -111,28 +148,35 @@ public enum SessionExport {
         public var segments = 0
         public var firstMs: Double
         public var lastMs: Double
+        /// The rates measured over the segments where the sensor's differs from the nominal one (`WaveformRate`).
+        public var measuredRatesHz: [Double] = []
 
-        /// "1300 samples at 130 Hz over 10.0 s, 1 segment (A0:9E)".
+        /// "1300 samples at 130 Hz over 10.0 s, 1 segment (A0:9E)"; "… at 130 Hz (sampled at 130.17 Hz) …" when
+        /// the strap's real rate is another.
         public var text: String {
             let span = String(format: "%.1f", (lastMs - firstMs) / 1000 + 1 / rateHz)
             let rate = rateHz == rateHz.rounded() ? String(Int(rateHz)) : String(rateHz)
-            return "\(samples) samples at \(rate) Hz over \(span) s, \(segments) segment\(segments == 1 ? "" : "s") (\(device))"
+            let mean = measuredRatesHz.reduce(0, +) / Double(max(1, measuredRatesHz.count))
+            let sampled = measuredRatesHz.isEmpty ? "" : String(format: " (sampled at %.2f Hz)", mean)
+            return "\(samples) samples at \(rate) Hz\(sampled) over \(span) s, \(segments) segment\(segments == 1 ? "" : "s") (\(device))"
         }
     }
 
     /// The tracks of `waveform` in `samples`, in the order their devices first appear (one per device and rate).
     public static func waveformTracks(samples: [BiosignalSample], waveform: Waveform) -> [WaveformTrack] {
         var tracks: [WaveformTrack] = []
-        walk(samples, waveform) { device, rate, values, time, starts in
+        walk(samples, waveform) { device, rate, measured, values, time, starts in
             let last = time(values.count - 1)
             if let i = tracks.lastIndex(where: { $0.device == device && $0.rateHz == rate }) {
                 tracks[i].samples += values.count
                 tracks[i].segments += starts ? 1 : 0
                 tracks[i].firstMs = min(tracks[i].firstMs, time(0))
                 tracks[i].lastMs = max(tracks[i].lastMs, last)
+                if let measured, starts { tracks[i].measuredRatesHz.append(measured) }
             } else {
                 tracks.append(WaveformTrack(
-                    device: device, rateHz: rate, samples: values.count, segments: 1, firstMs: time(0), lastMs: last))
+                    device: device, rateHz: rate, samples: values.count, segments: 1, firstMs: time(0), lastMs: last,
+                    measuredRatesHz: measured.map { [$0] } ?? []))
             }
         }
         return tracks

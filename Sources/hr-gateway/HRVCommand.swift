@@ -281,7 +281,13 @@ struct HRVCommand: ParsableCommand {
             let rate = samples[0].ecgRateHz!
             let runs = ECGRPeaks.runs(samples, rateHz: rate)
             let seconds = Double(runs.reduce(0) { $0 + $1.samples.count }) / rate
+            // Said when the strap's real rate differs from the nominal one (a Polar H10's does, by up to 1.5 %).
+            let measured = runs.compactMap(\.measuredRateHz)
+            let mean = measured.isEmpty ? rate : measured.reduce(0, +) / Double(measured.count)
+            let sampled = abs(mean - rate) < 0.005
+                ? "" : String(format: " (sampled at %.2f Hz by the chunks' times)", mean)
             notes.append("R peaks in \(String(format: "%.1f", seconds)) s of ECG at \(String(format: "%g", rate)) Hz"
+                + sampled
                 + (runs.count > 1 ? " in \(runs.count) runs (lost frames split it; no interval is taken across)" : ""))
             for note in notes { StandardStream.error.write(Data("note: \(file): \(note)\n".utf8)) }
             let rr = ECGRPeaks.rrIntervals(runs, rateHz: rate)

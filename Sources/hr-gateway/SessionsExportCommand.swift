@@ -34,10 +34,12 @@ struct SessionsExportCommand: ParsableCommand {
               ecg-csv  one row per raw ECG sample (Polar straps, stream --ecg):
                      session_id,device_id,time_ms,ecg_uv,segment_start
                      time_ms: epoch ms of the sample, to the microsecond;
-                       a device's samples are exactly 1/rate apart (130 Hz
-                       for an H10) within a segment, as in the EDF; a new
-                       segment (segment_start 1, at its own time) begins
-                       after lost frames or a clock reset
+                       within a segment a device's samples are evenly
+                       spaced, 1/rate apart (130 Hz for an H10) or at the
+                       rate the chunks' times measure when the strap's own
+                       differs (sessions show says so); a new segment
+                       (segment_start 1, at its own time) begins after lost
+                       frames or a clock reset
               acc-csv  one row per accelerometer sample (stream --acc HZ):
                      session_id,device_id,time_ms,x_g,y_g,z_g,segment_start
 

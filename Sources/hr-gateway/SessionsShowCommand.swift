@@ -11,8 +11,9 @@ struct SessionsShowCommand: ParsableCommand {
             ID is a session id or its first characters (enough to name one session).
 
             Raw ECG and accelerometer (Polar straps) are counted per device: samples, rate, time span and \
-            segments (more than one: frames were lost or the strap's clock was reset); --json has them under \
-            "waveform_tracks".
+            segments (more than one: frames were lost or the strap's clock was reset), and the rate the strap \
+            really sampled at when its chunks' times say it is not the nominal one ("at 130 Hz (sampled at \
+            130.17 Hz)"); --json has them under "waveform_tracks".
 
             Examples:
               hr-gateway sessions show 3f2a9c1e
@@ -55,10 +56,15 @@ struct SessionsShowCommand: ParsableCommand {
             if !waveforms.isEmpty {
                 o["waveform_tracks"] = .object(Dictionary(uniqueKeysWithValues: waveforms.map { w in
                     (w.name, JSONValue.array(w.tracks.map { t in
-                        .object([
+                        var track: [String: JSONValue] = [
                             "device_id": .string(t.device), "rate_hz": .double(t.rateHz), "samples": .int(Int64(t.samples)),
                             "segments": .int(Int64(t.segments)), "first_ms": .double(t.firstMs), "last_ms": .double(t.lastMs),
-                        ])
+                        ]
+                        if !t.measuredRatesHz.isEmpty {
+                            track["measured_rates_hz"] =
+                                .array(t.measuredRatesHz.map { .double(($0 * 1000).rounded() / 1000) })
+                        }
+                        return .object(track)
                     }))
                 }))
             }

@@ -116,4 +116,34 @@ import Testing
         let rr = try CLI.run(["hrv", "--from-ecg", HRVCommandTests.dataFile("rr_nsrdb_short_pyhrv_raw.csv")])
         #expect(rr.status == 1 && rr.stderr.contains("--from-ecg applies to a recording"), "\(rr.stderr)")
     }
+
+    /// A Polar H10's "130 Hz" ECG is 128–131 Hz, the strap's own: a public capture of a real H10 has 73 samples every
+    /// 560.81 ms of its clock (130.17 Hz). The same real minute, stamped as such a strap stamps it, gives intervals
+    /// 130/130.17 as long as at 130 Hz: in the strap's real time, not 0.13 % long.
+    @Test func rrFromTheECGAreInTheStrapsRealTime() throws {
+        let fixture = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .appendingPathComponent("Fixtures/ecg_mitbih208_130hz.csv").path
+        let ecg = try String(contentsOfFile: fixture, encoding: .utf8).split(separator: "\n").dropFirst()
+            .map { try #require(Int32($0.trimmingCharacters(in: .whitespaces))) }
+        func meanRR(rateHz: Double) throws -> (Double, String) {
+            let t0: Int64 = 1_700_000_000_000
+            let lines = stride(from: 0, to: ecg.count, by: 73).map { start in
+                BiosignalSample(
+                    timestampMs: t0 + Int64((Double(start) * 1000 / rateHz).rounded()), bpm: 0, deviceId: "A0:9E",
+                    source: "polar_ecg", ecgUv: Array(ecg[start..<min(start + 73, ecg.count)]), ecgRateHz: 130
+                ).jsonValue.jsonString
+            }
+            let path = FileManager.default.temporaryDirectory.appendingPathComponent("hrg-hrv-rate-\(UUID().uuidString).jsonl").path
+            defer { try? FileManager.default.removeItem(atPath: path) }
+            try (lines.joined(separator: "\n") + "\n").write(toFile: path, atomically: true, encoding: .utf8)
+            let r = try CLI.run(["hrv", "--from-ecg", "--correct", "none", "--json", path])
+            #expect(r.status == 0, "\(r.stderr)")
+            return (try #require(try JSONValue(parsing: r.stdout)["mean_rr_ms"]?.doubleValue), r.stderr)
+        }
+        let (nominal, nominalNote) = try meanRR(rateHz: 130)
+        let (real, realNote) = try meanRR(rateHz: 130.17)
+        #expect(abs(real / nominal - 130 / 130.17) < 2e-5, "\(real) vs \(nominal)")
+        #expect(realNote.contains("at 130 Hz (sampled at 130.17 Hz by the chunks' times)"), "\(realNote)")
+        #expect(!nominalNote.contains("sampled at"), "\(nominalNote)")
+    }
 }

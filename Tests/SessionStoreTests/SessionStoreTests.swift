@@ -473,6 +473,30 @@ struct SessionStoreOpenErrorTests {
         #expect(SessionExport.waveformTracks(samples: samples, waveform: .acc).isEmpty)
     }
 
+    /// A strap whose "130 Hz" is really 130.17 Hz (a real H10's, in a public capture: 73 samples every 560.81 ms):
+    /// one segment over a minute, its samples evenly spaced at the real rate, each at its time. Spaced at 130 Hz they
+    /// would fall 0.73 ms further behind with every chunk, and a new segment would start every 38 s.
+    @Test func aStrapOffItsNominalRateIsOneSegmentAtItsRealRate() throws {
+        let t0: Int64 = 1_700_000_000_000
+        let rate = 130.17
+        let values = (0..<(73 * 107)).map { Int32($0 % 400) }
+        var samples: [BiosignalSample] = []
+        for start in stride(from: 0, to: values.count, by: 73) {
+            samples.append(ecgChunk(t0 + Int64((Double(start) * 1000 / rate).rounded()), Array(values[start..<(start + 73)])))
+        }
+        let r = rows(try #require(SessionExport.waveformCSV(sessionId: "s", samples: samples, waveform: .ecg)))
+        #expect(r.map { Int32($0[3]) } == values.map { Optional($0) })
+        #expect(r.filter { $0[4] == "1" }.count == 1, "one segment")
+        let times = r.compactMap { Double($0[2]) }
+        for (k, t) in times.enumerated() {
+            #expect(abs(t - (Double(t0) + Double(k) * 1000 / rate)) < 0.6, "sample \(k) at \(t)")
+        }
+        let tracks = SessionExport.waveformTracks(samples: samples, waveform: .ecg)
+        #expect(tracks.count == 1 && tracks.first?.segments == 1)
+        #expect(tracks.first?.text.contains("at 130 Hz (sampled at 130.17 Hz) over 60.0 s, 1 segment") == true,
+                "\(tracks.first?.text ?? "")")
+    }
+
     @Test func eachDeviceHasItsOwnTimelineAndAccelerometerRowsHaveThreeAxes() throws {
         let t0: Int64 = 1_700_000_000_000
         let samples = [
