@@ -59,28 +59,35 @@ public enum SessionExport {
         }
     }
 
-    /// Every sample of `waveform` in arrival order, each at its time (epoch ms). A device's chunks make one segment
-    /// while each follows the previous one by its sample count (within `ChunkPlacer.stepSeconds`, no lost frames
-    /// flagged, the same rate); a new segment starts after lost frames, a clock reset or a change of rate. Within a
-    /// segment the samples are evenly spaced: exactly 1/rate apart from the first chunk's own time, unless the chunks'
-    /// times say the sensor samples at another rate than its nominal one (`WaveformRate.measured`: a Polar H10's
-    /// "130 Hz" is 128–131 Hz), in which case they follow the line fitted through those times. `body` gets the
-    /// device, the nominal rate, the rate measured over the segment (nil: the nominal one), the chunk's values, the
-    /// time of its sample k, and whether a segment starts with it.
-    static func walk(
-        _ samples: [BiosignalSample], _ waveform: Waveform,
-        _ body: (
-            _ device: String, _ rateHz: Double, _ measuredHz: Double?, _ values: [String], _ timeMs: (Int) -> Double,
-            _ startsSegment: Bool
-        ) -> Void
-    ) {
-        struct Chunk {
-            let device: String
-            let rate: Double
-            let values: [String]
-            let segment: Int
-            let index: Int  // of its first sample in the segment
-        }
+    /// How far a chunk's own time may be from the end of the previous one for it to continue that one: its time is
+    /// its first sample's, mapped from the strap's clock and rounded to the millisecond, so it wanders by a few ms,
+    /// more than half a sample at 130 Hz; further off is a clock reset.
+    public static let continuityMs = 50.0
+
+    /// A chunk of a regular stream (raw ECG, accelerometer) on its device's timeline (`placeChunks`).
+    struct PlacedChunk {
+        /// Its position in the samples given.
+        let position: Int
+        let device: String
+        let rateHz: Double
+        /// The rate measured over its segment, nil when the nominal one holds.
+        let measuredHz: Double?
+        /// Its segment's samples in time: `line.timeMs(i)` is the time of the segment's sample i.
+        let line: WaveformRate
+        /// Its first sample's index in its segment (0: it starts the segment).
+        let index: Int
+    }
+
+    /// Places each device's chunks (the samples for which `chunk` gives a sample count and a rate, in order). A chunk
+    /// continues its device's segment while it follows the previous chunk by that one's sample count (within
+    /// `continuityMs`, no lost frames flagged, the same rate); lost frames (`gapBefore`), a clock reset or a
+    /// change of rate start a new segment. Within a segment the samples are evenly spaced from the first chunk's own
+    /// time: exactly 1/rate apart, unless the chunks' times say the sensor samples at another rate than its nominal
+    /// one (`WaveformRate.measured`: a Polar H10's "130 Hz" is 128–131 Hz), in which case they follow the line fitted
+    /// through those times.
+    static func placeChunks(
+        _ samples: [BiosignalSample], _ chunk: (BiosignalSample) -> (count: Int, rateHz: Double)?
+    ) -> [PlacedChunk] {
         struct Open {
             let rate: Double
             let segment: Int
@@ -88,39 +95,53 @@ public enum SessionExport {
             var lastMs: Double
             var lastCount: Int
         }
-        var chunks: [Chunk] = []
+        var found: [(position: Int, device: String, rate: Double, segment: Int, index: Int)] = []
         var starts: [[(index: Int, timeMs: Double)]] = []
+        var rates: [Double] = []
         var open: [String: Open] = [:]
-        for s in samples {
-            guard let (values, rate) = waveform.chunk(s) else { continue }
+        for (position, s) in samples.enumerated() {
+            guard let (count, rate) = chunk(s) else { continue }
             let device = s.deviceId ?? s.source
             let t = Double(s.timestampMs)
             if var o = open[device], o.rate == rate, !s.gapBefore,
-                abs(t - (o.lastMs + Double(o.lastCount) * 1000 / rate)) <= ChunkPlacer.stepSeconds * 1000
+                abs(t - (o.lastMs + Double(o.lastCount) * 1000 / rate)) <= continuityMs
             {
-                chunks.append(Chunk(device: device, rate: rate, values: values, segment: o.segment, index: o.count))
+                found.append((position, device, rate, o.segment, o.count))
                 starts[o.segment].append((o.count, t))
-                o.count += values.count
+                o.count += count
                 o.lastMs = t
-                o.lastCount = values.count
+                o.lastCount = count
                 open[device] = o
             } else {
                 let segment = starts.count
                 starts.append([(0, t)])
-                chunks.append(Chunk(device: device, rate: rate, values: values, segment: segment, index: 0))
-                open[device] = Open(
-                    rate: rate, segment: segment, count: values.count, lastMs: t, lastCount: values.count)
+                rates.append(rate)
+                found.append((position, device, rate, segment, 0))
+                open[device] = Open(rate: rate, segment: segment, count: count, lastMs: t, lastCount: count)
             }
         }
-        let lines = starts.indices.map { k -> (WaveformRate?, nominal: WaveformRate) in
-            let rate = chunks.first { $0.segment == k }!.rate
-            return (WaveformRate.measured(chunkStarts: starts[k], nominalHz: rate),
-                    WaveformRate(rateHz: rate, startMs: starts[k][0].timeMs))
+        let measured = starts.indices.map { WaveformRate.measured(chunkStarts: starts[$0], nominalHz: rates[$0]) }
+        return found.map { f in
+            PlacedChunk(
+                position: f.position, device: f.device, rateHz: f.rate, measuredHz: measured[f.segment]?.rateHz,
+                line: measured[f.segment] ?? WaveformRate(rateHz: f.rate, startMs: starts[f.segment][0].timeMs),
+                index: f.index)
         }
-        for c in chunks {
-            let (measured, nominal) = lines[c.segment]
-            let line = measured ?? nominal
-            body(c.device, c.rate, measured?.rateHz, c.values, { k in line.timeMs(c.index + k) }, c.index == 0)
+    }
+
+    /// Every sample of `waveform` in arrival order, each at its time (epoch ms), as `placeChunks` places them. `body`
+    /// gets the device, the nominal rate, the rate measured over the segment (nil: the nominal one), the chunk's
+    /// values, the time of its sample k, and whether a segment starts with it.
+    static func walk(
+        _ samples: [BiosignalSample], _ waveform: Waveform,
+        _ body: (
+            _ device: String, _ rateHz: Double, _ measuredHz: Double?, _ values: [String], _ timeMs: (Int) -> Double,
+            _ startsSegment: Bool
+        ) -> Void
+    ) {
+        for c in placeChunks(samples, { s in waveform.chunk(s).map { ($0.values.count, $0.rateHz) } }) {
+            guard let (values, _) = waveform.chunk(samples[c.position]) else { continue }
+            body(c.device, c.rateHz, c.measuredHz, values, { k in c.line.timeMs(c.index + k) }, c.index == 0)
         }
     }
 
@@ -239,7 +260,7 @@ public enum SessionExport {
     ///   without one); `HR camera` likewise when a camera contributed;
     /// - `ECG` (µV, at the strap's rate, 130 Hz for an H10) when raw ECG was recorded: each sample at its time, 0
     ///   where none came (before the stream, across a lost link); `Acc X`, `Acc Y`, `Acc Z` (g, ±16) likewise for
-    ///   the accelerometer. Chunks follow each other sample for sample (`ChunkPlacer`);
+    ///   the accelerometer. Chunks follow each other sample for sample (`placeChunks`, `grid`);
     /// - annotations: `beat` at every beat time of the CSV export (`BeatTimeline`), with the device when there are
     ///   several; the session's start and end, sensor state changes, DFA alpha1 threshold crossings, and paced
     ///   breathing phases (with their durations).
@@ -392,46 +413,34 @@ extension SessionStore {
 }
 
 extension SessionExport {
-    /// A regular stream's channels on the EDF grid (`records` seconds at `rateHz` from `startMs`): each chunk's
-    /// samples (`values`: one array of `channels` values per sample) where `ChunkPlacer` puts them, 0 where none came.
+    /// A fixed-rate signal (EDF) of `records` seconds from `startMs`: each chunk's samples (`values`: one array of
+    /// `channels` values per sample) in the slot nearest their time as `placeChunks` gives it, 0 where none came.
+    /// At the nominal rate a segment's samples take consecutive slots; a strap sampling at another rate (a real
+    /// H10's "130 Hz" is 128–131 Hz) keeps its samples at their times, so where it runs fast two samples meet in one
+    /// slot (the later is kept: one sample in 770 at 130.17 Hz) and where it runs slow a slot between two of them is
+    /// left over, which takes the earlier one's value.
     static func grid(
         _ chunks: [BiosignalSample], rateHz rate: Double, startMs: Int64, records: Int, channels: Int,
         values: (BiosignalSample) -> [[Double]]
     ) -> [[Double]] {
-        var out = [[Double]](repeating: [Double](repeating: 0, count: records * Int(rate)), count: channels)
-        var placer = ChunkPlacer(rateHz: rate)
-        for chunk in chunks {
-            let samples = values(chunk)
-            let first = placer.place(
-                at: Double(chunk.timestampMs - startMs) / 1000 * rate, count: samples.count, gapBefore: chunk.gapBefore)
-            for (k, sample) in samples.enumerated() where first + k >= 0 && first + k < out[0].count {
-                for c in 0..<min(channels, sample.count) { out[c][first + k] = sample[c] }
+        let size = records * Int(rate)
+        var out = [[Double]](repeating: [Double](repeating: 0, count: size), count: channels)
+        // The slot of each segment's last sample (keyed by the segment's line and device).
+        var lastSlot: [String: (start: Double, slot: Int, sample: [Double])] = [:]
+        for c in placeChunks(chunks, { s in (values(s).count, rate) }) {
+            let samples = values(chunks[c.position])
+            for (k, sample) in samples.enumerated() {
+                let slot = Int(((c.line.timeMs(c.index + k) - Double(startMs)) / 1000 * rate).rounded())
+                if c.index + k > 0, let last = lastSlot[c.device], last.start == c.line.startMs, slot == last.slot + 2,
+                    slot - 1 >= 0, slot - 1 < size
+                {
+                    for ch in 0..<min(channels, last.sample.count) { out[ch][slot - 1] = last.sample[ch] }
+                }
+                lastSlot[c.device] = (c.line.startMs, slot, sample)
+                guard slot >= 0 && slot < size else { continue }
+                for ch in 0..<min(channels, sample.count) { out[ch][slot] = sample[ch] }
             }
         }
         return out
-    }
-}
-
-/// Where each chunk of a regular stream goes in a fixed-rate signal (EDF). A chunk's time is its first sample's,
-/// mapped from the strap's clock and quantised to the millisecond, so it wanders by a few milliseconds, a sample or
-/// more at 130 Hz: placed by its own time, a chunk could overwrite the previous one's last sample or leave a hole.
-/// So a chunk continues the previous one, sample for sample, as long as its own time is within `stepSeconds` of
-/// that place; after a gap (`gapBefore`: frames lost) or further off (a clock reset, or a strap clock drifting from
-/// the nominal rate for a long while) it goes at its own time.
-public struct ChunkPlacer: Sendable {
-    public static let stepSeconds = 0.05
-    public let rateHz: Double
-    /// The index after the last chunk placed.
-    public private(set) var next: Int?
-
-    public init(rateHz: Double) { self.rateHz = rateHz }
-
-    /// The index of the chunk's first sample, given its time as a (fractional) index.
-    public mutating func place(at index: Double, count: Int, gapBefore: Bool = false) -> Int {
-        let own = index.isFinite && abs(index) < 1e15 ? Int(index.rounded()) : (next ?? 0)
-        var start = own
-        if let n = next, !gapBefore, abs(index - Double(n)) <= Self.stepSeconds * rateHz { start = n }
-        next = start + count
-        return start
     }
 }

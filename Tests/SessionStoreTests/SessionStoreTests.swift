@@ -225,34 +225,6 @@ final class Seen: Sendable {
     }
 }
 
-@Suite struct ChunkPlacerTests {
-    /// 130 Hz chunks of 73 samples whose times wander by up to ±5 ms (more than half a sample) after the millisecond
-    /// rounding: each continues the previous one exactly.
-    @Test func jitteredChunksFollowEachOtherSampleForSample() {
-        var p = ChunkPlacer(rateHz: 130)
-        var starts: [Int] = []
-        for k in 0..<100 {
-            let ms = (Double(k) * 73 / 130 * 1000 + Double((k * 37) % 11 - 5)).rounded()
-            starts.append(p.place(at: ms / 1000 * 130, count: 73))
-        }
-        // The first goes at its own time (5 ms early: sample -1); every other one right after it.
-        #expect(starts.first == -1)
-        #expect(zip(starts, starts.dropFirst()).allSatisfy { $1 - $0 == 73 }, "\(starts)")
-    }
-
-    @Test func aGapOrAJumpGoesAtItsOwnTime() {
-        var p = ChunkPlacer(rateHz: 130)
-        #expect(p.place(at: 0.4, count: 73) == 0)
-        // Frames lost: the next chunk comes 2 chunks later, flagged.
-        #expect(p.place(at: 3 * 73 + 0.3, count: 73, gapBefore: true) == 219)
-        // Unflagged but a second away (a clock reset): its own time.
-        #expect(p.place(at: 292 + 130, count: 73) == 422)
-        // Within 50 ms (6.5 samples): continues.
-        #expect(p.place(at: 495 + 6, count: 73) == 495)
-        #expect(p.place(at: .nan, count: 73) == 568, "a time that is not a number continues")
-    }
-}
-
 @Suite struct SessionExportTests {
     /// A strap's notifications over a known beat train: one notification a second (each a little late, by a
     /// varying link latency) carrying the RR of the beats completed since the previous one, as raw 1/1024 s values
