@@ -43,8 +43,9 @@ struct SessionsPruneCommand: ParsableCommand {
     }
 
     func run() throws {
-        let days = Double(keepDays ?? 0)
-        let cutoff = Int64((Date().timeIntervalSince1970 - days * 86_400) * 1000)
+        // --all is every finished session, also one whose start is after the clock's now (a clock set back since,
+        // as NTP does to a Pi that booted without the time, or a fast replay's session on a loaded machine).
+        let cutoff = all ? Int64.max : Int64((Date().timeIntervalSince1970 - Double(keepDays ?? 0) * 86_400) * 1000)
         let deleted = try store.open().prune(startedBeforeMs: cutoff)
         for id in deleted { print("deleted \(id)") }
         print("\(deleted.count) session\(deleted.count == 1 ? "" : "s") deleted")

@@ -142,4 +142,26 @@ import Testing
             #expect(took > .milliseconds(9_000) && took < .milliseconds(12_500), "session took \(took)")
         }
     }
+
+    /// A session recorded while the wall clock was two days ahead (a board that booted with a wrong time, set right
+    /// by NTP since) starts "in the future": `--keep-days 1` keeps it, and `--all`, every finished session whatever
+    /// its age, deletes it.
+    @Test func pruneAllDeletesASessionRecordedWithTheClockAhead() throws {
+        let lib = try #require(Self.libfaketime, "libfaketime is missing: apt-get install faketime")
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("hrg-ahead-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let shim = try #require(try Self.buildTimerfdShim(in: dir), "no C compiler (clang, cc) to build the timerfd shim")
+        let recorded = try CLI.run(
+            ["stream", "--simulate", "--model", "sdk-mock", "--format", "jsonl", "--duration", "2", "--session-id", "ahead",
+             "--state-dir", dir.path],
+            environment: ["LD_PRELOAD": "\(shim):\(lib)", "FAKETIME": "+2d", "FAKETIME_DONT_FAKE_MONOTONIC": "1"])
+        #expect(recorded.status == 0, "\(recorded.stderr)")
+        let started = try JSONValue(parsing: try #require(recorded.lines.first))["started_at_ms"]?.intValue ?? 0
+        #expect(started > Int64(Date().timeIntervalSince1970 * 1000) + 86_400_000, "recorded ahead: \(started)")
+        let keep = try CLI.run(["sessions", "prune", "--keep-days", "1", "--state-dir", dir.path])
+        #expect(keep.stdout.contains("0 sessions deleted"), "\(keep.stdout)")
+        let all = try CLI.run(["sessions", "prune", "--all", "--state-dir", dir.path])
+        #expect(all.stdout.contains("deleted ahead\n1 session deleted"), "\(all.stdout)")
+    }
 }
