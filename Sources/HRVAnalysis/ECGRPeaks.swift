@@ -123,7 +123,6 @@ extension ECGRPeaks {
         }
     }
 
-
     /// How closely ECG-derived RR follow the strap's own RR (ms): the two sequences are aligned at the shift (±10
     /// beats) where their median absolute difference is smallest, which is then the answer; nil with fewer than 10
     /// aligned beats. (The strap's beat times are its notifications' and lag by up to a second; its RR do not.)

@@ -46,6 +46,18 @@ public enum SessionExport {
             }
         }
 
+        /// How many samples a sample's chunk holds, and its rate; nil when it holds none.
+        func shape(_ s: BiosignalSample) -> (count: Int, rateHz: Double)? {
+            switch self {
+            case .ecg:
+                guard let v = s.ecgUv, !v.isEmpty, let r = s.ecgRateHz, r > 0, r.isFinite else { return nil }
+                return (v.count, r)
+            case .acc:
+                guard let v = s.accG, !v.isEmpty, let r = s.accRateHz, r > 0, r.isFinite else { return nil }
+                return (v.count, r)
+            }
+        }
+
         /// A sample's chunk as rows of values (already formatted), and its rate; nil when it holds none.
         func chunk(_ s: BiosignalSample) -> (values: [String], rateHz: Double)? {
             switch self {
@@ -78,7 +90,7 @@ public enum SessionExport {
         let index: Int
     }
 
-    /// Places each device's chunks (the samples for which `chunk` gives a sample count and a rate, in order). A chunk
+    /// Places each device's chunks (the samples for whose position `chunk` gives a sample count and a rate). A chunk
     /// continues its device's segment while it follows the previous chunk by that one's sample count (within
     /// `continuityMs`, no lost frames flagged, the same rate); lost frames (`gapBefore`), a clock reset or a
     /// change of rate start a new segment. Within a segment the samples are evenly spaced from the first chunk's own
@@ -86,7 +98,7 @@ public enum SessionExport {
     /// one (`WaveformRate.measured`: a Polar H10's "130 Hz" is 128–131 Hz), in which case they follow the line fitted
     /// through those times.
     static func placeChunks(
-        _ samples: [BiosignalSample], _ chunk: (BiosignalSample) -> (count: Int, rateHz: Double)?
+        _ samples: [BiosignalSample], _ chunk: (_ position: Int) -> (count: Int, rateHz: Double)?
     ) -> [PlacedChunk] {
         struct Open {
             let rate: Double
@@ -100,7 +112,7 @@ public enum SessionExport {
         var rates: [Double] = []
         var open: [String: Open] = [:]
         for (position, s) in samples.enumerated() {
-            guard let (count, rate) = chunk(s) else { continue }
+            guard let (count, rate) = chunk(position) else { continue }
             let device = s.deviceId ?? s.source
             let t = Double(s.timestampMs)
             if var o = open[device], o.rate == rate, !s.gapBefore,
@@ -139,7 +151,7 @@ public enum SessionExport {
             _ startsSegment: Bool
         ) -> Void
     ) {
-        for c in placeChunks(samples, { s in waveform.chunk(s).map { ($0.values.count, $0.rateHz) } }) {
+        for c in placeChunks(samples, { waveform.shape(samples[$0]) }) {
             guard let (values, _) = waveform.chunk(samples[c.position]) else { continue }
             body(c.device, c.rateHz, c.measuredHz, values, { k in c.line.timeMs(c.index + k) }, c.index == 0)
         }
@@ -425,10 +437,11 @@ extension SessionExport {
     ) -> [[Double]] {
         let size = records * Int(rate)
         var out = [[Double]](repeating: [Double](repeating: 0, count: size), count: channels)
-        // The slot of each segment's last sample (keyed by the segment's line and device).
+        let valued = chunks.map(values)
+        // Per device, where its last sample went, and its segment (the segment's line's start).
         var lastSlot: [String: (start: Double, slot: Int, sample: [Double])] = [:]
-        for c in placeChunks(chunks, { s in (values(s).count, rate) }) {
-            let samples = values(chunks[c.position])
+        for c in placeChunks(chunks, { (valued[$0].count, rate) }) {
+            let samples = valued[c.position]
             for (k, sample) in samples.enumerated() {
                 let slot = Int(((c.line.timeMs(c.index + k) - Double(startMs)) / 1000 * rate).rounded())
                 if c.index + k > 0, let last = lastSlot[c.device], last.start == c.line.startMs, slot == last.slot + 2,

@@ -13,7 +13,7 @@ import Testing
     }
 
     func placed(_ samples: [BiosignalSample]) -> [SessionExport.PlacedChunk] {
-        SessionExport.placeChunks(samples) { s in s.ecgUv.map { ($0.count, s.ecgRateHz ?? 0) } }
+        SessionExport.placeChunks(samples) { i in samples[i].ecgUv.map { ($0.count, samples[i].ecgRateHz ?? 0) } }
     }
 
     /// 130 Hz chunks of 73 samples whose times wander by up to ±5 ms (more than half a sample) after the millisecond
