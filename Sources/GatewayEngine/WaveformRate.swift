@@ -24,29 +24,50 @@ public struct WaveformRate: Sendable, Equatable {
     public static func measured(
         chunkStarts: [(index: Int, timeMs: Double)], nominalHz: Double, minimumSpanMs: Double = 5_000
     ) -> WaveformRate? {
-        guard chunkStarts.count >= 3, nominalHz > 0, let first = chunkStarts.first, let last = chunkStarts.last,
-            last.timeMs - first.timeMs >= minimumSpanMs
-        else { return nil }
-        let n = Double(chunkStarts.count)
-        let mx = chunkStarts.reduce(0) { $0 + Double($1.index) } / n
-        let mt = chunkStarts.reduce(0) { $0 + $1.timeMs } / n
-        var sxt = 0.0
-        var sxx = 0.0
-        for c in chunkStarts {
-            sxt += (Double(c.index) - mx) * (c.timeMs - mt)
-            sxx += (Double(c.index) - mx) * (Double(c.index) - mx)
+        var fit = Fit()
+        for c in chunkStarts { fit.add(index: c.index, timeMs: c.timeMs) }
+        return fit.measured(nominalHz: nominalHz, minimumSpanMs: minimumSpanMs)
+    }
+
+    /// `measured`, kept up to date chunk by chunk (a live stream's run: LSL's `RegularStamps`): constant work per
+    /// chunk, sums updated in the numerically stable (Welford) way, so hours of chunks lose no precision.
+    public struct Fit: Sendable {
+        public private(set) var count = 0
+        private var firstMs = 0.0
+        private var lastMs = 0.0
+        private var meanIndex = 0.0
+        private var meanMs = 0.0
+        private var sxx = 0.0
+        private var sxt = 0.0
+        private var stt = 0.0
+
+        public init() {}
+
+        public mutating func add(index: Int, timeMs: Double) {
+            if count == 0 { firstMs = timeMs }
+            lastMs = timeMs
+            count += 1
+            let x = Double(index)
+            let dx = x - meanIndex
+            let dt = timeMs - meanMs
+            meanIndex += dx / Double(count)
+            meanMs += dt / Double(count)
+            sxx += dx * (x - meanIndex)
+            sxt += dx * (timeMs - meanMs)
+            stt += dt * (timeMs - meanMs)
         }
-        guard sxx > 0, sxt > 0 else { return nil }
-        let slope = sxt / sxx  // ms per sample
-        let residuals = chunkStarts.reduce(0.0) { sum, c in
-            let r = c.timeMs - (mt + (Double(c.index) - mx) * slope)
-            return sum + r * r
+
+        /// The fitted line, on `measured`'s terms.
+        public func measured(nominalHz: Double, minimumSpanMs: Double = 5_000) -> WaveformRate? {
+            guard count >= 3, nominalHz > 0, lastMs - firstMs >= minimumSpanMs, sxx > 0, sxt > 0 else { return nil }
+            let slope = sxt / sxx  // ms per sample
+            let residuals = max(stt - sxt * slope, 0)
+            let standardError = (residuals / Double(count - 2) / sxx).squareRoot()
+            let nominal = 1000 / nominalHz
+            guard abs(slope - nominal) > max(3 * standardError, 20e-6 * nominal),
+                abs(nominal / slope - 1) <= 0.05
+            else { return nil }
+            return WaveformRate(rateHz: 1000 / slope, startMs: meanMs - meanIndex * slope)
         }
-        let standardError = (residuals / (n - 2) / sxx).squareRoot()
-        let nominal = 1000 / nominalHz
-        guard abs(slope - nominal) > max(3 * standardError, 20e-6 * nominal),
-            abs(nominal / slope - 1) <= 0.05
-        else { return nil }
-        return WaveformRate(rateHz: 1000 / slope, startMs: mt - mx * slope)
     }
 }

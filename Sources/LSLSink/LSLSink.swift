@@ -268,25 +268,45 @@ public final class LSLSink: SessionSink {
 /// steps up to a few milliseconds off the sample period. So each chunk continues the previous one: its first sample
 /// is one period after the previous chunk's last, and the difference from its own mapped time is slewed in, at most
 /// `maxSlew` (seconds per second of signal) spread evenly over the chunk's samples. The stamps therefore stay within
-/// the mapping's own error of the mapped times, and never step by more than `maxSlew` of a period. A chunk after a
-/// gap (`gapBefore`, frames lost), or more than `stepThreshold` seconds away from where the stream should be (a
-/// clock reset), starts afresh at its mapped time.
+/// the mapping's own error of the mapped times, and never step by more than `maxSlew` of a period.
+///
+/// The period is the sensor's real one: a Polar H10's "130 Hz" is 128–131 Hz (docs/pmd.md, "Sample rate"), beyond
+/// what `maxSlew` can follow. Once a run's chunk times span `minimumFitSpan` seconds (three chunks at least), the
+/// rate they measure (`WaveformRate.Fit`, the line the exports and R-peak timing use) replaces the nominal one when
+/// it differs from it: a strap at 128 Hz is stamped 1/128 s apart. What built up before (about 15 ms for an ECG at
+/// 128 Hz, none at 130.17 Hz, within `maxSlew`) is slewed out like any other difference.
+///
+/// A chunk after a gap (`gapBefore`, frames lost), or more than `stepThreshold` seconds away from where the stream
+/// should be (a clock reset), starts a new run afresh at its mapped time.
 public struct RegularStamps: Sendable {
     public static let maxSlew = 0.002
     public static let stepThreshold = 0.05
+    public static let minimumFitSpan = 1.0
 
     /// Where the next chunk's first sample falls (seconds), once a chunk has been stamped.
     public private(set) var next: Double?
+    /// The rate the current run's chunk times measure, when it is not the nominal one (Hz).
+    public private(set) var measuredRateHz: Double?
+    private var fit = WaveformRate.Fit()
+    private var runSamples = 0
 
     public init() {}
 
     public mutating func stamps(first mapped: Double, count: Int, rateHz: Double, gapBefore: Bool = false) -> [Double] {
         guard count > 0, rateHz > 0, rateHz.isFinite, mapped.isFinite else { return [] }
-        let period = 1 / rateHz
+        let continuing = next.map { !gapBefore && abs(mapped - $0) <= Self.stepThreshold } ?? false
+        if !continuing {
+            fit = WaveformRate.Fit()
+            runSamples = 0
+        }
+        fit.add(index: runSamples, timeMs: mapped * 1000)
+        runSamples += count
+        measuredRateHz = fit.measured(nominalHz: rateHz, minimumSpanMs: Self.minimumFitSpan * 1000)?.rateHz
+        let period = 1 / (measuredRateHz ?? rateHz)
         let duration = Double(count) * period
         var start = mapped
         var step = period
-        if let predicted = next, !gapBefore, abs(mapped - predicted) <= Self.stepThreshold {
+        if continuing, let predicted = next {
             let limit = Self.maxSlew * duration
             let correction = min(max(mapped - predicted, -limit), limit)
             start = predicted

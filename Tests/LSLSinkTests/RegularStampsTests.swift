@@ -56,3 +56,62 @@ import Testing
         #expect(r.stamps(first: .nan, count: n, rateHz: rate).isEmpty)
     }
 }
+
+/// A Polar H10's "130 Hz" ECG is 128–131 Hz depending on the strap (docs/pmd.md, "Sample rate"; a public capture of
+/// a real H10 measures 130.17 Hz). Its chunks come at the real rate; the stream's nominal rate stays 130.
+@Suite struct RegularStampsRealRateTests {
+    let n = 73
+
+    /// 60 s of chunks from a strap at `trueHz`, mapped times in whole milliseconds plus a ±1 ms jitter.
+    func run(trueHz: Double, seconds: Double = 60) -> (stamps: [Double], truth: [Double], measured: Double?) {
+        var r = RegularStamps()
+        var stamps: [Double] = []
+        var truth: [Double] = []
+        var k = 0
+        while Double(k * n) / trueHz < seconds {
+            let t = 500 + Double(k * n) / trueHz
+            let mapped = (t * 1000).rounded() / 1000 + Double((k * 7919) % 21 - 10) / 10_000
+            stamps += r.stamps(first: mapped, count: n, rateHz: 130)
+            truth += (0..<n).map { t + Double($0) / trueHz }
+            k += 1
+        }
+        return (stamps, truth, r.measuredRateHz)
+    }
+
+    @Test(arguments: [128.0, 128.9, 130.17, 131.0])
+    func stampsFollowTheStrapsRealRateWithoutRestarting(trueHz: Double) throws {
+        let (stamps, truth, measured) = run(trueHz: trueHz)
+        let rate = try #require(measured, "the run's rate is measured")
+        #expect(abs(rate / trueHz - 1) < 20e-6, "measured \(rate) Hz for a strap at \(trueHz) Hz")
+        // One run throughout: no restart at a mapped time (which would step). Until the rate is measured (three
+        // chunks, 1.1 s: the third is stamped at the measured rate) steps are the nominal period's, slewed; from then on the strap's, slewed.
+        let steps = zip(stamps, stamps.dropFirst()).map { $1 - $0 }
+        let early = steps.prefix(2 * n).map { abs($0 * 130 - 1) }.max() ?? 1
+        #expect(early < 0.0025, "steps within 2.5 ‰ of 1/130 s at first (worst \(early))")
+        // (2 ‰ of slew, and the first fits' error of a few hundredths of a ‰.)
+        let worst = steps.dropFirst(2 * n).map { abs($0 * trueHz - 1) }.max() ?? 1
+        #expect(worst < 0.003, "then within 3 ‰ of 1/\(trueHz) s (worst \(worst))")
+        // Never far from the samples' real times, and on them once what built up before the rate was known is gone.
+        let error = zip(stamps, truth).map { abs($0 - $1) }
+        #expect(error.max() ?? 1 < 0.020, "within 20 ms of the real times (worst \(error.max() ?? 1))")
+        let late = error[(error.count * 3 / 4)...]
+        #expect(late.max() ?? 1 < 0.002, "within 2 ms over the last quarter (worst \(late.max() ?? 1))")
+    }
+
+    @Test func aStrapAtTheNominalRateKeepsIt() {
+        let (stamps, _, measured) = run(trueHz: 130, seconds: 30)
+        #expect(measured == nil, "no rate other than the nominal one: \(String(describing: measured))")
+        let steps = zip(stamps, stamps.dropFirst()).map { $1 - $0 }
+        #expect(steps.allSatisfy { abs($0 * 130 - 1) < 0.0025 })
+    }
+
+    @Test func aNewRunMeasuresAfresh() {
+        // 20 s at 128 Hz, then a gap; the next chunk starts a run whose rate is not yet known.
+        var r = RegularStamps()
+        for k in 0..<40 { _ = r.stamps(first: 10 + Double(k * n) / 128, count: n, rateHz: 130) }
+        #expect(r.measuredRateHz != nil)
+        let after = r.stamps(first: 40, count: n, rateHz: 130, gapBefore: true)
+        #expect(after.first == 40 && r.measuredRateHz == nil)
+        #expect(abs((after[1] - after[0]) - 1.0 / 130) < 1e-12, "nominal spacing until the new run is measured")
+    }
+}
