@@ -272,7 +272,9 @@ public enum SessionExport {
     ///   without one); `HR camera` likewise when a camera contributed;
     /// - `ECG` (µV, at the strap's rate, 130 Hz for an H10) when raw ECG was recorded: each sample at its time, 0
     ///   where none came (before the stream, across a lost link); `Acc X`, `Acc Y`, `Acc Z` (g, ±16) likewise for
-    ///   the accelerometer. Chunks follow each other sample for sample (`placeChunks`, `grid`);
+    ///   the accelerometer. Chunks follow each other sample for sample (`placeChunks`, `grid`). With more than one
+    ///   strap, each has its own signals, numbered in the order the straps first appear (`HR 2`, `ECG 2`, `Acc X 2`),
+    ///   the transducer field ending with the device;
     /// - annotations: `beat` at every beat time of the CSV export (`BeatTimeline`), with the device when there are
     ///   several; the session's start and end, sensor state changes, DFA alpha1 threshold crossings, and paced
     ///   breathing phases (with their durations).
@@ -300,34 +302,59 @@ public enum SessionExport {
             return out
         }
         let camera = samples.filter { $0.source == SessionMetrics.cameraSource }
-        let straps = samples.filter { $0.source != SessionMetrics.cameraSource && $0.contact != .noContact }
-        var signals = [EDFWriter.Signal(
-            label: "HR", transducer: "heart-rate strap (strap's own value)", physicalDimension: "bpm",
-            physicalMin: hrRange.lowerBound, physicalMax: hrRange.upperBound, samplesPerRecord: 1, samples: series(straps))]
+        // The straps, in the order they first appear. With more than one, each has its own numbered signals ("HR 2",
+        // "ECG 2", "Acc X 2": an EDF label holds 16 characters), the transducer field naming the device.
+        let straps = samples.filter { $0.source != SessionMetrics.cameraSource }
+        var devices: [String] = []
+        for s in straps where !devices.contains(s.deviceId ?? s.source) { devices.append(s.deviceId ?? s.source) }
+        let numbered = devices.count > 1
+        func named(_ label: String, _ transducer: String, _ device: String, _ index: Int) -> (String, String) {
+            numbered ? ("\(label) \(index + 1)", "\(transducer) \(device)") : (label, transducer)
+        }
+        var signals: [EDFWriter.Signal] = []
+        for (d, device) in devices.enumerated() {
+            let own = straps.filter { ($0.deviceId ?? $0.source) == device }
+            let readings = own.filter { $0.contact != .noContact && $0.bpm > 0 && $0.bpm.isFinite }
+            guard !readings.isEmpty || !numbered else { continue }
+            let (label, transducer) = named("HR", "heart-rate strap (strap's own value)", device, d)
+            signals.append(EDFWriter.Signal(
+                label: label, transducer: transducer, physicalDimension: "bpm", physicalMin: hrRange.lowerBound,
+                physicalMax: hrRange.upperBound, samplesPerRecord: 1, samples: series(readings)))
+        }
+        if devices.isEmpty {
+            signals.append(EDFWriter.Signal(
+                label: "HR", transducer: "heart-rate strap (strap's own value)", physicalDimension: "bpm",
+                physicalMin: hrRange.lowerBound, physicalMax: hrRange.upperBound, samplesPerRecord: 1,
+                samples: series([])))
+        }
         if !camera.isEmpty {
             signals.append(EDFWriter.Signal(
                 label: "HR camera", transducer: "webcam rPPG", physicalDimension: "bpm", physicalMin: hrRange.lowerBound,
                 physicalMax: hrRange.upperBound, samplesPerRecord: 1, samples: series(camera)))
         }
-        // Raw ECG (Polar PMD): each chunk's samples placed at their times, 130 per record; 0 where none came.
-        let ecgChunks = samples.filter { $0.ecgUv?.isEmpty == false }
-        if let rate = ecgChunks.first?.ecgRateHz, rate > 0, rate == rate.rounded(), rate <= 2000 {
-            let ecg = grid(ecgChunks.filter { $0.ecgRateHz == rate }, rateHz: rate, startMs: startMs, records: records,
-                           channels: 1) { $0.ecgUv!.map { [Double($0)] } }[0]
-            signals.append(EDFWriter.Signal(
-                label: "ECG", transducer: "Polar H10 chest strap electrodes (PMD)", physicalDimension: "uV",
-                physicalMin: -32768, physicalMax: 32767, samplesPerRecord: Int(rate), samples: ecg))
-        }
-        // Accelerometer (Polar PMD): X, Y and Z in g at the strap's rate, placed likewise.
-        let accChunks = samples.filter { $0.accG?.isEmpty == false }
-        if let rate = accChunks.first?.accRateHz, rate > 0, rate == rate.rounded(), rate <= 1000 {
-            let perRecord = Int(rate)
-            let axes = grid(accChunks.filter { $0.accRateHz == rate }, rateHz: rate, startMs: startMs, records: records,
-                            channels: 3) { $0.accG!.map { [$0.x, $0.y, $0.z] } }
-            for (axis, values) in zip(["X", "Y", "Z"], axes) {
+        for (d, device) in devices.enumerated() {
+            let own = straps.filter { ($0.deviceId ?? $0.source) == device }
+            // Raw ECG (Polar PMD): each chunk's samples placed at their times, 130 per record; 0 where none came.
+            let ecgChunks = own.filter { $0.ecgUv?.isEmpty == false }
+            if let rate = ecgChunks.first?.ecgRateHz, rate > 0, rate == rate.rounded(), rate <= 2000 {
+                let ecg = grid(ecgChunks.filter { $0.ecgRateHz == rate }, rateHz: rate, startMs: startMs,
+                               records: records, channels: 1) { $0.ecgUv!.map { [Double($0)] } }[0]
+                let (label, transducer) = named("ECG", "Polar H10 chest strap electrodes (PMD)", device, d)
                 signals.append(EDFWriter.Signal(
-                    label: "Acc \(axis)", transducer: "Polar H10 accelerometer (PMD)", physicalDimension: "g",
-                    physicalMin: -16, physicalMax: 16, samplesPerRecord: perRecord, samples: values))
+                    label: label, transducer: transducer, physicalDimension: "uV",
+                    physicalMin: -32768, physicalMax: 32767, samplesPerRecord: Int(rate), samples: ecg))
+            }
+            // Accelerometer (Polar PMD): X, Y and Z in g at the strap's rate, placed likewise.
+            let accChunks = own.filter { $0.accG?.isEmpty == false }
+            if let rate = accChunks.first?.accRateHz, rate > 0, rate == rate.rounded(), rate <= 1000 {
+                let axes = grid(accChunks.filter { $0.accRateHz == rate }, rateHz: rate, startMs: startMs,
+                                records: records, channels: 3) { $0.accG!.map { [$0.x, $0.y, $0.z] } }
+                for (axis, values) in zip(["X", "Y", "Z"], axes) {
+                    let (label, transducer) = named("Acc \(axis)", "Polar H10 accelerometer (PMD)", device, d)
+                    signals.append(EDFWriter.Signal(
+                        label: label, transducer: transducer, physicalDimension: "g",
+                        physicalMin: -16, physicalMax: 16, samplesPerRecord: Int(rate), samples: values))
+                }
             }
         }
         let several = Set(beats.map(\.device)).count > 1

@@ -28,9 +28,12 @@ struct SessionsExportCommand: ParsableCommand {
               jsonl  one sample per line, the format of --record:
                      `hr-gateway stream --replay FILE` plays it back
               edf    EDF+ (binary, for EDFbrowser, MNE, pyedflib): HR as a
-                     1 Hz signal, every beat (the csv's beat times) and the
-                     session's events as annotations; times from the whole
-                     second at the start, in UTC; see docs/store.md
+                     1 Hz signal, raw ECG and accelerometer when recorded,
+                     every beat (the csv's beat times) and the session's
+                     events as annotations; times from the whole second at
+                     the start, in UTC; with several straps each has its
+                     own signals (HR 1, ECG 1, HR 2…; the transducer field
+                     names the device); see docs/store.md
               ecg-csv  one row per raw ECG sample (Polar straps, stream --ecg):
                      session_id,device_id,time_ms,ecg_uv,segment_start
                      time_ms: epoch ms of the sample, to the microsecond;

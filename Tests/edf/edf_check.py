@@ -7,7 +7,8 @@ reading at or before it (as the events printed by the session say), that every b
 annotation at its time (to the millisecond), and that every breathing cue is an annotation with its phase, start and
 duration. Then replays a recording holding raw ECG chunks (a real ECG excerpt, Tests/Fixtures/ecg_mitbih208_130hz.csv,
 as `stream --ecg` records it from a Polar strap) and checks that the export's ECG channel (130 Hz, µV) holds every
-sample at its place. Prints 'N passed, N failed'; exits non-zero on any failure.
+sample at its place, and that two straps' ECG are two channels, each holding its strap's samples alone. Prints
+'N passed, N failed'; exits non-zero on any failure.
 Usage: python3 edf_check.py PATH/TO/hr-gateway
 """
 
@@ -163,6 +164,47 @@ def main():
             finally:
                 g.close()
 
+        def two_straps():
+            # Two straps with --ecg in one session (a team, a lab comparing placements): each its own numbered
+            # signals, the device in the transducer field, each ECG channel holding its strap's samples alone.
+            fixture = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "Fixtures", "ecg_mitbih208_130hz.csv")
+            with open(fixture) as fh:
+                ecg = [int(v) for v in fh.read().split()[1:]][:130 * 8]
+            straps = {"A0:9E:1A:00:00:0A": (ecg, 62, 5), "A0:9E:1A:00:00:0B": ([-v for v in ecg], 75, 17)}
+            t0 = 1_700_000_100_000
+            lines = []
+            for device, (values, bpm, lag) in straps.items():
+                for sec in range(9):
+                    lines.append({"timestamp_ms": t0 + 1000 * sec + lag, "bpm": bpm, "rr_intervals_ms": [round(60000 / bpm)],
+                                  "device_id": device, "source": "ble_hrm", "contact": "contact"})
+                for start in range(0, len(values), 73):
+                    lines.append({"timestamp_ms": t0 + 400 + lag + round(start * 1000 / 130), "bpm": 0,
+                                  "device_id": device, "source": "polar_ecg", "ecg_uv": values[start:start + 73],
+                                  "ecg_rate_hz": 130})
+            lines.sort(key=lambda x: x["timestamp_ms"])
+            rec = os.path.join(work, "two.jsonl")
+            with open(rec, "w") as fh:
+                fh.write("".join(json.dumps(x) + "\n" for x in lines))
+            run(["stream", "--replay", rec, "--replay-speed", "20", "--format", "jsonl", "--session-id", "edf-two",
+                 "--state-dir", work])
+            path = os.path.join(work, "two.edf")
+            run(["sessions", "export", "edf-two", "--format", "edf", "--output", path, "--state-dir", work])
+            g = pyedflib.EdfReader(path)
+            try:
+                assert g.getSignalLabels() == ["HR 1", "HR 2", "ECG 1", "ECG 2"], g.getSignalLabels()
+                for k, (device, (values, bpm, _)) in enumerate(straps.items()):
+                    assert g.getTransducer(k).endswith(device) and g.getTransducer(2 + k).endswith(device), \
+                        (g.getTransducer(k), g.getTransducer(2 + k))
+                    hr = [v for v in g.readSignal(k) if v != 0]
+                    assert len(hr) >= 6 and all(abs(v - bpm) < 0.006 for v in hr), f"HR {k + 1}: {hr}"
+                    assert g.getSampleFrequency(2 + k) == 130, g.getSampleFrequency(2 + k)
+                    shown = [int(round(v)) for v in g.readSignal(2 + k)]
+                    got = [v for v in shown if v != 0]
+                    assert got == [v for v in values if v != 0], \
+                        f"ECG {k + 1} is not strap {device}'s recording alone, whole and in order ({len(got)} samples)"
+            finally:
+                g.close()
+
         check("EDF+ header: one HR signal at 1 Hz in bpm, starting at the session's start (UTC)", header)
         check("HR holds the newest strap reading of every second", heart_rate)
         check("every beat of the CSV export is a beat annotation at its time", beat_annotations)
@@ -170,6 +212,8 @@ def main():
         f.close()
         check("recorded raw ECG (130 Hz, µV) and accelerometer (50 Hz, g) are channels holding every sample, in order, "
               "at its place; the ecg-csv export has each at the EDF's time", ecg_channel)
+        check("two straps' HR and raw ECG are numbered signals naming their device, each ECG its strap's samples alone",
+              two_straps)
     except Exception as e:
         report.setup_failed(e)
     finally:

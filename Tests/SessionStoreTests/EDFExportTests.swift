@@ -1,0 +1,93 @@
+import GatewayEngine
+import Testing
+
+@testable import SessionStore
+
+/// `SessionExport.edf` for sessions with more than one strap: each strap's signals apart.
+@Suite struct EDFExportTests {
+    let t0: Int64 = 1_700_000_000_000
+
+    /// The signals of an EDF file as its header declares them, and their physical values over all records.
+    struct Read {
+        var labels: [String] = []
+        var transducers: [String] = []
+        var signals: [[Double]] = []
+
+        init(_ b: [UInt8]) {
+            func text(_ at: Int, _ n: Int) -> String {
+                String(decoding: b[at..<(at + n)], as: UTF8.self).trimmingCharacters(in: .whitespaces)
+            }
+            let records = Int(text(236, 8)) ?? 0
+            let ns = Int(text(252, 4)) ?? 0
+            func field(_ offset: Int, _ width: Int, _ k: Int) -> String { text(256 + ns * offset + k * width, width) }
+            labels = (0..<ns).map { field(0, 16, $0) }
+            transducers = (0..<ns).map { field(16, 80, $0) }
+            let pmin = (0..<ns).map { Double(field(104, 8, $0)) ?? 0 }
+            let pmax = (0..<ns).map { Double(field(112, 8, $0)) ?? 0 }
+            let dmin = (0..<ns).map { Double(field(120, 8, $0)) ?? 0 }
+            let dmax = (0..<ns).map { Double(field(128, 8, $0)) ?? 0 }
+            let perRecord = (0..<ns).map { Int(field(216, 8, $0)) ?? 0 }
+            signals = Array(repeating: [], count: ns)
+            var at = 256 * (ns + 1)
+            for _ in 0..<records {
+                for k in 0..<ns {
+                    for _ in 0..<perRecord[k] {
+                        let d = Double(Int16(bitPattern: UInt16(b[at]) | UInt16(b[at + 1]) << 8))
+                        signals[k].append((d - dmin[k]) * (pmax[k] - pmin[k]) / (dmax[k] - dmin[k]) + pmin[k])
+                        at += 2
+                    }
+                }
+            }
+        }
+
+        func signal(_ label: String) -> [Double] { labels.firstIndex(of: label).map { signals[$0] } ?? [] }
+    }
+
+    func session(_ samples: [BiosignalSample]) -> RecordedSession {
+        RecordedSession(
+            id: "two-straps", mode: "strap", configJSON: "{}", startedAtMs: t0, endedAtMs: t0 + 10_000,
+            state: .completed, sampleCount: samples.count, eventCount: 0, rrCount: 0, devices: [],
+            lastSampleMs: samples.last?.timestampMs)
+    }
+
+    /// Two straps streaming ECG at once (a team, a lab comparing placements): before, both went into one `ECG`
+    /// channel, each chunk writing over the other's slots.
+    @Test func twoStrapsHaveTheirOwnNumberedSignals() {
+        let a = "A0:9E:1A:00:00:01"
+        let b = "A0:9E:1A:00:00:02"
+        var samples: [BiosignalSample] = []
+        for sec in 0..<10 {
+            samples.append(BiosignalSample(timestampMs: t0 + Int64(sec) * 1000 + 100, bpm: 60, rrIntervalsMs: [1000],
+                                           deviceId: a, source: "ble_hrm"))
+            samples.append(BiosignalSample(timestampMs: t0 + Int64(sec) * 1000 + 300, bpm: 90, rrIntervalsMs: [667],
+                                           deviceId: b, source: "ble_hrm"))
+        }
+        // Strap A sends 1, 2, 3…; strap B -1, -2, -3…, each in chunks of 73 at 130 Hz, B 20 ms after A.
+        for start in stride(from: 0, to: 73 * 14, by: 73) {
+            let ms = t0 + 1000 + Int64((Double(start) * 1000 / 130).rounded())
+            samples.append(BiosignalSample(timestampMs: ms, bpm: 0, deviceId: a, source: "polar_ecg",
+                                           ecgUv: (start..<(start + 73)).map { Int32($0 + 1) }, ecgRateHz: 130))
+            samples.append(BiosignalSample(timestampMs: ms + 20, bpm: 0, deviceId: b, source: "polar_ecg",
+                                           ecgUv: (start..<(start + 73)).map { -Int32($0 + 1) }, ecgRateHz: 130))
+        }
+        samples.sort { $0.timestampMs < $1.timestampMs }
+        let edf = Read(SessionExport.edf(session: session(samples), samples: samples, events: []))
+        #expect(edf.labels == ["HR 1", "HR 2", "ECG 1", "ECG 2", "EDF Annotations"], "\(edf.labels)")
+        #expect(edf.transducers[0] == "heart-rate strap (strap's own value) \(a)")
+        #expect(edf.transducers[3] == "Polar H10 chest strap electrodes (PMD) \(b)")
+        #expect(Set(edf.signal("HR 1").dropFirst(2).prefix(8)) == [60] && Set(edf.signal("HR 2").dropFirst(2).prefix(8)) == [90])
+        let sent = (1...(73 * 14)).map(Double.init)
+        #expect(edf.signal("ECG 1").filter { $0 != 0 } == sent, "strap A's ECG whole, in order, alone")
+        #expect(edf.signal("ECG 2").filter { $0 != 0 } == sent.map { -$0 }, "strap B's ECG whole, in order, alone")
+    }
+
+    @Test func oneStrapKeepsItsPlainLabels() {
+        let samples = (0..<5).map {
+            BiosignalSample(timestampMs: t0 + Int64($0) * 1000, bpm: 60, rrIntervalsMs: [1000], deviceId: "A0", source: "ble_hrm")
+        } + [BiosignalSample(timestampMs: t0 + 5000, bpm: 0, deviceId: "A0", source: "polar_ecg",
+                             ecgUv: [Int32](repeating: 5, count: 73), ecgRateHz: 130)]
+        let edf = Read(SessionExport.edf(session: session(samples), samples: samples, events: []))
+        #expect(edf.labels == ["HR", "ECG", "EDF Annotations"], "\(edf.labels)")
+        #expect(edf.transducers[1] == "Polar H10 chest strap electrodes (PMD)")
+    }
+}
