@@ -51,10 +51,14 @@ public final class StrapEmulator: Sendable {
     public var sentAccelerometerSamples: Int { pmd?.sentSamples(.acc) ?? 0 }
 
     /// `pmdECG` (µV at 130 Hz): also serve Polar's measurement service, streaming it (looping) once ECG is started,
-    /// and a synthetic accelerometer once that is started.
+    /// and a synthetic accelerometer once that is started; at `pmdECGRateHz` on the strap's clock and in real time
+    /// (a real H10's "130 Hz" is 128–131 Hz), its settings saying 130 Hz either way.
     public init(connection: DBusConnection, adapter: DBusObjectPath, name: String, rr1024: [UInt16],
-                pmdECG: [Int32]? = nil, clock: any SessionClock = SystemSessionClock(), logger: Logger) {
-        pmd = pmdECG.map { StrapEmulatorPMD(connection: connection, ecg: $0, clock: clock, logger: logger) }
+                pmdECG: [Int32]? = nil, pmdECGRateHz: Double = 130, clock: any SessionClock = SystemSessionClock(),
+                logger: Logger) {
+        pmd = pmdECG.map {
+            StrapEmulatorPMD(connection: connection, ecg: $0, ecgRateHz: pmdECGRateHz, clock: clock, logger: logger)
+        }
         self.connection = connection
         self.adapter = adapter
         self.name = name

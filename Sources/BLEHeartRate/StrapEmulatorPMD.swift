@@ -7,7 +7,8 @@ import PolarPMD
 /// The Polar Measurement Data service of `emulate-strap --pmd-ecg FILE` (docs/pmd.md, "Emulated"): a control point
 /// (read: features; write: requests, answered by indications) that, like an H10's, bluetoothd serves on an encrypted
 /// link only (`encrypt-write`), and a data characteristic. Once ECG is started it notifies one frame of 73 samples
-/// every 73/130 s from a recording (looping); once the accelerometer is started (25, 50, 100 or 200 Hz), one frame of
+/// every 73/`ecgRateHz` s from a recording (looping; 130 Hz, or the rate of `--pmd-ecg-rate`: a real H10's is
+/// 128–131 Hz while its settings, and these, say 130); once the accelerometer is started (25, 50, 100 or 200 Hz), one frame of
 /// 36 samples every 36 sample periods. Both are stamped with the emulated strap's own clock. The accelerometer's
 /// values are synthetic (`accelerometerSample`): they carry bytes, not motion.
 final class StrapEmulatorPMD: Sendable {
@@ -15,7 +16,6 @@ final class StrapEmulatorPMD: Sendable {
     static let controlPoint: DBusObjectPath = "/org/hrgateway/strap/service2/char0"
     static let data: DBusObjectPath = "/org/hrgateway/strap/service2/char1"
     static let ecgPerFrame = 73
-    static let ecgRateHz = 130
     static let accPerFrame = 36
     static let accRatesHz: [UInt16] = [25, 50, 100, 200]
     /// The emulated strap's clock when the first sample is taken (ns): unrelated to the host's, as a strap's is.
@@ -23,7 +23,7 @@ final class StrapEmulatorPMD: Sendable {
 
     /// One running measurement: its rate, frames sent since its start, and its timer.
     private struct Stream {
-        var rateHz: Int
+        var rateHz: Double
         var perFrame: Int
         var frame = 0
         var startMonoMs: Int64
@@ -48,9 +48,13 @@ final class StrapEmulatorPMD: Sendable {
     let logger: Logger
     private let state = Locked(State())
 
-    init(connection: DBusConnection, ecg: [Int32], clock: any SessionClock, logger: Logger) {
+    /// The rate the ECG really runs at on the emulated strap's clock, and in real time.
+    let ecgRateHz: Double
+
+    init(connection: DBusConnection, ecg: [Int32], ecgRateHz: Double = 130, clock: any SessionClock, logger: Logger) {
         self.connection = connection
         self.ecg = ecg
+        self.ecgRateHz = ecgRateHz
         self.clock = clock
         self.logger = logger
     }
@@ -134,11 +138,11 @@ final class StrapEmulatorPMD: Sendable {
             offered.values[.range] = [2, 4, 8]   // ±g
             parameters = offered.encoded()
         case (.startMeasurement, .ecg):
-            status = start(.ecg, rateHz: Self.ecgRateHz, perFrame: Self.ecgPerFrame)
+            status = start(.ecg, rateHz: ecgRateHz, perFrame: Self.ecgPerFrame)
         case (.startMeasurement, .acc):
             let asked = (try? PMDSettings(decoding: bytes.dropFirst(2)))?.sampleRates.first
             if let hz = asked, Self.accRatesHz.contains(UInt16(clamping: hz)) {
-                status = start(.acc, rateHz: hz, perFrame: Self.accPerFrame)
+                status = start(.acc, rateHz: Double(hz), perFrame: Self.accPerFrame)
             } else {
                 status = .invalidSampleRate
             }
@@ -151,7 +155,7 @@ final class StrapEmulatorPMD: Sendable {
         indicate([PMDControlPointResponse.responseCode, op.rawValue, type.rawValue, status.rawValue, 0] + parameters)
     }
 
-    private func start(_ type: PMDMeasurementType, rateHz: Int, perFrame: Int) -> PMDStatus {
+    private func start(_ type: PMDMeasurementType, rateHz: Double, perFrame: Int) -> PMDStatus {
         let started = state.withLock { s -> Bool in
             guard s.streams[type] == nil, !s.stopped else { return false }
             let mono = clock.monotonicMs()
@@ -174,7 +178,7 @@ final class StrapEmulatorPMD: Sendable {
         let due = state.withLock { s -> Int64? in
             guard let st = s.streams[type], !s.stopped else { return nil }
             let samples = Double((st.frame + 1) * st.perFrame)
-            return st.startMonoMs + Int64((samples * 1000 / Double(st.rateHz)).rounded())
+            return st.startMonoMs + Int64((samples * 1000 / st.rateHz).rounded())
         }
         guard let due else { return }
         let t = clock.schedule(atMonotonicMs: due) { [weak self] in self?.tick(type) }
@@ -194,7 +198,7 @@ final class StrapEmulatorPMD: Sendable {
         let frame = state.withLock { s -> [UInt8]? in
             guard var st = s.streams[type], !s.stopped else { return nil }
             let lastSample = UInt64(st.frame * st.perFrame + st.perFrame - 1)
-            let ts = st.startSensorNs + lastSample * 1_000_000_000 / UInt64(st.rateHz)
+            let ts = st.startSensorNs + UInt64((Double(lastSample) * 1e9 / st.rateHz).rounded())
             st.frame += 1
             s.streams[type] = st
             var bytes: [UInt8]

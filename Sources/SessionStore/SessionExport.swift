@@ -196,19 +196,23 @@ public enum SessionExport {
     }
 
     /// The tracks of `waveform` in `samples`, in the order their devices first appear (one per device and rate).
+    /// Placed as `walk` places them, counted without formatting a value (an hour of ECG is 468,000 of them).
     public static func waveformTracks(samples: [BiosignalSample], waveform: Waveform) -> [WaveformTrack] {
         var tracks: [WaveformTrack] = []
-        walk(samples, waveform) { device, rate, measured, values, time, starts in
-            let last = time(values.count - 1)
+        for c in placeChunks(samples, { waveform.shape(samples[$0]) }) {
+            guard let count = waveform.shape(samples[c.position])?.count, count > 0 else { continue }
+            let (device, rate, measured, starts) = (c.device, c.rateHz, c.measuredHz, c.index == 0)
+            let first = c.line.timeMs(c.index)
+            let last = c.line.timeMs(c.index + count - 1)
             if let i = tracks.lastIndex(where: { $0.device == device && $0.rateHz == rate }) {
-                tracks[i].samples += values.count
+                tracks[i].samples += count
                 tracks[i].segments += starts ? 1 : 0
-                tracks[i].firstMs = min(tracks[i].firstMs, time(0))
+                tracks[i].firstMs = min(tracks[i].firstMs, first)
                 tracks[i].lastMs = max(tracks[i].lastMs, last)
                 if let measured, starts { tracks[i].measuredRatesHz.append(measured) }
             } else {
                 tracks.append(WaveformTrack(
-                    device: device, rateHz: rate, samples: values.count, segments: 1, firstMs: time(0), lastMs: last,
+                    device: device, rateHz: rate, samples: count, segments: 1, firstMs: first, lastMs: last,
                     measuredRatesHz: measured.map { [$0] } ?? []))
             }
         }

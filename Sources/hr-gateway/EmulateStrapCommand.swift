@@ -28,7 +28,10 @@ struct EmulateStrapCommand: AsyncParsableCommand {
             notifies frames of 73 samples every 73/130 s from FILE (µV at 130 Hz, one per line or an ecg_uv column, \
             looping), stamped with the emulated strap's own clock: `hr-gateway stream --strap … --ecg` against it. \
             It also serves the accelerometer (25, 50, 100 or 200 Hz, `stream … --acc HZ`), with synthetic values: \
-            gravity on z and a sway on x and y, which carry bytes, not motion.
+            gravity on z and a sway on x and y, which carry bytes, not motion. --pmd-ecg-rate HZ makes the ECG \
+            run at another rate on the strap's clock and in real time while its settings still say 130 Hz, as a real \
+            H10's do (128–131 Hz: a Polar strap's "130 Hz" is its own), to try what the gateway makes of it \
+            (`sessions show` says "sampled at 128.6 Hz").
 
             Use a second adapter (or a second machine) as the central, e.g.:
               hr-gateway emulate-strap --adapter hci1 --name "Polar H10 EMU" --rr rest.txt
@@ -52,6 +55,20 @@ struct EmulateStrapCommand: AsyncParsableCommand {
         "Also serve Polar's measurement service streaming this ECG (µV at 130 Hz, one per line or an ecg_uv column).",
         valueName: "FILE"))
     var pmdECG: String?
+
+    @Option(name: .long, help: ArgumentHelp(
+        "With --pmd-ecg: the rate the ECG really runs at (120–140; default 130), its settings saying 130 Hz.",
+        valueName: "HZ"))
+    var pmdECGRate: Double?
+
+    func validate() throws {
+        if let pmdECGRate {
+            guard pmdECG != nil else { throw ValidationError("--pmd-ecg-rate needs --pmd-ecg FILE (the ECG to stream).") }
+            guard pmdECGRate.isFinite, (120...140).contains(pmdECGRate) else {
+                throw ValidationError("--pmd-ecg-rate \(String(format: "%g", pmdECGRate)): a rate between 120 and 140 Hz (an H10's is 128–131).")
+            }
+        }
+    }
 
     /// Why a file could not be read as text, in words (not Foundation's "The operation could not be completed").
 
@@ -93,13 +110,17 @@ struct EmulateStrapCommand: AsyncParsableCommand {
             throw CommandFailure(error.description)
         }
         let emulator = StrapEmulator(
-            connection: connection, adapter: adapterPath, name: name, rr1024: series, pmdECG: ecg, logger: logger)
+            connection: connection, adapter: adapterPath, name: name, rr1024: series, pmdECG: ecg,
+            pmdECGRateHz: pmdECGRate ?? 130, logger: logger)
         do { try await emulator.start() } catch {
             throw CommandFailure("cannot register the strap with bluetoothd on \(adapterPath): \(error)")
         }
-        StandardStream.error.write(Data(
-            ("advertising \"\(name)\" on \(adapterPath.rawValue) with \(series.count) RR intervals"
-                + (ecg.map { " and Polar's measurement service (\($0.count) ECG samples)" } ?? "") + "; Ctrl-C to stop\n").utf8))
+        var what = "advertising \"\(name)\" on \(adapterPath.rawValue) with \(series.count) RR intervals"
+        if let ecg {
+            let rate = pmdECGRate.map { String(format: " at %g Hz", $0) } ?? ""
+            what += " and Polar's measurement service (\(ecg.count) ECG samples\(rate))"
+        }
+        StandardStream.error.write(Data((what + "; Ctrl-C to stop\n").utf8))
 
         signal(SIGINT, SIG_IGN)
         signal(SIGTERM, SIG_IGN)

@@ -161,6 +161,32 @@ struct PolarPMDProviderTests {
         SIMD3(Double(i % 50 - 25), Double((i * 7) % 31 - 15), Double(1000 - i % 3)) / 1000
     }
 
+    /// A real H10's "130 Hz" ECG runs at the strap's own rate, 128–131 Hz (docs/pmd.md, "Sample rate"), while its
+    /// settings say 130. Through the decoder (which spaces a frame's samples by the strap's times) and the clock
+    /// mapping, the chunks' times keep that rate, so the line through them (`WaveformRate`, what R-peak timing, the
+    /// exports and the LSL stamps use) measures it. The fake's frames come at the strap's rate, in real time.
+    @Test func aStrapOffItsNominalRateKeepsItsRateInTheChunksTimes() async throws {
+        var r = try await rig(realClock: true)
+        defer { r.fake.stop() }
+        _ = try #require(await r.statuses.first(.connected))
+        try await r.fake.sendPackets(Self.strap, 1)
+        _ = try #require(await r.statuses.first(.streaming, containing: "ECG streaming at 130 Hz"))
+        try await r.fake.ctl("SetECGRate", [.string(Self.strap), .double(128.6)])
+        try await r.fake.ctl("StreamECG", [.string(Self.strap), .uint32(12), .uint32(0)])
+        let (values, chunks) = await ecgValues(&r, count: 12 * 73)
+        #expect(values == Array(try Self.ecg().prefix(12 * 73)))
+        #expect(chunks.allSatisfy { $0.ecgRateHz == 130 && !$0.gapBefore }, "the nominal rate, no gap flagged")
+        var index = 0
+        let starts = chunks.map { c -> (index: Int, timeMs: Double) in
+            defer { index += c.ecgUv?.count ?? 0 }
+            return (index, Double(c.timestampMs))
+        }
+        // 6.2 s of chunk times; a late first frame can shift later chunks' times by its delay, hence 0.3 %.
+        let rate = try #require(WaveformRate.measured(chunkStarts: starts, nominalHz: 130), "measured: not 130 Hz")
+        #expect(abs(rate.rateHz - 128.6) < 0.4, "\(rate.rateHz) Hz for a strap at 128.6 Hz")
+        await r.provider.stopStreaming()
+    }
+
     @Test func ecgAndMotionTogether() async throws {
         var r = try await rig(requirePairing: false, streams: PolarStreams(ecg: true, accHz: 50))
         defer { r.fake.stop() }

@@ -148,8 +148,10 @@ struct StrapEmulatorTests {
     }
 
     /// `--pmd-ecg`: a central (on the same bus, as bluetoothd would be for a remote one) starts ECG through the
-    /// control point and receives the recording, frame by frame, at 130 Hz on the emulated strap's clock.
-    @Test func servesPolarsMeasurementServiceFromARecording() async throws {
+    /// control point and receives the recording, frame by frame, at 130 Hz on the emulated strap's clock; with
+    /// `--pmd-ecg-rate 128.6` at that rate (a real H10's "130 Hz" is 128–131 Hz), its settings still saying 130.
+    @Test(arguments: [130.0, 128.6])
+    func servesPolarsMeasurementServiceFromARecording(ecgRate: Double) async throws {
         let fake = try await FakeBlueZ()
         defer { fake.stop() }
         let ecg = try PolarPMDProviderTests.ecg()
@@ -157,7 +159,8 @@ struct StrapEmulatorTests {
         let conn = try await DBusConnection.connect(to: fake.bus, logger: Logger(label: "emulator"))
         defer { conn.close() }
         let emulator = StrapEmulator(connection: conn, adapter: "/org/bluez/hci0", name: "Polar H10 EMU",
-                                     rr1024: [1000], pmdECG: ecg, clock: clock, logger: Logger(label: "emulator"))
+                                     rr1024: [1000], pmdECG: ecg, pmdECGRateHz: ecgRate, clock: clock,
+                                     logger: Logger(label: "emulator"))
         try await emulator.start()
         let central = try await DBusConnection.connect(to: fake.bus, logger: Logger(label: "central"))
         defer { central.close() }
@@ -187,8 +190,11 @@ struct StrapEmulatorTests {
             else { return nil }
             return r
         }
-        /// `count` frames at `rateHz`, each after `everyMs` of emulated time, checked `perFrame` samples apart.
-        func frames(_ count: Int, everyMs: Int64, rateHz: UInt32, perFrame: UInt64) async throws -> [PMDDataFrame] {
+        /// `count` frames at `rateHz` (the settings' rate), each after `everyMs` of emulated time, checked `perFrame`
+        /// samples at `realHz` apart on the strap's clock.
+        func frames(_ count: Int, everyMs: Int64, rateHz: UInt32, realHz: Double? = nil, perFrame: UInt64) async throws
+            -> [PMDDataFrame]
+        {
             var out: [PMDDataFrame] = []
             for _ in 0..<count {
                 clock.advance(byMs: everyMs)
@@ -197,15 +203,18 @@ struct StrapEmulatorTests {
                     decoding: try #require(await dataValues.next()),
                     context: PMDDecodeContext(sampleRateHz: rateHz, previousTimestampNs: previous))
                 if let p = previous {
-                    #expect(abs(Int64(frame.header.timestampNs - p) - Int64(perFrame * 1_000_000_000 / UInt64(rateHz))) <= 1)
+                    let spacing = Double(perFrame) * 1e9 / (realHz ?? Double(rateHz))
+                    #expect(abs(Double(frame.header.timestampNs - p) - spacing) <= 1)
                 }
                 out.append(frame)
             }
             return out
         }
+        #expect(try #require(try await request(.getSettings(.ecg))).settings().sampleRates == [130], "as an H10 says")
         let started = try #require(try await request(.start(.ecg, .h10ECG)))
         #expect(started.opCode == .startMeasurement && started.measurementType == .ecg && started.status.isSuccess)
-        let got = try await frames(3, everyMs: 562, rateHz: 130, perFrame: 73).flatMap { f -> [Int32] in
+        let everyMs = Int64((73 * 1000 / ecgRate).rounded(.up))
+        let got = try await frames(3, everyMs: everyMs, rateHz: 130, realHz: ecgRate, perFrame: 73).flatMap { f -> [Int32] in
             guard case .ecg(let samples) = f.samples else { Issue.record("not ECG"); return [] }
             return samples.map(\.microvolts)
         }

@@ -16,7 +16,8 @@ Body Sensor Location and Battery Level reads; scripted Connect outcomes (le-conn
 objects missing after ServicesResolved, never resolving, generic failure), link loss, a dead link that stays
 Connected, device removal with
 UnknownObject afterwards, and a bluetoothd restart (the name is dropped and owned again; all state is rebuilt).
-With AddPMD, Polar's Measurement Data service (control point and data; ECG from a recording at 130 Hz) that, like an
+With AddPMD, Polar's Measurement Data service (control point and data; ECG from a recording at 130 Hz, or at the
+strap's own rate after SetECGRate, its settings still saying 130 Hz as an H10's do) that, like an
 H10, refuses the control point on an unencrypted link (ATT error 0x05) until Device1.Pair, and a strap that forgot
 its bond (ForgetBond: still Paired for BlueZ; connecting fails as bluetoothd's encrypted connect does, until the
 device is removed and paired again).
@@ -565,6 +566,8 @@ class PMD:
         self.acc_hz = None
         self.acc_index = 0
         self.index = 0
+        # The rate the strap really samples at (SetECGRate): a real H10's "130 Hz" is 128-131 Hz; it says 130.
+        self.ecg_rate = PMD_ECG_RATE
         # The strap's own clock (ns): it has been running for a while, unrelated to the host's.
         self.sensor_ns = 599_000_000_000
         base = device.path
@@ -618,7 +621,7 @@ class PMD:
             if not self.ecg_on or self.index >= len(self.ecg):
                 break
             chunk = self.ecg[self.index:self.index + PMD_ECG_PER_FRAME]
-            last_ns = self.sensor_ns + (self.index + len(chunk) - 1) * 1_000_000_000 // PMD_ECG_RATE
+            last_ns = self.sensor_ns + round((self.index + len(chunk) - 1) * 1_000_000_000 / self.ecg_rate)
             if not self.data.notify(pmd_ecg_frame(last_ns, chunk)):
                 break
             self.index += len(chunk)
@@ -844,18 +847,38 @@ class Control(dbus.service.Object):
         """Notifies up to `frames` ECG frames (73 samples) if the client started ECG; returns the samples sent."""
         return self.dev(address).pmd.send_ecg(int(frames))
 
+    @dbus.service.method(CONTROL_IFACE, in_signature="sd")
+    def SetECGRate(self, address, hz):
+        """The rate the strap's ECG really runs at on its own clock (its settings still say 130 Hz, as an H10's do)."""
+        self.dev(address).pmd.ecg_rate = float(hz)
+
     @dbus.service.method(CONTROL_IFACE, in_signature="suu")
     def StreamECG(self, address, frames, interval_ms):
-        """Notifies up to `frames` ECG frames, one every `interval_ms` ms from the main loop (returns at once)."""
+        """Notifies up to `frames` ECG frames, one every `interval_ms` ms from the main loop (returns at once); with
+        `interval_ms` 0, one every 73 samples at the strap's own rate (SetECGRate), each due at its time on the
+        monotonic clock (no drift from timer to timer), as a strap's frames come."""
         pmd = self.dev(address).pmd
         left = [int(frames)]
+        if not frames:
+            return
+        if interval_ms:
+            def tick():
+                pmd.send_ecg(1)
+                left[0] -= 1
+                return left[0] > 0
+            GLib.timeout_add(max(1, int(interval_ms)), tick)
+            return
+        start = time.monotonic()
+        period = PMD_ECG_PER_FRAME / pmd.ecg_rate
 
-        def tick():
+        def due():
             pmd.send_ecg(1)
             left[0] -= 1
-            return left[0] > 0
-        if frames:
-            GLib.timeout_add(max(1, int(interval_ms)), tick)
+            if left[0] > 0:
+                k = int(frames) - left[0] + 1
+                GLib.timeout_add(max(0, round((start + k * period - time.monotonic()) * 1000)), due)
+            return False
+        GLib.timeout_add(round(period * 1000), due)
 
     @dbus.service.method(CONTROL_IFACE, in_signature="su", out_signature="u")
     def SendAcc(self, address, frames):

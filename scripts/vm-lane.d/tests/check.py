@@ -291,6 +291,32 @@ def ecg(args):
     die(f"the {len(got)} recorded ECG samples are not one run of the recording (first {got[:6]})")
 
 
+def ecg_rate(args):
+    """ecg-rate RECORD HZ TOL: the recorded ECG chunks' times (each its first sample's, on the host's clock) against
+    their first samples' indexes lie on a line of HZ samples per second, within TOL Hz (least squares), while the
+    chunks say the nominal 130 Hz: the strap's own rate reaches the host's times."""
+    record, hz, tol = args[0], float(args[1]), float(args[2])
+    chunks = [s for s in jsonl(record) if s.get("source") == "polar_ecg" and s.get("ecg_uv")]
+    if len(chunks) < 10:
+        die(f"{len(chunks)} ECG chunks recorded, expected at least 10")
+    if any(s.get("gap_before") for s in chunks[1:]):
+        die("a gap was flagged between the ECG chunks")
+    xs, index = [], 0
+    for s in chunks:
+        xs.append(index)
+        index += len(s["ecg_uv"])
+    ts = [s["timestamp_ms"] for s in chunks]
+    mx, mt = sum(xs) / len(xs), sum(ts) / len(ts)
+    slope = sum((x - mx) * (t - mt) for x, t in zip(xs, ts)) / sum((x - mx) ** 2 for x in xs)
+    rate = 1000 / slope
+    nominal = {s.get("ecg_rate_hz") for s in chunks}
+    if nominal != {130}:
+        die(f"ecg_rate_hz {sorted(nominal)}, expected the nominal 130")
+    if abs(rate - hz) > tol:
+        die(f"the chunks' times say {rate:.3f} Hz, the strap's ECG runs at {hz} Hz")
+    print(f"{len(chunks)} ECG chunks over {(ts[-1] - ts[0]) / 1000:.1f} s: {rate:.3f} Hz by their times (strap {hz} Hz)")
+
+
 def acc(args):
     """acc RECORD HZ MIN: the recorded accelerometer chunks, joined, are at least MIN consecutive samples of the
     emulator's pattern (StrapEmulatorPMD.accelerometerSample: sample i in milli-g is (i % 50 - 25, 7 i % 31 - 15,
@@ -315,7 +341,8 @@ def acc(args):
 
 if __name__ == "__main__":
     cmds = {"scan": scan, "rr": rr, "hrv": hrv, "summary-hrv": summary_hrv, "status": status, "count": count,
-            "cameras": cameras, "capture": capture, "camera-hr": camera_hr, "pace": pace, "ecg": ecg, "acc": acc}
+            "cameras": cameras, "capture": capture, "camera-hr": camera_hr, "pace": pace, "ecg": ecg, "ecg-rate": ecg_rate,
+            "acc": acc}
     if len(sys.argv) < 2 or sys.argv[1] not in cmds:
         die("usage: check.py " + "|".join(cmds) + " ARGS...")
     cmds[sys.argv[1]](sys.argv[2:])
