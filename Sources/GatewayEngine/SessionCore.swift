@@ -96,24 +96,31 @@ struct SessionCore {
         if config.resonance != nil, sample.rrIntervalsMs?.isEmpty == false { assessmentSamples.append(sample) }
     }
 
-    /// Accelerometer samples of the last `windowSec` (by the newest sample's time), for the motion metrics.
-    private(set) var motion: [(timeMs: Double, g: SIMD3<Double>)] = []
+    /// Accelerometer samples of the last `windowSec` per device (by its newest sample's time), for the motion metrics.
+    private(set) var motion: [String: [(timeMs: Double, g: SIMD3<Double>)]] = [:]
 
     private mutating func appendMotion(_ sample: BiosignalSample, _ acc: [SIMD3<Double>]) {
+        let device = sample.deviceId ?? sample.source
         let rate = sample.accRateHz ?? 0
+        var own = motion[device, default: []]
         for (k, g) in acc.enumerated() {
-            motion.append((Double(sample.timestampMs) + (rate > 0 ? Double(k) * 1000 / rate : 0), g))
+            own.append((Double(sample.timestampMs) + (rate > 0 ? Double(k) * 1000 / rate : 0), g))
         }
-        guard let newest = motion.last?.timeMs else { return }
-        let cutoff = newest - Double(config.profile.windowSec) * 1000
-        if let keep = motion.firstIndex(where: { $0.timeMs > cutoff }), keep > 0 { motion.removeFirst(keep) }
+        if let newest = own.last?.timeMs {
+            let cutoff = newest - Double(config.profile.windowSec) * 1000
+            if let keep = own.firstIndex(where: { $0.timeMs > cutoff }), keep > 0 { own.removeFirst(keep) }
+        }
+        motion[device] = own
     }
 
     /// ECG chunks of the last `windowSec` per device, for R peaks.
     private(set) var ecg: [String: [BiosignalSample]] = [:]
+    /// The devices that sent ECG, in the order they first did.
+    private var ecgDevices: [String] = []
 
     private mutating func appendECG(_ sample: BiosignalSample) {
         let device = sample.deviceId ?? sample.source
+        if ecg[device] == nil { ecgDevices.append(device) }
         var chunks = ecg[device, default: []]
         chunks.append(sample)
         let cutoff = sample.timestampMs - Int64(config.profile.windowSec) * 1000
@@ -121,17 +128,47 @@ struct SessionCore {
         ecg[device] = chunks
     }
 
-    /// R peaks of the device with the most ECG, against that device's own RR in the window.
+    /// R peaks of each device's ECG against that device's own RR in the window. With several devices each has its
+    /// own in `devices`; the top level has those of the device whose HRV is there (the one with the most RR), or,
+    /// when that one sent no ECG, of the first device that did. (Before, the device with the most chunks in the
+    /// window: with two straps that changed from frame to frame, and with it the top-level ECG heart rate.)
     private func applyECG(to m: inout SessionMetrics) {
-        guard let (device, chunks) = ecg.max(by: { $0.value.count < $1.value.count }),
-            let rate = chunks.first?.ecgRateHz, rate > 0
-        else { return }
-        let rr = ECGRPeaks.rrIntervals(ECGRPeaks.runs(chunks, rateHz: rate), rateHz: rate)
-        guard !rr.isEmpty else { return }
-        m.ecgRRCount = rr.count
-        m.ecgHrBpm = SessionMetrics.round1(60000 / (rr.reduce(0, +) / Double(rr.count)))
-        let strapRR = window.samples.filter { ($0.deviceId ?? $0.source) == device }.flatMap { $0.rrIntervalsMs ?? [] }
-        m.ecgRRAgreementMs = ECGRPeaks.agreementMs(ecgRR: rr, strapRR: strapRR).map { ($0 * 10).rounded() / 10 }
+        let groups = SessionMetrics.groupByDevice(window.samples.filter { $0.source != SessionMetrics.cameraSource })
+        let hrvDevice = groups.max { SessionMetrics.rrTotal($0.samples) < SessionMetrics.rrTotal($1.samples) }?.id
+        let top = hrvDevice.flatMap { ecg[$0] == nil ? nil : $0 } ?? ecgDevices.first { ecg[$0]?.isEmpty == false }
+        for device in ecgDevices {
+            guard let chunks = ecg[device], let rate = chunks.first?.ecgRateHz, rate > 0 else { continue }
+            let rr = ECGRPeaks.rrIntervals(ECGRPeaks.runs(chunks, rateHz: rate), rateHz: rate)
+            guard !rr.isEmpty else { continue }
+            let strapRR = groups.first { $0.id == device }?.samples.flatMap { $0.rrIntervalsMs ?? [] } ?? []
+            func apply(_ d: inout SessionMetrics) {
+                d.ecgRRCount = rr.count
+                d.ecgHrBpm = SessionMetrics.round1(60000 / (rr.reduce(0, +) / Double(rr.count)))
+                d.ecgRRAgreementMs = ECGRPeaks.agreementMs(ecgRR: rr, strapRR: strapRR).map { ($0 * 10).rounded() / 10 }
+            }
+            if device == top { apply(&m) }
+            if m.devices?[device] != nil { apply(&m.devices![device]!) }
+        }
+    }
+
+    /// `motion_rms_g` per device (in `devices` when several contribute), and at the top level over every device's
+    /// samples, each about its own device's mean: two straps sit at different angles, so their samples have
+    /// different means (gravity), which is orientation, not motion.
+    private func applyMotion(to m: inout SessionMetrics) {
+        var squares = 0.0
+        var count = 0
+        for (device, own) in motion where !own.isEmpty {
+            guard let rms = SessionMetrics.motionRMS(own.map(\.g)) else { continue }
+            squares += rms * rms * Double(own.count)
+            count += own.count
+            if m.devices?[device] != nil {
+                m.devices![device]!.motionRmsG = (rms * 10000).rounded() / 10000
+                m.devices![device]!.motionSampleCount = own.count
+            }
+        }
+        guard count > 0 else { return }
+        m.motionRmsG = ((squares / Double(count)).squareRoot() * 10000).rounded() / 10000
+        m.motionSampleCount = count
     }
 
     /// Waveform chunks received since the last raw frame.
@@ -197,10 +234,7 @@ struct SessionCore {
             window: window.samples, hsi: hsi, options: hrvOptions, pacing: pacing(atMonotonicMs: now))
         m.liveDFA = liveDFA.latest
         applyECG(to: &m)
-        if let rms = SessionMetrics.motionRMS(motion.map(\.g)) {
-            m.motionRmsG = (rms * 10000).rounded() / 10000
-            m.motionSampleCount = motion.count
-        }
+        applyMotion(to: &m)
         if summary, let steps = assessmentSteps {
             let groups = SessionMetrics.groupByDevice(assessmentSamples)
             let best = groups.max { SessionMetrics.rrTotal($0.samples) < SessionMetrics.rrTotal($1.samples) }

