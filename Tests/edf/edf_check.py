@@ -36,6 +36,28 @@ def run(args):
     return r.stdout
 
 
+FIXTURE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "Fixtures", "ecg_mitbih208_130hz.csv")
+
+
+def fixture_ecg(seconds):
+    """The first `seconds` of the real ECG excerpt (µV at 130 Hz)."""
+    with open(FIXTURE) as fh:
+        return [int(v) for v in fh.read().split()[1:]][:130 * seconds]
+
+
+def replay_and_export(work, lines, session_id):
+    """Records `lines` (sample objects, in time order) as session `session_id` through `stream --replay` at 20x,
+    exports it as EDF; returns the EDF's path."""
+    rec = os.path.join(work, session_id + ".jsonl")
+    with open(rec, "w") as fh:
+        fh.write("".join(json.dumps(x) + "\n" for x in lines))
+    run(["stream", "--replay", rec, "--replay-speed", "20", "--format", "jsonl", "--session-id", session_id,
+         "--state-dir", work])
+    path = os.path.join(work, session_id + ".edf")
+    run(["sessions", "export", session_id, "--format", "edf", "--output", path, "--state-dir", work])
+    return path
+
+
 def main():
     work = tempfile.mkdtemp(prefix="edf-check-")
     report = Report()
@@ -98,32 +120,24 @@ def main():
             assert {"session started", "session ended"} <= texts_seen, texts_seen
 
         def ecg_channel():
-            fixture = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "Fixtures", "ecg_mitbih208_130hz.csv")
-            with open(fixture) as fh:
-                ecg = [int(v) for v in fh.read().split()[1:]][:130 * 20]
+            ecg = fixture_ecg(20)
             t0 = 1_700_000_000_250
             lines = []
             for sec in range(20):
-                lines.append(json.dumps({"timestamp_ms": t0 + 1000 * sec + 900, "bpm": 60, "rr_intervals_ms": [1000],
-                                         "device_id": "A0:9E:1A:00:00:02", "source": "ble_hrm", "contact": "contact"}))
+                lines.append({"timestamp_ms": t0 + 1000 * sec + 900, "bpm": 60, "rr_intervals_ms": [1000],
+                              "device_id": "A0:9E:1A:00:00:02", "source": "ble_hrm", "contact": "contact"})
             for start in range(0, len(ecg), 73):
-                lines.append(json.dumps({"timestamp_ms": t0 + round(start * 1000 / 130), "bpm": 0,
-                                         "device_id": "A0:9E:1A:00:00:02", "source": "polar_ecg",
-                                         "ecg_uv": ecg[start:start + 73], "ecg_rate_hz": 130}))
+                lines.append({"timestamp_ms": t0 + round(start * 1000 / 130), "bpm": 0,
+                              "device_id": "A0:9E:1A:00:00:02", "source": "polar_ecg",
+                              "ecg_uv": ecg[start:start + 73], "ecg_rate_hz": 130})
             # Accelerometer chunks at 50 Hz (synthetic values: this checks placement and scale, not motion).
             acc = [[(i % 50 - 25) / 1000, ((i * 7) % 31 - 15) / 1000, (1000 - i % 3) / 1000] for i in range(50 * 20)]
             for start in range(0, len(acc), 36):
-                lines.append(json.dumps({"timestamp_ms": t0 + round(start * 1000 / 50), "bpm": 0,
-                                         "device_id": "A0:9E:1A:00:00:02", "source": "polar_acc",
-                                         "acc_g": acc[start:start + 36], "acc_rate_hz": 50}))
-            lines.sort(key=lambda l: json.loads(l)["timestamp_ms"])
-            rec = os.path.join(work, "ecg.jsonl")
-            with open(rec, "w") as fh:
-                fh.write("\n".join(lines) + "\n")
-            run(["stream", "--replay", rec, "--replay-speed", "20", "--format", "jsonl", "--session-id", "edf-ecg",
-                 "--state-dir", work])
-            path = os.path.join(work, "ecg.edf")
-            run(["sessions", "export", "edf-ecg", "--format", "edf", "--output", path, "--state-dir", work])
+                lines.append({"timestamp_ms": t0 + round(start * 1000 / 50), "bpm": 0,
+                              "device_id": "A0:9E:1A:00:00:02", "source": "polar_acc",
+                              "acc_g": acc[start:start + 36], "acc_rate_hz": 50})
+            lines.sort(key=lambda x: x["timestamp_ms"])
+            path = replay_and_export(work, lines, "edf-ecg")
             g = pyedflib.EdfReader(path)
             try:
                 assert g.getSignalLabels() == ["HR", "ECG", "Acc X", "Acc Y", "Acc Z"], g.getSignalLabels()
@@ -167,9 +181,7 @@ def main():
         def two_straps():
             # Two straps with --ecg in one session (a team, a lab comparing placements): each its own numbered
             # signals, the device in the transducer field, each ECG channel holding its strap's samples alone.
-            fixture = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "Fixtures", "ecg_mitbih208_130hz.csv")
-            with open(fixture) as fh:
-                ecg = [int(v) for v in fh.read().split()[1:]][:130 * 8]
+            ecg = fixture_ecg(8)
             straps = {"A0:9E:1A:00:00:0A": (ecg, 62, 5), "A0:9E:1A:00:00:0B": ([-v for v in ecg], 75, 17)}
             t0 = 1_700_000_100_000
             lines = []
@@ -182,13 +194,7 @@ def main():
                                   "device_id": device, "source": "polar_ecg", "ecg_uv": values[start:start + 73],
                                   "ecg_rate_hz": 130})
             lines.sort(key=lambda x: x["timestamp_ms"])
-            rec = os.path.join(work, "two.jsonl")
-            with open(rec, "w") as fh:
-                fh.write("".join(json.dumps(x) + "\n" for x in lines))
-            run(["stream", "--replay", rec, "--replay-speed", "20", "--format", "jsonl", "--session-id", "edf-two",
-                 "--state-dir", work])
-            path = os.path.join(work, "two.edf")
-            run(["sessions", "export", "edf-two", "--format", "edf", "--output", path, "--state-dir", work])
+            path = replay_and_export(work, lines, "edf-two")
             g = pyedflib.EdfReader(path)
             try:
                 assert g.getSignalLabels() == ["HR 1", "HR 2", "ECG 1", "ECG 2"], g.getSignalLabels()
