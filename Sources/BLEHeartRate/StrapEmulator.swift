@@ -1,6 +1,7 @@
 import BlueZ
 import DBus
 import GatewayEngine
+import HRVAnalysis
 import Logging
 
 /// A heart-rate strap emulated on a local adapter: a GATT application (Heart Rate service with 2A37 notify and
@@ -44,6 +45,8 @@ public final class StrapEmulator: Sendable {
 
     /// Polar's measurement service, with `pmdECG`.
     let pmd: StrapEmulatorPMD?
+    /// Where the beats' series starts, after `start()` (ms; `init`).
+    let firstPeakMs: Int64
 
     /// ECG samples sent by the emulated measurement service.
     public var sentECGSamples: Int { pmd?.sentSamples(.ecg) ?? 0 }
@@ -52,10 +55,13 @@ public final class StrapEmulator: Sendable {
 
     /// `pmdECG` (µV at 130 Hz): also serve Polar's measurement service, streaming it (looping) once ECG is started,
     /// and a synthetic accelerometer once that is started; at `pmdECGRateHz` on the strap's clock and in real time
-    /// (a real H10's "130 Hz" is 128–131 Hz), its settings saying 130 Hz either way.
+    /// (a real H10's "130 Hz" is 128–131 Hz), its settings saying 130 Hz either way. The recording plays from
+    /// `start()` on, streamed or not; the first interval of `rr1024` starts `firstPeakMs` after it (at an R peak),
+    /// so that beats derived from the recording (`ECGBeats`) come with the ECG they were derived from.
     public init(connection: DBusConnection, adapter: DBusObjectPath, name: String, rr1024: [UInt16],
-                pmdECG: [Int32]? = nil, pmdECGRateHz: Double = 130, clock: any SessionClock = SystemSessionClock(),
-                logger: Logger) {
+                firstPeakMs: Int64 = 0, pmdECG: [Int32]? = nil, pmdECGRateHz: Double = 130,
+                clock: any SessionClock = SystemSessionClock(), logger: Logger) {
+        self.firstPeakMs = firstPeakMs
         pmd = pmdECG.map {
             StrapEmulatorPMD(connection: connection, ecg: $0, ecgRateHz: pmdECGRateHz, clock: clock, logger: logger)
         }
@@ -132,7 +138,9 @@ public final class StrapEmulator: Sendable {
             }
         }
         registrationsIn.yield("registered")
-        state.withLock { $0.startMs = clock.monotonicMs() }
+        let now = clock.monotonicMs()
+        pmd?.startPlaying(atMonotonicMs: now)
+        state.withLock { $0.startMs = now + firstPeakMs }
         scheduleNext()
         try await watchBlueZ()
     }
@@ -287,5 +295,31 @@ extension HeartRatePacer {
     var peekOffsetMs: Int64? {
         var copy = self
         return copy.next()?.offsetMs
+    }
+}
+
+extension StrapEmulator {
+    /// The beats of an ECG recording as a strap derives its RR from its own ECG: the R peaks (`ECGRPeaks`) of the
+    /// recording looping at `rateHz`, the intervals between them in 1/1024 s, from the first peak's to the next (the
+    /// last one across the loop's seam, as the looping ECG shows it), and where the first peak falls.
+    public struct ECGBeats: Sendable, Equatable {
+        public var rr1024: [UInt16]
+        /// The first R peak's time after the recording's start (ms): the series' first beat ends one RR later.
+        public var firstPeakMs: Double
+
+        /// Nil when the recording holds fewer than two beats (or is shorter than the detector's two seconds).
+        public init?(looping ecg: [Int32], rateHz: Double) {
+            guard !ecg.isEmpty, rateHz > 0, rateHz.isFinite else { return nil }
+            // Three loops, so that the middle one's peaks have their neighbours on both sides.
+            let loop = Double(ecg.count) / rateHz
+            let peaks = ECGRPeaks.detect((ecg + ecg + ecg).map(Double.init), rateHz: rateHz)
+            let middle = peaks.filter { $0 >= loop && $0 < 2 * loop }
+            guard middle.count >= 2, let first = middle.first, let next = peaks.first(where: { $0 >= 2 * loop }) else {
+                return nil
+            }
+            let times = middle + [next]
+            rr1024 = zip(times, times.dropFirst()).map { UInt16(clamping: Int((($1 - $0) * 1024).rounded())) }
+            firstPeakMs = (first - loop) * 1000
+        }
     }
 }

@@ -40,6 +40,9 @@ final class StrapEmulatorPMD: Sendable {
         var accIndex = 0
         var stopped = false
         var sentSamples: [PMDMeasurementType: Int] = [:]
+        /// When the recording started playing (monotonic ms): the emulated heart beats on from then whether or not
+        /// its ECG is streamed, as a strap's does, so a stream started later starts where the recording then is.
+        var originMs: Int64?
     }
 
     let connection: DBusConnection
@@ -60,6 +63,9 @@ final class StrapEmulatorPMD: Sendable {
     }
 
     func sentSamples(_ type: PMDMeasurementType) -> Int { state.withLock { $0.sentSamples[type] ?? 0 } }
+
+    /// Starts the recording's clock (once): the heart-rate notifications' beats are derived from the same moment.
+    func startPlaying(atMonotonicMs ms: Int64) { state.withLock { $0.originMs = $0.originMs ?? ms } }
 
     func export() throws {
         let char = "org.bluez.GattCharacteristic1"
@@ -159,6 +165,9 @@ final class StrapEmulatorPMD: Sendable {
         let started = state.withLock { s -> Bool in
             guard s.streams[type] == nil, !s.stopped else { return false }
             let mono = clock.monotonicMs()
+            if type == .ecg, let origin = s.originMs, !ecg.isEmpty {
+                s.ecgIndex = Int((Double(max(0, mono - origin)) * ecgRateHz / 1000).rounded(.down)) % ecg.count
+            }
             s.streams[type] = Stream(
                 rateHz: rateHz, perFrame: perFrame, startMonoMs: mono,
                 startSensorNs: Self.sensorStartNs + UInt64(max(0, mono)) * 1_000_000)

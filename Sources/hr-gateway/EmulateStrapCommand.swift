@@ -21,7 +21,9 @@ struct EmulateStrapCommand: AsyncParsableCommand {
             above 60 bpm and none in some seconds below it, exactly as straps do; the file loops.
 
             --rr accepts one RR interval in milliseconds per line, or a CSV with an rr_1024 (1/1024 s) or rr_ms \
-            column (e.g. shared/data/hrv/rr_nsrdb_short_pyhrv_raw.csv). Without --rr a steady 60 bpm is sent.
+            column (e.g. shared/data/hrv/rr_nsrdb_short_pyhrv_raw.csv). Without --rr a steady 60 bpm is sent, or, \
+            with --pmd-ecg, the beats of that ECG: its R peaks, sent as a strap sends the RR it derives from its own \
+            ECG, each with the ECG it comes from (so `ecg_rr_agreement_ms` in the gateway's frames compares the two).
 
             --pmd-ecg FILE also serves Polar's Measurement Data service, as an H10 does: bluetoothd takes its \
             control point's requests on an encrypted link only (the central pairs), and once ECG is started it \
@@ -109,13 +111,25 @@ struct EmulateStrapCommand: AsyncParsableCommand {
         do { adapterPath = try StrapScan.chooseAdapter(adapter, in: bluez.tree) } catch {
             throw CommandFailure(error.description)
         }
+        // Without --rr, a strap with an ECG sends the beats of that ECG.
+        var firstPeakMs: Int64 = 0
+        var beatsFrom = rr.map { "the \(series.count) RR intervals of \($0)" } ?? "60 bpm"
+        if rr == nil, let ecg {
+            guard let beats = StrapEmulator.ECGBeats(looping: ecg, rateHz: pmdECGRate ?? 130) else {
+                throw CommandFailure("--pmd-ecg \(pmdECG ?? ""): no two heartbeats found in the ECG to derive RR from; "
+                    + "give the beats with --rr FILE")
+            }
+            series = beats.rr1024
+            firstPeakMs = Int64(beats.firstPeakMs.rounded())
+            beatsFrom = "the ECG's \(beats.rr1024.count) beats"
+        }
         let emulator = StrapEmulator(
-            connection: connection, adapter: adapterPath, name: name, rr1024: series, pmdECG: ecg,
-            pmdECGRateHz: pmdECGRate ?? 130, logger: logger)
+            connection: connection, adapter: adapterPath, name: name, rr1024: series, firstPeakMs: firstPeakMs,
+            pmdECG: ecg, pmdECGRateHz: pmdECGRate ?? 130, logger: logger)
         do { try await emulator.start() } catch {
             throw CommandFailure("cannot register the strap with bluetoothd on \(adapterPath): \(error)")
         }
-        var what = "advertising \"\(name)\" on \(adapterPath.rawValue) with \(series.count) RR intervals"
+        var what = "advertising \"\(name)\" on \(adapterPath.rawValue) with \(beatsFrom)"
         if let ecg {
             let rate = pmdECGRate.map { String(format: " at %g Hz", $0) } ?? ""
             what += " and Polar's measurement service (\(ecg.count) ECG samples\(rate))"

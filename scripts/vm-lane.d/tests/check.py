@@ -317,6 +317,21 @@ def ecg_rate(args):
     print(f"{len(chunks)} ECG chunks over {(ts[-1] - ts[0]) / 1000:.1f} s: {rate:.3f} Hz by their times (strap {hz} Hz)")
 
 
+def ecg_agreement(args):
+    """ecg-agreement EVENTS MAXMS MINRR: the newest session_frame whose ECG gave at least MINRR intervals has
+    ecg_rr_agreement_ms (the RR from the ECG's R peaks against the strap's own RR) at most MAXMS."""
+    events, most, least = args[0], float(args[1]), int(args[2])
+    frames = [e["metrics"] for e in jsonl(events) if e.get("type") == "session_frame"
+              and e.get("metrics", {}).get("ecg_rr_count", 0) >= least and "ecg_rr_agreement_ms" in e["metrics"]]
+    if not frames:
+        die(f"no session_frame with ecg_rr_agreement_ms over {least} or more ECG intervals")
+    m = frames[-1]
+    if m["ecg_rr_agreement_ms"] > most:
+        die(f"ecg_rr_agreement_ms {m['ecg_rr_agreement_ms']} over {m['ecg_rr_count']} intervals, expected at most {most}")
+    print(f"ecg_rr_agreement_ms {m['ecg_rr_agreement_ms']} over {m['ecg_rr_count']} intervals "
+          f"(ECG HR {m.get('ecg_hr_bpm')} bpm)")
+
+
 def acc(args):
     """acc RECORD HZ MIN: the recorded accelerometer chunks, joined, are at least MIN consecutive samples of the
     emulator's pattern (StrapEmulatorPMD.accelerometerSample: sample i in milli-g is (i % 50 - 25, 7 i % 31 - 15,
@@ -342,7 +357,7 @@ def acc(args):
 if __name__ == "__main__":
     cmds = {"scan": scan, "rr": rr, "hrv": hrv, "summary-hrv": summary_hrv, "status": status, "count": count,
             "cameras": cameras, "capture": capture, "camera-hr": camera_hr, "pace": pace, "ecg": ecg, "ecg-rate": ecg_rate,
-            "acc": acc}
+            "ecg-agreement": ecg_agreement, "acc": acc}
     if len(sys.argv) < 2 or sys.argv[1] not in cmds:
         die("usage: check.py " + "|".join(cmds) + " ARGS...")
     cmds[sys.argv[1]](sys.argv[2:])
