@@ -98,6 +98,19 @@ struct EmulateStrapCommand: AsyncParsableCommand {
             }
             ecg = values.map { $0! }
         }
+        // Without --rr, a strap with an ECG sends the beats of that ECG.
+        var firstPeakMs: Int64 = 0
+        var beatsFrom = rr.map { "the \(series.count) RR intervals of \($0)" } ?? "60 bpm"
+        if rr == nil, let ecg {
+            if let beats = StrapEmulator.ECGBeats(looping: ecg, rateHz: pmdECGRate ?? 130) {
+                series = beats.rr1024
+                firstPeakMs = Int64(beats.firstPeakMs.rounded())
+                beatsFrom = "the ECG's \(beats.rr1024.count) beats"
+            } else {
+                StandardStream.error.write(Data(("note: --pmd-ecg \(pmdECG ?? ""): no two heartbeats found in the ECG "
+                    + "to send as RR; sending a steady 60 bpm (give other beats with --rr FILE)\n").utf8))
+            }
+        }
         let connection: DBusConnection
         do { connection = try await DBusConnection.connect(to: .system, logger: logger) } catch {
             throw CommandFailure(BLEHeartRateError.systemBusUnreachable(error).description)
@@ -110,18 +123,6 @@ struct EmulateStrapCommand: AsyncParsableCommand {
         let adapterPath: DBusObjectPath
         do { adapterPath = try StrapScan.chooseAdapter(adapter, in: bluez.tree) } catch {
             throw CommandFailure(error.description)
-        }
-        // Without --rr, a strap with an ECG sends the beats of that ECG.
-        var firstPeakMs: Int64 = 0
-        var beatsFrom = rr.map { "the \(series.count) RR intervals of \($0)" } ?? "60 bpm"
-        if rr == nil, let ecg {
-            guard let beats = StrapEmulator.ECGBeats(looping: ecg, rateHz: pmdECGRate ?? 130) else {
-                throw CommandFailure("--pmd-ecg \(pmdECG ?? ""): no two heartbeats found in the ECG to derive RR from; "
-                    + "give the beats with --rr FILE")
-            }
-            series = beats.rr1024
-            firstPeakMs = Int64(beats.firstPeakMs.rounded())
-            beatsFrom = "the ECG's \(beats.rr1024.count) beats"
         }
         let emulator = StrapEmulator(
             connection: connection, adapter: adapterPath, name: name, rr1024: series, firstPeakMs: firstPeakMs,

@@ -1,6 +1,7 @@
 import ArgumentParser
 import BLEHeartRate
 import Logging
+import Foundation
 import Testing
 
 @testable import hr_gateway
@@ -39,6 +40,20 @@ struct StrapCommandsTests {
         #expect(far.status == 64 && far.stderr.contains("--pmd-ecg-rate 200: a rate between 120 and 140 Hz"), "\(far.stderr)")
         let e = try EmulateStrapCommand.parse(["--pmd-ecg", "e.csv", "--pmd-ecg-rate", "128.6"])
         #expect(e.pmdECGRate == 128.6)
+    }
+
+    /// An ECG with no heartbeats in it (a few samples) cannot give the strap's RR: said, and 60 bpm is sent instead.
+    /// (The system bus is pointed nowhere, so the command stops there, after the note.)
+    @Test func anECGWithoutBeatsSendsSixtyBeatsAMinuteAndSaysSo() throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("emulate-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let file = dir.appendingPathComponent("flat.csv")
+        try Data("ecg_uv\n1\n2\n3\n".utf8).write(to: file)
+        let r = try CLI.run(["emulate-strap", "--pmd-ecg", file.path],
+                            environment: ["DBUS_SYSTEM_BUS_ADDRESS": "unix:path=\(dir.path)/no-bus"])
+        #expect(r.stderr.contains("no two heartbeats found in the ECG to send as RR; sending a steady 60 bpm"), "\(r.stderr)")
+        #expect(r.status == 1 && r.stderr.contains("cannot reach the D-Bus system bus"), "\(r.stderr)")
     }
 
     @Test func theRootCommandDispatchesToTheStrapCommandsWithTheirOptions() throws {
