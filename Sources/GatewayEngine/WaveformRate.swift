@@ -43,6 +43,9 @@ public struct WaveformRate: Sendable, Equatable {
 
         public init() {}
 
+        /// From the first chunk's time to the last one's (ms).
+        public var spanMs: Double { count == 0 ? 0 : lastMs - firstMs }
+
         public mutating func add(index: Int, timeMs: Double) {
             if count == 0 { firstMs = timeMs }
             lastMs = timeMs

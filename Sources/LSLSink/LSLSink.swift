@@ -271,13 +271,16 @@ public final class LSLSink: SessionSink {
 /// the mapping's own error of the mapped times, and never step by more than `maxSlew` of a period.
 ///
 /// The period is the sensor's real one: a Polar H10's "130 Hz" is 128–131 Hz (docs/pmd.md, "Sample rate"), beyond
-/// what `maxSlew` can follow. Once a run's chunk times span `minimumFitSpan` seconds (three chunks at least), the
-/// rate they measure (`WaveformRate.Fit`, the line the exports and R-peak timing use) replaces the nominal one when
-/// it differs from it: a strap at 128 Hz is stamped 1/128 s apart. What built up before (about 15 ms for an ECG at
-/// 128 Hz, none at 130.17 Hz, within `maxSlew`) is slewed out like any other difference.
+/// what `maxSlew` can follow. Once three or more of a run's chunks span `minimumFitSpan` seconds, the rate their
+/// times measure (`WaveformRate.Fit`, the line the exports and R-peak timing use) replaces the nominal one when it
+/// differs from it: a strap at 128 Hz is stamped 1/128 s apart. What built up before (about 15 ms for an ECG at
+/// 128 Hz, none at 130.17 Hz, within `maxSlew`) is slewed out like any other difference; more than `stepThreshold`
+/// (a stream 2 % off in chunks of over a second: an accelerometer at 24.5 Hz for 25) is stepped over once, at the
+/// chunk's own time, so that the stamps follow the measured rate from there.
 ///
 /// A chunk after a gap (`gapBefore`, frames lost), or more than `stepThreshold` seconds away from where the stream
-/// should be (a clock reset), starts a new run afresh at its mapped time.
+/// should be (a clock reset; in a run's first chunks, before its rate can be measured, 5 % of its duration more),
+/// starts a new run afresh at its mapped time.
 public struct RegularStamps: Sendable {
     public static let maxSlew = 0.002
     public static let stepThreshold = 0.05
@@ -294,7 +297,13 @@ public struct RegularStamps: Sendable {
 
     public mutating func stamps(first mapped: Double, count: Int, rateHz: Double, gapBefore: Bool = false) -> [Double] {
         guard count > 0, rateHz > 0, rateHz.isFinite, mapped.isFinite else { return [] }
-        let continuing = next.map { !gapBefore && abs(mapped - $0) <= Self.stepThreshold } ?? false
+        // Until the run's fit has what it needs to measure a rate (three chunks over `minimumFitSpan`), the stream may
+        // run up to 5 % (what `WaveformRate` takes for a rate) off the nominal one: so far from where the nominal
+        // rate puts it, a chunk still continues the run (whose fit needs it), stamped at its own time (a step, in a
+        // run's first chunks only).
+        let young = fit.count < 3 || fit.spanMs < Self.minimumFitSpan * 1000
+        let allowance = young ? 0.05 * Double(runSamples) / rateHz : 0
+        let continuing = next.map { !gapBefore && abs(mapped - $0) <= Self.stepThreshold + allowance } ?? false
         if !continuing {
             fit = WaveformRate.Fit()
             runSamples = 0
@@ -306,7 +315,7 @@ public struct RegularStamps: Sendable {
         let duration = Double(count) * period
         var start = mapped
         var step = period
-        if continuing, let predicted = next {
+        if continuing, let predicted = next, abs(mapped - predicted) <= Self.stepThreshold {
             let limit = Self.maxSlew * duration
             let correction = min(max(mapped - predicted, -limit), limit)
             start = predicted

@@ -114,4 +114,40 @@ import Testing
         #expect(after.first == 40 && r.measuredRateHz == nil)
         #expect(abs((after[1] - after[0]) - 1.0 / 130) < 1e-12, "nominal spacing until the new run is measured")
     }
+
+    /// An accelerometer (36 samples a chunk, 1.44 s at 25 Hz) 2 % off, or an ECG 4.6 % off: more than 50 ms builds
+    /// up before the rate can be measured. The run goes on (before, it restarted every other chunk and was never
+    /// measured), the stamps step once and then follow the measured rate.
+    @Test(arguments: [(25.0, 24.5, 36), (25.0, 25.5, 36), (130.0, 124.0, 73)])
+    func aStreamFarOffItsNominalRateStepsOnceThenFollowsIt(nominal: Double, trueHz: Double, perChunk: Int) throws {
+        var r = RegularStamps()
+        var stamps: [Double] = []
+        var truth: [Double] = []
+        var k = 0
+        while Double(k * perChunk) / trueHz < 60 {
+            let t = 100 + Double(k * perChunk) / trueHz
+            stamps += r.stamps(first: (t * 1000).rounded() / 1000, count: perChunk, rateHz: nominal)
+            truth += (0..<perChunk).map { t + Double($0) / trueHz }
+            k += 1
+        }
+        let rate = try #require(r.measuredRateHz)
+        #expect(abs(rate / trueHz - 1) < 50e-6, "measured \(rate) Hz for \(trueHz) Hz")
+        // From the fourth chunk on, one run at the measured rate: every step within 3 ‰ of the real period.
+        let steps = zip(stamps, stamps.dropFirst()).map { $1 - $0 }
+        let worst = steps.dropFirst(3 * perChunk).map { abs($0 * trueHz - 1) }.max() ?? 1
+        #expect(worst < 0.003, "steps within 3 ‰ of 1/\(trueHz) s after the first chunks (worst \(worst))")
+        let error = zip(stamps, truth).dropFirst(3 * perChunk).map { abs($0 - $1) }
+        #expect(error.max() ?? 1 < 0.002, "within 2 ms of the real times after the first chunks (worst \(error.max() ?? 1))")
+    }
+
+    /// The allowance is for a run's first chunks only: a strap at its nominal rate (never measured otherwise) whose
+    /// clock is reset by 0.2 s a minute in starts afresh, as before.
+    @Test func aClockResetLaterInARunStillStartsAfresh() {
+        var r = RegularStamps()
+        let chunk = 73.0 / 130
+        for k in 0..<107 { _ = r.stamps(first: 10 + Double(k) * chunk, count: 73, rateHz: 130) }
+        #expect(r.measuredRateHz == nil)
+        let jumped = 10 + 107 * chunk + 0.2
+        #expect(r.stamps(first: jumped, count: 73, rateHz: 130).first == jumped)
+    }
 }
