@@ -106,11 +106,16 @@ struct SessionCore {
         for (k, g) in acc.enumerated() {
             own.append((Double(sample.timestampMs) + (rate > 0 ? Double(k) * 1000 / rate : 0), g))
         }
-        if let newest = own.last?.timeMs {
-            let cutoff = newest - Double(config.profile.windowSec) * 1000
-            if let keep = own.firstIndex(where: { $0.timeMs > cutoff }), keep > 0 { own.removeFirst(keep) }
-        }
         motion[device] = own
+        // Every device's samples older than the window, the newest sample's: a strap that stopped sending (its link
+        // lost) ages out as it did when all straps shared one window.
+        guard let newest = motion.values.compactMap({ $0.last?.timeMs }).max() else { return }
+        let cutoff = newest - Double(config.profile.windowSec) * 1000
+        for (d, samples) in motion {
+            guard let first = samples.first, first.timeMs <= cutoff else { continue }
+            let kept = samples.drop { $0.timeMs <= cutoff }
+            motion[d] = kept.isEmpty ? nil : Array(kept)
+        }
     }
 
     /// ECG chunks of the last `windowSec` per device, for R peaks.
@@ -120,12 +125,16 @@ struct SessionCore {
 
     private mutating func appendECG(_ sample: BiosignalSample) {
         let device = sample.deviceId ?? sample.source
-        if ecg[device] == nil { ecgDevices.append(device) }
-        var chunks = ecg[device, default: []]
-        chunks.append(sample)
-        let cutoff = sample.timestampMs - Int64(config.profile.windowSec) * 1000
-        if let keep = chunks.firstIndex(where: { $0.timestampMs > cutoff }), keep > 0 { chunks.removeFirst(keep) }
-        ecg[device] = chunks
+        if !ecgDevices.contains(device) { ecgDevices.append(device) }
+        ecg[device, default: []].append(sample)
+        // Every device's chunks older than the window, the newest chunk's: a strap that stopped sending ages out.
+        let newest = ecg.values.compactMap { $0.last?.timestampMs }.max() ?? sample.timestampMs
+        let cutoff = newest - Int64(config.profile.windowSec) * 1000
+        for (d, chunks) in ecg {
+            guard let first = chunks.first, first.timestampMs <= cutoff else { continue }
+            let kept = chunks.drop { $0.timestampMs <= cutoff }
+            ecg[d] = kept.isEmpty ? nil : Array(kept)
+        }
     }
 
     /// R peaks of each device's ECG against that device's own RR in the window. With several devices each has its

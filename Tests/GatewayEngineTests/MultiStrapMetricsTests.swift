@@ -82,4 +82,32 @@ import Testing
         #expect(m.devices?["B0"]?.motionRmsG == 0.1 && m.devices?["B0"]?.motionSampleCount == 6)
         #expect(m.devices?["A0"]?.jsonValue["motion_rms_g"]?.doubleValue == 0.1)
     }
+
+    /// A strap that stops sending (its link lost) leaves the motion metrics once its samples are older than the
+    /// window, as when all straps shared one window: it does not count for the rest of the session.
+    @Test func aStrapThatStoppedAgesOutOfTheMotionMetrics() async throws {
+        let clock = ManualSessionClock(startMs: 0)
+        let provider = ScriptedProvider(name: "strap")
+        let engine = SessionEngine(providers: [provider], clock: clock)
+        let log = EventLog(engine)
+        _ = try await engine.startSession(SessionConfig(
+            sessionId: "m3", mode: .focus, durationSec: 30, profile: ComputeProfile(windowSec: 10, emitIntervalSec: 30)))
+        let still: [SIMD3<Double>] = [SIMD3(0.1, 0, 1), SIMD3(-0.1, 0, 1)]
+        let shaken: [SIMD3<Double>] = [SIMD3(1, 0, 0), SIMD3(-1, 0, 0)]
+        for second in 1...29 {
+            clock.advance(toMs: Int64(second) * 1000)
+            for device in second <= 5 ? ["A0", "B0"] : ["A0"] {
+                provider.send(BiosignalSample(timestampMs: Int64(second) * 1000, bpm: 60, rrIntervalsMs: [1000],
+                                              deviceId: device, source: "ble_hrm"))
+                provider.send(BiosignalSample(timestampMs: Int64(second) * 1000 + 10, bpm: 0, deviceId: device,
+                                              source: "polar_acc", accG: device == "A0" ? still : shaken, accRateHz: 50))
+            }
+        }
+        clock.advance(toMs: 30_000)
+        await log.ended()
+        guard case .summary(_, _, let m, _)? = log.last else { throw ProviderBroke() }
+        // B's shaking (1 g) ended 24 s ago, beyond the 10 s window: only A's 0.1 g is left.
+        #expect(m.motionSampleCount == 2 * 10, "\(String(describing: m.motionSampleCount))")
+        #expect(abs((m.motionRmsG ?? 0) - 0.1) < 1e-9, "\(String(describing: m.motionRmsG))")
+    }
 }
