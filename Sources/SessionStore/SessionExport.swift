@@ -270,8 +270,9 @@ public enum SessionExport {
         ]).jsonString + "\n"
     }
 
-    /// EDF+ (docs/store.md, "EDF"): from the whole second at or before the session's start, one-second records to
-    /// its end, with
+    /// EDF+ (docs/store.md, "EDF"): from the whole second at or before the session's start (or its first beat or
+    /// sample, when earlier: a strap's first notification carries beats from before it), one-second records to its
+    /// end, with
     /// - `HR` (bpm, 1 Hz): each second, the newest strap reading at or before it (0 before the first and after 5 s
     ///   without one); `HR camera` likewise when a camera contributed;
     /// - `ECG` (µV, at the strap's rate, 130 Hz for an H10) when raw ECG was recorded: each sample at its time, 0
@@ -286,8 +287,12 @@ public enum SessionExport {
     public static let hrRange = -327.68...327.67
 
     public static func edf(session: RecordedSession, samples: [BiosignalSample], events: [RecordedEvent]) -> [UInt8] {
-        let startMs = (session.startedAtMs / 1000) * 1000
         let beats = BeatTimeline.beats(samples)
+        // A strap's first notification carries beats that ended before it, so before the session's start too (up to
+        // a second and more): the file starts early enough to hold them (an annotation before it would be lost).
+        let earliest = ([session.startedAtMs] + samples.map(\.timestampMs)
+            + beats.map { Int64($0.timeMs.rounded(.down)) }).min() ?? session.startedAtMs
+        let startMs = (earliest / 1000) * 1000
         let lastMs = [session.endedAtMs, samples.last?.timestampMs, beats.last.map { Int64($0.timeMs.rounded(.up)) }]
             .compactMap { $0 }.max() ?? startMs
         let records = Int((lastMs - startMs + 999) / 1000) + 1
@@ -325,7 +330,8 @@ public enum SessionExport {
                 label: label, transducer: transducer, physicalDimension: "bpm", physicalMin: hrRange.lowerBound,
                 physicalMax: hrRange.upperBound, samplesPerRecord: 1, samples: series(readings)))
         }
-        if devices.isEmpty {
+        if signals.isEmpty {
+            // No strap reading at all (none, or none with skin contact): one plain `HR` signal of zeros, as ever.
             signals.append(EDFWriter.Signal(
                 label: "HR", transducer: "heart-rate strap (strap's own value)", physicalDimension: "bpm",
                 physicalMin: hrRange.lowerBound, physicalMax: hrRange.upperBound, samplesPerRecord: 1,

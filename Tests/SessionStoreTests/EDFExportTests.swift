@@ -90,4 +90,37 @@ import Testing
         #expect(edf.labels == ["HR", "ECG", "EDF Annotations"], "\(edf.labels)")
         #expect(edf.transducers[1] == "Polar H10 chest strap electrodes (PMD)")
     }
+
+    /// Two straps, neither with skin contact all session: no numbered HR signal, one plain `HR` of zeros.
+    @Test func strapsWithoutAReadingLeaveOnePlainHRSignal() {
+        let samples = (0..<5).flatMap { k in
+            ["A0", "B0"].map {
+                BiosignalSample(timestampMs: t0 + Int64(k) * 1000, bpm: 60, deviceId: $0, source: "ble_hrm", contact: .noContact)
+            }
+        }
+        let edf = Read(SessionExport.edf(session: session(samples), samples: samples, events: []))
+        #expect(edf.labels == ["HR", "EDF Annotations"], "\(edf.labels)")
+        #expect(edf.signal("HR").allSatisfy { $0 == 0 })
+    }
+
+    /// A strap's first notification after the start carries beats that ended before it, here 0.6 s before the
+    /// session's whole second: the file starts a second earlier so that their annotations are in it (an annotation
+    /// before a file's start is lost; before, such a beat was).
+    @Test func beatsBeforeTheSessionsStartAreKept() {
+        let samples = [
+            BiosignalSample(timestampMs: t0 + 300, bpm: 70, rrIntervalsMs: [900, 800], deviceId: "A0", source: "ble_hrm"),
+            BiosignalSample(timestampMs: t0 + 1_100, bpm: 70, rrIntervalsMs: [800], deviceId: "A0", source: "ble_hrm"),
+        ]
+        var s = session(samples)
+        s.startedAtMs = t0 + 100
+        let bytes = SessionExport.edf(session: s, samples: samples, events: [])
+        let beats = BeatTimeline.beats(samples).map(\.timeMs)
+        #expect(beats.first.map { $0 < Double(t0) } == true, "the first beat ended before the session's second: \(beats)")
+        // EDF's start time field (hh.mm.ss) is a second earlier than the session's whole second.
+        let time = String(decoding: bytes[176..<184], as: UTF8.self)
+        let second = Int(time.suffix(2)) ?? -1
+        #expect(second == Int(((t0 - 1_000) / 1000) % 60), "start \(time)")
+        let texts = String(decoding: bytes, as: UTF8.self).components(separatedBy: "\u{14}beat\u{14}").count - 1
+        #expect(texts == 3, "all three beats annotated: \(texts)")
+    }
 }

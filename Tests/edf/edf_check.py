@@ -2,10 +2,10 @@
 
 Records a paced breathing session over the simulated strap (`stream --simulate --pattern 2-1-2-0 --duration 20`),
 exports it as EDF+ and as CSV with the built binary, and checks with pyedflib that the file opens as EDF+C, that the
-start is the session's start (whole second, UTC), that the HR signal is 1 Hz and each second holds the newest strap
-reading at or before it (as the events printed by the session say), that every beat of the CSV export is a `beat`
-annotation at its time (to the millisecond), and that every breathing cue is an annotation with its phase, start and
-duration. Then replays a recording holding raw ECG chunks (a real ECG excerpt, Tests/Fixtures/ecg_mitbih208_130hz.csv,
+start is the session's start (whole second, UTC; or its first beat's, when earlier), that the HR signal is 1 Hz and
+each second holds the newest strap reading at or before it (as the events printed by the session say), that every
+beat of the CSV export is a `beat` annotation at its time (to the millisecond), and that every breathing cue is an
+annotation with its phase, start and duration. Then replays a recording holding raw ECG chunks (a real ECG excerpt, Tests/Fixtures/ecg_mitbih208_130hz.csv,
 as `stream --ecg` records it from a Polar strap) and checks that the export's ECG channel (130 Hz, µV) holds every
 sample at its place, and that two straps' ECG are two channels, each holding its strap's samples alone. Prints
 'N passed, N failed'; exits non-zero on any failure.
@@ -72,7 +72,10 @@ def main():
         beats = list(csv.DictReader(io.StringIO(
             run(["sessions", "export", "edf-check", "--format", "csv", "--state-dir", work]).decode())))
         started = next(e for e in events if e["type"] == "session_started")["started_at_ms"]
-        start_ms = started // 1000 * 1000
+        # The whole second at or before the session's start, or its first beat (a strap's first notification
+        # carries beats that ended before it) or sample when earlier.
+        first_sample = min(s["timestamp_ms"] for e in events if e["type"] == "biosignal_frame" for s in e["samples"])
+        start_ms = min([started, first_sample] + [int(b["beat_time_ms"]) for b in beats]) // 1000 * 1000
         f = pyedflib.EdfReader(edf_path)
         onsets, durations, texts = f.readAnnotations()
         notes = list(zip(onsets, durations, texts))
@@ -83,7 +86,7 @@ def main():
             assert list(f.getSampleFrequencies()) == [1.0], f.getSampleFrequencies()
             assert f.getPhysicalDimension(0) == "bpm", f.getPhysicalDimension(0)
             want = datetime.datetime.fromtimestamp(start_ms / 1000, datetime.timezone.utc).replace(tzinfo=None)
-            assert f.getStartdatetime() == want, f"start {f.getStartdatetime()}, session started {want} UTC"
+            assert f.getStartdatetime() == want, f"start {f.getStartdatetime()}, expected {want} UTC"
             assert f.getFileDuration() >= 20, f"{f.getFileDuration()} s"
 
         def heart_rate():
