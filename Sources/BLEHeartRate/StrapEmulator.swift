@@ -317,8 +317,10 @@ extension StrapEmulator {
             guard middle.count >= 2, let first = middle.first, let next = peaks.first(where: { $0 >= 2 * loop }) else {
                 return nil
             }
-            let times = middle + [next]
-            rr1024 = zip(times, times.dropFirst()).map { UInt16(clamping: Int((($1 - $0) * 1024).rounded())) }
+            // Rounded as times from the first peak, not interval by interval: a loop of intervals lasts as long as
+            // a loop of the ECG (to 1/1024 s), so the beats keep in step with it over hours.
+            let ticks = (middle + [next]).map { Int((($0 - first) * 1024).rounded()) }
+            rr1024 = zip(ticks, ticks.dropFirst()).map { UInt16(clamping: $1 - $0) }
             firstPeakMs = (first - loop) * 1000
         }
     }
