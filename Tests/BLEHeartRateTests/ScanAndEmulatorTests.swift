@@ -75,6 +75,20 @@ struct StrapScanTests {
 
 @Suite(.serialized, .timeLimit(.minutes(1)))
 struct StrapEmulatorTests {
+    /// `central` (on the same bus, as bluetoothd would be on behalf of a remote one) subscribes to the emulator's
+    /// Heart Rate Measurement: its notifications' bytes.
+    static func subscribeToHeartRate(_ central: DBusConnection, of emulator: DBusConnection) async throws
+        -> DBusSubscription<[UInt8]>.AsyncIterator
+    {
+        let values = try await central.subscribe(DBusMatchRule(
+            sender: emulator.uniqueName, interface: "org.freedesktop.DBus.Properties", member: "PropertiesChanged",
+            path: StrapEmulator.measurement)) { $0.body.dropFirst().first?.propertyDictionary?["Value"]?.bytes }
+        let it = values.makeAsyncIterator()
+        _ = try await central.call(destination: emulator.uniqueName, path: StrapEmulator.measurement,
+                                   interface: "org.bluez.GattCharacteristic1", member: "StartNotify")
+        return it
+    }
+
     /// The emulator registers with (fake) bluetoothd and notifies the pacer's payloads once a central subscribes.
     @Test func registersAndNotifiesRealPayloads() async throws {
         let fake = try await FakeBlueZ()
@@ -96,12 +110,7 @@ struct StrapEmulatorTests {
         // A central on the same bus subscribes, as bluetoothd would on behalf of a remote one.
         let central = try await DBusConnection.connect(to: fake.bus, logger: Logger(label: "central"))
         defer { central.close() }
-        let values = try await central.subscribe(DBusMatchRule(
-            sender: conn.uniqueName, interface: "org.freedesktop.DBus.Properties", member: "PropertiesChanged",
-            path: StrapEmulator.measurement)) { $0.body.dropFirst().first?.propertyDictionary?["Value"]?.bytes }
-        var it = values.makeAsyncIterator()
-        _ = try await central.call(destination: conn.uniqueName, path: StrapEmulator.measurement,
-                                   interface: "org.bluez.GattCharacteristic1", member: "StartNotify")
+        var it = try await Self.subscribeToHeartRate(central, of: conn)
         let bsl = try await central.call(destination: conn.uniqueName, path: StrapEmulator.bodySensorLocation,
                                          interface: "org.bluez.GattCharacteristic1", member: "ReadValue",
                                          arguments: [.properties([:])])
@@ -284,12 +293,7 @@ struct StrapEmulatorTests {
         try await emulator.start()
         let central = try await DBusConnection.connect(to: fake.bus, logger: Logger(label: "central"))
         defer { central.close() }
-        let values = try await central.subscribe(DBusMatchRule(
-            sender: conn.uniqueName, interface: "org.freedesktop.DBus.Properties", member: "PropertiesChanged",
-            path: StrapEmulator.measurement)) { $0.body.dropFirst().first?.propertyDictionary?["Value"]?.bytes }
-        var it = values.makeAsyncIterator()
-        _ = try await central.call(destination: conn.uniqueName, path: StrapEmulator.measurement,
-                                   interface: "org.bluez.GattCharacteristic1", member: "StartNotify")
+        var it = try await Self.subscribeToHeartRate(central, of: conn)
         let due = start + Int64(beats.firstPeakMs.rounded()) + 1000
         clock.advance(toMs: due - 1)
         #expect(emulator.sentCount == 0, "nothing before a second after the first R peak")

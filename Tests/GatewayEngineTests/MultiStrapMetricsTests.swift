@@ -11,12 +11,8 @@ import Testing
     @Test func eachStrapsECGIsMeasuredAgainstItsOwnRR() async throws {
         let ecg = try MITBIH208.ecg()
         let beats = try MITBIH208.beats(before: 29.5)
-        let clock = ManualSessionClock(startMs: 0)
-        let provider = ScriptedProvider(name: "strap")
-        let engine = SessionEngine(providers: [provider], clock: clock)
-        let log = EventLog(engine)
-        _ = try await engine.startSession(SessionConfig(
-            sessionId: "two", mode: .focus, durationSec: 30, profile: ComputeProfile(windowSec: 60, emitIntervalSec: 5)))
+        let session = try await ScriptedSession(id: "two", durationSec: 30, windowSec: 60, emitIntervalSec: 5)
+        let (clock, provider, log) = (session.clock, session.provider, session.log)
         var next = 0
         for second in 1...30 {
             clock.advance(toMs: Int64(second) * 1000 - 10)
@@ -58,12 +54,8 @@ import Testing
     /// Strap A lies flat (gravity on z), strap B upright (gravity on x); each moves ±0.1 g. Each one's motion is
     /// 0.1 g, and so is the session's: the straps' different angles are not motion.
     @Test func motionIsEachStrapsAboutItsOwnMean() async throws {
-        let clock = ManualSessionClock(startMs: 0)
-        let provider = ScriptedProvider(name: "strap")
-        let engine = SessionEngine(providers: [provider], clock: clock)
-        let log = EventLog(engine)
-        _ = try await engine.startSession(SessionConfig(
-            sessionId: "m2", mode: .focus, durationSec: 4, profile: ComputeProfile(windowSec: 60, emitIntervalSec: 4)))
+        let session = try await ScriptedSession(id: "m2", durationSec: 4, windowSec: 60, emitIntervalSec: 4)
+        let (clock, provider, log) = (session.clock, session.provider, session.log)
         clock.advance(toMs: 500)
         for device in ["A0", "B0"] {
             provider.send(BiosignalSample(timestampMs: 500, bpm: 60, rrIntervalsMs: [1000], deviceId: device, source: "ble_hrm"))
@@ -86,12 +78,8 @@ import Testing
     /// A strap that stops sending (its link lost) leaves the motion metrics once its samples are older than the
     /// window, as when all straps shared one window: it does not count for the rest of the session.
     @Test func aStrapThatStoppedAgesOutOfTheMotionMetrics() async throws {
-        let clock = ManualSessionClock(startMs: 0)
-        let provider = ScriptedProvider(name: "strap")
-        let engine = SessionEngine(providers: [provider], clock: clock)
-        let log = EventLog(engine)
-        _ = try await engine.startSession(SessionConfig(
-            sessionId: "m3", mode: .focus, durationSec: 30, profile: ComputeProfile(windowSec: 10, emitIntervalSec: 30)))
+        let session = try await ScriptedSession(id: "m3", durationSec: 30, windowSec: 10, emitIntervalSec: 30)
+        let (clock, provider, log) = (session.clock, session.provider, session.log)
         let still: [SIMD3<Double>] = [SIMD3(0.1, 0, 1), SIMD3(-0.1, 0, 1)]
         let shaken: [SIMD3<Double>] = [SIMD3(1, 0, 0), SIMD3(-1, 0, 0)]
         for second in 1...29 {

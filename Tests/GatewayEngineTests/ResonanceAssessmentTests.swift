@@ -214,12 +214,8 @@ import Testing
 /// Accelerometer chunks give the frames `motion_rms_g` and `motion_sample_count` over the window.
 @Suite struct MotionMetricsTests {
     @Test func motionIsTheRMSAroundTheWindowMean() async throws {
-        let clock = ManualSessionClock(startMs: 0)
-        let provider = ScriptedProvider(name: "strap")
-        let engine = SessionEngine(providers: [provider], clock: clock)
-        let log = EventLog(engine)
-        _ = try await engine.startSession(SessionConfig(
-            sessionId: "m", mode: .focus, durationSec: 4, profile: ComputeProfile(windowSec: 60, emitIntervalSec: 4)))
+        let session = try await ScriptedSession(id: "m", durationSec: 4, windowSec: 60, emitIntervalSec: 4)
+        let (clock, provider, log) = (session.clock, session.provider, session.log)
         clock.advance(toMs: 500)
         provider.send(BiosignalSample(timestampMs: 500, bpm: 60, rrIntervalsMs: [1000], deviceId: "A0", source: "ble_hrm"))
         // Four samples: gravity on z, ±0.1 g on x: 0.1 g from their mean each.
@@ -241,12 +237,8 @@ import Testing
     @Test func framesSayHowTheECGsRRAgreeWithTheStraps() async throws {
         let ecg = try MITBIH208.ecg()
         let beats = try MITBIH208.beats(before: 59.5)
-        let clock = ManualSessionClock(startMs: 0)
-        let provider = ScriptedProvider(name: "strap")
-        let engine = SessionEngine(providers: [provider], clock: clock)
-        let log = EventLog(engine)
-        _ = try await engine.startSession(SessionConfig(
-            sessionId: "e", mode: .focus, durationSec: 60, profile: ComputeProfile(windowSec: 60, emitIntervalSec: 60)))
+        let session = try await ScriptedSession(id: "e", durationSec: 60, windowSec: 60, emitIntervalSec: 60)
+        let (clock, provider, log) = (session.clock, session.provider, session.log)
         var next = 0
         for second in 1...60 {
             clock.advance(toMs: Int64(second) * 1000 - 10)

@@ -159,3 +159,19 @@ enum MITBIH208 {
         }
     }
 }
+
+/// A focus session over one `ScriptedProvider` on a manual clock from 0, started; what a metrics test drives.
+struct ScriptedSession {
+    let clock = ManualSessionClock(startMs: 0)
+    let provider = ScriptedProvider(name: "strap")
+    let engine: SessionEngine
+    let log: EventLog
+
+    init(id: String, durationSec: Int, windowSec: Int, emitIntervalSec: Int) async throws {
+        engine = SessionEngine(providers: [provider], clock: clock)
+        log = EventLog(engine)
+        _ = try await engine.startSession(SessionConfig(
+            sessionId: id, mode: .focus, durationSec: durationSec,
+            profile: ComputeProfile(windowSec: windowSec, emitIntervalSec: emitIntervalSec)))
+    }
+}
