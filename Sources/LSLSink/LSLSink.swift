@@ -275,8 +275,9 @@ public final class LSLSink: SessionSink {
 /// times measure (`WaveformRate.Fit`, the line the exports and R-peak timing use) replaces the nominal one when it
 /// differs from it: a strap at 128 Hz is stamped 1/128 s apart. What built up before (about 15 ms for an ECG at
 /// 128 Hz, none at 130.17 Hz, within `maxSlew`) is slewed out like any other difference; more than `stepThreshold`
-/// (a stream 2 % off in chunks of over a second: an accelerometer at 24.5 Hz for 25) is stepped over once, at the
-/// chunk's own time, so that the stamps follow the measured rate from there.
+/// (a stream 2 % off in chunks of over a second: an accelerometer at 24.5 Hz for 25) is stepped over once, to the
+/// chunk's own time (forward; backward no further than half a period after the previous chunk's last stamp, so
+/// that the stamps only go forward, the rest slewed out), and the stamps follow the measured rate from there.
 ///
 /// A chunk after a gap (`gapBefore`, frames lost), or more than `stepThreshold` seconds away from where the stream
 /// should be (a clock reset; in a run's first chunks, before its rate can be measured, 5 % of its duration more),
@@ -315,11 +316,17 @@ public struct RegularStamps: Sendable {
         let duration = Double(count) * period
         var start = mapped
         var step = period
-        if continuing, let predicted = next, abs(mapped - predicted) <= Self.stepThreshold {
-            let limit = Self.maxSlew * duration
-            let correction = min(max(mapped - predicted, -limit), limit)
-            start = predicted
-            step = period + correction / Double(count)
+        if continuing, let predicted = next {
+            if abs(mapped - predicted) <= Self.stepThreshold {
+                let limit = Self.maxSlew * duration
+                let correction = min(max(mapped - predicted, -limit), limit)
+                start = predicted
+                step = period + correction / Double(count)
+            } else {
+                // A step in a run's first chunks: never back past the previous chunk's samples (a stream faster
+                // than the nominal rate); what is left is slewed out.
+                start = max(mapped, predicted - period / 2)
+            }
         }
         next = start + Double(count) * step
         return (0..<count).map { start + Double($0) * step }
