@@ -285,14 +285,17 @@ public enum SessionExport {
     ///   breathing phases (with their durations).
     /// The HR signals' physical range: one digital step is exactly 0.01 bpm.
     public static let hrRange = -327.68...327.67
+    /// How long before the session's start an EDF may begin, for beats and samples from before it.
+    public static let earliestBeforeStartMs: Int64 = 10_000
 
     public static func edf(session: RecordedSession, samples: [BiosignalSample], events: [RecordedEvent]) -> [UInt8] {
         let beats = BeatTimeline.beats(samples)
         // A strap's first notification carries beats that ended before it, so before the session's start too (up to
-        // a second and more): the file starts early enough to hold them (an annotation before it would be lost).
+        // a second and more): the file starts early enough to hold them (an annotation before it would be lost), but
+        // not more than `earliestBeforeStartMs` early (a time far off is not worth a file of empty records).
         let earliest = ([session.startedAtMs] + samples.map(\.timestampMs)
             + beats.map { Int64($0.timeMs.rounded(.down)) }).min() ?? session.startedAtMs
-        let startMs = (earliest / 1000) * 1000
+        let startMs = (max(earliest, session.startedAtMs - earliestBeforeStartMs) / 1000) * 1000
         let lastMs = [session.endedAtMs, samples.last?.timestampMs, beats.last.map { Int64($0.timeMs.rounded(.up)) }]
             .compactMap { $0 }.max() ?? startMs
         let records = Int((lastMs - startMs + 999) / 1000) + 1

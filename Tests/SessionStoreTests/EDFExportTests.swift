@@ -123,4 +123,17 @@ import Testing
         let texts = String(decoding: bytes, as: UTF8.self).components(separatedBy: "\u{14}beat\u{14}").count - 1
         #expect(texts == 3, "all three beats annotated: \(texts)")
     }
+
+    /// A sample stamped far before the session (a clock mapping gone wrong, an edited recording) does not make the
+    /// file begin there: at most `earliestBeforeStartMs` before the session's start.
+    @Test func aSampleFarBeforeTheStartDoesNotMoveTheFilesStartThere() {
+        let samples = [
+            BiosignalSample(timestampMs: t0 - 86_400_000, bpm: 0, deviceId: "A0", source: "polar_ecg",
+                            ecgUv: [Int32](repeating: 1, count: 73), ecgRateHz: 130),
+            BiosignalSample(timestampMs: t0 + 1_000, bpm: 60, rrIntervalsMs: [1000], deviceId: "A0", source: "ble_hrm"),
+        ]
+        let bytes = SessionExport.edf(session: session(samples), samples: samples, events: [])
+        let records = Int(String(decoding: bytes[236..<244], as: UTF8.self).trimmingCharacters(in: .whitespaces)) ?? 0
+        #expect(records > 0 && records <= 10 + 10 + 2, "\(records) one-second records, not a day's")
+    }
 }
