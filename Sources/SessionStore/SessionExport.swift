@@ -482,8 +482,14 @@ extension SessionExport {
         var lastSlot: [String: (start: Double, slot: Int, sample: [Double])] = [:]
         for c in placeChunks(chunks, { (valued[$0].count, rate) }) {
             let samples = valued[c.position]
+            // In slots: where the segment's line starts, and how many slots a sample takes (1 at the nominal rate).
+            // The start is reckoned once per segment: a line half a slot off the grid then rounds the same way for
+            // every sample (reckoned per sample from its time, floating-point error sent some of them the other
+            // way, two samples into one slot and one left over).
+            let base = (c.line.startMs - Double(startMs)) / 1000 * rate
+            let perSample = rate / c.line.rateHz
             for (k, sample) in samples.enumerated() {
-                let slot = Int(((c.line.timeMs(c.index + k) - Double(startMs)) / 1000 * rate).rounded())
+                let slot = Int((base + Double(c.index + k) * perSample).rounded())
                 if c.index + k > 0, let last = lastSlot[c.device], last.start == c.line.startMs, slot == last.slot + 2,
                     slot - 1 >= 0, slot - 1 < size
                 {
