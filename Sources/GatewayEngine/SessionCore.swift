@@ -31,6 +31,8 @@ struct SessionCore {
     let endMs: Int64
     var hsi: [String: JSONValue]
     private(set) var liveDFA = LiveDFATracker()
+    /// With several devices, the one the top level speaks for; decided at each frame.
+    private(set) var primary = PrimaryDevice()
     /// Paced breathing: the pacer's steps (one for a pattern, several for a resonance assessment), and the next cue
     /// to emit.
     private let pacer: PacerSchedule?
@@ -137,14 +139,17 @@ struct SessionCore {
         }
     }
 
+    /// The window's samples by device, the camera's left out (the devices `PrimaryDevice` chooses from).
+    private var deviceGroups: [SessionMetrics.DeviceGroup] {
+        SessionMetrics.groupByDevice(window.samples.filter { $0.source != SessionMetrics.cameraSource })
+    }
+
     /// R peaks of each device's ECG against that device's own RR in the window. With several devices each has its
-    /// own in `devices`; the top level has those of the device whose HRV is there (the one with the most RR), or,
-    /// when that one sent no ECG, of the first device that did. (Before, the device with the most chunks in the
-    /// window: with two straps that changed from frame to frame, and with it the top-level ECG heart rate.)
-    private func applyECG(to m: inout SessionMetrics) {
-        let groups = SessionMetrics.groupByDevice(window.samples.filter { $0.source != SessionMetrics.cameraSource })
-        let hrvDevice = groups.max { SessionMetrics.rrTotal($0.samples) < SessionMetrics.rrTotal($1.samples) }?.id
-        let top = hrvDevice.flatMap { ecg[$0] == nil ? nil : $0 } ?? ecgDevices.first { ecg[$0]?.isEmpty == false }
+    /// own in `devices`; the top level has those of the device whose HRV is there (`primary`), or, when that one
+    /// sent no ECG, of the first device that did. (Before, the device with the most chunks in the window: with two
+    /// straps that changed from frame to frame, and with it the top-level ECG heart rate.)
+    private func applyECG(to m: inout SessionMetrics, groups: [SessionMetrics.DeviceGroup], primary: String?) {
+        let top = primary.flatMap { ecg[$0] == nil ? nil : $0 } ?? ecgDevices.first { ecg[$0]?.isEmpty == false }
         for device in ecgDevices {
             guard let chunks = ecg[device], let rate = chunks.first?.ecgRateHz, rate > 0 else { continue }
             let rr = ECGRPeaks.rrIntervals(ECGRPeaks.runs(chunks, rateHz: rate), rateHz: rate)
@@ -239,10 +244,11 @@ struct SessionCore {
 
     /// The metrics at `monotonicMs`; a summary's carry the resonance assessment's result.
     func metrics(atMonotonicMs now: Int64, summary: Bool = false) -> SessionMetrics {
+        let groups = deviceGroups
         var m = SessionMetrics.compute(
-            window: window.samples, hsi: hsi, options: hrvOptions, pacing: pacing(atMonotonicMs: now))
+            window: window.samples, hsi: hsi, options: hrvOptions, pacing: pacing(atMonotonicMs: now), primary: primary)
         m.liveDFA = liveDFA.latest
-        applyECG(to: &m)
+        applyECG(to: &m, groups: groups, primary: primary.choose(groups))
         applyMotion(to: &m)
         if summary, let steps = assessmentSteps {
             let groups = SessionMetrics.groupByDevice(assessmentSamples)
@@ -258,8 +264,10 @@ struct SessionCore {
     private mutating func makeFrame(at now: Instant, behavior: () -> BehaviorSnapshot?) -> SessionEvent? {
         guard !window.isEmpty else { return nil }
         seq += 1
-        // Live DFA runs on the sample clock (the newest sample's time), every 20 s at the first frame due.
-        if let newest = window.samples.last?.timestampMs, let update = liveDFA.update(nowMs: newest) {
+        primary.update(deviceGroups)
+        // Live DFA runs on the sample clock (the newest sample's time), every 20 s at the first frame due, on the
+        // device the top level speaks for.
+        if let newest = window.samples.last?.timestampMs, let update = liveDFA.update(nowMs: newest, device: primary.id) {
             pendingCrossings = update.crossings
         }
         return .frame(

@@ -58,6 +58,9 @@ public struct SessionMetrics: Sendable, Equatable {
 
     /// Per device id, when several devices contribute.
     public var devices: [String: SessionMetrics]?
+    /// With several devices, the one whose values the top level carries (`PrimaryDevice`); absent when none sent
+    /// beats (the top-level heart rate is then every device's readings).
+    public var primaryDevice: String?
 
     public init() {}
 
@@ -104,6 +107,7 @@ public struct SessionMetrics: Sendable, Equatable {
         put("breathing_rate_bpm", breathingRateBpm)
         put("camera_sample_count", cameraSampleCount)
         if let devices { o["devices"] = .object(devices.mapValues(\.jsonValue)) }
+        if let primaryDevice { o["primary_device"] = .string(primaryDevice) }
         return .object(o)
     }
 }
@@ -140,6 +144,17 @@ extension SessionMetrics {
         options: HRVOptions,
         pacing: Pacing? = nil
     ) -> SessionMetrics {
+        compute(window: window, hsi: hsi, options: options, pacing: pacing, primary: PrimaryDevice())
+    }
+
+    /// The same with a session's choice of top-level device so far (`PrimaryDevice`).
+    static func compute(
+        window: [BiosignalSample],
+        hsi: [String: JSONValue],
+        options: HRVOptions,
+        pacing: Pacing?,
+        primary: PrimaryDevice
+    ) -> SessionMetrics {
         var m = SessionMetrics()
         m.sampleCount = window.count
         // Empty window: zeros, no start/end, ingested HRV ignored (the SDK forces zeros here).
@@ -149,15 +164,16 @@ extension SessionMetrics {
 
         let camera = window.filter { $0.source == cameraSource }
         let others = window.filter { $0.source != cameraSource }
-        let primary = others.isEmpty ? window : others
+        let contributing = others.isEmpty ? window : others
 
-        let groups = groupByDevice(primary)
-        // Top-level values come from all primary samples for HR and from the device with the most RR for HRV.
-        m.hrMeanBpm = meanHR(primary)
-        if let best = groups.max(by: { rrTotal($0.samples) < rrTotal($1.samples) }), rrTotal(best.samples) > 0 {
-            m.applyHRV(of: best.samples, options: options)
-        }
+        let groups = groupByDevice(contributing)
+        // Top-level values are one device's (`PrimaryDevice`); without beats from any device, the heart rate is
+        // every sample's.
+        let top = primary.choose(groups).flatMap { id in groups.first { $0.id == id } }
+        m.hrMeanBpm = meanHR(top?.samples ?? contributing)
+        if let top { m.applyHRV(of: top.samples, options: options) }
         if groups.count > 1 {
+            m.primaryDevice = top?.id
             var devices: [String: SessionMetrics] = [:]
             for g in groups {
                 var d = SessionMetrics()
@@ -183,9 +199,7 @@ extension SessionMetrics {
         if let pacing {
             m.pacedBreathingRateBpm = (pacing.rateBpm * 100).rounded() / 100
             m.assessmentStep = pacing.step
-            if let best = groups.max(by: { rrTotal($0.samples) < rrTotal($1.samples) }), rrTotal(best.samples) > 0 {
-                m.applyPacedBreathing(of: best.samples, pacing: pacing)
-            }
+            if let top { m.applyPacedBreathing(of: top.samples, pacing: pacing) }
         }
 
         if let v = hsi["hrv.sdnn_ms"]?.doubleValue { m.hrSdnnMs = v }

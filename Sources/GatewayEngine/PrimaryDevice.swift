@@ -1,0 +1,42 @@
+/// Which device the top level of a frame speaks for when several send beats (docs/engine.md, "Several devices"). A
+/// team's straps are several people and a lab's are one person's placements; either way the top-level heart rate,
+/// HRV, ECG, paced-breathing and live DFA values are one device's, never a mix, and `devices` has each one's.
+///
+/// The choice is the device whose beats cover the most time in the window (the sum of its RR intervals: a strap at
+/// 160 bpm covers no more time than one at 60), and then that same device for as long as its beats cover at least
+/// `keepShare` of the best device's time. Two straps on one person, or two people whose beats tie, do not hand the
+/// top level back and forth from frame to frame (before, the device with the most RR in the window won, the first
+/// seen on a tie, and a live DFA crossing could be one person's alpha1 against another's); a strap whose link is lost
+/// gives the top level up once its beats have aged out of most of the window.
+struct PrimaryDevice: Sendable, Equatable {
+    /// The share of the best device's beat time the current device needs to keep the top level.
+    static let keepShare = 0.8
+
+    private(set) var id: String?
+
+    /// The device for `groups` (in the order they first appear in the window; the first wins a tie), given the
+    /// current choice; nil when no device has beats.
+    func choose(_ groups: [SessionMetrics.DeviceGroup]) -> String? {
+        var best: (id: String, ms: Double)?
+        var current: Double?
+        for g in groups {
+            let ms = Self.beatTimeMs(g.samples)
+            guard ms > 0 else { continue }
+            if g.id == id { current = ms }
+            if ms > (best?.ms ?? 0) { best = (g.id, ms) }
+        }
+        guard let best else { return nil }
+        if let current, current >= Self.keepShare * best.ms { return id }
+        return best.id
+    }
+
+    /// Chooses for `groups` and keeps the choice; a window without beats keeps the previous one.
+    mutating func update(_ groups: [SessionMetrics.DeviceGroup]) {
+        if let chosen = choose(groups) { id = chosen }
+    }
+
+    /// The time one device's beats cover: the sum of its valid RR intervals (ms).
+    static func beatTimeMs(_ samples: [BiosignalSample]) -> Double {
+        samples.reduce(0) { sum, s in sum + (s.rrIntervalsMs ?? []).reduce(0) { $1.isFinite && $1 > 0 ? $0 + $1 : $0 } }
+    }
+}

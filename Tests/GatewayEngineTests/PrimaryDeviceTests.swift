@@ -1,0 +1,144 @@
+import Foundation
+import HRVAnalysis
+import SimulatedProvider
+import Testing
+
+@testable import GatewayEngine
+
+/// Which device the top level of a frame speaks for when several send beats (`PrimaryDevice`, docs/engine.md).
+@Suite struct PrimaryDeviceTests {
+    /// One notification a second from `device` over `seconds`, carrying `rr` in turn (one array per notification).
+    private func strap(_ device: String, _ seconds: ClosedRange<Int>, bpm: Double, rr: [[Double]], offsetMs: Int64 = 0)
+        -> [BiosignalSample]
+    {
+        seconds.map { s in
+            BiosignalSample(timestampMs: Int64(s) * 1000 + offsetMs, bpm: bpm, rrIntervalsMs: rr[s % rr.count],
+                            deviceId: device, source: "ble_hrm")
+        }
+    }
+
+    private func groups(_ samples: [BiosignalSample]) -> [SessionMetrics.DeviceGroup] {
+        SessionMetrics.groupByDevice(samples.sorted { $0.timestampMs < $1.timestampMs })
+    }
+
+    /// A at 60 bpm, B at 150 bpm: B sends two and a half times the beats over the same time. The top level is the
+    /// first device's (their beats cover the same time), where the device with the most RR (B) took it before.
+    @Test func aFasterHeartDoesNotTakeTheTopLevel() {
+        let a = strap("A", 1...30, bpm: 60, rr: [[1000]])
+        let b = strap("B", 1...30, bpm: 150, rr: [[400, 400], [400, 400, 400]], offsetMs: 5)
+        #expect(PrimaryDevice().choose(groups(a + b)) == "A")
+        let m = SessionMetrics.compute(window: (a + b).sorted { $0.timestampMs < $1.timestampMs }, hsi: [:],
+                                       options: HRVOptions())
+        #expect(m.primaryDevice == "A")
+        #expect(m.hrMeanBpm == 60, "the top-level heart rate is A's, not the mean of two people (105)")
+        #expect(m.rrCount == 30)
+        #expect(m.jsonValue["primary_device"]?.stringValue == "A")
+        #expect(SessionMetrics.compute(window: a, hsi: [:], options: HRVOptions()).jsonValue["primary_device"] == nil,
+                "one device: no primary_device key")
+    }
+
+    /// Once chosen, a device keeps the top level while its beats cover at least 80 % of the best device's time, and
+    /// loses it below.
+    @Test func theChoiceHoldsUntilItsBeatsCoverLessThanFourFifthsOfTheBest() {
+        var primary = PrimaryDevice()
+        primary.update(groups(strap("A", 1...30, bpm: 60, rr: [[1000]]) + strap("B", 3...30, bpm: 60, rr: [[1000]])))
+        #expect(primary.id == "A")
+        // B ahead by a beat or two (two straps on one person, a tie broken either way): A stays.
+        primary.update(groups(strap("A", 1...30, bpm: 60, rr: [[1000]]) + strap("B", 1...30, bpm: 61, rr: [[1000], [1000, 17]])))
+        #expect(primary.id == "A")
+        // B first in the window: still A, who covers as much.
+        primary.update(groups(strap("B", 1...30, bpm: 60, rr: [[1000]]) + strap("A", 1...30, bpm: 60, rr: [[1000]], offsetMs: 5)))
+        #expect(primary.id == "A")
+        // A's link lost 5 s ago: 25 s of 30 is 83 %, A stays.
+        primary.update(groups(strap("A", 1...25, bpm: 60, rr: [[1000]]) + strap("B", 1...30, bpm: 60, rr: [[1000]])))
+        #expect(primary.id == "A")
+        // 7 s ago: 77 %, B takes over, and keeps it when A comes back.
+        primary.update(groups(strap("A", 1...23, bpm: 60, rr: [[1000]]) + strap("B", 1...30, bpm: 60, rr: [[1000]])))
+        #expect(primary.id == "B")
+        primary.update(groups(strap("A", 1...30, bpm: 60, rr: [[1000]]) + strap("B", 1...30, bpm: 60, rr: [[1000]])))
+        #expect(primary.id == "B")
+        // A window without beats keeps the choice; samples without RR or with invalid RR cover no time.
+        primary.update(groups([BiosignalSample(timestampMs: 1000, bpm: 70, deviceId: "A", source: "ble_hrm")]))
+        #expect(primary.id == "B")
+        #expect(PrimaryDevice().choose(groups(strap("A", 1...3, bpm: 60, rr: [[-5, .nan, .infinity]]))) == nil)
+    }
+
+    /// In a session: A (60 bpm) and B (150 bpm) from the start, A's link lost at 30 s. Every frame's top level is
+    /// A's until A's beats cover less than 80 % of the 20-s window, then B's; the summary is B's.
+    @Test func theTopLevelFollowsOneStrapAndMovesWhenItsLinkIsLost() async throws {
+        let session = try await ScriptedSession(id: "p1", durationSec: 60, windowSec: 20, emitIntervalSec: 5)
+        let (clock, provider, log) = (session.clock, session.provider, session.log)
+        for second in 1...59 {
+            clock.advance(toMs: Int64(second) * 1000)
+            if second <= 30 {
+                provider.send(BiosignalSample(timestampMs: Int64(second) * 1000, bpm: 60, rrIntervalsMs: [1000],
+                                              deviceId: "A0", source: "ble_hrm"))
+            }
+            provider.send(BiosignalSample(timestampMs: Int64(second) * 1000 + 5, bpm: 150,
+                                          rrIntervalsMs: second % 2 == 0 ? [400, 400] : [400, 400, 400],
+                                          deviceId: "B0", source: "ble_hrm"))
+        }
+        clock.advance(toMs: 60_000)
+        await log.ended()
+        let frames = log.frames.compactMap { e -> (Int, SessionMetrics)? in
+            if case .frame(_, let seq, _, let m, _) = e { (seq * 5, m) } else { nil }
+        }
+        #expect(frames.count == 12)
+        for (t, m) in frames {
+            // At 35 s A covers 15 of B's 20 s (75 %); after 50 s A is out of the window, and with one device there is
+            // no `primary_device`.
+            let expected = t < 35 ? "A0" : t <= 50 ? "B0" : nil
+            #expect(m.primaryDevice == expected, "at \(t) s")
+            #expect((m.devices != nil) == (t <= 50), "at \(t) s")
+            #expect(m.hrMeanBpm == (t < 35 ? 60 : 150), "at \(t) s")
+        }
+        guard case .summary(_, _, let m, _)? = log.last else { throw ProviderBroke() }
+        #expect(m.hrMeanBpm == 150)
+    }
+
+    /// Live DFA on two straps: A's rhythm is strongly correlated (alpha1 well above 0.75), B's anti-correlated (well
+    /// below 0.5); A's link is lost at 200 s. The estimates follow A, then B, and the change of device is not
+    /// reported as alpha1 falling through 0.75 and 0.5: no `dfa_threshold` event. (Before, the device with the most
+    /// RR in the DFA's 2 minutes was used, and its change reported both crossings.)
+    @Test func aChangeOfDeviceIsNotAThresholdCrossing() async throws {
+        let session = try await ScriptedSession(id: "p2", durationSec: 300, windowSec: 60, emitIntervalSec: 5)
+        let (clock, provider, log) = (session.clock, session.provider, session.log)
+        var random = SplitMix64(seed: 7)
+        // AR(1) beat series: phi 0.95 around 860 ms (70 bpm) and -0.7 around 1000 ms (60 bpm).
+        func series(phi: Double, mean: Double, sd: Double, until: Double) -> [(endMs: Double, rr: Double)] {
+            var beats: [(Double, Double)] = []
+            var x = 0.0
+            var t = 0.0
+            let innovation = sd * (1 - phi * phi).squareRoot()
+            while t < until {
+                x = phi * x + innovation * random.gaussian()
+                t += mean + x
+                beats.append((t, mean + x))
+            }
+            return beats
+        }
+        let a = series(phi: 0.95, mean: 860, sd: 40, until: 200_000)
+        let b = series(phi: -0.7, mean: 1000, sd: 30, until: 300_000)
+        for second in 1...299 {
+            clock.advance(toMs: Int64(second) * 1000)
+            for (device, beats) in [("A0", a), ("B0", b)] where device == "B0" || second <= 200 {
+                let mine = beats.filter { $0.endMs > Double(second - 1) * 1000 && $0.endMs <= Double(second) * 1000 }
+                provider.send(BiosignalSample(timestampMs: Int64(second) * 1000, bpm: 60, rrIntervalsMs: mine.map(\.rr),
+                                              deviceId: device, source: "ble_hrm"))
+            }
+        }
+        clock.advance(toMs: 300_000)
+        await log.ended()
+        let frames = log.frames.compactMap { e -> (Int, SessionMetrics)? in
+            if case .frame(_, let seq, _, let m, _) = e { (seq * 5, m) } else { nil }
+        }
+        let before = try #require(frames.first { $0.0 == 200 }?.1)
+        #expect(before.primaryDevice == "A0")
+        #expect((before.liveDFA?.alpha1 ?? 0) > 0.75, "A's alpha1: \(String(describing: before.liveDFA))")
+        #expect(frames.first { $0.0 == 230 }?.1.primaryDevice == "B0")
+        let after = try #require(frames.last?.1)
+        #expect((after.liveDFA?.alpha1 ?? 1) < 0.5, "B's alpha1: \(String(describing: after.liveDFA))")
+        let crossings = log.all.filter { $0.type == "dfa_threshold" }
+        #expect(crossings.isEmpty, "\(crossings.map(\.jsonValue))")
+    }
+}
