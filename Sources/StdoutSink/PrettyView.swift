@@ -11,7 +11,10 @@ public struct PrettyView: Sendable {
     public var nowMs: Int64 = 0
     public var lastFrame: SessionMetrics?
     public var frameSeq = 0
-    public var recentRR: [Double] = []
+    /// The last dozen RR intervals per device.
+    public var recentRR: [String: [Double]] = [:]
+    /// The devices (not the camera) in the order their first sample came.
+    public var deviceOrder: [String] = []
     public var lastSample: [String: BiosignalSample] = [:]
     public var sources: [String: SensorStatus] = [:]
     public var ended: String?
@@ -62,12 +65,22 @@ public struct PrettyView: Sendable {
     public mutating func update(_ sample: BiosignalSample) {
         if let ecg = sample.ecgUv { ecgSamples[sample.deviceId ?? sample.source, default: 0] += ecg.count }
         guard !sample.isWaveformOnly else { return }
-        lastSample[sample.deviceId ?? sample.source] = sample
+        let device = sample.deviceId ?? sample.source
+        lastSample[device] = sample
+        if sample.source != SessionMetrics.cameraSource, !deviceOrder.contains(device) { deviceOrder.append(device) }
         if let rr = sample.rrIntervalsMs, !rr.isEmpty {
-            recentRR.append(contentsOf: rr)
-            if recentRR.count > 12 { recentRR.removeFirst(recentRR.count - 12) }
+            var own = recentRR[device, default: []] + rr
+            if own.count > 12 { own.removeFirst(own.count - 12) }
+            recentRR[device] = own
         }
         nowMs = max(nowMs, sample.timestampMs)
+    }
+
+    /// The device the heart-rate, RR and HRV lines are about: the one the session's top level speaks for
+    /// (`primary_device`) when several send, else the first (the camera only when nothing else sends). Several
+    /// straps' notifications interleaved would show two people's heart rates in turn.
+    var topDevice: String? {
+        lastFrame?.primaryDevice ?? deviceOrder.first { recentRR[$0] != nil } ?? deviceOrder.first
     }
 
     public func render() -> String {
@@ -76,12 +89,16 @@ public struct PrettyView: Sendable {
         let total = durationSec.map { " / " + Self.clock($0) } ?? ""
         lines.append("hr-gateway  session \(sessionId)  \(mode)  \(Self.clock(elapsed))\(total)  frame #\(frameSeq)")
         lines.append("")
-        let live = lastSample.values.filter { $0.source != SessionMetrics.cameraSource }.max { $0.timestampMs < $1.timestampMs }
+        let top = topDevice
+        let live = top.flatMap { lastSample[$0] }
+            ?? lastSample.values.filter { $0.source != SessionMetrics.cameraSource }.max { $0.timestampMs < $1.timestampMs }
         let hrLive = live.map { Self.num($0.bpm, 0) + " bpm" } ?? "—"
         let hrMean = lastFrame.map { Self.num($0.hrMeanBpm, 1) + " bpm" } ?? "—"
         let fromRR = lastFrame?.hrFromRRBpm.map { "   from RR " + Self.num($0, 1) } ?? ""
-        lines.append("Heart rate   now \(hrLive)   window mean \(hrMean)\(fromRR)")
-        lines.append("RR (ms)      " + (recentRR.isEmpty ? "—" : recentRR.map { Self.num($0, 0) }.joined(separator: " ")))
+        let several = deviceOrder.count > 1 ? top.map { "   (\($0))" } ?? "" : ""
+        lines.append("Heart rate   now \(hrLive)   window mean \(hrMean)\(fromRR)\(several)")
+        let rr = top.flatMap { recentRR[$0] } ?? []
+        lines.append("RR (ms)      " + (rr.isEmpty ? "—" : rr.map { Self.num($0, 0) }.joined(separator: " ")))
         if let m = lastFrame {
             var hrv = "SDNN \(Self.num(m.hrSdnnMs, 1)) ms   RMSSD \(Self.num(m.rmssdMs, 1)) ms   pNN50 \(Self.num(m.pnn50, 1)) %"
             if let n = m.rrCount { hrv += "   beats \(n)" }
@@ -126,6 +143,12 @@ public struct PrettyView: Sendable {
                 line += "  skin contact " + (contact == .contact ? "yes" : contact == .noContact ? "NO" : "n/a")
             }
             if let n = ecgSamples[key] { line += "  ECG \(n) samples" }
+            if let d = lastFrame?.devices?[key] {
+                // Several devices: each one's own window values, and which one the lines above are.
+                line += "  mean \(Self.num(d.hrMeanBpm, 1)) bpm"
+                if d.rrCount != nil { line += "  RMSSD \(Self.num(d.rmssdMs, 1)) ms" }
+                if key == lastFrame?.primaryDevice { line += "  [shown above]" }
+            }
             if let m = s.message { line += "  (\(m))" }
             lines.append(line)
         }

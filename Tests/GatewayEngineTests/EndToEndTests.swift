@@ -62,6 +62,44 @@ import Testing
         #expect(text.contains("Ctrl-C stops it earlier"), "the live view says how to stop")
     }
 
+    /// Two straps (two people, 60 and 150 bpm): the heart-rate and RR lines are the top-level device's, not each
+    /// notification's in turn, and each source line has its own strap's values.
+    @Test func theLiveViewOfSeveralStrapsShowsOneAtTheTopAndEachOnItsLine() {
+        var view = PrettyView(sessionId: "v3", mode: "focus")
+        view.update(.started(sessionId: "v3", startedAtMs: 0))
+        for second in 1...3 {
+            view.update(BiosignalSample(timestampMs: Int64(second) * 1000, bpm: 60, rrIntervalsMs: [1000], deviceId: "AA",
+                                        source: "ble_hrm"))
+            view.update(BiosignalSample(timestampMs: Int64(second) * 1000 + 5, bpm: 150, rrIntervalsMs: [400, 400],
+                                        deviceId: "BB", source: "ble_hrm"))
+        }
+        // Before the first frame: the first strap with beats.
+        #expect(view.render().contains("now 60 bpm"))
+        var m = SessionMetrics()
+        m.hrMeanBpm = 150
+        m.rrCount = 6
+        m.rmssdMs = 20
+        var a = SessionMetrics()
+        a.hrMeanBpm = 60
+        a.rrCount = 3
+        a.rmssdMs = 5
+        var b = m
+        b.devices = nil
+        m.devices = ["AA": a, "BB": b]
+        m.primaryDevice = "BB"
+        view.update(.frame(sessionId: "v3", seq: 1, emittedAtMs: 3_500, metrics: m, behavior: nil))
+        view.update(BiosignalSample(timestampMs: 3_600, bpm: 61, rrIntervalsMs: [990], deviceId: "AA", source: "ble_hrm"))
+        for device in ["AA", "BB"] {
+            view.update(.sensorStatus(sessionId: "v3", emittedAtMs: 3_600,
+                                      status: SensorStatus(source: "ble_hrm", deviceId: device, state: .streaming)))
+        }
+        let text = view.render()
+        #expect(text.contains("now 150 bpm   window mean 150.0 bpm   (BB)"), "\(text)")
+        #expect(text.contains("RR (ms)      400 400 400 400 400 400\n"), "\(text)")
+        #expect(text.contains("AA  streaming  mean 60.0 bpm  RMSSD 5.0 ms\n"), "\(text)")
+        #expect(text.contains("BB  streaming  mean 150.0 bpm  RMSSD 20.0 ms  [shown above]"), "\(text)")
+    }
+
     @Test func theLiveViewSaysHowToStopAndEndsWithItsNote() {
         var view = PrettyView(sessionId: "v2", mode: "focus", endNote: "Recorded as session v2 in /s/sessions.sqlite.")
         view.update(.started(sessionId: "v2", startedAtMs: 0))
