@@ -15,7 +15,7 @@
 /// `session_frame` and `biosignal_frame` events (`hello{recent_frames_ms}`), so the heart-rate chart, the RMSSD trend
 /// and the RR tachogram are drawn at once after a reload.
 ///
-/// Stable ids for tests: `hr` (with `data-seq` and `data-source`: `sample` or `frame`), `hr-mean`, `zone`
+/// Stable ids for tests: `hr` (with `data-seq`, `data-source`: `sample` or `frame`, and `data-device` for a sample), `hr-mean`, `zone`
 /// (`data-zone` 0–5), `rmssd`, `sdnn`, `pnn50`, `resp`, `resp-source`, `rr-last`, `beats`, `session`, `frame`,
 /// `sensors` (an `li` per source with `data-source`, `data-device`, `data-state`, `data-battery`), `summary`
 /// (`data-session`), `conn` (`data-state`), `auth`, `empty`, `pacer` (`data-active`, `data-phase`, `data-cycle`,
@@ -159,6 +159,7 @@ const hrvPoints = [];         // {t, v}: emitted_at_ms, rmssd_ms (this session)
 const rrSamples = new Map();  // "device|timestamp_ms" -> {device, t, rr}: samples with RR intervals
 const sensors = new Map();    // "source|device_id" -> sensor
 let sessionId = null, lastSampleAt = 0, pacerTimers = [], pacerIdle = null;
+let primaryDevice = null;     // with several straps, the one the frames' top level speaks for (primary_device)
 
 const params = new URLSearchParams(location.search);
 if (params.get("hrmax")) localStorage.setItem("hrg-hrmax", params.get("hrmax"));
@@ -260,11 +261,12 @@ function addSamples(samples) {
 }
 
 // The big number: the newest reading of a strap (or camera) when raw samples come, else the frame's mean.
-function showHR(bpm, seq, source) {
+function showHR(bpm, seq, source, device) {
   if (!(bpm > 0)) return;
   $("hr").textContent = bpm.toFixed(0);
   $("hr").dataset.seq = String(seq);
   $("hr").dataset.source = source;
+  $("hr").dataset.device = device || "";
   showZone(bpm);
 }
 
@@ -289,6 +291,7 @@ function showFrame(m) {
   if (m.session_id !== sessionId) newSession(m.session_id);
   $("empty").hidden = true;
   $("metrics").dataset.seq = String(m.seq); $("metrics").dataset.session = m.session_id;
+  primaryDevice = x.primary_device || null;
   $("hr-mean").textContent = fixed(x.hr_mean_bpm, 0);
   if (Date.now() - lastSampleAt > 3000 || $("hr").dataset.source !== "sample") showHR(x.hr_mean_bpm, m.seq, "frame");
   $("rmssd").textContent = fixed(x.rmssd_ms, 0);
@@ -321,6 +324,7 @@ function addFramePoints(m) {
 
 function newSession(id) {
   sessionId = id;
+  primaryDevice = null;
   hrvPoints.length = 0;
   $("session").textContent = id || "none";
 }
@@ -424,9 +428,14 @@ function handle(m) {
       break;
     case "biosignal_frame": {
       addSamples(m.samples);
-      const newest = (m.samples || []).filter((s) => s.bpm > 0 && s.source !== "camera_rppg")
+      // With several straps, the newest reading of the one at the frames' top level: the newest of all would show
+      // two people's heart rates in turn.
+      const newest = (m.samples || []).filter((s) => s.bpm > 0 && s.source !== "camera_rppg"
+          && (!primaryDevice || (s.device_id || s.source) === primaryDevice))
         .reduce((a, b) => (!a || b.timestamp_ms >= a.timestamp_ms ? b : a), null);
-      if (newest && !m.replayed) { showHR(newest.bpm, m.seq, "sample"); lastSampleAt = Date.now(); }
+      if (newest && !m.replayed) {
+        showHR(newest.bpm, m.seq, "sample", newest.device_id || newest.source); lastSampleAt = Date.now();
+      }
       if (!rrSamples.size) break;
       if (!m.replayed || m.seq > Number($("rr-chart").dataset.seq || 0)) $("rr-chart").dataset.seq = String(m.seq);
       drawRR(); break;

@@ -2,7 +2,10 @@
 /// transparent background, with a heart that beats at the current rate. No external resources.
 ///
 /// Query string (all optional):
-/// - `metric`: `hr` (default: the newest reading of any strap or camera, else the frame's mean), `rmssd` (ms);
+/// - `metric`: `hr` (default: the newest reading, else the frame's mean), `rmssd` (ms);
+/// - `device`: one device's values (a strap's address, or `camera_rppg`): a stream of a team gets an overlay per
+///   rider. Default: the session's, which with several straps is the one at the frames' top level (`primary_device`),
+///   and a strap's reading rather than the camera's when both send;
 /// - `color`: CSS colour of the number and the heart (`ff4455`, `%23ff4455` or a name; default `#ff4455`);
 /// - `size`: height of the number in CSS pixels (16–600, default 120);
 /// - `label`: `0` hides the unit;
@@ -13,7 +16,8 @@
 /// `/relay.js`'s, `RelayClientScript`); a read-only token is enough.
 /// The number goes blank (`–`) when no reading came for 10 s, and the overlay says nothing else on screen: connection
 /// problems are shown as a small mark only (`data-conn` on `<body>` says which).
-/// Stable ids for tests: `value` (with `data-seq` of the event shown and `data-source`), `unit`, `heart`.
+/// Stable ids for tests: `value` (with `data-seq` of the event shown, `data-source` and, for a reading, `data-device`),
+/// `unit`, `heart`.
 enum OverlayPage {
     static let html = #"""
 <!doctype html>
@@ -58,6 +62,24 @@ if (q.get("shadow") !== "0") document.body.classList.add("shadow");
 if (q.get("heart") === "0") $("heart").style.display = "none";
 $("unit").textContent = q.get("label") === "0" ? "" : (metric === "hr" ? "bpm" : "ms RMSSD");
 let lastAt = 0;
+const device = q.get("device") || null;
+let primary = null;  // the frames' primary_device, with several straps
+const id = (s) => s.device_id || s.source;
+
+// The reading shown: the asked device's; else the top-level strap's, any strap's, or (only then) the camera's.
+function reading(samples) {
+  const all = samples.filter((s) => s.bpm > 0);
+  const straps = all.filter((s) => s.source !== "camera_rppg");
+  const want = device || primary;
+  const pool = want ? all.filter((s) => id(s) === want) : straps.length ? straps : all;
+  return pool.reduce((a, b) => (!a || b.timestamp_ms >= a.timestamp_ms ? b : a), null);
+}
+
+// A frame's metrics for the asked device: its entry under `devices` when several contribute, else the frame's.
+function metricsOf(m) {
+  if (!device || !m.devices) return m;
+  return m.devices[device] || null;
+}
 
 function show(v, seq, source) {
   if (!(typeof v === "number" && isFinite(v) && v > 0)) return;
@@ -79,13 +101,17 @@ setInterval(() => {
 }, 1000);
 
 function handle(m) {
-  const readings = (m.samples || []).filter((s) => s.bpm > 0);
-  if (metric === "hr" && m.type === "biosignal_frame" && readings.length) {
-    const s = readings.reduce((a, b) => (b.timestamp_ms >= a.timestamp_ms ? b : a));
+  if (m.type === "session_started") primary = null;
+  const s = m.type === "biosignal_frame" ? reading(m.samples || []) : null;
+  if (metric === "hr" && s) {
     show(s.bpm, m.seq, "sample");
+    $("value").dataset.device = id(s);
   } else if (m.type === "session_frame" && m.metrics) {
-    if (metric === "rmssd") { if (m.metrics.rr_count) show(m.metrics.rmssd_ms, m.seq, "frame"); }
-    else if (Date.now() - lastAt > 3000 || $("value").dataset.source !== "sample") show(m.metrics.hr_mean_bpm, m.seq, "frame");
+    primary = m.metrics.primary_device || null;
+    const x = metricsOf(m.metrics);
+    if (!x) return;
+    if (metric === "rmssd") { if (x.rr_count) show(x.rmssd_ms, m.seq, "frame"); }
+    else if (Date.now() - lastAt > 3000 || $("value").dataset.source !== "sample") show(x.hr_mean_bpm, m.seq, "frame");
   }
 }
 

@@ -75,6 +75,26 @@ def record_ecg_session(state, work):
     return r.stdout
 
 
+STRAP_A, STRAP_B = "A0:9E:1A:00:00:0A", "A0:9E:1A:00:00:0B"
+
+
+def two_strap_recording(work):
+    """Two straps on two people, 60 and 150 bpm, as `--record` writes them: B's notification comes after A's in
+    every second, so the newest reading of all is always B's. The frames' top level is A's (its beats came first
+    and cover as much time), so the pages show A's heart rate, not each notification's in turn."""
+    t0 = 1_700_000_000_000
+    lines = []
+    for s in range(600):
+        lines.append({"timestamp_ms": t0 + 1000 * s + 100, "bpm": 60, "rr_intervals_ms": [990 if s % 2 else 1010],
+                      "device_id": STRAP_A, "source": "ble_hrm"})
+        lines.append({"timestamp_ms": t0 + 1000 * s + 600, "bpm": 150,
+                      "rr_intervals_ms": [390, 410] if s % 2 else [400, 420, 380], "device_id": STRAP_B, "source": "ble_hrm"})
+    rec = os.path.join(work, "two-straps.jsonl")
+    with open(rec, "w") as fh:
+        fh.write("".join(json.dumps(x) + "\n" for x in lines))
+    return rec
+
+
 class SetupError(Exception):
     pass
 
@@ -312,6 +332,7 @@ SNAPSHOT = """(() => {
   return {
     seq: m.dataset.seq ? Number(m.dataset.seq) : null, session: m.dataset.session || null,
     hr: t("hr"), hrSeq: hr.dataset.seq ? Number(hr.dataset.seq) : null, hrSource: hr.dataset.source || null,
+    hrDevice: hr.dataset.device || null,
     hrMean: t("hr-mean"), zone: t("zone"), zoneNumber: Number(document.getElementById("zone").dataset.zone),
     rmssd: t("rmssd"), sdnn: t("sdnn"), resp: t("resp"), respSource: t("resp-source"),
     rsa: t("rsa"), adherence: t("adherence"), coherence: t("coherence"),
@@ -372,6 +393,7 @@ OVERLAY = """(() => {
   const cs = (el) => getComputedStyle(el);
   return {
     text: v.textContent.trim(), seq: v.dataset.seq ? Number(v.dataset.seq) : null, source: v.dataset.source || null,
+    device: v.dataset.device || null,
     unit: document.getElementById("unit").textContent, conn: document.body.dataset.conn,
     bodyBackground: cs(document.body).backgroundColor, htmlBackground: cs(document.documentElement).backgroundColor,
     color: cs(v).color, fontSize: cs(document.body).fontSize, beating: h.classList.contains("beat"),
@@ -405,7 +427,7 @@ def check_big_number(snap, gw):
         f"zone: page {snap['zoneNumber']} ({snap['zone']!r}), expected {zone} for {bpm} bpm"
 
 
-async def run_checks(report, gw, tab, bad, overlay, token, empty_gw, empty_tab, downloads, ecg_csv):
+async def run_checks(report, gw, tab, bad, overlay, token, empty_gw, empty_tab, downloads, ecg_csv, two_gw, two_tab):
     check = report.acheck
 
     base = f"http://127.0.0.1:{gw.port}/"
@@ -642,14 +664,46 @@ async def run_checks(report, gw, tab, bad, overlay, token, empty_gw, empty_tab, 
         snap = await overlay.poll(OVERLAY, lambda s: s["conn"] == "refused", "the overlay does not mark a refused token")
         assert snap["text"] == "–", snap
 
+    async def two_straps():
+        two = f"http://127.0.0.1:{two_gw.port}/"
+        await two_tab.navigate(two)
+        # Two raw frames after the first one shown: the page has had a session_frame by then, whenever it joined.
+        first = await two_tab.poll(SNAPSHOT, lambda s: s["seq"] and s["hrSource"] == "sample",
+                                   "no reading of the two-strap session shown")
+        snap = await two_tab.poll(SNAPSHOT, lambda s: s["hrSource"] == "sample" and s["hrSeq"] >= first["hrSeq"] + 2,
+                                  "the two-strap session's readings stopped")
+        frame = two_gw.wait_event(lambda e: e.get("type") == "session_frame" and e.get("seq") == snap["seq"])
+        assert frame and frame["metrics"].get("primary_device") == STRAP_A, f"top level of the shown frame: {frame}"
+        assert set(frame["metrics"].get("devices", {})) == {STRAP_A, STRAP_B}, frame["metrics"].keys()
+        shown_as(snap["hrMean"], 60, 0, "window mean (strap A's alone, not the two straps' 105)")
+        shown_as(snap["hr"], 60, 0, "big heart rate of strap A (B's notification is the newest)")
+        assert snap["hrDevice"] == STRAP_A, f"the big number is {snap['hrDevice']}'s reading"
+        # The overlay: the top-level strap's by default; one strap's with ?device=.
+        await two_tab.navigate(f"{two}overlay")
+        first = await two_tab.poll(OVERLAY, lambda s: s["source"] == "sample" and s["text"] != "–",
+                                   "the overlay shows no reading of the two-strap session")
+        snap = await two_tab.poll(OVERLAY, lambda s: s["source"] == "sample" and s["seq"] >= first["seq"] + 2,
+                                  "the overlay's readings of the two-strap session stopped")
+        assert snap["text"] == "60" and snap["device"] == STRAP_A, snap
+        await two_tab.navigate(f"{two}overlay?device={STRAP_B}")
+        snap = await two_tab.poll(OVERLAY, lambda s: s["source"] == "sample" and s["text"] != "–",
+                                  "the overlay shows no reading of strap B")
+        assert snap["device"] == STRAP_B and snap["text"] == "150", snap
+        await two_tab.navigate(f"{two}overlay?metric=rmssd&device={STRAP_B}")
+        snap = await two_tab.poll(OVERLAY, lambda s: s["seq"] and s["text"] != "–", "the overlay shows no RMSSD of strap B")
+        b = frame_with_seq(two_gw, snap["seq"])["metrics"]["devices"][STRAP_B]
+        shown_as(snap["text"], b["rmssd_ms"], 0, "overlay RMSSD of strap B")
+        assert snap["source"] == "frame", snap
+
     async def only_local_requests():
-        local = tuple(f"{scheme}://127.0.0.1:{port}/" for port in (gw.port, empty_gw.port) for scheme in ("http", "ws"))
+        local = tuple(f"{scheme}://127.0.0.1:{port}/" for port in (gw.port, empty_gw.port, two_gw.port)
+                      for scheme in ("http", "ws"))
         assert f"ws://127.0.0.1:{gw.port}/v1/relay" in tab.requests, tab.requests
         assert any(u.startswith(base) for u in tab.requests), tab.requests
-        pages = tab.requests + bad.requests + overlay.requests + empty_tab.requests
+        pages = tab.requests + bad.requests + overlay.requests + empty_tab.requests + two_tab.requests
         foreign = [u for u in pages if not u.startswith(local) and not u.startswith("data:")]
         assert not foreign, f"requests outside 127.0.0.1:{gw.port}: {foreign}"
-        errors = tab.errors + bad.errors + overlay.errors + empty_tab.errors
+        errors = tab.errors + bad.errors + overlay.errors + empty_tab.errors + two_tab.errors
         assert not errors, f"script errors: {errors}"
 
     async def summary_on_sigterm():
@@ -695,6 +749,8 @@ async def run_checks(report, gw, tab, bad, overlay, token, empty_gw, empty_tab, 
     await check("a gateway without a session: the empty state; a lost connection is said", empty_state())
     await check("the OBS overlay: transparent, the newest reading, colour, size, beat, RMSSD, at a phone size, a refused token",
                 overlay_page())
+    await check("two straps (60 and 150 bpm): the big number, the mean and the overlay are the top-level strap's; "
+                "?device= shows the other", two_straps())
     await check("every request stays on 127.0.0.1:PORT (no CDN), no script errors", only_local_requests())
     await check("SIGTERM ends the session; the page shows its summary", summary_on_sigterm())
 
@@ -703,9 +759,10 @@ async def main():
     work = tempfile.mkdtemp(prefix="dashboard-test-")
     state, profile = os.path.join(work, "state"), os.path.join(work, "chromium")
     empty_state, downloads = os.path.join(work, "empty-state"), os.path.join(work, "downloads")
-    for d in (state, empty_state, downloads):
+    two_state = os.path.join(work, "two-state")
+    for d in (state, empty_state, downloads, two_state):
         os.mkdir(d)
-    gw = empty_gw = browser = cdp = None
+    gw = empty_gw = two_gw = browser = cdp = None
     started = time.monotonic()
     report = Report()
     try:
@@ -719,6 +776,8 @@ async def main():
         ecg_csv = record_ecg_session(state, work)
         gw = Gateway(state)
         empty_gw = Gateway(empty_state, ["serve", "--simulate", "--listen", "127.0.0.1:0", "--no-auth"])
+        two_gw = Gateway(two_state, ["stream", "--replay", two_strap_recording(work), "--listen", "127.0.0.1:0",
+                                     "--no-auth", "--raw", "--emit-interval", "1", "--window", "20", "--format", "jsonl"])
         browser = Chromium(profile)
         cdp = await CDP.connect(browser.devtools)
         tab = await Tab.open(cdp)
@@ -726,7 +785,8 @@ async def main():
         bad = await Tab.open(cdp, isolated=True)
         overlay = await Tab.open(cdp, isolated=True)
         empty_tab = await Tab.open(cdp, isolated=True)
-        await run_checks(report, gw, tab, bad, overlay, token, empty_gw, empty_tab, downloads, ecg_csv)
+        two_tab = await Tab.open(cdp, isolated=True)
+        await run_checks(report, gw, tab, bad, overlay, token, empty_gw, empty_tab, downloads, ecg_csv, two_gw, two_tab)
     except SetupError as e:
         print(f"FAIL setup: {e}")
         report.results.append(False)
@@ -745,6 +805,8 @@ async def main():
             gw.stop()
         if empty_gw:
             empty_gw.stop()
+        if two_gw:
+            two_gw.stop()
         shutil.rmtree(work, ignore_errors=True)
     print(f"dashboard check took {time.monotonic() - started:.1f} s")
     return report.summary()
