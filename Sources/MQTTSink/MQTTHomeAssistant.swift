@@ -102,6 +102,8 @@ struct DeviceBoard: Sendable {
         var contact: SensorContact?
         var state: String?
         var updatedAtMs: Int64 = 0
+        /// The time of its newest reading.
+        var lastSampleMs: Int64?
         /// Metrics whose discovery config has been published.
         var announced: Set<HomeAssistantDiscovery.Metric> = []
 
@@ -137,6 +139,7 @@ struct DeviceBoard: Sendable {
         let key = Self.key(sample.deviceId, source: sample.source)
         var d = devices[key] ?? Device(source: sample.source)
         d.hrBpm = sample.bpm
+        d.lastSampleMs = max(d.lastSampleMs ?? .min, sample.timestampMs)
         if let c = sample.contact, c != .notSupported { d.contact = c }
         d.updatedAtMs = max(d.updatedAtMs, sample.timestampMs)
         devices[key] = d
@@ -154,9 +157,12 @@ struct DeviceBoard: Sendable {
             devices[key] = d
             return [key]
         case .frame(_, _, _, let metrics, _), .summary(_, _, let metrics, _):
-            // RMSSD is the session's, or the device's own when several devices contribute; not for a camera.
+            // RMSSD is the device's own when several devices contribute; with one, the frame's, for the device whose
+            // readings are in its window (another strap, gone for longer than the window, keeps its last value
+            // rather than taking this one's); never for a camera.
             for key in devices.keys {
-                let m = metrics.devices?[key] ?? (metrics.devices == nil ? metrics : nil)
+                let inWindow = metrics.startMs.map { start in (devices[key]?.lastSampleMs).map { $0 >= start } ?? false } ?? true
+                let m = metrics.devices?[key] ?? (metrics.devices == nil && inWindow ? metrics : nil)
                 if let m, let rr = m.rrCount, rr > 1, devices[key]?.source != SessionMetrics.cameraSource {
                     devices[key]?.rmssdMs = m.rmssdMs
                 }

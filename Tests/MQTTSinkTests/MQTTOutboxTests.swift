@@ -125,4 +125,31 @@ import Testing
         #expect(board.devices["AA"]?.rmssdMs == 30)
         #expect(board.devices["/dev/video0"]?.rmssdMs == nil)
     }
+
+    /// Strap A's link was lost a while ago; B alone is in the window, so the frame has no `devices` and its RMSSD is
+    /// B's: A keeps its own last value instead of taking B's.
+    @Test func aFrameOfOneStrapDoesNotGiveItsRMSSDToAnotherOutOfItsWindow() {
+        var board = DeviceBoard()
+        board.record(BiosignalSample(timestampMs: 1_000, bpm: 60, rrIntervalsMs: [1000], deviceId: "AA", source: "ble_hrm"))
+        board.record(BiosignalSample(timestampMs: 1_005, bpm: 62, rrIntervalsMs: [960], deviceId: "BB", source: "ble_hrm"))
+        var both = SessionMetrics()
+        var a = SessionMetrics()
+        a.rrCount = 30
+        a.rmssdMs = 50
+        var b = SessionMetrics()
+        b.rrCount = 30
+        b.rmssdMs = 20
+        both.devices = ["AA": a, "BB": b]
+        both.startMs = 0
+        _ = board.record(SessionEvent.frame(sessionId: "s", seq: 1, emittedAtMs: 2_000, metrics: both, behavior: nil))
+        #expect(board.devices["AA"]?.rmssdMs == 50 && board.devices["BB"]?.rmssdMs == 20)
+        board.record(BiosignalSample(timestampMs: 90_000, bpm: 62, rrIntervalsMs: [960], deviceId: "BB", source: "ble_hrm"))
+        var onlyB = SessionMetrics()
+        onlyB.rrCount = 60
+        onlyB.rmssdMs = 25
+        onlyB.startMs = 30_000
+        _ = board.record(SessionEvent.frame(sessionId: "s", seq: 2, emittedAtMs: 90_500, metrics: onlyB, behavior: nil))
+        #expect(board.devices["BB"]?.rmssdMs == 25)
+        #expect(board.devices["AA"]?.rmssdMs == 50, "A's own last value, not B's")
+    }
 }
