@@ -1,4 +1,5 @@
 import AsyncHTTPClient
+import Crypto
 import Foundation
 import GatewayEngine
 import GatewayStorage
@@ -43,7 +44,8 @@ public protocol WebhookTransport: Sendable {
     func post(url: URL, json: String, timeoutSec: Double) async -> WebhookAnswer
 }
 
-/// POSTs with AsyncHTTPClient (`Content-Type: application/json`) on one client for the process, created with the
+/// POSTs with AsyncHTTPClient (`Content-Type: application/json`, and `Idempotency-Key`: `idempotencyKey(of:)`) on one
+/// client for the process, created with the
 /// first request on AsyncHTTPClient's default event loop group: a gateway without a webhook runs none of it. (Not
 /// Foundation's URLSession: that is FoundationNetworking over libcurl, whose library tree every hr-gateway process
 /// would then map, about 5 MB resident, webhook or not.) HTTPS is checked against the system's trust store.
@@ -67,6 +69,7 @@ public struct HTTPClientWebhookTransport: WebhookTransport {
         request.method = .POST
         request.headers.add(name: "Content-Type", value: "application/json")
         request.headers.add(name: "User-Agent", value: "hr-gateway")
+        request.headers.add(name: "Idempotency-Key", value: Self.idempotencyKey(of: json))
         request.body = .bytes(ByteBuffer(string: json))
         do {
             let response = try await Self.client.execute(
@@ -77,6 +80,14 @@ public struct HTTPClientWebhookTransport: WebhookTransport {
         } catch {
             return .failed(Self.describe(error, url: url))
         }
+    }
+
+    /// The `Idempotency-Key` of a body: the hex SHA-256 of its bytes. Delivery is at least once (an answer lost after
+    /// the server acted is a failed attempt, retried), so a server may receive an item twice; the same body always
+    /// carries the same key, on a retry, from another gateway process, or queued again by `webhook send` (a summary
+    /// is its recorded JSON), and a server can drop what it has seen.
+    public static func idempotencyKey(of json: String) -> String {
+        SHA256.hash(data: Data(json.utf8)).map { String(format: "%02x", $0) }.joined()
     }
 
     /// A short reason for the outbox's `last_error`: what happened, not the client library's type names.

@@ -48,11 +48,11 @@ public final class FlakyServer {
 
     public var url: URL { URL(string: "http://127.0.0.1:\(port)/hook")! }
 
-    /// Bodies accepted with a 2xx, in order.
-    public func accepted() -> [(contentType: String?, body: String)] {
+    /// Bodies accepted with a 2xx, in order, with their `Content-Type` and `Idempotency-Key` headers.
+    public func accepted() -> [(contentType: String?, body: String, idempotencyKey: String?)] {
         lines(acceptedPath).compactMap { obj in
             guard let body = obj["body"] as? String else { return nil }
-            return (obj["content_type"] as? String, body)
+            return (obj["content_type"] as? String, body, obj["idempotency_key"] as? String)
         }
     }
 

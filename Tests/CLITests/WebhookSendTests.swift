@@ -50,6 +50,30 @@ extension StreamWebhookTests {
         #expect(server.accepted().map(\.body) == [summary])
     }
 
+    /// A summary posted live and queued again by `webhook send` is the same body with the same `Idempotency-Key`
+    /// (the SHA-256 of the body), so a server can drop the second; another session's summary has another key.
+    @Test func aSummarySentAgainCarriesTheKeyOfItsFirstPost() throws {
+        let server = try FlakyServer(failing: 0)
+        let (replay, config, stateDir) = try fixtures()
+        for id in ["key-a", "key-b"] {
+            let live = try CLI.run([
+                "stream", "--replay", replay, "--replay-speed", "1000", "--format", "jsonl", "--session-id", id,
+                "--webhook", server.url.absoluteString, "--state-dir", stateDir, "--config", config,
+            ])
+            #expect(live.status == 0, "\(live.stderr)")
+        }
+        let again = try CLI.run([
+            "webhook", "send", "key-a", "--url", server.url.absoluteString, "--state-dir", stateDir, "--config", config,
+        ])
+        #expect(again.status == 0, "\(again.stderr)")
+        let posts = server.accepted()
+        try #require(posts.count == 3)
+        #expect(posts[2].body == posts[0].body)
+        let keys = posts.map { $0.idempotencyKey ?? "" }
+        #expect(keys[2] == keys[0] && keys[1] != keys[0], "\(keys)")
+        #expect(keys.allSatisfy { $0.count == 64 && $0.allSatisfy(\.isHexDigit) }, "\(keys)")
+    }
+
     @Test func sendWithSamplesPostsEveryRecordedSampleInBatchesThenTheSummary() throws {
         let server = try FlakyServer(failing: 0)
         let (replay, config, stateDir) = try fixtures()

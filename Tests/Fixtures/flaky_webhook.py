@@ -47,7 +47,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
             if failing:
                 log(args.accepted + ".all", {"path": self.path, "status": 500 if args.mode == "status" else 0})
             else:
-                log(args.accepted, {"path": self.path, "content_type": self.headers.get("Content-Type"), "body": body})
+                log(args.accepted, {"path": self.path, "content_type": self.headers.get("Content-Type"),
+                                    "idempotency_key": self.headers.get("Idempotency-Key"), "body": body})
                 log(args.accepted + ".all", {"path": self.path, "status": 204})
         if failing and args.mode == "drop":
             self.close_connection = True

@@ -76,6 +76,10 @@ private func forwarder(
         try #require(accepted.count == 1)
         #expect(accepted[0].body == event.jsonValue.jsonString)
         #expect(accepted[0].contentType == "application/json")
+        // The SHA-256 of the body (sha256sum of the same bytes: 64 hex digits), the same on every attempt.
+        #expect(accepted[0].idempotencyKey == HTTPClientWebhookTransport.idempotencyKey(of: accepted[0].body))
+        #expect(HTTPClientWebhookTransport.idempotencyKey(of: "abc")
+            == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad")
         let parsed = try JSONValue(parsing: accepted[0].body)
         #expect(parsed.objectValue?["type"]?.stringValue == "session_summary")
         #expect(parsed.objectValue?["session_id"]?.stringValue == event.sessionId)
