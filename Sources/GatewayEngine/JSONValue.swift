@@ -158,6 +158,8 @@ extension JSONValue {
     static func format(_ d: Double) -> String {
         // Reached only for a non-finite value at the top level; members and elements are left out before this.
         guard d.isFinite else { return "null" }
+        // −0 (a negative value rounded to zero, say) is written as 0: "-0.0" reads as a sign that is not there.
+        if d == 0 { return "0.0" }
         let text = "\(d)"
         // Byte by byte: `String.contains(_:)` with Foundation imported is NSString's search, costly on every number.
         if text.utf8.contains(where: { $0 == UInt8(ascii: ".") || $0 == UInt8(ascii: "e") || $0 == UInt8(ascii: "E") }) {

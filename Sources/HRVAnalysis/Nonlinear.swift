@@ -210,7 +210,8 @@ public enum NonlinearHRV {
             }
         }
         guard a > 0, b > 0 else { return nil }
-        return -Foundation.log(Double(a) / Double(b))
+        // Every match of length m still matching at m + 1 (a perfectly regular series) is 0, not −0.
+        return a == b ? 0 : -Foundation.log(Double(a) / Double(b))
     }
 
     /// Baevsky's stress index SI = AMo / (2 · Mo · MxDMn): a histogram of RR in 50 ms bins, Mo = the modal bin's

@@ -35,6 +35,8 @@ import Testing
     @Test func writesDoublesAsDoublesAndEscapesStrings() {
         #expect(JSONValue.double(72).jsonString == "72.0")
         #expect(JSONValue.double(0.1).jsonString == "0.1")
+        #expect(JSONValue.double(-0.0).jsonString == "0.0", "no sign on a zero")
+        #expect(JSONValue.double((-0.04 * 10).rounded() / 10).jsonString == "0.0")
         #expect(JSONValue.int(72).jsonString == "72")
         #expect(JSONValue.string("a\"b\\c\u{01}").jsonString == #""a\"b\\c\u0001""#)
         #expect(JSONValue.object(["b": .int(1), "a": .int(2)]).jsonString == #"{"a":2,"b":1}"#)

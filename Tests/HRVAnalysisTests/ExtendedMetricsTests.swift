@@ -36,6 +36,14 @@ import Testing
         #expect(abs(try #require(values["dfa_alpha2"]) - ref["dfa_alpha2"]!) < 0.02)
     }
 
+    /// A perfectly regular series (every template match of length m still matches at m + 1): sample entropy 0, not
+    /// −0 (which `hrv --json` and frames wrote as `-0.0`).
+    @Test func aPerfectlyRegularSeriesHasZeroSampleEntropy() throws {
+        let alternating = (0..<120).map { $0 % 2 == 0 ? 800.0 : 900.0 }
+        let sampen = try #require(NonlinearHRV.sampleEntropy(alternating))
+        #expect(sampen == 0 && sampen.sign == .plus)
+    }
+
     @Test func shortWindowsLeaveMetricsOut() throws {
         let rr = try TestData.column("rr_nsrdb_short_pyhrv_raw.csv", "rr_ms")
         var r = HRVResult()

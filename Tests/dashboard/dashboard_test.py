@@ -80,13 +80,16 @@ STRAP_A, STRAP_B = "A0:9E:1A:00:00:0A", "A0:9E:1A:00:00:0B"
 
 def two_strap_recording(work):
     """Two straps on two people, 60 and 150 bpm, as `--record` writes them: B's notification comes after A's in
-    every second, so the newest reading of all is always B's. The frames' top level is A's (its beats came first
-    and cover as much time), so the pages show A's heart rate, not each notification's in turn."""
+    every second, so the newest reading of all is always B's. The frames' top level is A's (A alone sends in the
+    first three seconds, and both cover the window after), so the pages show A's heart rate, not each
+    notification's in turn."""
     t0 = 1_700_000_000_000
     lines = []
     for s in range(600):
         lines.append({"timestamp_ms": t0 + 1000 * s + 100, "bpm": 60, "rr_intervals_ms": [990 if s % 2 else 1010],
                       "device_id": STRAP_A, "source": "ble_hrm"})
+        if s < 3:
+            continue
         lines.append({"timestamp_ms": t0 + 1000 * s + 600, "bpm": 150,
                       "rr_intervals_ms": [390, 410] if s % 2 else [400, 420, 380], "device_id": STRAP_B, "source": "ble_hrm"})
     rec = os.path.join(work, "two-straps.jsonl")
