@@ -85,8 +85,15 @@ struct SessionsShowCommand: ParsableCommand {
         }
         if let end {
             if let m = end["metrics"]?.objectValue {
-                print("summary   " + m.keys.sorted().filter { $0 != "resonance_assessment" }
-                    .map { "\($0)=\(m[$0]!.jsonString)" }.joined(separator: " "))
+                func pairs(_ o: [String: JSONValue]) -> String {
+                    o.keys.sorted().filter { $0 != "resonance_assessment" && $0 != "devices" }
+                        .map { "\($0)=\(o[$0]!.jsonString)" }.joined(separator: " ")
+                }
+                print("summary   " + pairs(m))
+                // Several devices: each one's own values on its own line (the top level is `primary_device`'s).
+                for (device, values) in (m["devices"]?.objectValue ?? [:]).sorted(by: { $0.key < $1.key }) {
+                    print("  \(device)  " + pairs(values.objectValue ?? [:]))
+                }
                 if let assessment = m["resonance_assessment"] { ResonanceReport.lines(assessment).forEach { print($0) } }
             } else if let message = end["message"]?.stringValue {
                 print("error     \(message)")

@@ -123,6 +123,35 @@ import Testing
         #expect(try json(CLI.run(["sessions", "list", "--json", "--state-dir", dir]).stdout).arrayValue == [])
     }
 
+    /// Two straps: `sessions show` puts each one's summary values on its own line, not as one JSON blob in the
+    /// summary line, and the summary names the strap at its top level.
+    @Test func showPutsEachStrapOnItsOwnLine() throws {
+        let dir = tempDir()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        var samples: [BiosignalSample] = []
+        for second in 0..<40 {
+            samples.append(BiosignalSample(timestampMs: 1_000_000 + Int64(second) * 1000, bpm: 60,
+                                           rrIntervalsMs: [second % 2 == 0 ? 990 : 1010], deviceId: "AA", source: "ble_hrm"))
+            if second >= 3 {
+                samples.append(BiosignalSample(timestampMs: 1_000_500 + Int64(second) * 1000, bpm: 80,
+                                               rrIntervalsMs: [second % 2 == 0 ? 740 : 760], deviceId: "BB", source: "ble_hrm"))
+            }
+        }
+        try samples.map { $0.jsonValue.jsonString + "\n" }.joined().write(toFile: dir + "/two.jsonl", atomically: true, encoding: .utf8)
+        let replay = try CLI.run(["stream", "--replay", dir + "/two.jsonl", "--replay-speed", "1000", "--format", "jsonl",
+                                  "--session-id", "two-1", "--correct", "none", "--state-dir", dir])
+        #expect(replay.status == 0, "\(replay.stderr)")
+        let show = try CLI.run(["sessions", "show", "two-1", "--state-dir", dir])
+        #expect(show.status == 0, "\(show.stderr)")
+        let summary = try #require(show.lines.first { $0.hasPrefix("summary   ") })
+        #expect(!summary.contains("devices="), "\(summary)")
+        #expect(summary.contains("hr_mean_bpm=60.0") && summary.contains(#"primary_device="AA""#), "\(summary)")
+        let a = try #require(show.lines.first { $0.hasPrefix("  AA  ") }, "\(show.stdout)")
+        let b = try #require(show.lines.first { $0.hasPrefix("  BB  ") }, "\(show.stdout)")
+        #expect(a.contains("hr_mean_bpm=60.0") && a.contains("rmssd_ms=20.0"), "\(a)")
+        #expect(b.contains("hr_mean_bpm=80.0") && b.contains("rmssd_ms=20.0"), "\(b)")
+    }
+
     @Test func killDashNineLeavesAnInterruptedSessionWithEverySampleReported() throws {
         let dir = tempDir()
         defer { try? FileManager.default.removeItem(atPath: dir) }
