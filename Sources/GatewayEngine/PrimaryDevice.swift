@@ -1,4 +1,4 @@
-/// Which device the top level of a frame speaks for when several send beats (docs/engine.md, "Several devices"). A
+/// Which device the top level of a frame speaks for when several send (docs/engine.md, "Several devices"). A
 /// team's straps are several people and a lab's are one person's placements; either way the top-level heart rate,
 /// HRV, ECG, paced-breathing and live DFA values are one device's, never a mix, and `devices` has each one's.
 ///
@@ -15,12 +15,14 @@ struct PrimaryDevice: Sendable, Equatable {
     private(set) var id: String?
 
     /// The device for `groups` (in the order they first appear in the window; the first wins a tie), given the
-    /// current choice; nil when no device has beats.
+    /// current choice; nil when no device has a heart rate. When none sends beats (straps that send the heart rate
+    /// alone), the time their readings cover counts instead: a second per reading (a strap notifies once a second).
     func choose(_ groups: [SessionMetrics.DeviceGroup]) -> String? {
+        let beats = groups.map { Self.beatTimeMs($0.samples) }
+        let cover = beats.contains { $0 > 0 } ? beats : groups.map { Self.readingTimeMs($0.samples) }
         var best: (id: String, ms: Double)?
         var current: Double?
-        for g in groups {
-            let ms = Self.beatTimeMs(g.samples)
+        for (g, ms) in zip(groups, cover) {
             guard ms > 0 else { continue }
             if g.id == id { current = ms }
             if ms > (best?.ms ?? 0) { best = (g.id, ms) }
@@ -30,9 +32,15 @@ struct PrimaryDevice: Sendable, Equatable {
         return best.id
     }
 
-    /// Chooses for `groups` and keeps the choice; a window without beats keeps the previous one.
+    /// Chooses for `groups` and keeps the choice; a window without a heart rate keeps the previous one.
     mutating func update(_ groups: [SessionMetrics.DeviceGroup]) {
         if let chosen = choose(groups) { id = chosen }
+    }
+
+    /// The time one device's heart-rate readings cover, at a second each: those `hr_mean_bpm` counts (a rate above
+    /// zero, skin contact not denied).
+    static func readingTimeMs(_ samples: [BiosignalSample]) -> Double {
+        Double(samples.filter { $0.bpm > 0 && $0.bpm.isFinite && $0.contact != .noContact }.count) * 1000
     }
 
     /// The time one device's beats cover: the sum of its valid RR intervals (ms).

@@ -58,8 +58,8 @@ public struct SessionMetrics: Sendable, Equatable {
 
     /// Per device id, when several devices contribute.
     public var devices: [String: SessionMetrics]?
-    /// With several devices, the one whose values the top level carries (`PrimaryDevice`); absent when none sent
-    /// beats (the top-level heart rate is then every device's readings).
+    /// With several devices, the one whose values the top level carries (`PrimaryDevice`); absent when none sent a
+    /// heart rate.
     public var primaryDevice: String?
 
     public init() {}
@@ -167,11 +167,10 @@ extension SessionMetrics {
         let contributing = others.isEmpty ? window : others
 
         let groups = groupByDevice(contributing)
-        // Top-level values are one device's (`PrimaryDevice`); without beats from any device, the heart rate is
-        // every sample's.
+        // Top-level values are one device's (`PrimaryDevice`); with no heart rate from any device, every sample's.
         let top = primary.choose(groups).flatMap { id in groups.first { $0.id == id } }
         m.hrMeanBpm = meanHR(top?.samples ?? contributing)
-        if let top { m.applyHRV(of: top.samples, options: options) }
+        if let top, rrTotal(top.samples) > 0 { m.applyHRV(of: top.samples, options: options) }
         if groups.count > 1 {
             m.primaryDevice = top?.id
             var devices: [String: SessionMetrics] = [:]
@@ -199,7 +198,7 @@ extension SessionMetrics {
         if let pacing {
             m.pacedBreathingRateBpm = (pacing.rateBpm * 100).rounded() / 100
             m.assessmentStep = pacing.step
-            if let top { m.applyPacedBreathing(of: top.samples, pacing: pacing) }
+            if let top, rrTotal(top.samples) > 0 { m.applyPacedBreathing(of: top.samples, pacing: pacing) }
         }
 
         if let v = hsi["hrv.sdnn_ms"]?.doubleValue { m.hrSdnnMs = v }

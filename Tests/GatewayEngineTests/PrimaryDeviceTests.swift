@@ -5,7 +5,7 @@ import Testing
 
 @testable import GatewayEngine
 
-/// Which device the top level of a frame speaks for when several send beats (`PrimaryDevice`, docs/engine.md).
+/// Which device the top level of a frame speaks for when several send (`PrimaryDevice`, docs/engine.md).
 @Suite struct PrimaryDeviceTests {
     /// One notification a second from `device` over `seconds`, carrying `rr` in turn (one array per notification).
     private func strap(_ device: String, _ seconds: ClosedRange<Int>, bpm: Double, rr: [[Double]], offsetMs: Int64 = 0)
@@ -37,6 +37,26 @@ import Testing
                 "one device: no primary_device key")
     }
 
+    /// Two straps that send the heart rate alone (no RR): one device's readings at the top level too, by the time
+    /// its readings cover; a strap with beats, once one sends them, before either.
+    @Test func withoutBeatsTheReadingsDecide() {
+        let a = strap("A", 1...30, bpm: 60, rr: [[]])
+        let b = strap("B", 1...30, bpm: 150, rr: [[]], offsetMs: 5)
+        let window = (a + b).sorted { $0.timestampMs < $1.timestampMs }
+        let m = SessionMetrics.compute(window: window, hsi: [:], options: HRVOptions())
+        #expect(m.primaryDevice == "A" && m.hrMeanBpm == 60, "not the two people's mean (105)")
+        #expect(m.rrCount == nil)
+        let c = strap("C", 20...30, bpm: 70, rr: [[850]])
+        #expect(PrimaryDevice().choose(groups(window + c)) == "C")
+        // Readings without contact cover nothing.
+        let off = strap("A", 1...30, bpm: 60, rr: [[]]).map { s -> BiosignalSample in
+            var u = s
+            u.contact = .noContact
+            return u
+        }
+        #expect(PrimaryDevice().choose(groups(off + b)) == "B")
+    }
+
     /// Once chosen, a device keeps the top level while its beats cover at least 80 % of the best device's time, and
     /// loses it below.
     @Test func theChoiceHoldsUntilItsBeatsCoverLessThanFourFifthsOfTheBest() {
@@ -57,10 +77,12 @@ import Testing
         #expect(primary.id == "B")
         primary.update(groups(strap("A", 1...30, bpm: 60, rr: [[1000]]) + strap("B", 1...30, bpm: 60, rr: [[1000]])))
         #expect(primary.id == "B")
-        // A window without beats keeps the choice; samples without RR or with invalid RR cover no time.
-        primary.update(groups([BiosignalSample(timestampMs: 1000, bpm: 70, deviceId: "A", source: "ble_hrm")]))
+        // A window without a heart rate keeps the choice; invalid RR cover no time.
+        primary.update(groups([BiosignalSample(timestampMs: 1000, bpm: 0, deviceId: "A", source: "ble_hrm")]))
         #expect(primary.id == "B")
-        #expect(PrimaryDevice().choose(groups(strap("A", 1...3, bpm: 60, rr: [[-5, .nan, .infinity]]))) == nil)
+        #expect(PrimaryDevice().choose(groups([BiosignalSample(timestampMs: 1000, bpm: 0, deviceId: "A", source: "ble_hrm")])) == nil)
+        let invalid = strap("A", 1...30, bpm: 60, rr: [[-5, .nan, .infinity]])
+        #expect(PrimaryDevice().choose(groups(invalid + strap("B", 30...30, bpm: 60, rr: [[900]]))) == "B")
     }
 
     /// In a session: A (60 bpm) and B (150 bpm) from the start, A's link lost at 30 s. Every frame's top level is
