@@ -37,7 +37,8 @@ public struct KubiosCorrectionResult: Sendable, Equatable {
 /// Lipponen & Tarvainen (2019) automatic RR artefact detection and correction (the Kubios "automatic" method),
 /// following neurokit2 0.2.x `signal_fixpeaks(method="Kubios", iterative=True)` step by step:
 ///
-/// - dRR (successive differences) normalised by Th1 = 5.2 × (Q3 − Q1)/2 of |dRR| over a centred 91-beat window;
+/// - dRR (successive differences) normalised by Th1 = 5.2 × (Q3 − Q1)/2 of |dRR| over a centred 91-beat window,
+///   the quartile deviation taken as at least 1 ms (`minimumDeviationMs`; neurokit2 has no floor);
 /// - mRR (RR minus its centred 11-beat median, negative values doubled) normalised by Th2, the same rule on |mRR|;
 /// - beats classified as ectopic, missed, extra or long/short with c1 = 0.13, c2 = 0.17;
 /// - extra beats deleted, missed beats inserted midway, ectopic and long/short beats moved to the midpoint of their
@@ -51,6 +52,11 @@ public enum KubiosCorrection {
     static let alpha = 5.2
     static let thresholdWindow = 91
     static let medianWindow = 11
+    /// The least quartile deviation a threshold is built on, in ms: a strap's RR resolution (1/1024 s) rounded up.
+    /// A rhythm steadier than that (a fixed-rate pacemaker, say) has a quartile deviation of 0, which made every
+    /// one-count step infinitely large and an artefact: 32 of 300 beats of a paced series at one count of jitter.
+    /// On real series the deviation is tens of ms (NSRDB, MIT-BIH 208), far above it: the neurokit2 parity holds.
+    public static let minimumDeviationMs = 1.0
 
     /// Series shorter than this many intervals are returned unchanged.
     public static let minimumIntervals = 3
@@ -79,14 +85,15 @@ public enum KubiosCorrection {
         }
         var removed = 0
 
-        let first = findArtifacts(beatTimes: peaks.map(\.time))
+        let floor = minimumDeviationMs / unit
+        let first = findArtifacts(beatTimes: peaks.map(\.time), minimumDeviation: floor)
         apply(first, to: &peaks, removed: &removed, truncate: sampleRateHz != nil)
         var last = first
         var passes = 1
         if iterative {
             var current = first.total
             while true {
-                let next = findArtifacts(beatTimes: peaks.map(\.time))
+                let next = findArtifacts(beatTimes: peaks.map(\.time), minimumDeviation: floor)
                 let previous = current
                 current = next.total
                 if current >= previous { break }
@@ -111,7 +118,8 @@ public enum KubiosCorrection {
     }
 
     /// One classification pass over beat times (any unit; the first beat starts the first interval).
-    public static func findArtifacts(beatTimes peaks: [Double]) -> KubiosArtifacts {
+    /// `minimumDeviation` (in that unit) is the least quartile deviation a threshold is built on.
+    public static func findArtifacts(beatTimes peaks: [Double], minimumDeviation: Double = 0) -> KubiosArtifacts {
         let n = peaks.count
         guard n >= minimumIntervals + 1 else { return KubiosArtifacts() }
 
@@ -123,7 +131,7 @@ public enum KubiosCorrection {
         var drrs = [Double](repeating: 0, count: n)
         for k in 1..<n { drrs[k] = rr[k] - rr[k - 1] }
         drrs[0] = (rr[n - 1] - rr[0]) / Double(n - 1)
-        let th1 = threshold(drrs)
+        let th1 = threshold(drrs, minimumDeviation: minimumDeviation)
         for k in 0..<n { drrs[k] /= th1[k] }
 
         // Subspaces, with the series reflected (without repeating the edge) two beats beyond each end.
@@ -155,7 +163,7 @@ public enum KubiosCorrection {
             let m = rr[k] - medrr[k]
             mrrs[k] = m < 0 ? 2 * m : m
         }
-        let th2 = threshold(mrrs)
+        let th2 = threshold(mrrs, minimumDeviation: minimumDeviation)
         for k in 0..<n { mrrs[k] /= th2[k] }
 
         var result = KubiosArtifacts()
@@ -201,10 +209,11 @@ public enum KubiosCorrection {
         return result
     }
 
-    /// α × quartile deviation of |x| over the centred window (shorter at the ends).
-    static func threshold(_ x: [Double]) -> [Double] {
+    /// α × quartile deviation of |x| over the centred window (shorter at the ends), the deviation at least
+    /// `minimumDeviation`.
+    static func threshold(_ x: [Double], minimumDeviation: Double = 0) -> [Double] {
         let q = RollingWindow.centredQuantiles(x.map { abs($0) }, width: thresholdWindow, quantiles: [0.25, 0.75])
-        return zip(q[0], q[1]).map { alpha * (($1 - $0) / 2) }
+        return zip(q[0], q[1]).map { alpha * Swift.max(($1 - $0) / 2, minimumDeviation) }
     }
 
     static func apply(_ artifacts: KubiosArtifacts, to peaks: inout [Beat], removed: inout Int, truncate: Bool) {
