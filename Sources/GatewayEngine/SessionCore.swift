@@ -248,6 +248,9 @@ struct SessionCore {
         var m = SessionMetrics.compute(
             window: window.samples, hsi: hsi, options: hrvOptions, pacing: pacing(atMonotonicMs: now), primary: primary)
         m.liveDFA = liveDFA.latest
+        for (device, estimate) in liveDFA.latestByDevice where m.devices?[device] != nil {
+            m.devices![device]!.liveDFA = estimate
+        }
         applyECG(to: &m, groups: groups, primary: primary.choose(groups))
         applyMotion(to: &m)
         if summary, let steps = assessmentSteps {
@@ -265,8 +268,8 @@ struct SessionCore {
         guard !window.isEmpty else { return nil }
         seq += 1
         primary.update(deviceGroups)
-        // Live DFA runs on the sample clock (the newest sample's time), every 20 s at the first frame due, on the
-        // device the top level speaks for.
+        // Live DFA runs on the sample clock (the newest sample's time), every 20 s at the first frame due, for every
+        // device; the top level's is the primary device's.
         if let newest = window.samples.last?.timestampMs, let update = liveDFA.update(nowMs: newest, device: primary.id) {
             pendingCrossings = update.crossings
         }

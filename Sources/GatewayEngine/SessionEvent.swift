@@ -83,6 +83,7 @@ public enum SessionEvent: Sendable, Equatable {
             o["direction"] = .string(c.direction.rawValue)
             o["dfa_alpha1"] = .double(c.alpha1)
             o["previous_dfa_alpha1"] = .double(c.previousAlpha1)
+            if let d = c.deviceId { o["device_id"] = .string(d) }
         case .breathingCue(_, let at, let cue):
             o["emitted_at_ms"] = .int(at)
             o["phase"] = .string(cue.phase.rawValue)

@@ -21,6 +21,8 @@ public struct DFAThresholdCrossing: Sendable, Equatable {
     public var atS: Double
     public var alpha1: Double
     public var previousAlpha1: Double
+    /// The device whose beats crossed, when the caller tells them apart (the session engine: one live DFA per strap).
+    public var deviceId: String?
 }
 
 /// DFA alpha1 for exercise, as FatMaxxer popularised it: every 20 s over the last 2 minutes of corrected RR.

@@ -157,10 +157,61 @@ import Testing
         let before = try #require(frames.first { $0.0 == 200 }?.1)
         #expect(before.primaryDevice == "A0")
         #expect((before.liveDFA?.alpha1 ?? 0) > 0.75, "A's alpha1: \(String(describing: before.liveDFA))")
+        // Each strap has its own live DFA under `devices`.
+        #expect(before.devices?["A0"]?.liveDFA == before.liveDFA)
+        #expect((before.devices?["B0"]?.liveDFA?.alpha1 ?? 1) < 0.5, "B's: \(String(describing: before.devices?["B0"]))")
+        #expect(before.devices?["B0"]?.jsonValue["live_dfa_alpha1"] != nil)
         #expect(frames.first { $0.0 == 230 }?.1.primaryDevice == "B0")
         let after = try #require(frames.last?.1)
         #expect((after.liveDFA?.alpha1 ?? 1) < 0.5, "B's alpha1: \(String(describing: after.liveDFA))")
         let crossings = log.all.filter { $0.type == "dfa_threshold" }
         #expect(crossings.isEmpty, "\(crossings.map(\.jsonValue))")
+    }
+
+    /// A team ramp: rider A (the top level: its strap sent first) stays correlated; rider B's rhythm turns
+    /// anti-correlated at 150 s. B's
+    /// alpha1 falls through 0.75 and 0.5: `dfa_threshold` events with B's `device_id`, none for A.
+    @Test func eachStrapsAlpha1CrossesOnItsOwn() async throws {
+        let session = try await ScriptedSession(id: "p3", durationSec: 300, windowSec: 60, emitIntervalSec: 5)
+        let (clock, provider, log) = (session.clock, session.provider, session.log)
+        var random = SplitMix64(seed: 11)
+        func beats(_ phi: (Double) -> Double, mean: Double, sd: Double, until: Double) -> [(endMs: Double, rr: Double)] {
+            var out: [(Double, Double)] = []
+            var x = 0.0
+            var t = 0.0
+            while t < until {
+                let p = phi(t)
+                x = p * x + sd * (1 - p * p).squareRoot() * random.gaussian()
+                t += mean + x
+                out.append((t, mean + x))
+            }
+            return out
+        }
+        let a = beats({ _ in 0.95 }, mean: 860, sd: 40, until: 300_000)
+        let b = beats({ $0 < 150_000 ? 0.95 : -0.7 }, mean: 1000, sd: 30, until: 300_000)
+        for second in 1...299 {
+            clock.advance(toMs: Int64(second) * 1000)
+            for (device, series) in [("A0", a), ("B0", b)] where device == "A0" || second >= 3 {
+                let mine = series.filter { $0.endMs > Double(second - 1) * 1000 && $0.endMs <= Double(second) * 1000 }
+                provider.send(BiosignalSample(timestampMs: Int64(second) * 1000, bpm: 60, rrIntervalsMs: mine.map(\.rr),
+                                              deviceId: device, source: "ble_hrm"))
+            }
+        }
+        clock.advance(toMs: 300_000)
+        await log.ended()
+        let crossings = log.all.compactMap { e -> DFAThresholdCrossing? in
+            if case .dfaThreshold(_, _, let c) = e { c } else { nil }
+        }
+        #expect(crossings.allSatisfy { $0.deviceId == "B0" }, "\(crossings)")
+        let down75 = try #require(crossings.first { $0.threshold == 0.75 && $0.direction == .down })
+        #expect(crossings.contains { $0.threshold == 0.5 && $0.direction == .down })
+        #expect(down75.atS > 150 && down75.atS < 300, "\(down75)")
+        let event = try #require(log.all.first { $0.type == "dfa_threshold" })
+        #expect(event.jsonValue["device_id"]?.stringValue == "B0")
+        // The top level stayed A's throughout.
+        let tops = log.frames.compactMap { e -> String? in
+            if case .frame(_, _, _, let m, _) = e { m.primaryDevice } else { nil }
+        }
+        #expect(Set(tops) == ["A0"])
     }
 }
