@@ -122,7 +122,7 @@ let package = Package(
             dependencies: ["GatewayEngine", .product(name: "ServiceLifecycle", package: "swift-service-lifecycle")],
             swiftSettings: strict
         ),
-        .target(name: "StdoutSink", dependencies: ["GatewayEngine", "GatewaySink", "SystemCalls"], swiftSettings: strict),
+        .target(name: "StdoutSink", dependencies: ["GatewayEngine", "GatewaySink", "HRVAnalysis", "SystemCalls"], swiftSettings: strict),
         // Lab Streaming Layer outlets: HR, RR and ECG per device (docs/lsl.md).
         .target(name: "LSLSink", dependencies: ["CLSL", "GatewayEngine", "GatewaySink", "SystemCalls"], swiftSettings: strict),
 

@@ -3,26 +3,25 @@
 ///
 /// It shows a large live heart rate (the newest reading, with `--raw`; else the frame's mean) with its training zone
 /// (share of a maximum heart rate, `?hrmax=190` or the field at the bottom, kept in the browser), the window's mean,
-/// HRV (RMSSD, SDNN, pNN50) and breathing, the breathing pacer animated from `breathing_cue` events with the heart's
-/// answer (RSA, adherence, coherence), charts of heart rate, the RR tachogram and the RMSSD trend, one tile per
-/// strap or camera with its state and battery, and the recorded sessions with CSV, EDF+ and JSON downloads (and ECG or
-/// accelerometer CSV for a session that recorded them)
-/// (`GET /v1/sessions`). An empty state says how to start a session; a refused token or a lost connection is said
-/// in words, with what to do. No raw JSON is shown.
+/// HRV (RMSSD, SDNN, pNN50), breathing and live DFA alpha1, the breathing pacer animated from `breathing_cue` events
+/// with the heart's answer (RSA, adherence, coherence), charts of heart rate, the RR tachogram and the RMSSD trend, one
+/// tile per strap or camera with its state and battery, and the recorded sessions with CSV, EDF+ and JSON downloads
+/// (and ECG or accelerometer CSV for a session that recorded them) (`GET /v1/sessions`). An empty state says how to
+/// start a session; a refused token or a lost connection is said in words, with what to do. No raw JSON is shown.
 ///
 /// The connection (token from the URL fragment `/#token=TOKEN`, kept in localStorage; reconnection and resume) is
 /// `/relay.js` (`RelayClientScript`), shared with the overlay. A page just loaded asks for the last 5 minutes of
 /// `session_frame` and `biosignal_frame` events (`hello{recent_frames_ms}`), so the heart-rate chart, the RMSSD trend
 /// and the RR tachogram are drawn at once after a reload.
 ///
-/// Stable ids for tests: `hr` (with `data-seq`, `data-source`: `sample` or `frame`, and `data-device` for a sample), `hr-mean`, `zone`
-/// (`data-zone` 0–5), `rmssd`, `sdnn`, `pnn50`, `resp`, `resp-source`, `rr-last`, `beats`, `session`, `frame`,
-/// `sensors` (an `li` per source with `data-source`, `data-device`, `data-state`, `data-battery`), `summary`
-/// (`data-session`), `conn` (`data-state`), `auth`, `empty`, `pacer` (`data-active`, `data-phase`, `data-cycle`,
-/// `data-duration-ms`), `pacer-text`, `pacer-info`, `rsa`, `adherence`, `coherence`, `sessions` (a `tr` per
-/// session with `data-session`); `metrics` carries the `seq` and `session_id` of the `session_frame` on display
-/// as `data-seq` and `data-session`, the `rr-chart` canvas the `seq` of the newest `biosignal_frame` as
-/// `data-seq`; charts are `hr-chart`, `rr-chart` and `hrv-chart`.
+/// Stable ids for tests: `hr` (with `data-seq`, `data-source`: `sample` or `frame`, and `data-device` for a sample),
+/// `hr-mean`, `zone` (`data-zone` 0–5), `rmssd`, `sdnn`, `pnn50`, `resp`, `resp-source`, `dfa`, `dfa-zone`, `rr-last`,
+/// `beats`, `session`, `frame`, `sensors` (an `li` per source with `data-source`, `data-device`, `data-state`,
+/// `data-battery`), `summary` (`data-session`), `conn` (`data-state`), `auth`, `empty`, `pacer` (`data-active`,
+/// `data-phase`, `data-cycle`, `data-duration-ms`), `pacer-text`, `pacer-info`, `rsa`, `adherence`, `coherence`,
+/// `sessions` (a `tr` per session with `data-session`); `metrics` carries the `seq` and `session_id` of the
+/// `session_frame` on display as `data-seq` and `data-session`, the `rr-chart` canvas the `seq` of the newest
+/// `biosignal_frame` as `data-seq`; charts are `hr-chart`, `rr-chart` and `hrv-chart`.
 enum DashboardPage {
     static let html = #"""
 <!doctype html>
@@ -124,6 +123,7 @@ enum DashboardPage {
     <div class="stat"><div class="label">SDNN</div><b id="sdnn">–</b> <small>ms</small></div>
     <div class="stat"><div class="label">pNN50</div><b id="pnn50">–</b> <small>%</small></div>
     <div class="stat"><div class="label">Breathing</div><b id="resp">–</b> <small>/min <span id="resp-source"></span></small></div>
+    <div class="stat"><div class="label">DFA alpha1</div><b id="dfa">–</b> <small id="dfa-zone"></small></div>
   </section>
   <section class="tile" id="pacer" data-active="0">
     <div class="label">Breathing pacer</div>
@@ -303,6 +303,13 @@ function showFrame(m) {
   $("rsa").textContent = fixed(x.rsa_amplitude_bpm, 1);
   $("adherence").textContent = typeof x.breathing_adherence === "number" ? (100 * x.breathing_adherence).toFixed(0) : "–";
   $("coherence").textContent = typeof x.coherence === "number" ? x.coherence.toFixed(2) : "–";
+  // Live DFA alpha1 (from 2 minutes of beats on; docs/hrv.md §10) against 0.75 (aerobic threshold) and 0.5
+  // (anaerobic threshold), or why it is withheld.
+  const a = x.live_dfa_alpha1;
+  $("dfa").textContent = typeof a === "number" ? a.toFixed(2) : "–";
+  $("dfa-zone").textContent = typeof a === "number"
+    ? (a >= 0.75 ? "aerobic" : a >= 0.5 ? "past the aerobic threshold" : "past the anaerobic threshold")
+    : x.live_dfa_withheld ? "withheld: " + x.live_dfa_withheld : "";
   $("frame").textContent = "· frame " + m.seq + " at " + new Date(m.emitted_at_ms).toLocaleTimeString();
   addFramePoints(m);
 }

@@ -2,7 +2,8 @@
 /// transparent background, with a heart that beats at the current rate. No external resources.
 ///
 /// Query string (all optional):
-/// - `metric`: `hr` (default: the newest reading, else the frame's mean), `rmssd` (ms);
+/// - `metric`: `hr` (default: the newest reading, else the frame's mean), `rmssd` (ms), `dfa` (live DFA alpha1, two
+///   decimals: for a ramp test on stream);
 /// - `device`: one device's values (a strap's address, or `camera_rppg`): a stream of a team gets an overlay per
 ///   rider. Default: the session's, which with several straps is the one at the frames' top level (`primary_device`),
 ///   and a strap's reading rather than the camera's when both send;
@@ -49,7 +50,7 @@ enum OverlayPage {
 "use strict";
 const $ = (id) => document.getElementById(id);
 const q = new URLSearchParams(location.search);
-const metric = q.get("metric") === "rmssd" ? "rmssd" : "hr";
+const metric = ["rmssd", "dfa"].includes(q.get("metric")) ? q.get("metric") : "hr";
 function colour(v) {
   if (!v) return "#ff4455";
   return /^[0-9a-fA-F]{3,8}$/.test(v) ? "#" + v : v;
@@ -60,7 +61,7 @@ document.body.style.setProperty("--size", size + "px");
 document.body.style.setProperty("--period", "1s");
 if (q.get("shadow") !== "0") document.body.classList.add("shadow");
 if (q.get("heart") === "0") $("heart").style.display = "none";
-$("unit").textContent = q.get("label") === "0" ? "" : (metric === "hr" ? "bpm" : "ms RMSSD");
+$("unit").textContent = q.get("label") === "0" ? "" : {hr: "bpm", rmssd: "ms RMSSD", dfa: "α1"}[metric];
 let lastAt = 0;
 const device = q.get("device") || null;
 let primary = null;  // the frames' primary_device, with several straps
@@ -83,7 +84,7 @@ function metricsOf(m) {
 
 function show(v, seq, source) {
   if (!(typeof v === "number" && isFinite(v) && v > 0)) return;
-  $("value").textContent = v.toFixed(0);
+  $("value").textContent = v.toFixed(metric === "dfa" ? 2 : 0);
   $("value").dataset.seq = String(seq);
   $("value").dataset.source = source;
   $("value").dataset.stale = "0";
@@ -111,6 +112,7 @@ function handle(m) {
     const x = metricsOf(m.metrics);
     if (!x) return;
     if (metric === "rmssd") { if (x.rr_count) show(x.rmssd_ms, m.seq, "frame"); }
+    else if (metric === "dfa") { if (typeof x.live_dfa_alpha1 === "number") show(x.live_dfa_alpha1, m.seq, "frame"); }
     else if (Date.now() - lastAt > 3000 || $("value").dataset.source !== "sample") show(x.hr_mean_bpm, m.seq, "frame");
   }
 }

@@ -1,5 +1,6 @@
 import Foundation
 import GatewayEngine
+import HRVAnalysis
 
 /// The live one-screen terminal view of a session: heart rate, recent RR, HRV, breathing and each source's state.
 /// `update` folds events and samples into the screen state; `render` draws it as text (pure, for tests).
@@ -26,6 +27,8 @@ public struct PrettyView: Sendable {
     public var cue: BreathingCue?
     /// Raw ECG samples received per device (Polar PMD).
     public var ecgSamples: [String: Int] = [:]
+    /// The latest live DFA threshold crossing, and when (session time, s).
+    public var lastCrossing: (crossing: DFAThresholdCrossing, elapsedS: Int)?
 
     public init(sessionId: String = "", mode: String = "", durationSec: Int? = nil, endNote: String? = nil) {
         self.sessionId = sessionId
@@ -54,8 +57,9 @@ public struct PrettyView: Sendable {
         case .sensorStatus(_, let at, let status):
             sources[status.deviceId ?? status.source] = status
             nowMs = at
-        case .dfaThreshold(_, let at, _):
+        case .dfaThreshold(_, let at, let crossing):
             nowMs = at
+            lastCrossing = (crossing, startedAtMs.map { Int(max(0, at - $0) / 1000) } ?? 0)
         case .breathingCue(_, let at, let cue):
             self.cue = cue
             nowMs = at
@@ -108,6 +112,21 @@ public struct PrettyView: Sendable {
             if let c = m.respRateRRConfidence { breathing += " (confidence \(Self.num(c, 2)))" }
             if let cam = m.breathingRateBpm { breathing += "   camera \(Self.num(cam, 1)) /min" }
             lines.append("Breathing    " + breathing)
+            if let d = m.liveDFA {
+                // Live DFA alpha1 against 0.75 (aerobic threshold) and 0.5 (anaerobic threshold), docs/hrv.md §10.
+                var dfa: String
+                if let a = d.alpha1 {
+                    let zone = a >= 0.75 ? "aerobic" : a >= 0.5 ? "past the aerobic threshold" : "past the anaerobic threshold"
+                    dfa = "\(Self.num(a, 2)) (\(zone))   \(Self.num(d.artifactPercent, 1)) % corrected"
+                } else {
+                    dfa = "withheld: \(d.withheldReason ?? "no estimate")"
+                }
+                if let (c, t) = lastCrossing {
+                    let who = deviceOrder.count > 1 ? c.deviceId.map { " (\($0))" } ?? "" : ""
+                    dfa += "   crossed \(Self.num(c.threshold, 2)) \(c.direction.rawValue)\(who) at \(Self.clock(t))"
+                }
+                lines.append("DFA alpha1   " + dfa)
+            }
             if let paced = m.pacedBreathingRateBpm {
                 var answer = "paced \(Self.num(paced, 2)) /min"
                 if let a = m.breathingAdherence { answer += "   adherence \(Self.num(100 * a, 0)) %" }

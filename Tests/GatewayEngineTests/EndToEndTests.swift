@@ -100,6 +100,38 @@ import Testing
         #expect(text.contains("BB  streaming  mean 150.0 bpm  RMSSD 20.0 ms  [shown above]"), "\(text)")
     }
 
+    /// Live DFA alpha1 in the live view: the value against the thresholds, the share corrected and the latest
+    /// crossing; or why it is withheld.
+    @Test func theLiveViewShowsLiveDFAAndTheLatestCrossing() throws {
+        var view = PrettyView(sessionId: "v4", mode: "focus")
+        view.update(.started(sessionId: "v4", startedAtMs: 0))
+        var random = SplitMix64(seed: 3)
+        var x = 0.0
+        let rr = (0..<160).map { _ -> Double in
+            x = 0.95 * x + 12 * random.gaussian()
+            return 800 + x
+        }
+        let estimate = LiveDFA.estimate(segments: [rr], endS: 128)
+        let alpha1 = try #require(estimate.alpha1)
+        var m = SessionMetrics()
+        m.liveDFA = estimate
+        view.update(.frame(sessionId: "v4", seq: 1, emittedAtMs: 130_000, metrics: m, behavior: nil))
+        let zone = alpha1 >= 0.75 ? "aerobic" : alpha1 >= 0.5 ? "past the aerobic threshold" : "past the anaerobic threshold"
+        #expect(view.render().contains("DFA alpha1   \(String(format: "%.2f", alpha1)) (\(zone))   "
+            + "\(String(format: "%.1f", estimate.artifactPercent)) % corrected\n"), "\(view.render())")
+        let crossing = try #require(LiveDFA.crossings(from: 0.8, to: 0.7, at: 200).first)
+        view.update(.dfaThreshold(sessionId: "v4", emittedAtMs: 200_000, crossing: crossing))
+        #expect(view.render().contains("% corrected   crossed 0.75 down at 00:03:20\n"), "\(view.render())")
+        m.liveDFA = LiveDFA.estimate(segments: [Array(rr.prefix(20))], endS: 220)
+        view.update(.frame(sessionId: "v4", seq: 2, emittedAtMs: 220_000, metrics: m, behavior: nil))
+        let withheld = try #require(m.liveDFA?.withheldReason)
+        #expect(view.render().contains("DFA alpha1   withheld: \(withheld)"), "\(view.render())")
+        // No line before the first estimate.
+        var early = PrettyView(sessionId: "v5", mode: "focus")
+        early.update(.frame(sessionId: "v5", seq: 1, emittedAtMs: 5_000, metrics: SessionMetrics(), behavior: nil))
+        #expect(!early.render().contains("DFA alpha1"))
+    }
+
     @Test func theLiveViewSaysHowToStopAndEndsWithItsNote() {
         var view = PrettyView(sessionId: "v2", mode: "focus", endNote: "Recorded as session v2 in /s/sessions.sqlite.")
         view.update(.started(sessionId: "v2", startedAtMs: 0))

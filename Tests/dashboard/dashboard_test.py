@@ -21,7 +21,9 @@ Usage: python3 dashboard_test.py PATH/TO/hr-gateway
 import asyncio
 import base64
 import json
+import math
 import os
+import random
 import re
 import shutil
 import signal
@@ -82,11 +84,14 @@ def two_strap_recording(work):
     """Two straps on two people, 60 and 150 bpm, as `--record` writes them: B's notification comes after A's in
     every second, so the newest reading of all is always B's. The frames' top level is A's (A alone sends in the
     first three seconds, and both cover the window after), so the pages show A's heart rate, not each
-    notification's in turn."""
+    notification's in turn. A's beats wander slowly (an AR(1) series, so its live DFA alpha1 is high), B's
+    alternate. Synthetic: this checks what the pages show, not the estimates."""
     t0 = 1_700_000_000_000
-    lines = []
-    for s in range(600):
-        lines.append({"timestamp_ms": t0 + 1000 * s + 100, "bpm": 60, "rr_intervals_ms": [990 if s % 2 else 1010],
+    rng = random.Random(5)
+    lines, x = [], 0.0
+    for s in range(1200):
+        x = 0.95 * x + 40 * math.sqrt(1 - 0.95 ** 2) * rng.gauss(0, 1)
+        lines.append({"timestamp_ms": t0 + 1000 * s + 100, "bpm": 60, "rr_intervals_ms": [round(1000 + x, 1)],
                       "device_id": STRAP_A, "source": "ble_hrm"})
         if s < 3:
             continue
@@ -335,7 +340,7 @@ SNAPSHOT = """(() => {
   return {
     seq: m.dataset.seq ? Number(m.dataset.seq) : null, session: m.dataset.session || null,
     hr: t("hr"), hrSeq: hr.dataset.seq ? Number(hr.dataset.seq) : null, hrSource: hr.dataset.source || null,
-    hrDevice: hr.dataset.device || null,
+    hrDevice: hr.dataset.device || null, dfa: t("dfa"), dfaZone: t("dfa-zone"),
     hrMean: t("hr-mean"), zone: t("zone"), zoneNumber: Number(document.getElementById("zone").dataset.zone),
     rmssd: t("rmssd"), sdnn: t("sdnn"), resp: t("resp"), respSource: t("resp-source"),
     rsa: t("rsa"), adherence: t("adherence"), coherence: t("coherence"),
@@ -681,6 +686,14 @@ async def run_checks(report, gw, tab, bad, overlay, token, empty_gw, empty_tab, 
         shown_as(snap["hrMean"], 60, 0, "window mean (strap A's alone, not the two straps' 105)")
         shown_as(snap["hr"], 60, 0, "big heart rate of strap A (B's notification is the newest)")
         assert snap["hrDevice"] == STRAP_A, f"the big number is {snap['hrDevice']}'s reading"
+        # Live DFA alpha1: the frame's (strap A's), with where it stands against 0.75 and 0.5.
+        snap = await two_tab.poll(SNAPSHOT, lambda s: s["dfa"] != "–", "no live DFA alpha1 shown", timeout=40)
+        x = frame_with_seq(two_gw, snap["seq"])["metrics"]
+        assert x["live_dfa_alpha1"] == x["devices"][STRAP_A]["live_dfa_alpha1"], "the top level's alpha1 is A's"
+        shown_as(snap["dfa"], x["live_dfa_alpha1"], 2, "live DFA alpha1")
+        a = x["live_dfa_alpha1"]
+        zone = "aerobic" if a >= 0.75 else "past the aerobic threshold" if a >= 0.5 else "past the anaerobic threshold"
+        assert snap["dfaZone"] == zone, f"alpha1 {a}: page says {snap['dfaZone']!r}"
         # The overlay: the top-level strap's by default; one strap's with ?device=.
         await two_tab.navigate(f"{two}overlay")
         first = await two_tab.poll(OVERLAY, lambda s: s["source"] == "sample" and s["text"] != "–",
@@ -697,6 +710,11 @@ async def run_checks(report, gw, tab, bad, overlay, token, empty_gw, empty_tab, 
         b = frame_with_seq(two_gw, snap["seq"])["metrics"]["devices"][STRAP_B]
         shown_as(snap["text"], b["rmssd_ms"], 0, "overlay RMSSD of strap B")
         assert snap["source"] == "frame", snap
+        await two_tab.navigate(f"{two}overlay?metric=dfa&device={STRAP_A}")
+        snap = await two_tab.poll(OVERLAY, lambda s: s["seq"] and s["text"] != "–", "the overlay shows no alpha1 of strap A")
+        shown_as(snap["text"], frame_with_seq(two_gw, snap["seq"])["metrics"]["devices"][STRAP_A]["live_dfa_alpha1"], 2,
+                 "overlay alpha1 of strap A")
+        assert snap["unit"] == "α1", snap
 
     async def only_local_requests():
         local = tuple(f"{scheme}://127.0.0.1:{port}/" for port in (gw.port, empty_gw.port, two_gw.port)
@@ -752,8 +770,8 @@ async def run_checks(report, gw, tab, bad, overlay, token, empty_gw, empty_tab, 
     await check("a gateway without a session: the empty state; a lost connection is said", empty_state())
     await check("the OBS overlay: transparent, the newest reading, colour, size, beat, RMSSD, at a phone size, a refused token",
                 overlay_page())
-    await check("two straps (60 and 150 bpm): the big number, the mean and the overlay are the top-level strap's; "
-                "?device= shows the other", two_straps())
+    await check("two straps (60 and 150 bpm): the big number, the mean, live DFA alpha1 and the overlay are the "
+                "top-level strap's; ?device= shows the other", two_straps())
     await check("every request stays on 127.0.0.1:PORT (no CDN), no script errors", only_local_requests())
     await check("SIGTERM ends the session; the page shows its summary", summary_on_sigterm())
 
@@ -779,8 +797,10 @@ async def main():
         ecg_csv = record_ecg_session(state, work)
         gw = Gateway(state)
         empty_gw = Gateway(empty_state, ["serve", "--simulate", "--listen", "127.0.0.1:0", "--no-auth"])
-        two_gw = Gateway(two_state, ["stream", "--replay", two_strap_recording(work), "--listen", "127.0.0.1:0",
-                                     "--no-auth", "--raw", "--emit-interval", "1", "--window", "20", "--format", "jsonl"])
+        # Ten times real time: the live DFA has its two minutes of beats within the first 12 s.
+        two_gw = Gateway(two_state, ["stream", "--replay", two_strap_recording(work), "--replay-speed", "10",
+                                     "--listen", "127.0.0.1:0", "--no-auth", "--raw", "--emit-interval", "1",
+                                     "--window", "20", "--format", "jsonl"])
         browser = Chromium(profile)
         cdp = await CDP.connect(browser.devtools)
         tab = await Tab.open(cdp)
