@@ -419,7 +419,7 @@ let package = Package(
             dependencies: ["WebhookSink", "WebhookTestSupport", "StorageTestSupport", "GatewayEngine", "GatewayStorage"],
             swiftSettings: strict
         ),
-        .testTarget(name: "MQTTSinkTests", dependencies: ["MQTTSink", "GatewayEngine"], swiftSettings: strict),
+        .testTarget(name: "MQTTSinkTests", dependencies: ["MQTTSink", "GatewayEngine", "HRVAnalysis"], swiftSettings: strict),
         .testTarget(name: "GatewayMetricsTests", dependencies: ["GatewayMetrics", "GatewayEngine"], swiftSettings: strict),
         .testTarget(
             name: "DBusTests", dependencies: ["DBus", "DBusTestSupport"], resources: [.copy("Data")], swiftSettings: strict

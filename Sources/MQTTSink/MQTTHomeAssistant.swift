@@ -1,7 +1,7 @@
 import GatewayEngine
 
 /// Home Assistant MQTT discovery for the sensors a gateway sees: per device (a strap, a camera) and metric (heart
-/// rate, RMSSD, battery, contact), a retained config under `homeassistant/sensor/<ID>_<device>_<metric>/config`
+/// rate, RMSSD, live DFA alpha1, battery, contact), a retained config under `homeassistant/sensor/<ID>_<device>_<metric>/config`
 /// that points at the device's state topic and ties availability to the gateway's status topic. A config is
 /// published when its metric first has a value, so a strap without a battery service gets no battery sensor.
 public struct HomeAssistantDiscovery: Sendable {
@@ -15,6 +15,7 @@ public struct HomeAssistantDiscovery: Sendable {
     public enum Metric: String, Sendable, CaseIterable {
         case heartRate = "heart_rate"
         case rmssd = "rmssd"
+        case dfaAlpha1 = "dfa_alpha1"
         case battery = "battery"
         case contact = "contact"
 
@@ -23,6 +24,7 @@ public struct HomeAssistantDiscovery: Sendable {
             switch self {
             case .heartRate: "hr_bpm"
             case .rmssd: "rmssd_ms"
+            case .dfaAlpha1: "dfa_alpha1"
             case .battery: "battery_percent"
             case .contact: "contact"
             }
@@ -78,6 +80,11 @@ public struct HomeAssistantDiscovery: Sendable {
             o["unit_of_measurement"] = .string("ms")
             o["state_class"] = .string("measurement")
             o["icon"] = .string("mdi:heart-flash")
+        case .dfaAlpha1:
+            o["name"] = .string("DFA alpha1")
+            o["state_class"] = .string("measurement")
+            o["suggested_display_precision"] = .int(2)
+            o["icon"] = .string("mdi:chart-bell-curve")
         case .battery:
             o["name"] = .string("Battery")
             o["unit_of_measurement"] = .string("%")
@@ -98,6 +105,8 @@ struct DeviceBoard: Sendable {
         var source: String
         var hrBpm: Double?
         var rmssdMs: Double?
+        /// Its latest live DFA alpha1 (withheld estimates leave it as it was).
+        var dfaAlpha1: Double?
         var batteryPercent: Int?
         var contact: SensorContact?
         var state: String?
@@ -112,6 +121,7 @@ struct DeviceBoard: Sendable {
                 switch m {
                 case .heartRate: hrBpm != nil
                 case .rmssd: rmssdMs != nil
+                case .dfaAlpha1: dfaAlpha1 != nil
                 case .battery: batteryPercent != nil
                 case .contact: contact != nil
                 }
@@ -122,6 +132,7 @@ struct DeviceBoard: Sendable {
             var o: [String: JSONValue] = ["source": .string(source), "updated_at_ms": .int(updatedAtMs)]
             if let hrBpm, hrBpm.isFinite { o["hr_bpm"] = .double((hrBpm * 10).rounded() / 10) }
             if let rmssdMs, rmssdMs.isFinite { o["rmssd_ms"] = .double((rmssdMs * 10).rounded() / 10) }
+            if let dfaAlpha1, dfaAlpha1.isFinite { o["dfa_alpha1"] = .double((dfaAlpha1 * 1000).rounded() / 1000) }
             if let batteryPercent { o["battery_percent"] = .int(Int64(batteryPercent)) }
             if let contact { o["contact"] = .string(contact.rawValue) }
             if let state { o["state"] = .string(state) }
@@ -166,6 +177,7 @@ struct DeviceBoard: Sendable {
                 if let m, let rr = m.rrCount, rr > 1, devices[key]?.source != SessionMetrics.cameraSource {
                     devices[key]?.rmssdMs = m.rmssdMs
                 }
+                if let a = m?.liveDFA?.alpha1, a.isFinite { devices[key]?.dfaAlpha1 = a }
             }
             return devices.keys.sorted()
         default:

@@ -1,5 +1,6 @@
 import Foundation
 import GatewayEngine
+import HRVAnalysis
 import Testing
 
 @testable import MQTTSink
@@ -124,6 +125,45 @@ import Testing
         _ = board.record(SessionEvent.frame(sessionId: "s", seq: 2, emittedAtMs: 4, metrics: metrics, behavior: nil))
         #expect(board.devices["AA"]?.rmssdMs == 30)
         #expect(board.devices["/dev/video0"]?.rmssdMs == nil)
+    }
+
+    /// Each strap's live DFA alpha1 (from the frame's `devices`) goes into its state and gets a Home Assistant sensor
+    /// once it has a value; a withheld estimate leaves the last one.
+    @Test func eachStrapsAlpha1IsInItsStateOnceItHasOne() throws {
+        var board = DeviceBoard()
+        for d in ["AA", "BB"] {
+            board.record(BiosignalSample(timestampMs: 1_000, bpm: 60, rrIntervalsMs: [1000], deviceId: d, source: "ble_hrm"))
+            _ = board.unannounced(d)
+        }
+        var x = 0.0
+        var k = 0.0
+        let correlated = (0..<160).map { _ -> Double in
+            k += 1
+            x = 0.9 * x + 15 * sin(k * 0.7) * cos(k * 0.13)
+            return 850 + x
+        }
+        let estimate = LiveDFA.estimate(segments: [correlated], endS: 140)
+        let alpha1 = try #require(estimate.alpha1)
+        var a = SessionMetrics()
+        a.liveDFA = estimate
+        var b = SessionMetrics()
+        b.liveDFA = LiveDFA.estimate(segments: [[800, 810]], endS: 140)
+        #expect(b.liveDFA?.alpha1 == nil, "withheld: too few intervals")
+        var frame = SessionMetrics()
+        frame.devices = ["AA": a, "BB": b]
+        _ = board.record(SessionEvent.frame(sessionId: "s", seq: 1, emittedAtMs: 2_000, metrics: frame, behavior: nil))
+        #expect(board.unannounced("AA") == [.dfaAlpha1])
+        #expect(board.unannounced("BB") == [])
+        #expect(board.devices["AA"]?.stateDocument["dfa_alpha1"] == .double((alpha1 * 1000).rounded() / 1000))
+        #expect(board.devices["BB"]?.stateDocument["dfa_alpha1"] == nil)
+        // Withheld later: A keeps its last value.
+        frame.devices = ["AA": b, "BB": b]
+        _ = board.record(SessionEvent.frame(sessionId: "s", seq: 2, emittedAtMs: 3_000, metrics: frame, behavior: nil))
+        #expect(board.devices["AA"]?.dfaAlpha1 == alpha1)
+        let config = HomeAssistantDiscovery(topics: try MQTTTopics(gatewayId: "gym-1")).config(
+            device: "AA", source: "ble_hrm", metric: .dfaAlpha1)
+        #expect(config["value_template"]?.stringValue == "{{ value_json.dfa_alpha1 }}")
+        #expect(config["name"]?.stringValue == "DFA alpha1")
     }
 
     /// Strap A's link was lost a while ago; B alone is in the window, so the frame has no `devices` and its RMSSD is
