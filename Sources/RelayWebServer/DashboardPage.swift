@@ -15,12 +15,13 @@
 /// and the RR tachogram are drawn at once after a reload.
 ///
 /// Stable ids for tests: `hr` (with `data-seq`, `data-source`: `sample` or `frame`, and `data-device` for a sample),
-/// `hr-mean`, `zone` (`data-zone` 0–5), `rmssd`, `sdnn`, `pnn50`, `resp`, `resp-source`, `dfa`, `dfa-zone`, `rr-last`,
-/// `beats`, `session`, `frame`, `sensors` (an `li` per source with `data-source`, `data-device`, `data-state`,
-/// `data-battery`), `summary` (`data-session`), `conn` (`data-state`), `auth`, `empty`, `pacer` (`data-active`,
-/// `data-phase`, `data-cycle`, `data-duration-ms`), `pacer-text`, `pacer-info`, `rsa`, `adherence`, `coherence`,
-/// `sessions` (a `tr` per session with `data-session`); `metrics` carries the `seq` and `session_id` of the
-/// `session_frame` on display as `data-seq` and `data-session`, the `rr-chart` canvas the `seq` of the newest
+/// `hr-mean`, `straps` (with several devices: a `tr` per device with `data-device`, `data-primary` on the top-level
+/// one's; its tile `straps-tile`), `zone` (`data-zone` 0–5), `rmssd`, `sdnn`, `pnn50`, `resp`, `resp-source`, `dfa`,
+/// `dfa-zone`, `rr-last`, `beats`, `session`, `frame`, `sensors` (an `li` per source with `data-source`, `data-device`,
+/// `data-state`, `data-battery`), `summary` (`data-session`), `conn` (`data-state`), `auth`, `empty`, `pacer`
+/// (`data-active`, `data-phase`, `data-cycle`, `data-duration-ms`), `pacer-text`, `pacer-info`, `rsa`, `adherence`,
+/// `coherence`, `sessions` (a `tr` per session with `data-session`); `metrics` carries the `seq` and `session_id` of
+/// the `session_frame` on display as `data-seq` and `data-session`, the `rr-chart` canvas the `seq` of the newest
 /// `biosignal_frame` as `data-seq`; charts are `hr-chart`, `rr-chart` and `hrv-chart`.
 enum DashboardPage {
     static let html = #"""
@@ -132,6 +133,9 @@ enum DashboardPage {
     <div class="answer sub"><span>RSA <b id="rsa">–</b> bpm</span><span>adherence <b id="adherence">–</b> %</span>
       <span>coherence <b id="coherence">–</b></span></div>
   </section>
+  <section class="tile wide" id="straps-tile" hidden><div class="label">Straps (the numbers above are the ★ one's)</div>
+    <table><thead><tr><th>Device</th><th>Mean</th><th>RMSSD</th><th>DFA alpha1</th></tr></thead>
+      <tbody id="straps"></tbody></table></section>
   <section class="tile wide"><div class="label">Heart rate, last 5 minutes (window mean)</div><canvas id="hr-chart"></canvas></section>
   <section class="tile wide"><div class="label">RR tachogram, last 2 minutes: last <span id="rr-last">–</span> ms,
     <span id="beats">0</span> beats</div><canvas id="rr-chart"></canvas></section>
@@ -310,8 +314,27 @@ function showFrame(m) {
   $("dfa-zone").textContent = typeof a === "number"
     ? (a >= 0.75 ? "aerobic" : a >= 0.5 ? "past the aerobic threshold" : "past the anaerobic threshold")
     : x.live_dfa_withheld ? "withheld: " + x.live_dfa_withheld : "";
+  showStraps(x);
   $("frame").textContent = "· frame " + m.seq + " at " + new Date(m.emitted_at_ms).toLocaleTimeString();
   addFramePoints(m);
+}
+
+// With several straps (a team, a lab's placements), each one's own window values; the top-level one marked.
+function showStraps(x) {
+  const devices = x.devices || {};
+  const ids = Object.keys(devices).sort();
+  $("straps-tile").hidden = ids.length < 2;
+  const rows = ids.map((id) => {
+    const d = devices[id], tr = document.createElement("tr");
+    tr.dataset.device = id;
+    if (id === x.primary_device) tr.dataset.primary = "1";
+    const cells = [(id === x.primary_device ? "★ " : "") + id, fixed(d.hr_mean_bpm, 0) + " bpm",
+      d.rr_count ? fixed(d.rmssd_ms, 0) + " ms" : "–",
+      typeof d.live_dfa_alpha1 === "number" ? d.live_dfa_alpha1.toFixed(2) : "–"];
+    for (const c of cells) tr.appendChild(Object.assign(document.createElement("td"), {textContent: c}));
+    return tr;
+  });
+  $("straps").replaceChildren(...rows);
 }
 
 // A frame's points on the charts, in time order: a replayed frame (hello recent_frames_ms) can arrive after a live one

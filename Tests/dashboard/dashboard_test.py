@@ -341,6 +341,9 @@ SNAPSHOT = """(() => {
     seq: m.dataset.seq ? Number(m.dataset.seq) : null, session: m.dataset.session || null,
     hr: t("hr"), hrSeq: hr.dataset.seq ? Number(hr.dataset.seq) : null, hrSource: hr.dataset.source || null,
     hrDevice: hr.dataset.device || null, dfa: t("dfa"), dfaZone: t("dfa-zone"),
+    straps: getComputedStyle(document.getElementById("straps-tile")).display === "none" ? null
+      : [...document.querySelectorAll("#straps tr")].map((tr) => ({device: tr.dataset.device, primary: tr.dataset.primary === "1",
+          cells: [...tr.children].map((td) => td.textContent)})),
     hrMean: t("hr-mean"), zone: t("zone"), zoneNumber: Number(document.getElementById("zone").dataset.zone),
     rmssd: t("rmssd"), sdnn: t("sdnn"), resp: t("resp"), respSource: t("resp-source"),
     rsa: t("rsa"), adherence: t("adherence"), coherence: t("coherence"),
@@ -450,6 +453,7 @@ async def run_checks(report, gw, tab, bad, overlay, token, empty_gw, empty_tab, 
         check_big_number(snap, gw)
         assert snap["conn"] == "connected", snap["conn"]
         assert snap["sessionText"] == snap["session"], (snap["sessionText"], snap["session"])
+        assert snap["straps"] is None, f"one strap, yet a straps table: {snap['straps']}"
 
     async def tachogram():
         snap = await tab.poll(SNAPSHOT, lambda s: s["rrSeq"] and int(s["beats"]) >= 3, "fewer than 3 beats")
@@ -694,6 +698,16 @@ async def run_checks(report, gw, tab, bad, overlay, token, empty_gw, empty_tab, 
         a = x["live_dfa_alpha1"]
         zone = "aerobic" if a >= 0.75 else "past the aerobic threshold" if a >= 0.5 else "past the anaerobic threshold"
         assert snap["dfaZone"] == zone, f"alpha1 {a}: page says {snap['dfaZone']!r}"
+        # The straps table: one row per strap with its own values, A marked as the one above.
+        rows = {r["device"]: r for r in snap["straps"] or []}
+        assert set(rows) == {STRAP_A, STRAP_B} and rows[STRAP_A]["primary"] and not rows[STRAP_B]["primary"], snap["straps"]
+        for device, r in rows.items():
+            d = x["devices"][device]
+            shown_as(r["cells"][1].removesuffix(" bpm"), d["hr_mean_bpm"], 0, f"{device}'s mean")
+            shown_as(r["cells"][2].removesuffix(" ms"), d["rmssd_ms"], 0, f"{device}'s RMSSD")
+            shown_as(r["cells"][3], d.get("live_dfa_alpha1"), 2, f"{device}'s alpha1")
+        if SCREENSHOTS:
+            await screenshot(two_tab, "two-straps.png")
         # The overlay: the top-level strap's by default; one strap's with ?device=.
         await two_tab.navigate(f"{two}overlay")
         first = await two_tab.poll(OVERLAY, lambda s: s["source"] == "sample" and s["text"] != "–",
