@@ -1,8 +1,9 @@
 import GatewayEngine
 
 /// Home Assistant MQTT discovery for the sensors a gateway sees: per device (a strap, a camera) and metric (heart
-/// rate, RMSSD, live DFA alpha1, battery, contact), a retained config under `homeassistant/sensor/<ID>_<device>_<metric>/config`
-/// that points at the device's state topic and ties availability to the gateway's status topic. A config is
+/// rate, RMSSD, live DFA alpha1, battery, contact), a retained config under
+/// `homeassistant/sensor/<ID>_<device>_<metric>/config` that points at the device's state topic and ties availability
+/// to the gateway's status topic. A config is
 /// published when its metric first has a value, so a strap without a battery service gets no battery sensor.
 public struct HomeAssistantDiscovery: Sendable {
     public let topics: MQTTTopics
@@ -168,16 +169,14 @@ struct DeviceBoard: Sendable {
             devices[key] = d
             return [key]
         case .frame(_, _, _, let metrics, _), .summary(_, _, let metrics, _):
-            // RMSSD is the device's own when several devices contribute; with one, the frame's, for the device whose
-            // readings are in its window (another strap, gone for longer than the window, keeps its last value
-            // rather than taking this one's); never for a camera.
-            for key in devices.keys {
+            // RMSSD and live DFA alpha1 are the device's own when several devices contribute; with one, the frame's,
+            // for the device whose readings are in its window (another strap, gone for longer than the window, keeps
+            // its last values rather than taking this one's); never for a camera.
+            for key in devices.keys where devices[key]?.source != SessionMetrics.cameraSource {
                 let inWindow = metrics.startMs.map { start in (devices[key]?.lastSampleMs).map { $0 >= start } ?? false } ?? true
-                let m = metrics.devices?[key] ?? (metrics.devices == nil && inWindow ? metrics : nil)
-                if let m, let rr = m.rrCount, rr > 1, devices[key]?.source != SessionMetrics.cameraSource {
-                    devices[key]?.rmssdMs = m.rmssdMs
-                }
-                if let a = m?.liveDFA?.alpha1, a.isFinite { devices[key]?.dfaAlpha1 = a }
+                guard let m = metrics.devices?[key] ?? (metrics.devices == nil && inWindow ? metrics : nil) else { continue }
+                if let rr = m.rrCount, rr > 1 { devices[key]?.rmssdMs = m.rmssdMs }
+                if let a = m.liveDFA?.alpha1, a.isFinite { devices[key]?.dfaAlpha1 = a }
             }
             return devices.keys.sorted()
         default:

@@ -45,10 +45,10 @@ public protocol WebhookTransport: Sendable {
 }
 
 /// POSTs with AsyncHTTPClient (`Content-Type: application/json`, and `Idempotency-Key`: `idempotencyKey(of:)`) on one
-/// client for the process, created with the
-/// first request on AsyncHTTPClient's default event loop group: a gateway without a webhook runs none of it. (Not
-/// Foundation's URLSession: that is FoundationNetworking over libcurl, whose library tree every hr-gateway process
-/// would then map, about 5 MB resident, webhook or not.) HTTPS is checked against the system's trust store.
+/// client for the process, created with the first request on AsyncHTTPClient's default event loop group: a gateway
+/// without a webhook runs none of it. (Not Foundation's URLSession: that is FoundationNetworking over libcurl, whose
+/// library tree every hr-gateway process would then map, about 5 MB resident, webhook or not.) HTTPS is checked
+/// against the system's trust store.
 public struct HTTPClientWebhookTransport: WebhookTransport {
     /// The most of an answer's body that is read (and ignored): only the status matters.
     static let bodyLimit = 64 * 1024

@@ -160,6 +160,16 @@ import Testing
         frame.devices = ["AA": b, "BB": b]
         _ = board.record(SessionEvent.frame(sessionId: "s", seq: 2, emittedAtMs: 3_000, metrics: frame, behavior: nil))
         #expect(board.devices["AA"]?.dfaAlpha1 == alpha1)
+        // A strap and a camera: the frame has no `devices` (the camera is not one), and its alpha1 is the strap's
+        // alone.
+        var pair = DeviceBoard()
+        pair.record(BiosignalSample(timestampMs: 1_000, bpm: 60, rrIntervalsMs: [1000], deviceId: "AA", source: "ble_hrm"))
+        pair.record(BiosignalSample(timestampMs: 1_000, bpm: 61, deviceId: "/dev/video0", source: SessionMetrics.cameraSource))
+        var strapAndCamera = a
+        strapAndCamera.startMs = 0
+        _ = pair.record(SessionEvent.frame(sessionId: "s", seq: 1, emittedAtMs: 2_000, metrics: strapAndCamera, behavior: nil))
+        #expect(pair.devices["AA"]?.dfaAlpha1 == alpha1)
+        #expect(pair.devices["/dev/video0"]?.dfaAlpha1 == nil)
         let config = HomeAssistantDiscovery(topics: try MQTTTopics(gatewayId: "gym-1")).config(
             device: "AA", source: "ble_hrm", metric: .dfaAlpha1)
         #expect(config["value_template"]?.stringValue == "{{ value_json.dfa_alpha1 }}")
