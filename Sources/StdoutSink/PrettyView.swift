@@ -81,8 +81,8 @@ public struct PrettyView: Sendable {
     }
 
     /// The device the heart-rate, RR and HRV lines are about: the one the session's top level speaks for
-    /// (`primary_device`) when several send, else the first (the camera only when nothing else sends). Several
-    /// straps' notifications interleaved would show two people's heart rates in turn.
+    /// (`primary_device`) when several send, else the first strap with beats, else the first strap (a camera has its
+    /// own line). Several straps' notifications interleaved would show two people's heart rates in turn.
     var topDevice: String? {
         lastFrame?.primaryDevice ?? deviceOrder.first { recentRR[$0] != nil } ?? deviceOrder.first
     }
