@@ -37,10 +37,9 @@ struct PrimaryDevice: Sendable, Equatable {
         if let chosen = choose(groups) { id = chosen }
     }
 
-    /// The time one device's heart-rate readings cover, at a second each: those `hr_mean_bpm` counts (a rate above
-    /// zero, skin contact not denied).
+    /// The time one device's heart-rate readings cover, at a second each: those `hr_mean_bpm` counts.
     static func readingTimeMs(_ samples: [BiosignalSample]) -> Double {
-        Double(samples.filter { $0.bpm > 0 && $0.bpm.isFinite && $0.contact != .noContact }.count) * 1000
+        Double(samples.filter(SessionMetrics.carriesHeartRate).count) * 1000
     }
 
     /// The time one device's beats cover: the sum of its valid RR intervals (ms).

@@ -333,11 +333,14 @@ extension SessionMetrics {
     /// Mean bpm rounded to 0.1 with ties away from zero, as the SDK does. Samples that report no skin contact or a
     /// non-positive rate carry no heart rate and are left out; if that leaves none, all samples count.
     static func meanHR(_ samples: [BiosignalSample]) -> Double {
-        let valid = samples.filter { $0.bpm > 0 && $0.bpm.isFinite && $0.contact != .noContact }
+        let valid = samples.filter(carriesHeartRate)
         let use = valid.isEmpty ? samples.filter { $0.bpm.isFinite } : valid
         guard !use.isEmpty else { return 0 }
         return round1(use.reduce(0) { $0 + $1.bpm } / Double(use.count))
     }
+
+    /// A reading `hr_mean_bpm` counts: a finite rate above zero, skin contact not denied.
+    static func carriesHeartRate(_ s: BiosignalSample) -> Bool { s.bpm > 0 && s.bpm.isFinite && s.contact != .noContact }
 
     static func round1(_ x: Double) -> Double { (x * 10).rounded() / 10 }
 
