@@ -254,9 +254,14 @@ struct SessionCore {
         applyECG(to: &m, groups: groups, primary: primary.choose(groups))
         applyMotion(to: &m)
         if summary, let steps = assessmentSteps {
+            // One person's beats: the session's primary device while its beats cover at least the share the top
+            // level keeps it by over the whole assessment, else the device whose beats cover the most (a count of
+            // RR would pick the faster heart).
             let groups = SessionMetrics.groupByDevice(assessmentSamples)
-            let best = groups.max { SessionMetrics.rrTotal($0.samples) < SessionMetrics.rrTotal($1.samples) }
-            m.resonance = ResonanceAssessment.assess(steps: steps, beats: SessionMetrics.beats(of: best?.samples ?? []))
+            let judged = primary.choose(groups)
+            let beats = groups.first { $0.id == judged }?.samples ?? []
+            m.resonance = ResonanceAssessment.assess(steps: steps, beats: SessionMetrics.beats(of: beats))
+            if groups.count > 1 { m.resonanceDeviceId = judged }
         }
         return m
     }

@@ -40,6 +40,8 @@ public struct SessionMetrics: Sendable, Equatable {
     /// (docs/hrv.md §13).
     public var assessmentStep: Int?
     public var resonance: ResonanceAssessment.Result?
+    /// With several devices: whose beats the resonance assessment judged (`resonance_assessment.device_id`).
+    public var resonanceDeviceId: String?
 
     /// Motion from accelerometer samples in the window (Synheart's names): the RMS of each sample's distance from
     /// the window's mean vector (gravity and posture removed), in g, and how many samples.
@@ -96,7 +98,7 @@ public struct SessionMetrics: Sendable, Equatable {
         put("coherence", coherence)
         put("coherence_peak_hz", coherencePeakHz)
         put("assessment_step", assessmentStep)
-        if let r = resonance { o["resonance_assessment"] = Self.json(r) }
+        if let r = resonance { o["resonance_assessment"] = Self.json(r, deviceId: resonanceDeviceId) }
         put("ecg_rr_count", ecgRRCount)
         put("ecg_hr_bpm", ecgHrBpm)
         put("ecg_rr_agreement_ms", ecgRRAgreementMs)
@@ -276,8 +278,8 @@ extension SessionMetrics {
         return beats
     }
 
-    /// The `resonance_assessment` object of a summary.
-    static func json(_ r: ResonanceAssessment.Result) -> JSONValue {
+    /// The `resonance_assessment` object of a summary; `deviceId` names the device judged when there were several.
+    static func json(_ r: ResonanceAssessment.Result, deviceId: String?) -> JSONValue {
         var o: [String: JSONValue] = [
             "steps": .array(r.steps.map { step in
                 var s: [String: JSONValue] = [
@@ -292,6 +294,7 @@ extension SessionMetrics {
             }),
         ]
         if let rate = r.resonanceRateBpm { o["resonance_rate_bpm"] = .double(rate) }
+        if let deviceId { o["device_id"] = .string(deviceId) }
         return .object(o)
     }
 

@@ -8,10 +8,11 @@ public enum ResonanceReport {
         guard case .array(let steps)? = assessment["steps"] else { return [] }
         let best = assessment["resonance_rate_bpm"]?.doubleValue
         var lines: [String] = []
+        let whose = assessment["device_id"]?.stringValue.map { " (\($0)'s beats)" } ?? ""
         if let best {
-            lines.append("Resonance assessment: your resonance rate is \(rate(best)) breaths/min.")
+            lines.append("Resonance assessment\(whose): your resonance rate is \(rate(best)) breaths/min.")
         } else {
-            lines.append("Resonance assessment: no step had enough beats to judge (skin contact? a full run of every step?).")
+            lines.append("Resonance assessment\(whose): no step had enough beats to judge (skin contact? a full run of every step?).")
         }
         lines.append("  rate /min   LF peak ms²   peak Hz   RSA bpm   breaths   coverage   score")
         for s in steps {

@@ -57,6 +57,18 @@ import Testing
         #expect(PrimaryDevice().choose(groups(off + b)) == "B")
     }
 
+    /// Two straps that start together: in the first frame's few seconds a faster heart's beats cover a little more
+    /// time (less of its beat in progress is missing), which decided the top level before. Within 80 % of the best,
+    /// the first device in the window is chosen.
+    @Test func atTheStartTheFirstStrapIsChosenNotTheOneAheadByABeatInProgress() {
+        let a = strap("A", 1...8, bpm: 60, rr: [[1000]])
+        let b = strap("B", 1...9, bpm: 150, rr: [[400, 400], [400, 400, 400]], offsetMs: 5)
+        #expect(PrimaryDevice.beatTimeMs(b) > PrimaryDevice.beatTimeMs(a))
+        #expect(PrimaryDevice().choose(groups(a + b)) == "A")
+        // Below 80 % of the best, the best.
+        #expect(PrimaryDevice().choose(groups(strap("A", 1...6, bpm: 60, rr: [[1000]]) + b)) == "B")
+    }
+
     /// Once chosen, a device keeps the top level while its beats cover at least 80 % of the best device's time, and
     /// loses it below.
     @Test func theChoiceHoldsUntilItsBeatsCoverLessThanFourFifthsOfTheBest() {

@@ -107,6 +107,34 @@ import Testing
         }
     }
 
+    /// Two people in one assessment (synthetic RR: the bookkeeping only). A at 64 bpm answers most at 5 /min, B at
+    /// 150 bpm at 6.5 /min and sends more than twice the beats. The result is the top-level device's (A, first, its
+    /// beats covering the same time as B's), named in `device_id`; counting RR judged B's heart.
+    @Test func withTwoStrapsTheTopLevelDevicesBeatsAreJudged() async throws {
+        let plan = ResonancePlan()
+        let config = SessionConfig(
+            sessionId: "r2", mode: .breathing, durationSec: plan.sessionDurationSec,
+            profile: ComputeProfile(windowSec: 120, emitIntervalSec: 10), resonance: plan)
+        let clock = ManualSessionClock(startMs: 1_000_000)
+        var fast = SimulatedBiosignalProvider.Physiology.following(config, resonanceRateBpm: 6.5)
+        fast.meanHeartRateBpm = 150
+        let a = SimulatedBiosignalProvider(
+            physiology: .following(config, resonanceRateBpm: 5), seed: 7, deviceId: "A", clock: clock)
+        let b = SimulatedBiosignalProvider(physiology: fast, seed: 8, deviceId: "B", clock: clock)
+        let engine = SessionEngine(providers: [a, b], clock: clock)
+        let log = EventLog(engine)
+        _ = try await engine.startSession(config)
+        clock.advance(toMs: 1_000_000 + Int64(plan.sessionDurationSec) * 1000)
+        await log.ended()
+        guard case .summary(_, _, let m, _)? = log.last else { throw ProviderBroke() }
+        try #require(m.primaryDevice == "A", "the top level is A's (the first device, same beat time)")
+        #expect((m.devices?["B"]?.rrCount ?? 0) > 2 * (m.devices?["A"]?.rrCount ?? 0))
+        let result = try #require(m.resonance)
+        #expect(result.resonanceRateBpm == 5, "\(result.steps.map { ($0.rateBpm, $0.score ?? -1) })")
+        #expect(m.jsonValue["resonance_assessment"]?["device_id"]?.stringValue == "A")
+        #expect(ResonanceReport.lines(m.jsonValue["resonance_assessment"]!).first?.contains("(A's beats)") == true)
+    }
+
     /// The live view names the step under way and, at the end, prints the table with the resonance rate marked.
     @Test func theLiveViewShowsTheStepAndTheResult() async throws {
         let (events, _) = try await assess(resonance: 6, seed: 5)
