@@ -8,6 +8,8 @@ public enum BLEHeartRateError: Error, Sendable, Equatable, CustomStringConvertib
     case busUnavailable(String)
     /// Nobody owns `org.bluez`.
     case noBluetoothd
+    /// bluetoothd owns its name but did not answer a call in time (hung, or busy with a stuck adapter).
+    case bluetoothdNotAnswering(String)
     /// The bus refused us access to `org.bluez`.
     case permissionDenied(String)
     /// No Bluetooth adapter (or none with the central role).
@@ -35,6 +37,10 @@ public enum BLEHeartRateError: Error, Sendable, Equatable, CustomStringConvertib
         case .noBluetoothd:
             "bluetoothd is not running (nobody owns org.bluez on the system bus); start it with "
                 + "`sudo systemctl start bluetooth` (Debian: `sudo apt-get install bluez` first)"
+        case .bluetoothdNotAnswering(let why):
+            "bluetoothd is running but did not answer (\(why)); it may be hung: restart it with "
+                + "`sudo systemctl restart bluetooth`, look at `journalctl -u bluetooth` for why, then run "
+                + "`hr-gateway doctor`"
         case .permissionDenied(let why):
             "the system bus denied access to org.bluez (\(why)); add this user to the `bluetooth` group "
                 + "(`sudo usermod -aG bluetooth $USER`, then log in again) or install a D-Bus policy in "
@@ -46,8 +52,9 @@ public enum BLEHeartRateError: Error, Sendable, Equatable, CustomStringConvertib
         case .adapterOff(let name):
             "adapter \(name) is powered off; run `bluetoothctl power on` (if it is blocked: `rfkill unblock bluetooth`)"
         case let .strapNotFound(spec, timeout):
-            "no heart-rate strap matching \(spec) found within \(timeout) s; wear the strap (it only advertises "
-                + "with skin contact), move it closer, and make sure no phone app holds its only connection"
+            "no heart-rate strap\(spec == "auto" ? "" : " matching \(spec)") found within \(timeout) s; wear the strap "
+                + "(it only advertises with skin contact), move it closer, and make sure no phone app holds its only "
+                + "connection"
         case .invalidSpec(let s):
             "invalid strap spec \"\(s)\": give an address (AA:BB:CC:DD:EE:FF), a name prefix or auto"
         }
@@ -60,11 +67,12 @@ public enum BLEHeartRateError: Error, Sendable, Equatable, CustomStringConvertib
     }
 
     /// Maps a D-Bus failure talking to `org.bluez` to the error the user should see.
-    static func from(_ error: any Error) -> BLEHeartRateError {
+    public static func from(_ error: any Error) -> BLEHeartRateError {
         if let b = error as? BlueZError {
             switch b.kind {
             case .bluetoothdNotRunning: return .noBluetoothd
             case .accessDenied: return .permissionDenied(b.message)
+            case .timedOut: return .bluetoothdNotAnswering(b.message)
             default: return .busUnavailable(b.description)
             }
         }
@@ -72,6 +80,7 @@ public enum BLEHeartRateError: Error, Sendable, Equatable, CustomStringConvertib
         switch e.name {
         case DBusError.serviceUnknown, DBusError.nameHasNoOwner: return .noBluetoothd
         case DBusError.accessDenied: return .permissionDenied(e.message)
+        case _ where e.isTimeout: return .bluetoothdNotAnswering(e.name)
         default: return .busUnavailable(e.description)
         }
     }

@@ -174,6 +174,8 @@ public final class CameraRPPGProvider: BiosignalProvider {
                         }
                     }
                 }
+                // Stopped: the last status is not `streaming` (the relay's and MQTT's retained state would keep it).
+                sink.status(pipeline.status(.disconnected, "Capture stopped."))
             } catch {
                 // The capture thread has already released the device.
                 sink.status(pipeline.status(

@@ -150,13 +150,14 @@ public struct GatewayConfiguration: Sendable, Equatable {
             guard let s = v.string else { throw fail(section, key, "\(name(section, key)) must be a string, got \(v.type)") }
             return s
         }
-        func positive(_ v: any TOMLValueConvertible, _ section: String?, _ key: String, allowZero: Bool = false)
-            throws(ConfigurationError) -> Int
+        func positive(_ v: any TOMLValueConvertible, _ section: String?, _ key: String, allowZero: Bool = false,
+                      max: Int = .max) throws(ConfigurationError) -> Int
         {
             guard v.type == .int, let i = v.int, allowZero ? i >= 0 : i > 0 else {
                 throw fail(section, key, "\(name(section, key)) must be \(allowZero ? "0 or a positive" : "a positive") "
                     + "integer, got \(v.type == .int ? v.debugDescription : "a \(v.type)")")
             }
+            guard i <= max else { throw fail(section, key, "\(name(section, key)) must be at most \(max), got \(i)") }
             return i
         }
 
@@ -208,9 +209,9 @@ public struct GatewayConfiguration: Sendable, Equatable {
                                     }
                                 }
                             case ("session", "window_sec"):
-                                c.windowSec = try positive(v, key, k)
+                                c.windowSec = try positive(v, key, k, max: SessionConfig.maxWindowSec)
                             case ("session", "emit_interval_sec"):
-                                c.emitIntervalSec = try positive(v, key, k)
+                                c.emitIntervalSec = try positive(v, key, k, max: SessionConfig.maxWindowSec)
                             case ("webhook", "url"):
                                 let u = try string(v, key, k)
                                 guard u.isEmpty || Self.isWebhookURL(u) else {
@@ -347,10 +348,14 @@ public struct GatewayConfiguration: Sendable, Equatable {
             errors.append(ConfigurationError(path: "environment variable \(name)", line: nil, message: message))
         }
         func value(_ name: String) -> String? { env[name].flatMap { $0.isEmpty ? nil : $0 } }
-        func positive(_ name: String, allowZero: Bool = false) -> Int? {
+        func positive(_ name: String, allowZero: Bool = false, max: Int = .max) -> Int? {
             guard let s = value(name) else { return nil }
             guard let i = Int(s), allowZero ? i >= 0 : i > 0 else {
                 bad(name, "must be \(allowZero ? "0 or a positive" : "a positive") integer, got \"\(s)\"")
+                return nil
+            }
+            guard i <= max else {
+                bad(name, "must be at most \(max), got \(i)")
                 return nil
             }
             return i
@@ -374,13 +379,13 @@ public struct GatewayConfiguration: Sendable, Equatable {
                 bad("HR_GATEWAY_MODE", "must be focus, breathing or typing, got \"\(s)\"")
             }
         }
-        if let w = positive("HR_GATEWAY_WINDOW_SEC") { windowSec = w }
+        if let w = positive("HR_GATEWAY_WINDOW_SEC", max: SessionConfig.maxWindowSec) { windowSec = w }
         if let u = value("HR_GATEWAY_WEBHOOK") {
             if Self.isWebhookURL(u) { webhookURL = u } else {
                 bad("HR_GATEWAY_WEBHOOK", "must be an http:// or https:// URL with a host, got \"\(u)\"")
             }
         }
-        if let e = positive("HR_GATEWAY_EMIT_INTERVAL_SEC") { emitIntervalSec = e }
+        if let e = positive("HR_GATEWAY_EMIT_INTERVAL_SEC", max: SessionConfig.maxWindowSec) { emitIntervalSec = e }
         if let u = value("HR_GATEWAY_MQTT") {
             if Self.isMQTTURL(u) { mqttURL = u } else {
                 bad("HR_GATEWAY_MQTT", "must be mqtt://[user[:password]@]HOST[:PORT] or mqtts://…, got \"\(u)\"")

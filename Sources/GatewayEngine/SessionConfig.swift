@@ -86,11 +86,16 @@ public struct SessionConfig: Sendable, Equatable {
     /// durations and intervals are refused, since they would make a timer spin.
     public init(json: JSONValue) throws(SessionError) {
         guard let id = json["session_id"]?.stringValue else { throw .invalidState("Missing session_id") }
+        // Beyond the SDK: an ID names the session in the store, exports and file names.
+        guard !id.isEmpty, id.count <= Self.maxSessionIdLength else {
+            throw .invalidState("session_id must be 1 to \(Self.maxSessionIdLength) characters, got \(id.count)")
+        }
         guard let modeString = json["mode"]?.stringValue, let mode = SessionMode(rawValue: modeString) else {
             throw .invalidState("Missing or invalid mode")
         }
-        guard let duration = json["duration_sec"]?.intValue, duration <= Int64(Int32.max) else {
-            throw .invalidState("Missing duration_sec")
+        guard let duration = json["duration_sec"]?.intValue else { throw .invalidState("Missing duration_sec") }
+        guard duration > 0, duration <= Int64(Self.maxDurationSec) else {
+            throw .invalidState("duration_sec must be 1 to \(Self.maxDurationSec) seconds, got \(duration)")
         }
         let profile: ComputeProfile
         if let p = json["profile"], case .object = p { profile = ComputeProfile(json: p) } else { profile = ComputeProfile() }
@@ -118,15 +123,27 @@ public struct SessionConfig: Sendable, Equatable {
         try self.init(json: json)
     }
 
-    /// Refuses values that cannot run: a duration or interval that is not positive, a window shorter than a second.
+    /// The longest window and interval between frames a session takes, in seconds (a day), and its longest duration
+    /// (the SDK's 32-bit seconds, the duration of a session that runs until stopped): beyond them the engine's
+    /// millisecond arithmetic would overflow.
+    public static let maxWindowSec = 86_400
+    /// The longest session ID taken (characters).
+    public static let maxSessionIdLength = 200
+    public static let maxDurationSec = Int(Int32.max)
+
+    /// Refuses values that cannot run: a duration, window or interval that is not positive or over its limit.
     public func validate() throws(SessionError) {
-        guard durationSec > 0 else { throw .invalidState("duration_sec must be positive, got \(durationSec)") }
-        guard profile.windowSec > 0 else { throw .invalidState("window_sec must be positive, got \(profile.windowSec)") }
-        guard profile.emitIntervalSec > 0 else {
-            throw .invalidState("emit_interval_sec must be positive, got \(profile.emitIntervalSec)")
+        guard durationSec > 0, durationSec <= Self.maxDurationSec else {
+            throw .invalidState("duration_sec must be 1 to \(Self.maxDurationSec), got \(durationSec)")
         }
-        if let raw = profile.rawEmitIntervalSec, raw <= 0 {
-            throw .invalidState("raw_emit_interval_sec must be positive, got \(raw)")
+        guard profile.windowSec > 0, profile.windowSec <= Self.maxWindowSec else {
+            throw .invalidState("window_sec must be 1 to \(Self.maxWindowSec), got \(profile.windowSec)")
+        }
+        guard profile.emitIntervalSec > 0, profile.emitIntervalSec <= Self.maxWindowSec else {
+            throw .invalidState("emit_interval_sec must be 1 to \(Self.maxWindowSec), got \(profile.emitIntervalSec)")
+        }
+        if let raw = profile.rawEmitIntervalSec, raw <= 0 || raw > Self.maxWindowSec {
+            throw .invalidState("raw_emit_interval_sec must be 1 to \(Self.maxWindowSec), got \(raw)")
         }
         if let p = breathingPattern, mode != .breathing {
             throw .invalidState("A breathing pattern (\(p.name)) needs mode breathing, not \(mode.rawValue)")

@@ -303,7 +303,7 @@ extension SessionMetrics {
     /// than the tolerance. A notification without RR but with contact does not end a run: a strap sends one every
     /// second and no beat ended in that second whenever an interval spans it (normal below about 60 bpm); lost beats
     /// show up in the time check.
-    static func rrSegments(_ samples: [BiosignalSample]) -> [[Double]] {
+    public static func rrSegments(_ samples: [BiosignalSample]) -> [[Double]] {
         var segments: [[Double]] = []
         var current: [Double] = []
         var previous: BiosignalSample?

@@ -96,7 +96,15 @@ public enum FrequencyDomain {
         if Double(nperseg) > Double(n) / 2 { nperseg = n / 2 }
         nperseg = Swift.max(nperseg, 4)
         let nfft = 2 * nperseg
+        // Segments overlapping by half (scipy's default), spread evenly from the first sample to the last: as many
+        // as that overlap needs to reach the end, each start rounded. scipy (and neurokit2) step by exactly half a
+        // segment from the start and leave out whatever the last whole segment does not reach: with a segment of
+        // half the series and an odd length, the newest quarter of the series (docs/hrv.md §9).
         let step = nperseg - nperseg / 2
+        let count = n <= nperseg ? 1 : (n - nperseg + step - 1) / step + 1
+        let starts = (0..<count).map { i in
+            count == 1 ? 0 : Int((Double(i) * Double(n - nperseg) / Double(count - 1)).rounded())
+        }
         let window = (0..<nperseg).map { 0.5 - 0.5 * cos(2 * Double.pi * Double($0) / Double(nperseg)) }
         let windowPower = window.reduce(0) { $0 + $1 * $1 }
         let maxBin = Swift.min(nfft / 2, Int((0.5 * Double(nfft) / rate).rounded(.up)))
@@ -109,9 +117,8 @@ public enum FrequencyDomain {
         }
         var power = [Double](repeating: 0, count: maxBin + 1)
         var segments = 0
-        var start = 0
         var segment = [Double](repeating: 0, count: nperseg)
-        while start + nperseg <= n {
+        for start in starts where start + nperseg <= n {
             for i in 0..<nperseg { segment[i] = y[start + i] * window[i] }
             for k in 0...maxBin {
                 var re = 0.0
@@ -126,7 +133,6 @@ public enum FrequencyDomain {
                 power[k] += re * re + im * im
             }
             segments += 1
-            start += step
         }
         let scale = 1 / (rate * windowPower * Double(Swift.max(segments, 1)))
         var f = [Double](repeating: 0, count: maxBin + 1)

@@ -48,6 +48,9 @@ public struct RRFile: Sendable, Equatable {
     /// The column read, or nil for one value per line.
     public var column: String?
     public var unit: RRUnit
+    /// The intervals in uninterrupted runs (a recording's beats broken by a lost link or lost notifications); one
+    /// run, all of `rrMs`, for a file.
+    public var segments: [[Double]]
 
     /// Larger values are rejected as garbage (an RR interval of a minute is already a pause, not a beat).
     public static let maximumMs = 60_000.0
@@ -55,10 +58,11 @@ public struct RRFile: Sendable, Equatable {
     /// Header names read as milliseconds besides `rr_ms`.
     public static let millisecondAliases = ["rr", "ibi_ms"]
 
-    public init(rrMs: [Double], column: String?, unit: RRUnit) {
+    public init(rrMs: [Double], column: String?, unit: RRUnit, segments: [[Double]]? = nil) {
         self.rrMs = rrMs
         self.column = column
         self.unit = unit
+        self.segments = segments ?? [rrMs]
     }
 
     static let expected = "expected a CSV with a header naming rr_ms (milliseconds) or rr_1024 (1/1024 s), "
@@ -77,12 +81,18 @@ public struct RRFile: Sendable, Equatable {
         var headerFields = 0
         var values: [Double] = []
         var sawFirst = false
+        // The separator, from the first line: a comma, else a semicolon or a tab (a spreadsheet in a locale with
+        // decimal commas, the Polar Sensor Logger's layout), where a decimal comma in a value is read as a point.
+        var separator: Character = ","
         for (offset, raw) in lines.enumerated() {
             let number = offset + 1
             let line = raw.trimmingSpaces
             if line.isEmpty || line.hasPrefix("#") { continue }
+            if !sawFirst, !line.contains(",") {
+                separator = line.contains(";") ? ";" : line.contains("\t") ? "\t" : ","
+            }
             // Fields may be quoted, as R and spreadsheets write them ("","rr_ms").
-            let fields = line.split(separator: ",", omittingEmptySubsequences: false).map(\.trimmingSpaces.unquoted)
+            let fields = line.split(separator: separator, omittingEmptySubsequences: false).map(\.trimmingSpaces.unquoted)
             if !sawFirst {
                 sawFirst = true
                 if !fields.allSatisfy({ Double($0) != nil }) {
@@ -124,18 +134,33 @@ public struct RRFile: Sendable, Equatable {
                             + "\(fieldIndex + 1) of \(headerFields) in the header"
                     )
                 }
+                // More fields than the header names: a value written with a decimal comma (605,5) split in two,
+                // which read as the first part alone would shift every interval a little.
+                guard fields.count <= headerFields else {
+                    throw RRFileError(
+                        line: number,
+                        message: "\(fields.count) fields, but the header has \(headerFields)"
+                            + (separator == "," ? ": a decimal comma? Write 605.5, not 605,5 (or separate the "
+                                + "columns with semicolons)" : "")
+                    )
+                }
                 field = fields[fieldIndex]
             } else {
                 guard fields.count == 1 else {
                     throw RRFileError(
                         line: number,
-                        message: "\(fields.count) fields, expected one value per line (or a header naming rr_ms or rr_1024)"
+                        message: "\(fields.count) fields, expected one value per line (or a header naming rr_ms or "
+                            + "rr_1024)" + (fields.count == 2 ? "; a decimal comma? Write 605.5, not 605,5" : "")
                     )
                 }
                 field = fields[0]
             }
             guard !field.isEmpty else { throw RRFileError(line: number, message: "empty \(name) value") }
-            guard let v = Double(field) else { throw RRFileError(line: number, message: "'\(field)' is not a number") }
+            let text = separator == "," ? field : field.replacingOccurrences(of: ",", with: ".")
+            // Decimal notation only: Swift's Double also reads hexadecimal ("0x320"), which no RR file means.
+            guard !text.contains(where: { $0 == "x" || $0 == "X" }), let v = Double(text) else {
+                throw RRFileError(line: number, message: "'\(field)' is not a number")
+            }
             guard v.isFinite else { throw RRFileError(line: number, message: "'\(field)' is not a finite number") }
             guard v > 0 else { throw RRFileError(line: number, message: "RR intervals must be positive, got \(field)") }
             let ms = resolvedUnit.milliseconds(v)

@@ -26,6 +26,11 @@ public final class MQTTConnection: Sendable {
         var stopped = false
         /// Messages published while not connected, sent in order once the broker accepts the connection.
         var held: [Held] = []
+        /// The latest retained message of each topic, sent again after a reconnection, before what was held: a
+        /// broker that restarted without its state has lost them, and one that kept them holds the broker's last
+        /// will (`offline`) on the status topic.
+        var retained: [String: Held] = [:]
+        var everConnected = false
 
         var unacknowledged: Int { pending.count + held.reduce(0) { $0 + ($1.qos > 0 ? 1 : 0) } }
 
@@ -234,6 +239,7 @@ public final class MQTTConnection: Sendable {
     public func publish(topic: String, payload: String, qos: Int32, retain: Bool, tag: Int64? = nil) -> Bool {
         let message = Held(topic: topic, payload: Array(payload.utf8), qos: qos, retain: retain, tag: tag)
         let hold = state.withLock { s -> Bool in
+            if retain { s.retained[topic] = Held(topic: topic, payload: message.payload, qos: qos, retain: true) }
             guard !s.connected else { return false }
             s.hold(message)
             return true
@@ -326,6 +332,12 @@ public final class MQTTConnection: Sendable {
         }
         link?(.connected)
         for topic in handlers.withLock({ $0.subscriptions }) { _ = hrm_subscribe(handle, nil, topic, 1) }
+        // A reconnection: every topic's latest retained message first (the status `online` again), then what was
+        // held, which is newer where it has the same topic.
+        state.withLock { s in
+            if s.everConnected { s.held = s.retained.values.sorted { $0.topic < $1.topic } + s.held }
+            s.everConnected = true
+        }
         // Send what was held, in order; `connected` flips only once nothing is left, so that a message published
         // meanwhile queues behind the held ones instead of overtaking them.
         while true {

@@ -9,7 +9,8 @@
 public enum RGBTrace {
     /// Parses CSV text into samples, dropping rows whose `t_s` does not increase. Errors name the 1-based line.
     public static func parse(_ text: String, framesPerSecond: Double?) throws(RGBTraceError) -> RGBTraceRows {
-        var lines = text.split(omittingEmptySubsequences: false, whereSeparator: { $0 == "\n" || $0 == "\r\n" })
+        // Any line ending: "\n", "\r\n" (one Character) and a lone "\r" (classic Mac, some exporters).
+        var lines = text.split(omittingEmptySubsequences: false, whereSeparator: \.isNewline)
         guard !lines.isEmpty else { throw RGBTraceError(line: 1, reason: "the file is empty") }
         var headerLine = 0
         while headerLine < lines.count, lines[headerLine].trimmingSpaces().isEmpty { headerLine += 1 }
@@ -20,8 +21,10 @@ public enum RGBTrace {
             .map { $0.trimmingSpaces().lowercased() }
         func column(_ name: String) -> Int? { header.firstIndex(of: name) }
         guard let ri = column("r"), let gi = column("g"), let bi = column("b") else {
-            throw RGBTraceError(line: headerLine + 1,
-                                reason: "the header must name R, G and B columns (found: \(header.joined(separator: ", ")))")
+            // The names found, a few and short: a file whose lines did not split would echo all of itself.
+            let found = header.prefix(8).map { $0.count > 24 ? $0.prefix(24) + "…" : $0 }.joined(separator: ", ")
+                + (header.count > 8 ? ", … (\(header.count) columns)" : "")
+            throw RGBTraceError(line: headerLine + 1, reason: "the header must name R, G and B columns (found: \(found))")
         }
         let ti = column("t_s")
         if ti == nil {
@@ -38,6 +41,8 @@ public enum RGBTrace {
         var frame = 0
         var dropped = 0
         var firstDroppedLine: Int?
+        var blank = 0
+        var firstBlankLine: Int?
         lines.removeFirst(headerLine + 1)
         for (k, raw) in lines.enumerated() {
             let lineNumber = headerLine + 2 + k
@@ -52,6 +57,15 @@ public enum RGBTrace {
                     throw RGBTraceError(line: lineNumber, reason: "\(name) is not a number: '\(text)'")
                 }
                 return v
+            }
+            // A frame without a colour (no face in it: nan or an empty cell) is left out, counted, and bridged like a
+            // dropped frame; its time still counts for a trace without t_s.
+            let colours = [ri, gi, bi].map { fields[$0].trimmingSpaces().lowercased() }
+            if colours.contains(where: { $0.isEmpty || $0 == "nan" || $0 == "na" }) {
+                blank += 1
+                if firstBlankLine == nil { firstBlankLine = lineNumber }
+                frame += 1
+                continue
             }
             let r = try value(ri, "R"), g = try value(gi, "G"), b = try value(bi, "B")
             for (v, name) in [(r, "R"), (g, "G"), (b, "B")] where v < 0 || v > 255 {
@@ -71,8 +85,12 @@ public enum RGBTrace {
             samples.append(RPPGSample(tSeconds: t, rgb: RGBMean(r: r, g: g, b: b)))
             frame += 1
         }
-        guard !samples.isEmpty else { throw RGBTraceError(line: headerLine + 1, reason: "no data rows after the header") }
-        return RGBTraceRows(samples: samples, droppedRows: dropped, firstDroppedLine: firstDroppedLine)
+        guard !samples.isEmpty else {
+            throw RGBTraceError(line: headerLine + 1, reason: blank > 0
+                ? "no row has R, G and B values (\(blank) without)" : "no data rows after the header")
+        }
+        return RGBTraceRows(samples: samples, droppedRows: dropped, firstDroppedLine: firstDroppedLine,
+                            blankRows: blank, firstBlankLine: firstBlankLine)
     }
 }
 
@@ -84,11 +102,17 @@ public struct RGBTraceRows: Sendable, Equatable {
     public var droppedRows: Int
     /// 1-based line of the first dropped row, for the warning.
     public var firstDroppedLine: Int?
+    /// Rows left out because an R, G or B cell was empty or `nan` (a frame without a face), and the first's line.
+    public var blankRows: Int
+    public var firstBlankLine: Int?
 
-    public init(samples: [RPPGSample], droppedRows: Int = 0, firstDroppedLine: Int? = nil) {
+    public init(samples: [RPPGSample], droppedRows: Int = 0, firstDroppedLine: Int? = nil, blankRows: Int = 0,
+                firstBlankLine: Int? = nil) {
         self.samples = samples
         self.droppedRows = droppedRows
         self.firstDroppedLine = firstDroppedLine
+        self.blankRows = blankRows
+        self.firstBlankLine = firstBlankLine
     }
 }
 

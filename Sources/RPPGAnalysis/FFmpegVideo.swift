@@ -19,7 +19,8 @@ public struct FFmpegVideo: Sendable {
         self.ffmpeg = ffmpeg
         self.ffprobe = ffprobe
         let (status, out, err) = try FFmpegVideo.run(ffprobe, [
-            "-v", "error", "-select_streams", "v:0", "-show_entries", "stream=width,height,avg_frame_rate,r_frame_rate",
+            "-v", "error", "-select_streams", "v:0", "-show_entries",
+            "stream=width,height,avg_frame_rate,r_frame_rate:stream_side_data=rotation:stream_tags=rotate",
             "-of", "default=noprint_wrappers=1", path,
         ])
         guard status == 0 else { throw AnalysisError("ffprobe cannot read \(path): \(err.trimmingCharacters(in: .whitespacesAndNewlines))") }
@@ -41,8 +42,14 @@ public struct FFmpegVideo: Sendable {
         guard let fps = rate(fields["avg_frame_rate"]) ?? rate(fields["r_frame_rate"]), fps >= 1, fps <= 1000 else {
             throw AnalysisError("ffprobe reports no usable frame rate for \(path)")
         }
-        width = w
-        height = h
+        // A phone's clip is stored sideways with a display rotation (the display matrix's `rotation`, or an older
+        // `rotate` tag); ffmpeg turns it upright while decoding, so a quarter turn swaps the frames' sides. Read with
+        // the stored sides, every row would be cut at the wrong width: a sheared image in which no pulse is found.
+        let turn = (fields["rotation"] ?? fields["TAG:rotate"]).flatMap { Double($0) }.map { Int($0.rounded()) } ?? 0
+        let quarter = ((turn % 360) + 360) % 360
+        let sideways = quarter == 90 || quarter == 270
+        width = sideways ? h : w
+        height = sideways ? w : h
         framesPerSecond = fps
     }
 
@@ -62,10 +69,12 @@ public struct FFmpegVideo: Sendable {
 
     /// Streams every decoded frame through `body` (ffmpeg neither duplicates nor drops frames to reach a constant
     /// rate); frame i is stamped `time(i)`. A frame whose time is not finite is skipped and reported to
-    /// `dropNonFinite`.
+    /// `dropNonFinite`. Returns what ffmpeg reported while decoding to the end nonetheless (a truncated or damaged
+    /// file: frames missing), nil when it reported nothing.
+    @discardableResult
     public func decode(
         time: (Int) -> Double, _ body: (VideoFrame) throws -> Void, dropNonFinite: () -> Void = {}
-    ) throws {
+    ) throws -> String? {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: ffmpeg)
         process.arguments = ["-nostdin", "-v", "error", "-i", path, "-map", "0:v:0", "-fps_mode", "passthrough", "-f", "rawvideo", "-pix_fmt", "rgb24", "-"]
@@ -110,10 +119,11 @@ public struct FFmpegVideo: Sendable {
         process.waitUntilExit()
         try? errHandle.close()
         if let failure { throw failure }
+        let err = ((try? String(contentsOf: errURL, encoding: .utf8)) ?? "").trimmingCharacters(in: .whitespacesAndNewlines)
         if process.terminationStatus != 0 {
-            let err = (try? String(contentsOf: errURL, encoding: .utf8)) ?? ""
-            throw AnalysisError("ffmpeg failed on \(path) (exit \(process.terminationStatus)): \(err.trimmingCharacters(in: .whitespacesAndNewlines))")
+            throw AnalysisError("ffmpeg failed on \(path) (exit \(process.terminationStatus)): \(err)")
         }
+        return err.isEmpty ? nil : err
     }
 
     public static func which(_ name: String) -> String? {

@@ -21,6 +21,9 @@ public struct OfflineAnalysisResult: Sendable {
     public var durationSeconds: Double
     /// The ROI stage as the run left it (video runs), for its statistics.
     public var tracker: FaceROITracker?
+    /// A video that decoded with errors (truncated, damaged): what ffmpeg said, and how many frames the container
+    /// lists against those decoded. Nil when the decoder reported nothing.
+    public var decoderProblem: (message: String, listedFrames: Int, decodedFrames: Int)?
 }
 
 /// The offline rPPG path shared by `hr-gateway analyze` and `hr-gateway-bench rppg-eval`, so that the accuracy
@@ -83,7 +86,7 @@ public enum OfflineAnalysis {
         var estimates: [RPPGEstimate] = []
         var decoded = 0, kept = 0, dropped = 0
         var first: Double?, last: Double?
-        try video.decode(time: { i in
+        let log = try video.decode(time: { i in
             if i < times.count { return times[i] }
             return fromCaller ? .nan : (times.last ?? -1 / fps) + Double(i - times.count + 1) / fps
         }, { frame in
@@ -103,6 +106,7 @@ public enum OfflineAnalysis {
         guard kept > 0 else { throw AnalysisError("\(path): no frame has a usable time") }
         let duration = (last ?? 0) - (first ?? 0) + 1 / fps
         return OfflineAnalysisResult(estimates: estimates, frames: kept, droppedFrames: dropped, durationSeconds: duration,
-                                     tracker: estimator.tracker)
+                                     tracker: estimator.tracker,
+                                     decoderProblem: log.map { ($0, fromCaller ? 0 : times.count, decoded + dropped) })
     }
 }

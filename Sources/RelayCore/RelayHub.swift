@@ -599,8 +599,13 @@ public final class RelayHub: Sendable {
             guard let st = controller.status() else { return .success(["active": .bool(false)]) }
             return .success(st.jsonValue.objectValue ?? [:])
         case "start_session":
+            var config: SessionConfig
+            // A request the engine cannot take as written (a missing or mistyped key, a value out of range) is the
+            // consumer's to correct: `bad_request`, as docs/relay-protocol.md says; `invalid_state` is the engine's.
+            do { config = try SessionConfig(json: m) } catch {
+                return .failure(RelayCommandError("bad_request", error.message))
+            }
             do {
-                var config = try SessionConfig(json: m)
                 if m["include_raw_samples"] == nil && configuration.rawSamplesUnlessAsked { config.includeRawSamples = true }
                 try await controller.startSession(config)
                 await awaitStarted(config.sessionId)

@@ -356,6 +356,10 @@ function newSession(id) {
   sessionId = id;
   primaryDevice = null;
   hrvPoints.length = 0;
+  // The tachogram and its beat count are this session's.
+  rrSamples.clear();
+  $("beats").textContent = "0";
+  plot($("rr-chart"), [], RR_SPAN_MS, 20);
   $("session").textContent = id || "none";
 }
 
@@ -457,6 +461,8 @@ function handle(m) {
       else addFramePoints(m);
       break;
     case "biosignal_frame": {
+      // A replayed frame of an earlier session (hello's recent frames) is not this session's beats.
+      if (sessionId && m.session_id !== sessionId) break;
       addSamples(m.samples);
       // With several straps, the newest reading of the one at the frames' top level: the newest of all would show
       // two people's heart rates in turn.

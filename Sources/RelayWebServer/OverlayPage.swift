@@ -16,7 +16,8 @@
 /// The token comes from the URL fragment (`/overlay#token=TOKEN`), as for the dashboard (the connection is
 /// `/relay.js`'s, `RelayClientScript`); a read-only token is enough.
 /// The number goes blank (`–`) when no reading came for 10 s, and the overlay says nothing else on screen: connection
-/// problems are shown as a small mark only (`data-conn` on `<body>` says which).
+/// problems are shown as a small mark only (`data-conn` on `<body>` says which; `data-frame-seq` there is the `seq` of
+/// the newest `session_frame` handled, shown or not).
 /// Stable ids for tests: `value` (with `data-seq` of the event shown, `data-source` and, for a reading, `data-device`),
 /// `unit`, `heart`.
 enum OverlayPage {
@@ -77,9 +78,13 @@ function reading(samples) {
 }
 
 // A frame's metrics for the asked device: its entry under `devices` when several contribute, else the frame's.
+// A frame of one device does not name it: the frame is the asked device's only when that device has been seen (a
+// status or a sample of it); a mistyped ?device= shows nothing rather than another strap's values.
+const seen = new Set();
 function metricsOf(m) {
-  if (!device || !m.devices) return m;
-  return m.devices[device] || null;
+  if (!device) return m;
+  if (m.devices) return m.devices[device] || null;
+  return seen.has(device) ? m : null;
 }
 
 function show(v, seq, source) {
@@ -103,11 +108,15 @@ setInterval(() => {
 
 function handle(m) {
   if (m.type === "session_started") primary = null;
+  if (m.type === "sensor_status" && m.device_id) seen.add(m.device_id);
+  if (m.type === "gateway_status") for (const s of m.sensors || []) if (s.device_id) seen.add(s.device_id);
+  if (m.type === "biosignal_frame") for (const s of m.samples || []) seen.add(id(s));
   const s = m.type === "biosignal_frame" ? reading(m.samples || []) : null;
   if (metric === "hr" && s) {
     show(s.bpm, m.seq, "sample");
     $("value").dataset.device = id(s);
   } else if (m.type === "session_frame" && m.metrics) {
+    document.body.dataset.frameSeq = String(m.seq);  // the newest frame handled, shown or not
     primary = m.metrics.primary_device || null;
     const x = metricsOf(m.metrics);
     if (!x) return;

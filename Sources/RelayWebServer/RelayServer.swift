@@ -114,7 +114,9 @@ public struct RelayServer: Sendable {
                 guard server.authenticate(request) != nil else {
                     throw HTTPError(.unauthorized, message: "A valid relay token is required (Authorization: Bearer TOKEN).\n")
                 }
-                let id = context.parameters.get("id") ?? ""
+                // The page encodes the ID (`encodeURIComponent`): spaces, accents, quotes and slashes arrive escaped.
+                let raw = context.parameters.get("id") ?? ""
+                let id = raw.removingPercentEncoding ?? raw
                 let format = request.uri.queryParameters.get("format") ?? "csv"
                 let file: SessionArchiveFile?
                 do {

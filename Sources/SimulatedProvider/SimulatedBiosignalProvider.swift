@@ -186,11 +186,13 @@ public final class SimulatedBiosignalProvider: BiosignalProvider {
     }
 
     public func stopStreaming() async {
-        let timer = run.withLock { r -> (any ScheduledAction)? in
+        let stopped = run.withLock { r -> (timer: (any ScheduledAction)?, sink: ProviderSink)? in
             defer { r = nil }
-            return r?.timer
+            return r.map { ($0.timer, $0.sink) }
         }
-        timer?.cancel()
+        stopped?.timer?.cancel()
+        // As a strap does: the last status is not `streaming` (the relay's and MQTT's retained state would keep it).
+        stopped?.sink.status(SensorStatus(source: name, deviceId: deviceId, state: .disconnected, message: "stopped"))
     }
 
     private func scheduleNext() {

@@ -97,13 +97,16 @@ public struct PrettyView: Sendable {
         let live = top.flatMap { lastSample[$0] }
             ?? lastSample.values.filter { $0.source != SessionMetrics.cameraSource }.max { $0.timestampMs < $1.timestampMs }
         let hrLive = live.map { Self.num($0.bpm, 0) + " bpm" } ?? "—"
-        let hrMean = lastFrame.map { Self.num($0.hrMeanBpm, 1) + " bpm" } ?? "—"
+        let hrMean = lastFrame.flatMap { $0.sampleCount > 0 ? Self.num($0.hrMeanBpm, 1) + " bpm" : nil } ?? "—"
         let fromRR = lastFrame?.hrFromRRBpm.map { "   from RR " + Self.num($0, 1) } ?? ""
         let several = deviceOrder.count > 1 ? top.map { "   (\($0))" } ?? "" : ""
         lines.append("Heart rate   now \(hrLive)   window mean \(hrMean)\(fromRR)\(several)")
         let rr = top.flatMap { recentRR[$0] } ?? []
         lines.append("RR (ms)      " + (rr.isEmpty ? "—" : rr.map { Self.num($0, 0) }.joined(separator: " ")))
-        if let m = lastFrame {
+        if let m = lastFrame, m.sampleCount == 0 {
+            // A summary of a session that received nothing: its zeros (the wire format's) are not shown as values.
+            lines.append("HRV          — (no samples in the window)")
+        } else if let m = lastFrame {
             var hrv = "SDNN \(Self.num(m.hrSdnnMs, 1)) ms   RMSSD \(Self.num(m.rmssdMs, 1)) ms   pNN50 \(Self.num(m.pnn50, 1)) %"
             if let n = m.rrCount { hrv += "   beats \(n)" }
             if let a = m.artifactCount { hrv += "   corrected \(a)" }
@@ -174,8 +177,8 @@ public struct PrettyView: Sendable {
         lines.append("")
         if let ended {
             lines.append(ended)
-            if failed && lastSample.isEmpty {
-                lines.append(Self.nothingReceivedNote)
+            if lastSample.isEmpty {
+                lines.append(failed ? Self.nothingReceivedNote : Self.nothingMeasuredNote)
             } else if let endNote {
                 lines.append(endNote)
             }
@@ -191,6 +194,13 @@ public struct PrettyView: Sendable {
     /// export, and the failed attempt stays listed (so that a headless service shows why it recorded nothing).
     public static let nothingReceivedNote =
         "Nothing was received, so there is nothing to export (the attempt is listed as failed in `hr-gateway sessions list`).\n"
+        + "`hr-gateway doctor` checks, step by step, what the sources need."
+
+    /// Said instead of the end note when a session ran to its end without any source delivering a sample (a strap
+    /// never found or never worn, a camera that never saw a face): its summary's zeros are no measurement.
+    public static let nothingMeasuredNote =
+        "No source delivered a sample, so the summary measures nothing (its 0.0 values mean no data; the session is\n"
+        + "listed with 0 samples). A strap: worn, moistened and in range (`hr-gateway scan`)? A camera: a face in view?\n"
         + "`hr-gateway doctor` checks, step by step, what the sources need."
 
     static func num(_ x: Double, _ decimals: Int) -> String { String(format: "%.\(decimals)f", x) }

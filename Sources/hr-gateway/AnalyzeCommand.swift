@@ -32,15 +32,19 @@ struct AnalyzeCommand: ParsableCommand {
               hr_bpm only when confidence (0-1) >= 0.4; below that: no reading
               (calibrated on real compressed webcam video: docs/rppg.md).
               First reading after 5 s of usable frames, breathing after 20 s.
-              snr_db: de Haan SNR of the pulse (about +5..+10 dB on good webcam
-              video, below 0 dB when there is no usable pulse).
+              snr_db: de Haan's SNR of the pulse, its harmonic included (about
+              +5..+10 dB on good uncompressed webcam video). For study only: the
+              confidence comes from the fundamental alone, in two projections, so
+              compressed video often gives confident, right readings below 0 dB.
 
               --json prints one object per line:
                 {"type":"window","t_s":..,"window_s":..,"hr_bpm":..,"confidence":..,
                  "snr_db":..,"breathing_rate_bpm":..,"breathing_confidence":..}
               (hr_bpm / breathing_rate_bpm absent when not confident), then
                 {"type":"summary","mean_hr_bpm":..,"confident_fraction":..,
-                 "windows":..,"frames":..,"dropped_frames":..,"duration_s":..,"source":..}
+                 "confident_windows":..,"windows":..,"mean_breathing_rate_bpm":..,
+                 "frames":..,"dropped_frames":..,"duration_s":..,"source":..}
+              (the means absent when no window gave one)
               and for a video also "face_detector" (the cascade), "frames_face_detected"
               (detector ran and found the face: about 5 per second),
               "frames_face_tracked" (box held between detections), "frames_no_face".
@@ -98,6 +102,11 @@ struct AnalyzeCommand: ParsableCommand {
                 StandardStream.error.write(Data(
                     "warning: \(file): dropped \(rows.droppedRows) row(s) whose t_s does not increase (first on line \(rows.firstDroppedLine ?? 0))\n".utf8))
             }
+            if rows.blankRows > 0 {
+                StandardStream.error.write(Data(("warning: \(file): left out \(rows.blankRows) row(s) without an R, G or B "
+                    + "value (first on line \(rows.firstBlankLine ?? 0); no face in those frames?), bridged like dropped "
+                    + "frames\n").utf8))
+            }
             result = try OfflineAnalysis.analyze(trace: rows, configuration: config)
         } else {
             result = try OfflineAnalysis.analyze(
@@ -106,6 +115,15 @@ struct AnalyzeCommand: ParsableCommand {
             if result.droppedFrames > 0 {
                 StandardStream.error.write(Data(
                     "warning: \(file): dropped \(result.droppedFrames) frame(s) whose time does not increase\n".utf8))
+            }
+            if let problem = result.decoderProblem {
+                // ffmpeg decodes what it can of a truncated or damaged file and exits 0: the analysis covers less.
+                let count = problem.listedFrames > problem.decodedFrames + 5
+                    ? "decoded \(problem.decodedFrames) of the \(problem.listedFrames) frames the file lists"
+                    : "decoded \(problem.decodedFrames) frames"
+                let said = problem.message.split(whereSeparator: \.isNewline).prefix(3).joined(separator: "; ")
+                StandardStream.error.write(Data(
+                    "warning: \(file): the file is damaged or truncated (\(count)); the analysis covers what decoded. ffmpeg: \(said)\n".utf8))
             }
         }
         guard result.durationSeconds >= config.minimumWindowSeconds, !result.estimates.isEmpty else {

@@ -70,7 +70,8 @@ struct AttachCommand: AsyncParsableCommand {
 
     func validate() throws {
         guard url.hasPrefix("ws://") || url.hasPrefix("wss://") else {
-            throw ValidationError("The relay address starts with ws:// (such as ws://127.0.0.1:8765/v1/relay); got '\(url)'.")
+            throw ValidationError(
+                "The relay address starts with ws:// or wss:// (such as ws://127.0.0.1:8765/v1/relay); got '\(url)'.")
         }
         if start == nil {
             let session = [("--duration", duration != nil), ("--emit-interval", emitInterval != nil),
@@ -112,6 +113,10 @@ struct AttachCommand: AsyncParsableCommand {
                     StandardStream.output.write(Data((m.jsonString + "\n").utf8))
                 }
                 if type == "command_result", m["ok"] == .bool(false), m["id"] == .string("attach-start-\(id)") {
+                    // Said on stderr too: a script reading only the exit status and stderr learns why.
+                    let code = m["error_code"]?.stringValue ?? "refused"
+                    StandardStream.error.write(Data(
+                        "Error: the gateway refused to start the session (\(code)): \(m["message"]?.stringValue ?? "")\n".utf8))
                     status.withLock { $0 = 1 }
                     return .close
                 }

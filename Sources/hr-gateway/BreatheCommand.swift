@@ -108,8 +108,12 @@ struct BreatheCommand: AsyncParsableCommand {
         if findResonance, duration != nil {
             throw ValidationError("--find-resonance ends by itself after its last step: leave out --duration.")
         }
-        if let d = duration, d <= 0 { throw ValidationError("--duration must be a positive number of seconds.") }
-        if window <= 0 { throw ValidationError("--window must be a positive number of seconds.") }
+        if let d = duration, d <= 0 || d > SessionConfig.maxDurationSec {
+            throw ValidationError("--duration must be 1 to \(SessionConfig.maxDurationSec) seconds, got \(d).")
+        }
+        if window <= 0 || window > SessionConfig.maxWindowSec {
+            throw ValidationError("--window must be 1 to \(SessionConfig.maxWindowSec) seconds (a day), got \(window).")
+        }
         if !(simulatedResonance.isFinite && (3...10).contains(simulatedResonance)) {
             throw ValidationError("--simulated-resonance must be 3 to 10 breaths/min.")
         }

@@ -26,7 +26,7 @@ struct ConfigCheckCommand: ParsableCommand {
         discussion: """
             Without FILE (or --config FILE, as other commands take it), checks the file hr-gateway would read (or \
             says that none is present). Every error is printed with its line, in line order. The exit status is \
-            0 when the file is valid, 1 otherwise.
+            0 when the file and the HR_GATEWAY_* variables set are valid, 1 otherwise (the message says which).
 
             Examples:
               hr-gateway config check
@@ -68,7 +68,10 @@ struct ConfigCheckCommand: ParsableCommand {
 
     private func show(_ file: GatewayConfiguration) throws {
         var c = file
-        do { try c.applyEnvironment(ProcessInfo.processInfo.environment) } catch { throw CommandFailure("\(error)") }
+        do { try c.applyEnvironment(ProcessInfo.processInfo.environment) } catch {
+            // The file may be valid; the environment, which overrides it, is not (and a service would fail on it).
+            throw CommandFailure("the environment: \(error). HR_GATEWAY_* variables override the file: correct or unset it.")
+        }
         var rows: [(String, String)] = [
             ("log_level", c.logLevel.rawValue),
             ("state_dir", StateDirectory.resolve(configured: c.stateDir)),

@@ -117,7 +117,9 @@ struct EmulateStrapCommand: AsyncParsableCommand {
         }
         defer { connection.close() }
         let bluez: BlueZClient
-        do { bluez = try await BlueZClient.start(on: connection, logger: logger) } catch { throw CommandFailure("\(error)") }
+        do { bluez = try await BlueZClient.start(on: connection, logger: logger) } catch {
+            throw CommandFailure(BLEHeartRateError.from(error).description)
+        }
         defer { bluez.close() }
         guard bluez.bluetoothdRunning else { throw CommandFailure(BLEHeartRateError.noBluetoothd.description) }
         let adapterPath: DBusObjectPath

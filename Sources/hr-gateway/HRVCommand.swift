@@ -228,7 +228,7 @@ struct HRVCommand: ParsableCommand {
             return
         }
 
-        let result = HRVAnalyzer.analyze(parsed.rrMs, options: options)
+        let result = HRVAnalyzer.analyze(segments: parsed.segments, options: options)
         if json {
             print(JSONValue.object(Self.metrics(result)).jsonString)
         } else {
@@ -243,8 +243,8 @@ struct HRVCommand: ParsableCommand {
     }
 
     /// The RR intervals of one device of a recording, in the order they arrived (with `fromECG`, those between the R
-    /// peaks of its raw ECG, within each unbroken run). Lost links (a gap flagged in the recording) and the lines the
-    /// reader skipped are said on standard error: the series joins across them.
+    /// peaks of its raw ECG, within each unbroken run), in the runs the live session splits them into. The breaks and
+    /// the lines the reader skipped are said on standard error.
     static func recordedRR(_ text: String, file: String, device: String?, fromECG: Bool = false) throws -> RRFile {
         let contents: SampleFile.Contents
         do { contents = try SampleFile.parse(Array(text.utf8), path: file) } catch {
@@ -297,10 +297,16 @@ struct HRVCommand: ParsableCommand {
             }
             return RRFile(rrMs: rr, column: "R peaks of \(chosen)'s ECG", unit: .ms)
         }
-        let gaps = samples.dropFirst().filter(\.gapBefore).count
-        if gaps > 0 { notes.append("\(gaps) lost link\(gaps == 1 ? "" : "s") (beats missing): the series joins across") }
+        // The device's runs of beats as the live session splits them (a lost link, lost notifications, no skin
+        // contact): the notifications without RR count too.
+        let segments = SessionMetrics.rrSegments(contents.samples.filter { ($0.deviceId ?? $0.source) == chosen })
+        if segments.count > 1 {
+            notes.append("the beats break \(segments.count - 1) time\(segments.count == 2 ? "" : "s") (a lost link, lost "
+                + "notifications or no skin contact: beats missing); HRV takes no successive difference across a break, "
+                + "as the live session does (--window and --dfa-timeline join the series)")
+        }
         for note in notes { StandardStream.error.write(Data("note: \(file): \(note)\n".utf8)) }
-        return RRFile(rrMs: samples.flatMap { $0.rrIntervalsMs ?? [] }, column: "rr_intervals_ms of \(chosen)", unit: .ms)
+        return RRFile(rrMs: segments.flatMap { $0 }, column: "rr_intervals_ms of \(chosen)", unit: .ms, segments: segments)
     }
 
     static func readText(_ path: String) throws -> String {

@@ -63,7 +63,7 @@ struct ScanCommand: AsyncParsableCommand {
         if bluetoothdAbsent { throw CommandFailure(BLEHeartRateError.noBluetoothd.description) }
         let bluez: BlueZClient
         do { bluez = try await BlueZClient.start(on: connection, logger: logger) } catch {
-            throw CommandFailure("\(error)")
+            throw CommandFailure(BLEHeartRateError.from(error).description)
         }
         defer { bluez.close() }
         guard bluez.bluetoothdRunning else { throw CommandFailure(BLEHeartRateError.noBluetoothd.description) }
@@ -104,7 +104,7 @@ struct ScanCommand: AsyncParsableCommand {
         }
         if rows.isEmpty {
             throw CommandFailure(
-                BLEHeartRateError.strapNotFound(spec: "any heart-rate strap", timeoutSec: timeout).description)
+                BLEHeartRateError.strapNotFound(spec: "auto", timeoutSec: timeout).description)
         }
         if !json, let first = rows.first {
             StandardStream.error.write(Self.nextSteps(address: first.address))

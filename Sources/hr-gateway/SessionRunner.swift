@@ -48,7 +48,8 @@ struct SessionRunner {
     /// The session's clock: the system's, or the recording's time for a faster replay (`SourceOptions.sessionClock`).
     var clock: any SessionClock = SystemSessionClock()
 
-    /// Returns the process exit status: 0 after a summary, 1 after a session error, 2 when it could not start.
+    /// Returns the process exit status: 0 after a summary, 1 after a session error or a summary of a session that
+    /// received no sample, 2 when it could not start.
     func run() async throws -> Int32 {
         // A reader that goes away (standard output's, a TLS broker's socket written by OpenSSL without MSG_NOSIGNAL)
         // is an error to handle, not the end of the process: the session ends properly or goes on.
@@ -107,11 +108,19 @@ struct SessionRunner {
         }
         defer { whenClosed.cancel() }
         try await group.run()
-        if output == .jsonl, isatty(STDERR_FILENO) == 1 {
-            let note = session.exitStatus != 0 && outputs.samplesReceived == 0 ? PrettyView.nothingReceivedNote : endNote
+        // A session that ran to its summary without a single sample measured nothing: a failure to the caller (a
+        // script's `--duration` run, a service's log), said on stderr whatever it is; the live view has said it.
+        // Standard output that failed (a full disk) is the reason the command gives instead.
+        let nothing = outputs.samplesReceived == 0
+        let measuredNothing = session.exitStatus == 0 && nothing && StandardStream.outputFailureReason == nil
+        let status = measuredNothing ? 1 : session.exitStatus
+        if output == .jsonl, measuredNothing {
+            StandardStream.error.write(Data(("Error: " + PrettyView.nothingMeasuredNote + "\n").utf8))
+        } else if output == .jsonl, isatty(STDERR_FILENO) == 1 {
+            let note = session.exitStatus != 0 && nothing ? PrettyView.nothingReceivedNote : endNote
             if let note { StandardStream.error.write(Data((note + "\n").utf8)) }
         }
-        return session.exitStatus
+        return status
     }
 }
 

@@ -12,9 +12,11 @@ struct SessionsTrendCommand: ParsableCommand {
         abstract: "A per-day trend of RMSSD, RSA or resting heart rate over recorded sessions.",
         discussion: """
             Reads the summary of every finished session in the store and prints one line per day (local time): \
-            the date, the day's value, how many sessions gave it, and a bar. rmssd is the mean RMSSD of the day's \
+            the date, the day's value, how many sessions gave it, and a bar. A summary's values are those of the \
+            session's last window (--window, 60 s unless set), as in the Synheart SDK: the end of each session. \
+            rmssd is the mean RMSSD of the day's \
             sessions with RR intervals (ms); rsa the mean RSA amplitude of its paced breathing sessions (bpm; \
-            `stream --pattern`); resting_hr the day's lowest session mean heart rate (bpm). Sessions shorter than \
+            `stream --pattern`); resting_hr the day's lowest summary heart rate (bpm). Sessions shorter than \
             --min-duration (a minute by default: a test, a false start) are left out, and their number said.
 
             Examples:

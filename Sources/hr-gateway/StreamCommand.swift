@@ -292,10 +292,15 @@ struct SessionOptions: ParsableArguments {
     var correct: ArtifactCorrection = .kubios
 
     func check() throws {
-        if let d = duration, d <= 0 { throw ValidationError("--duration must be a positive number of seconds.") }
-        if let w = window, w <= 0 { throw ValidationError("--window must be a positive number of seconds.") }
-        if let e = emitInterval, e <= 0 { throw ValidationError("--emit-interval must be a positive number of seconds.") }
-        if let r = rawInterval, r <= 0 { throw ValidationError("--raw-interval must be a positive number of seconds.") }
+        let (day, longest) = (SessionConfig.maxWindowSec, SessionConfig.maxDurationSec)
+        if let d = duration, d <= 0 || d > longest { throw ValidationError("--duration must be 1 to \(longest) seconds, got \(d).") }
+        if let w = window, w <= 0 || w > day { throw ValidationError("--window must be 1 to \(day) seconds (a day), got \(w).") }
+        if let e = emitInterval, e <= 0 || e > day {
+            throw ValidationError("--emit-interval must be 1 to \(day) seconds (a day), got \(e).")
+        }
+        if let r = rawInterval, r <= 0 || r > day {
+            throw ValidationError("--raw-interval must be 1 to \(day) seconds (a day), got \(r).")
+        }
         if let pattern {
             do { _ = try BreathingPattern(parsing: pattern) } catch { throw ValidationError("--pattern: \(error.message)") }
             if let mode, mode != .breathing {

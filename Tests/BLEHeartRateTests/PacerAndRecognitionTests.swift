@@ -100,6 +100,20 @@ struct RRFileTests {
         #expect(error?.message.contains("no rr_ms or rr_1024 column") == true)
     }
 
+    /// A decimal comma in a comma-separated file split the value in two and the first part was read (605,5556 as
+    /// 605): now an error that says so. Semicolon- and tab-separated files (a spreadsheet in such a locale, the
+    /// Polar Sensor Logger's layout) are read, their decimal commas as points. Hexadecimal is no RR value.
+    @Test func decimalCommasAndOtherSeparators() throws {
+        let comma = #expect(throws: RRFileError.self) { try RRSeries(parsing: "rr_ms\n605,5556\n580,5556\n") }
+        #expect(comma?.line == 2 && comma?.message.contains("decimal comma") == true, "\(String(describing: comma))")
+        #expect(throws: RRFileError.self) { try RRSeries(parsing: "605,5\n580,5\n") }
+        #expect(try RRSeries(parsing: "t;rr_ms\n0,6;605,5\n1,2;580\n").rr1024 == [620, 594])
+        #expect(try RRSeries(parsing: "Phone timestamp\tRR-interval [ms]\trr_ms\n2024-01-01T00:00:00\t805\t805\n").rr1024 == [824])
+        #expect(throws: RRFileError(line: 2, message: "'0x320' is not a number", name: "RR file")) {
+            try RRSeries(parsing: "rr_ms\n0x320\n")
+        }
+    }
+
     @Test func emptyFileIsRejected() {
         let error = #expect(throws: RRFileError.self) { try RRSeries(parsing: "# nothing\n") }
         #expect(error?.line == nil)

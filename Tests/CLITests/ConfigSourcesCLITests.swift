@@ -35,11 +35,17 @@ import Testing
         let cli = try RunningCLI(
             ["stream", "--config", config, "--format", "jsonl", "--no-record-db"],
             environment: ["DBUS_SYSTEM_BUS_ADDRESS": fake.daemon.address], errorTo: errors)
+        // The strap connected, then its first beats (a session stopped before any sample fails).
         var strapStatus: JSONValue?
         while strapStatus == nil, let line = cli.readLine() {
             let e = try JSONValue(parsing: line)
-            if e["type"] == .string("sensor_status"), e["source"] == .string("ble_hrm") { strapStatus = e }
+            if e["type"] == .string("sensor_status"), e["source"] == .string("ble_hrm"),
+               e["state"] == .string("streaming") || e["state"] == .string("connected") {
+                strapStatus = e
+            }
         }
+        _ = try await fake.sendPackets(strap, 2)
+        while let line = cli.readLine(), !line.contains("\"session_frame\"") {}
         cli.signal(SIGINT)
         var last = ""
         while let line = cli.readLine() { last = line }
@@ -62,7 +68,7 @@ import Testing
             [camera]
             device = "/dev/hrg-no-such-camera"
             """)
-        let r = try CLI.run(["stream", "--config", config, "--simulate", "--duration", "1", "--format", "jsonl",
+        let r = try CLI.run(["stream", "--config", config, "--simulate", "--duration", "2", "--format", "jsonl",
                              "--no-record-db"])
         #expect(r.status == 0, "\(r.stderr)")
         #expect(!r.stderr.contains("sources:"), "\(r.stderr)")

@@ -195,6 +195,45 @@ struct BrokerError: Error, CustomStringConvertible {
                 == ["status online", "session_started", "session_summary", "status offline"], "\(types)")
     }
 
+    /// The broker dies mid-session (SIGKILL, no saved state) and a new one starts on its port: the gateway says
+    /// `online` again and its devices' latest states and discovery configs are retained again, so a subscriber (a
+    /// fleet view, Home Assistant) that arrives afterwards sees a live gateway. Before, the status was gone (or, with
+    /// a broker that kept its state, the last will's `offline`) until the gateway exited.
+    @Test func afterTheBrokerRestartsTheGatewayIsOnlineAgainWithItsRetainedState() throws {
+        let port = Broker.freePort()
+        var broker = try Broker(port: port)
+        let (sub, _) = try broker.subscribe("hr-gateway/gw5/#")
+        let cli = try RunningCLI(["stream", "--simulate", "--duration", "60", "--format", "jsonl", "--no-record-db",
+                                  "--mqtt", "mqtt://127.0.0.1:\(port)", "--gateway-id", "gw5"])
+        _ = try #require(sub.read { $0.hasPrefix("hr-gateway/gw5/device/") }, "a device state before the restart")
+        sub.stop()
+        broker.stop()
+        broker = try Broker(port: port)
+        defer { broker.stop() }
+        // A frame after the reconnection, then what a newcomer gets: retained messages only.
+        let (live, _) = try broker.subscribe("hr-gateway/gw5/event")
+        _ = try #require(live.read { $0.contains("\"session_frame\"") }, "the gateway publishes to the new broker")
+        live.stop()
+        let (late, early) = try broker.subscribe("hr-gateway/gw5/#")
+        defer { late.stop() }
+        var lines = early
+        for prefix in ["hr-gateway/gw5/status", "hr-gateway/gw5/device/"]
+        where !messages(lines).contains(where: { $0.topic.hasPrefix(prefix) }) {
+            lines += try #require(late.read { $0.hasPrefix(prefix) }, "no \(prefix) after the restart: \(lines)")
+        }
+        let got = messages(lines)
+        #expect(got.first { $0.topic == "hr-gateway/gw5/status" }?.json["state"] == .string("online"), "\(lines)")
+        #expect(got.contains { $0.topic.hasPrefix("hr-gateway/gw5/device/") && $0.json["hr_bpm"] != nil }, "\(lines)")
+        let (ha, haEarly) = try broker.subscribe("homeassistant/sensor/#")
+        defer { ha.stop() }
+        let configs = haEarly.contains { $0.hasPrefix("homeassistant/sensor/") }
+            ? haEarly : try #require(ha.read { $0.hasPrefix("homeassistant/sensor/") })
+        #expect(configs.contains { $0.hasPrefix("homeassistant/sensor/") && $0.contains("gw5") }, "\(configs)")
+        cli.signal(SIGINT)
+        while cli.readLine() != nil {}
+        #expect(cli.wait() == 0)
+    }
+
     /// The broker and the ID from the configuration file, overridden by the environment, as a service sets them.
     @Test func theBrokerComesFromTheConfigurationOrTheEnvironment() throws {
         let broker = try Broker()
@@ -207,11 +246,12 @@ struct BrokerError: Error, CustomStringConvertible {
             .write(toFile: config, atomically: true, encoding: .utf8)
         let (sub, _) = try broker.subscribe("hr-gateway/+/status")
         defer { sub.stop() }
-        let r = try CLI.run(["stream", "--simulate", "--duration", "1", "--format", "jsonl", "--no-record-db"],
+        // Two seconds: the simulated strap's first notification comes after one (a session without a sample fails).
+        let r = try CLI.run(["stream", "--simulate", "--duration", "2", "--format", "jsonl", "--no-record-db"],
                             environment: ["HR_GATEWAY_CONFIG": config])
         #expect(r.status == 0, "\(r.stderr)")
         #expect(sub.read { $0.hasPrefix("hr-gateway/from-file/status") && $0.contains("\"offline\"") } != nil)
-        let e = try CLI.run(["stream", "--simulate", "--duration", "1", "--format", "jsonl", "--no-record-db"],
+        let e = try CLI.run(["stream", "--simulate", "--duration", "2", "--format", "jsonl", "--no-record-db"],
                             environment: ["HR_GATEWAY_CONFIG": config, "HR_GATEWAY_GATEWAY_ID": "from-env"])
         #expect(e.status == 0, "\(e.stderr)")
         #expect(sub.read { $0.hasPrefix("hr-gateway/from-env/status") && $0.contains("\"offline\"") } != nil)
@@ -244,7 +284,7 @@ struct BrokerError: Error, CustomStringConvertible {
     /// it, and doctor reports it.
     @Test func withoutLibmosquittoOnlyMQTTIsUnavailable() throws {
         let env = ["HR_GATEWAY_LIBMOSQUITTO": "/nonexistent/libmosquitto.so.1"]
-        let plain = try CLI.run(["stream", "--simulate", "--duration", "1"], environment: env)
+        let plain = try CLI.run(["stream", "--simulate", "--duration", "2"], environment: env)
         #expect(plain.status == 0, "\(plain.stderr)")
         let r = try CLI.run(["stream", "--simulate", "--duration", "1", "--mqtt", "mqtt://127.0.0.1:1"], environment: env)
         #expect(r.status != 0)

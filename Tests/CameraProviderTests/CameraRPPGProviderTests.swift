@@ -187,7 +187,8 @@ private func session(_ id: String) -> SessionConfig {
         await camera.stopStreaming()
         #expect(Array(fake.calls.suffix(stopSequence.count)) == stopSequence)
         #expect(fake.openDescriptors == 0)
-        #expect(statuses.withLock { $0.map(\.state) } == [.streaming])
+        // Stopped: the last status is not `streaming` (a relay's or MQTT's retained state would keep it).
+        #expect(statuses.withLock { $0.map(\.state) } == [.streaming, .disconnected])
 
         // The provider can stream again after a stop.
         try await camera.startStreaming(into: ProviderSink(onSample: { _ in }))

@@ -77,6 +77,7 @@ import Testing
         #expect(view.render().contains("now 60 bpm"))
         var m = SessionMetrics()
         m.hrMeanBpm = 150
+        m.sampleCount = 3
         m.rrCount = 6
         m.rmssdMs = 20
         var a = SessionMetrics()
@@ -114,6 +115,7 @@ import Testing
         let estimate = LiveDFA.estimate(segments: [rr], endS: 128)
         let alpha1 = try #require(estimate.alpha1)
         var m = SessionMetrics()
+        m.sampleCount = 120
         m.liveDFA = estimate
         view.update(.frame(sessionId: "v4", seq: 1, emittedAtMs: 130_000, metrics: m, behavior: nil))
         let zone = alpha1 >= 0.75 ? "aerobic" : alpha1 >= 0.5 ? "past the aerobic threshold" : "past the anaerobic threshold"
@@ -137,9 +139,21 @@ import Testing
         view.update(.started(sessionId: "v2", startedAtMs: 0))
         #expect(view.render().contains("Ctrl-C stops the session and shows its summary."))
         #expect(!view.render().contains("Recorded as"))
-        view.update(.summary(sessionId: "v2", durationActualSec: 12, metrics: SessionMetrics(), behavior: nil))
+        // A session that received nothing: its summary's zeros are not shown as values, and the note says why.
+        var empty = view
+        empty.update(.summary(sessionId: "v2", durationActualSec: 12, metrics: SessionMetrics(), behavior: nil))
+        let nothing = empty.render()
+        #expect(nothing.contains("window mean —") && nothing.contains("HRV          — (no samples in the window)"))
+        #expect(!nothing.contains("0.0 bpm") && !nothing.contains("SDNN"), "\(nothing)")
+        #expect(nothing.hasSuffix("session ended after 12 s\n" + PrettyView.nothingMeasuredNote + "\n"), "\(nothing)")
+        view.update(BiosignalSample(timestampMs: 1_000, bpm: 61, deviceId: "AA", source: "ble_hrm"))
+        var m = SessionMetrics()
+        m.hrMeanBpm = 61
+        m.sampleCount = 1
+        view.update(.summary(sessionId: "v2", durationActualSec: 12, metrics: m, behavior: nil))
         let end = view.render()
         #expect(!end.contains("Ctrl-C"))
+        #expect(end.contains("window mean 61.0 bpm"))
         #expect(end.hasSuffix("session ended after 12 s\nRecorded as session v2 in /s/sessions.sqlite.\n"))
     }
 }

@@ -28,6 +28,20 @@ import Testing
         }
     }
 
+    /// As a strap's does, the simulated strap's last status is `disconnected` once it is stopped: a relay's
+    /// `gateway_status`, MQTT's retained device state and the dashboard said `streaming` after the session had ended.
+    @Test func stoppingSaysDisconnected() async throws {
+        let clock = ManualSessionClock(startMs: 0)
+        let states = Locked<[SensorStatus.State]>([])
+        let p = SimulatedBiosignalProvider(seed: 2, clock: clock)
+        try await p.startStreaming(into: ProviderSink(onSample: { _ in }, onStatus: { s in states.withLock { $0.append(s.state) } }))
+        clock.advance(byMs: 3_000)
+        await p.stopStreaming()
+        #expect(states.withLock { $0 } == [.streaming, .disconnected])
+        await p.stopStreaming()
+        #expect(states.withLock { $0 }.count == 2, "a second stop says nothing more")
+    }
+
     @Test func aSeedRepeatsExactlyAndAnotherSeedDoesNot() async throws {
         func run(_ seed: UInt64) async throws -> [Double] {
             let clock = ManualSessionClock(startMs: 0)

@@ -38,6 +38,30 @@ import Testing
         #expect(c.profile == ComputeProfile(windowSec: 120, emitIntervalSec: 10, rawEmitIntervalSec: 2))
     }
 
+    /// Values so large the engine's millisecond arithmetic overflowed (the process crashed, the session left
+    /// interrupted), and an empty or huge ID, are refused with the limits said.
+    @Test func valuesBeyondTheLimitsAreRefused() {
+        #expect(throws: SessionError.invalidState("window_sec must be 1 to 86400, got 9223372036854775807")) {
+            try parse(#"{"session_id":"a","mode":"focus","duration_sec":5,"profile":{"window_sec":9223372036854775807}}"#)
+        }
+        #expect(throws: SessionError.invalidState("emit_interval_sec must be 1 to 86400, got 86401")) {
+            try parse(#"{"session_id":"a","mode":"focus","duration_sec":5,"profile":{"emit_interval_sec":86401}}"#)
+        }
+        #expect(throws: SessionError.invalidState("duration_sec must be 1 to 2147483647 seconds, got 2147483648")) {
+            try parse(#"{"session_id":"a","mode":"focus","duration_sec":2147483648}"#)
+        }
+        #expect(throws: SessionError.invalidState("session_id must be 1 to 200 characters, got 0")) {
+            try parse(#"{"session_id":"","mode":"focus","duration_sec":5}"#)
+        }
+        let long = String(repeating: "x", count: 201)
+        #expect(throws: SessionError.invalidState("session_id must be 1 to 200 characters, got 201")) {
+            try parse(#"{"session_id":"\#(long)","mode":"focus","duration_sec":5}"#)
+        }
+        #expect(throws: Never.self) {
+            try parse(#"{"session_id":"a","mode":"focus","duration_sec":5,"profile":{"window_sec":86400,"emit_interval_sec":86400}}"#)
+        }
+    }
+
     @Test func aMistypedProfileKeyFallsBackToItsDefault() throws {
         let c = try parse(#"{"session_id":"a","mode":"focus","duration_sec":9,"profile":{"window_sec":"x","emit_interval_sec":3}}"#)
         #expect(c.profile == ComputeProfile(windowSec: 60, emitIntervalSec: 3))
@@ -46,10 +70,10 @@ import Testing
     }
 
     @Test func nonPositiveValuesAreRefused() {
-        #expect(throws: SessionError.invalidState("duration_sec must be positive, got 0")) {
+        #expect(throws: SessionError.invalidState("duration_sec must be 1 to 2147483647 seconds, got 0")) {
             try parse(#"{"session_id":"a","mode":"focus","duration_sec":0}"#)
         }
-        #expect(throws: SessionError.invalidState("window_sec must be positive, got -5")) {
+        #expect(throws: SessionError.invalidState("window_sec must be 1 to 86400, got -5")) {
             try parse(#"{"session_id":"a","mode":"focus","duration_sec":5,"profile":{"window_sec":-5}}"#)
         }
     }

@@ -69,4 +69,39 @@ import Testing
         #expect(messy.estimates.count == 13)
         #expect(zip(messy.estimates.dropFirst(), messy.estimates).allSatisfy { $0.tSeconds > $1.tSeconds })
     }
+
+    /// A phone's clip: stored sideways with a display rotation, which ffmpeg applies while decoding. The frames are
+    /// read upright, the same pixels as the upright original (the stored sides before: every row cut at the wrong
+    /// width, a sheared image).
+    @Test(.enabled(if: OfflineAnalysisTests.ffmpeg != nil, "ffmpeg is not on PATH (apt-get install ffmpeg)"))
+    func aRotatedPhoneClipIsReadUpright() throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("rppg-rotated-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let upright = dir.appendingPathComponent("face.mkv")
+        try Self.writeVideo(frames: 30, to: upright)
+        let sideways = dir.appendingPathComponent("sideways.mp4"), phone = dir.appendingPathComponent("phone.mp4")
+        for args in [
+            ["-i", upright.path, "-vf", "transpose=2", "-c:v", "libx264", "-pix_fmt", "yuv444p", "-qp", "0", sideways.path],
+            ["-i", sideways.path, "-c", "copy", "-metadata:s:v:0", "rotate=270", phone.path],
+        ] {
+            let p = Process()
+            p.executableURL = URL(fileURLWithPath: try #require(Self.ffmpeg))
+            p.arguments = ["-nostats", "-v", "error", "-y"] + args
+            try p.run()
+            p.waitUntilExit()
+            try #require(p.terminationStatus == 0)
+        }
+        let video = try FFmpegVideo(path: phone.path)
+        #expect(video.width == 160 && video.height == 120, "\(video.width)x\(video.height)")
+        func firstFrame(_ v: FFmpegVideo) throws -> [UInt8] {
+            var bytes: [UInt8] = []
+            try v.decode(time: { Double($0) / 30 }, { f in if bytes.isEmpty { bytes = f.bytes } })
+            return bytes
+        }
+        let want = try firstFrame(FFmpegVideo(path: upright.path)), got = try firstFrame(video)
+        try #require(want.count == got.count)
+        let meanDifference = zip(want, got).reduce(0.0) { $0 + abs(Double($1.0) - Double($1.1)) } / Double(want.count)
+        #expect(meanDifference < 3, "mean difference \(meanDifference) per channel from the upright frame")
+    }
 }

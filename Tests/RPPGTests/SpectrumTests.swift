@@ -89,6 +89,20 @@ import Testing
         #expect(ok?.samples.last?.rgb == RGBMean(r: 4, g: 5, b: 6))
     }
 
+    /// A frame without a face (nan or an empty cell) is left out and counted, the rest read, its time kept for a
+    /// trace without t_s (it rejected the whole file); lone-CR line endings split; a header that did not split is
+    /// not echoed whole.
+    @Test func blankFramesAreLeftOutAndCountedAndLoneCREndsALine() throws {
+        let rows = try RGBTrace.parse("R,G,B\n1,2,3\nnan,2,3\n4,,6\n7,8,9\n", framesPerSecond: 10)
+        #expect(rows.samples.map(\.tSeconds) == [0, 0.3])
+        #expect(rows.blankRows == 2 && rows.firstBlankLine == 3)
+        #expect(try RGBTrace.parse("t_s,R,G,B\r0,1,2,3\r0.1,4,5,6\r", framesPerSecond: nil).samples.count == 2)
+        let wide = "x," + (0..<2000).map { "\($0)" }.joined(separator: ",")
+        let error = #expect(throws: RGBTraceError.self) { try RGBTrace.parse(wide + "\n1\n", framesPerSecond: 30) }
+        #expect((error?.reason.count ?? .max) < 300, "\(String(describing: error?.reason))")
+        #expect(throws: RGBTraceError.self) { try RGBTrace.parse("R,G,B\nnan,nan,nan\n", framesPerSecond: 30) }
+    }
+
     /// Peak tracking: a slightly weaker peak near the last reading wins over a stronger one far away; without the
     /// prior the stronger one is taken; a much stronger far peak still wins with the prior (evidence beats habit).
     @Test func priorPrefersThePeakNearTheLastReading() throws {

@@ -155,6 +155,9 @@ func sendGet(port: Int, path: String, headers: [String] = []) throws -> Int32 {
                 throw SessionArchiveError.badFormat(format, supported: ["csv", "json", "ecg-csv"])
             }
             if format == "ecg-csv" { throw SessionArchiveError.nothingToExport("session \(id) holds no raw ECG") }
+            if id == "run 1/é\"q" {
+                return SessionArchiveFile(contentType: "text/csv; charset=utf-8", filename: "session-x.csv", body: Array("c\n".utf8))
+            }
             return id == "s1" ? SessionArchiveFile(contentType: "text/csv; charset=utf-8", filename: "session-s1.csv", body: Array("a,b\n".utf8)) : nil
         }
     }
@@ -172,6 +175,10 @@ func sendGet(port: Int, path: String, headers: [String] = []) throws -> Int32 {
         let (csv, csvHead) = try await httpGet(port: relay.port, path: "/v1/sessions/s1/export?format=csv", headers: auth)
         #expect(csvHead.contains(" 200 ") && csv == "a,b\n")
         #expect(csvHead.lowercased().contains(#"content-disposition: attachment; filename="session-s1.csv""#), "\(csvHead)")
+        // An ID as the page sends it (`encodeURIComponent`): a space, a slash, an accent and a quote, escaped.
+        let (escaped, escapedHead) = try await httpGet(
+            port: relay.port, path: "/v1/sessions/run%201%2F%C3%A9%22q/export?format=csv", headers: auth)
+        #expect(escapedHead.contains(" 200 ") && escaped == "c\n", "\(escapedHead)\(escaped)")
         let (missing, missingHead) = try await httpGet(port: relay.port, path: "/v1/sessions/nope/export", headers: auth)
         #expect(missingHead.contains(" 404 ") && missing.contains("No recorded session nope"), "\(missing)")
         let (bad, badHead) = try await httpGet(port: relay.port, path: "/v1/sessions/s1/export?format=edf", headers: auth)

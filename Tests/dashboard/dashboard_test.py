@@ -661,6 +661,13 @@ async def run_checks(report, gw, tab, bad, overlay, token, empty_gw, empty_tab, 
         snap = await overlay.poll(OVERLAY, lambda s: s["seq"] and s["text"] != "–", "the overlay shows no RMSSD")
         shown_as(snap["text"], frame_with_seq(gw, snap["seq"])["metrics"]["rmssd_ms"], 0, "overlay RMSSD")
         assert snap["source"] == "frame" and snap["unit"] == "", snap
+        # A mistyped ?device= shows nothing (it showed the session's strap), however many frames come.
+        await overlay.navigate(f"{base}overlay?metric=rmssd&device=no-such-strap#token={token}")
+        after = max(e["seq"] for e in gw.events("session_frame"))
+        await overlay.poll("Number(document.body.dataset.frameSeq || 0)", lambda n: n >= after + 2,
+                           "the overlay handled no more frames")
+        snap = await overlay.eval(OVERLAY)
+        assert snap["text"] == "–" and snap["seq"] is None, f"a mistyped device shows {snap}"
         # At a phone size too: the number fits the screen.
         await overlay.call("Emulation.setDeviceMetricsOverride", PHONE)
         await overlay.navigate(f"{base}overlay?size=120#token={token}")
@@ -782,7 +789,7 @@ async def run_checks(report, gw, tab, bad, overlay, token, empty_gw, empty_tab, 
     await check("at a phone size (390x844): no sideways scrolling, a large heart rate in view, the same numbers",
                 phone())
     await check("a gateway without a session: the empty state; a lost connection is said", empty_state())
-    await check("the OBS overlay: transparent, the newest reading, colour, size, beat, RMSSD, at a phone size, a refused token",
+    await check("the OBS overlay: transparent, the newest reading, colour, size, beat, RMSSD, a mistyped device blank, at a phone size, a refused token",
                 overlay_page())
     await check("two straps (60 and 150 bpm): the big number, the mean, live DFA alpha1 and the overlay are the "
                 "top-level strap's; ?device= shows the other", two_straps())

@@ -185,7 +185,7 @@ def main():
         # 2. Two gateways, the broker killed and restarted mid-session.
         watcher = Watcher(port, "watcher", "interop-watcher", ["hr-gateway/#", "homeassistant/#"], clean=False)
         # 1b. The next run with the right password sends what the refused one left, then its own.
-        p = gateway(["stream", "--simulate", "--duration", "1", "--mqtt", url("gw-a"), "--gateway-id", "gw-a"], state)
+        p = gateway(["stream", "--simulate", "--duration", "2", "--mqtt", url("gw-a"), "--gateway-id", "gw-a"], state)
         p.communicate(timeout=60)
         late_events = [json.loads(m[1]) for m in watcher.all(lambda m: m[0] == "hr-gateway/gw-a/event")]
         earlier = [e["type"] for e in late_events if e.get("session_id") == first]
@@ -345,7 +345,7 @@ def main():
             kinds = [json.loads(line).get("type") for line in got.splitlines() if line.startswith("{")]
             check(p.returncode == 0 and kinds[:1] == ["session_started"] and "session_summary" in kinds,
                   f"mqtts with --mqtt-ca: events arrive over TLS ({kinds}; stderr {err[-200:]!r})")
-            p = gateway(["stream", "--simulate", "--duration", "1", "--mqtt", f"mqtts://127.0.0.1:{tls_port}",
+            p = gateway(["stream", "--simulate", "--duration", "2", "--mqtt", f"mqtts://127.0.0.1:{tls_port}",
                          "--gateway-id", "tls-gw", "--mqtt-grace", "2"], os.path.join(root, "state-tls2"))
             out, err = p.communicate(timeout=60)
             check(p.returncode == 0 and "--mqtt-ca" in err and "not acknowledged" in err and "stay in" in err,

@@ -235,7 +235,7 @@ async def test_bad_commands_get_clear_errors_and_the_session_keeps_running(g, t)
         ('{"command": 1}', "bad_request"), ('{"id": "x"}', "bad_request"),
         ('{"command": "reboot", "id": "fz-u"}', "unknown_command"),
         ('{"command": "start_session", "id": [1]}', "bad_request"),
-        ('{"command": "start_session", "session_id": "x", "mode": "nap", "duration_sec": 5, "id": "fz-m"}', "invalid_state"),
+        ('{"command": "start_session", "session_id": "x", "mode": "nap", "duration_sec": 5, "id": "fz-m"}', "bad_request"),
         ('{"command": "stop_session", "session_id": 3, "id": "fz-s"}', "bad_request"),
         ('{"command": "ingest_hsi_metrics", "metrics": "x", "id": "fz-i"}', "bad_request"),
         ('{"command": "ack", "relay_seq": "x"}', "bad_request"),
