@@ -54,6 +54,37 @@ import Testing
         #expect(piped.stdout == fromValues.stdout)
     }
 
+    /// Notifications lost for 4 s in the middle of the recording: `hrv` takes no successive difference across the
+    /// break, as the live session does (it joined the series there: another RMSSD than the session's), and says so.
+    @Test func aBreakInTheRecordingIsNotJoined() throws {
+        let (path, rr) = try recording(secondStrap: false)
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        var lines = try String(contentsOfFile: path, encoding: .utf8).split(separator: "\n").map(String.init)
+        // Shift every sample from the 150th line on by 4 s: the beats of those seconds are missing.
+        for k in 150..<lines.count {
+            guard var o = try JSONValue(parsing: lines[k]).objectValue, let t = o["timestamp_ms"]?.intValue else { continue }
+            o["timestamp_ms"] = .int(t + 4_000)
+            lines[k] = JSONValue.object(o).jsonString
+        }
+        try (lines.joined(separator: "\n") + "\n").write(toFile: path, atomically: true, encoding: .utf8)
+        let run = try CLI.run(["hrv", "--json", "--correct", "none", path])
+        #expect(run.status == 0, "\(run.stderr)")
+        #expect(run.stderr.contains("the beats break 1 time"), "\(run.stderr)")
+        let samples = try lines.compactMap { l -> BiosignalSample? in
+            let v = try JSONValue(parsing: l)
+            return v["type"] == nil ? try BiosignalSample(json: v) : nil
+        }.filter { $0.deviceId == "A0:9E" }
+        let segments = SessionMetrics.rrSegments(samples)
+        #expect(segments.count == 2 && segments.flatMap { $0 } == rr)
+        let reported = try #require(JSONValue(parsing: run.stdout)["rmssd_ms"]?.doubleValue)
+        func rmssd(_ runs: [[Double]]) -> Double {
+            let d = runs.flatMap { r in zip(r.dropFirst(), r).map { $0 - $1 } }
+            return (d.reduce(0) { $0 + $1 * $1 } / Double(d.count)).squareRoot()
+        }
+        #expect(abs(reported - rmssd(segments)) < 1e-6, "\(reported) vs \(rmssd(segments)) in runs")
+        #expect(abs(reported - rmssd([rr])) > 1e-3, "the joined series RMSSD")
+    }
+
     @Test func severalStrapsNeedADevice() throws {
         let (path, rr) = try recording(secondStrap: true)
         defer { try? FileManager.default.removeItem(atPath: path) }
