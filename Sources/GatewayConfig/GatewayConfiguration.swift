@@ -288,7 +288,7 @@ public struct GatewayConfiguration: Sendable, Equatable {
                                 guard v.type == .int || v.type == .double, let fps = v.double ?? v.int.map(Double.init),
                                     fps > 0 && fps <= 240
                                 else {
-                                    throw fail(key, k, "camera.fps must be a frame rate between 0 and 240, got \(v.debugDescription)")
+                                    throw fail(key, k, "camera.fps must be a frame rate above 0 and at most 240, got \(v.debugDescription)")
                                 }
                                 c.cameraFps = fps
                             case ("camera", "mains_hz"):

@@ -125,6 +125,9 @@ public struct ResonancePlan: Sendable, Equatable {
         for r in rates where !(r.isFinite && r >= 3 && r <= 10) {
             throw .invalidState("Resonance assessment rates must be 3 to 10 breaths/min, got \(r)")
         }
+        if let twice = rates.enumerated().first(where: { i, r in rates[..<i].contains(r) })?.element {
+            throw .invalidState("A resonance assessment paces each rate once, got \(twice == twice.rounded() ? String(Int(twice)) : String(twice)) twice")
+        }
         guard (60...600).contains(stepSec) else {
             throw .invalidState("A resonance assessment step must last 60 to 600 s, got \(stepSec)")
         }

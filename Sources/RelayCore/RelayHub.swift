@@ -659,6 +659,12 @@ public final class RelayHub: Sendable {
             return .failure(RelayCommandError(
                 "resync_required", "Epoch \(e.prefix(64)) is not this gateway's (\(epoch)): it restarted; start afresh."))
         }
+        // A consumer that claims events this gateway has not sent (its own bookkeeping, or another gateway's with
+        // the same epoch) would drop the next ones as already seen: it must start afresh.
+        guard last <= c.startSeq else {
+            return .failure(RelayCommandError(
+                "resync_required", "last_seq \(last) is past this gateway's latest relay_seq (\(c.startSeq)): start afresh."))
+        }
         if let refused = claimReplay(c) { return .failure(refused) }
         return state.withLock { s in
             let count = Self.replay(s, to: c) { $0.seq > last }

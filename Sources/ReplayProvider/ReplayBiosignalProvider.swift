@@ -4,14 +4,18 @@ import Logging
 /// Plays a recorded sample file back into a session, at real speed or faster.
 ///
 /// Timestamps keep their original spacing and are shifted so that the first sample lands at the start of the
-/// replay; at `speed` 10 a minute of recording is delivered in six seconds. When the file is exhausted the provider
-/// reports `disconnected` with the message "replay finished".
+/// replay, or, for a recorded session whose start and end are known (`span`), so that the replay starts where the
+/// session started and finishes where it ended: the same frames, windows and duration. At `speed` 10 a minute of
+/// recording is delivered in six seconds. When the recording is exhausted (at the session's end, with a span) the
+/// provider reports `disconnected` with the message "replay finished".
 public final class ReplayBiosignalProvider: BiosignalProvider {
     /// The file replayed, or a label naming where `samples` came from.
     public let path: String
     public let speed: Double
     private let clock: any SessionClock
     private let preloaded: SampleFile.Contents?
+    /// The recorded session's start and end (wall ms), when known.
+    private let span: (startMs: Int64, endMs: Int64)?
 
     private struct Run {
         var samples: [BiosignalSample]
@@ -22,6 +26,9 @@ public final class ReplayBiosignalProvider: BiosignalProvider {
         var startMonoMs: Int64
         var sink: ProviderSink
         var timer: (any ScheduledAction)?
+        /// When the replay finishes (the recorded session's end, shifted), if later than its last sample.
+        var endMs: Int64?
+        var finished = false
     }
 
     private let run = Locked<Run?>(nil)
@@ -35,24 +42,38 @@ public final class ReplayBiosignalProvider: BiosignalProvider {
         self.speed = speed > 0 && speed.isFinite ? speed : 1
         self.clock = clock
         self.preloaded = nil
+        self.span = nil
     }
 
-    /// Replays samples already in memory (a session from the store); `label` names them in messages.
+    /// Replays samples already in memory (a session from the store); `label` names them in messages. With `span`,
+    /// the recorded session's start and end (wall ms), the replay keeps the time from the start to the first sample
+    /// and from the last sample to the end.
     public convenience init(
-        samples: [BiosignalSample], label: String, speed: Double = 1, clock: any SessionClock = SystemSessionClock()
+        samples: [BiosignalSample], label: String, speed: Double = 1, span: (startMs: Int64, endMs: Int64)? = nil,
+        clock: any SessionClock = SystemSessionClock()
     ) {
         var contents = SampleFile.Contents()
         contents.samples = samples
-        self.init(contents: contents, label: label, speed: speed, clock: clock)
+        self.init(contents: contents, label: label, speed: speed, span: span, clock: clock)
     }
 
     /// Replays a file read before the session (`SampleFile.read`), so that a file that cannot be replayed is refused
     /// before anything starts; what reading it noticed is said when the replay starts. `label` names it in messages.
-    public init(contents: SampleFile.Contents, label: String, speed: Double = 1, clock: any SessionClock = SystemSessionClock()) {
+    public init(
+        contents: SampleFile.Contents, label: String, speed: Double = 1, span: (startMs: Int64, endMs: Int64)? = nil,
+        clock: any SessionClock = SystemSessionClock()
+    ) {
         self.path = label
         self.speed = speed > 0 && speed.isFinite ? speed : 1
         self.clock = clock
         self.preloaded = contents
+        // A span that does not hold the first sample's time is not this recording's: replay from the first sample.
+        self.span = span.flatMap { sp in
+            guard let first = contents.samples.first?.timestampMs, sp.startMs <= first, sp.endMs >= sp.startMs else {
+                return nil
+            }
+            return sp
+        }
     }
 
     /// Throws `sensorUnavailable` naming the bad line when the file cannot be read.
@@ -67,14 +88,15 @@ public final class ReplayBiosignalProvider: BiosignalProvider {
             throw SessionError.sensorUnavailable("replay \(path): no samples recorded")
         }
         let start = clock.nowMs()
-        let shift = start - first.timestampMs
+        let shift = start - (span?.startMs ?? first.timestampMs)
         let samples = loaded.samples.map { s -> BiosignalSample in
             var s = s
             s.timestampMs += shift
             return s
         }
         let startMono = clock.monotonicMs()
-        run.withLock { $0 = Run(samples: samples, startMs: start, startMonoMs: startMono, sink: sink) }
+        let endMs = span.map { $0.endMs + shift }
+        run.withLock { $0 = Run(samples: samples, startMs: start, startMonoMs: startMono, sink: sink, endMs: endMs) }
         let notes = loaded.notes
         if !notes.isEmpty { logger.warning("replay \(path): \(notes.joined(separator: "; "))") }
         sink.status(SensorStatus(
@@ -84,16 +106,22 @@ public final class ReplayBiosignalProvider: BiosignalProvider {
     }
 
     public func stopStreaming() async {
-        let timer = run.withLock { r -> (any ScheduledAction)? in
+        let stopped = run.withLock { r -> (timer: (any ScheduledAction)?, sink: ProviderSink, finished: Bool)? in
             defer { r = nil }
-            return r?.timer
+            return r.map { ($0.timer, $0.sink, $0.finished) }
         }
-        timer?.cancel()
+        stopped?.timer?.cancel()
+        // Stopped before its end: the last status is not `streaming`.
+        if let stopped, !stopped.finished {
+            stopped.sink.status(SensorStatus(source: name, state: .disconnected, message: "replay stopped"))
+        }
     }
 
-    /// Monotonic time at which a sample is delivered.
-    private func dueMs(_ sample: BiosignalSample, _ r: Run) -> Int64 {
-        r.startMonoMs + Int64((Double(sample.timestampMs - r.startMs) / speed).rounded())
+    /// Monotonic time at which a sample (or the end, at `ms`) is due.
+    private func dueMs(_ sample: BiosignalSample, _ r: Run) -> Int64 { dueMs(atWallMs: sample.timestampMs, r) }
+
+    private func dueMs(atWallMs ms: Int64, _ r: Run) -> Int64 {
+        r.startMonoMs + Int64((Double(ms - r.startMs) / speed).rounded())
     }
 
     /// Delivers every sample that is due, in order, then sets the timer for the next. Runs under the lock, so a
@@ -109,7 +137,12 @@ public final class ReplayBiosignalProvider: BiosignalProvider {
             if current.index < current.samples.count {
                 let next = dueMs(current.samples[current.index], current)
                 current.timer = clock.schedule(atMonotonicMs: next) { [weak self] in self?.deliverDue() }
-            } else {
+            } else if let end = current.endMs.map({ dueMs(atWallMs: $0, current) }), end > now {
+                // The recorded session went on after its last sample: so does the replay.
+                current.timer = clock.schedule(atMonotonicMs: end) { [weak self] in self?.deliverDue() }
+                current.endMs = nil
+            } else if !current.finished {
+                current.finished = true
                 current.sink.status(SensorStatus(source: name, state: .disconnected, message: "replay finished"))
             }
             r = current

@@ -102,6 +102,17 @@ struct AnalyzeCommand: ParsableCommand {
                 StandardStream.error.write(Data(
                     "warning: \(file): dropped \(rows.droppedRows) row(s) whose t_s does not increase (first on line \(rows.firstDroppedLine ?? 0))\n".utf8))
             }
+            // Units the format does not take, which would only give silent "no confident HR".
+            let times = rows.samples.map(\.tSeconds)
+            let gaps = zip(times.dropFirst(), times).map { $0 - $1 }.sorted()
+            if !gaps.isEmpty, gaps[gaps.count / 2] > 1 {
+                StandardStream.error.write(Data(("warning: \(file): the rows are \(String(format: "%g", gaps[gaps.count / 2])) s "
+                    + "apart (median): is t_s in milliseconds? It is read as seconds\n").utf8))
+            }
+            if rows.samples.allSatisfy({ s in s.rgb.map { max($0.r, $0.g, $0.b) <= 1 } ?? true }) {
+                StandardStream.error.write(Data(("warning: \(file): every R, G and B value is at most 1: scaled 0-1? They "
+                    + "are read as 0-255 (multiply by 255)\n").utf8))
+            }
             if rows.blankRows > 0 {
                 StandardStream.error.write(Data(("warning: \(file): left out \(rows.blankRows) row(s) without an R, G or B "
                     + "value (first on line \(rows.firstBlankLine ?? 0); no face in those frames?), bridged like dropped "

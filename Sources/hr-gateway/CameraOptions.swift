@@ -51,7 +51,7 @@ struct CameraOptions: ParsableArguments {
             throw ValidationError("--camera-width and --camera-height must be positive numbers of pixels.")
         }
         if let cameraFps, !(cameraFps > 0 && cameraFps <= 240) {
-            throw ValidationError("--camera-fps must be a frame rate between 0 and 240.")
+            throw ValidationError("--camera-fps must be a frame rate above 0 and at most 240 (frames per second).")
         }
     }
 

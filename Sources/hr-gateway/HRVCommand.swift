@@ -151,7 +151,8 @@ struct HRVCommand: ParsableCommand {
         if let window, !(window.isFinite && window > 0) { throw ValidationError("--window must be a positive number of seconds") }
         if let step {
             guard window != nil else { throw ValidationError("--step needs --window") }
-            guard step.isFinite && step > 0 else { throw ValidationError("--step must be a positive number of seconds") }
+            // A window per second at least: a smaller step adds windows that say nothing new, and a tiny one never ends.
+            guard step.isFinite && step >= 1 else { throw ValidationError("--step must be at least 1 second") }
         }
         if dfaTimeline && window != nil { throw ValidationError("--dfa-timeline and --window cannot be combined") }
         if dfaTimeline, let correct, correct != .median {
@@ -390,7 +391,7 @@ struct HRVCommand: ParsableCommand {
     static func header(_ f: RRFile, file: String, correction: Correction) -> String {
         let seconds = f.rrMs.reduce(0, +) / 1000
         let source = f.column.map { "column \($0)" } ?? "one value per line, unit \(f.unit == .ms ? "ms" : "1/1024 s")"
-        return "\(file): \(f.rrMs.count) RR intervals (\(source)), \(fixed(seconds, 1)) s; correction: \(correction.rawValue)"
+        return "\(file): \(f.rrMs.count) RR interval\(f.rrMs.count == 1 ? "" : "s") (\(source)), \(fixed(seconds, 1)) s; correction: \(correction.rawValue)"
     }
 
     /// The result as a table. `read` is the number of intervals in the file, to explain a different count after

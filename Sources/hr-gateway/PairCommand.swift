@@ -1,9 +1,17 @@
 import ArgumentParser
 import BLEHeartRate
 import Foundation
+import Logging
 
 /// `hr-gateway pair ADDRESS`: bonds with a strap through bluetoothd.
 struct PairCommand: AsyncParsableCommand {
+    /// Warnings only: a one-shot command says its result, not how it mirrored bluetoothd (as `scan`).
+    static var quietLogger: Logger {
+        var logger = Logger(label: "hr-gateway.pair")
+        logger.logLevel = .warning
+        return logger
+    }
+
     static let configuration = CommandConfiguration(
         commandName: "pair",
         abstract: "Pair with a strap (a Polar H10 sends ECG and motion on an encrypted link only).",
@@ -38,7 +46,8 @@ struct PairCommand: AsyncParsableCommand {
 
     func run() async throws {
         do {
-            let o = try await StrapPairing.pair(address: address, adapter: adapter, timeoutMs: timeout * 1000)
+            let o = try await StrapPairing.pair(
+                address: address, adapter: adapter, timeoutMs: timeout * 1000, logger: Self.quietLogger)
             let who = o.name.map { "\($0) (\(o.address))" } ?? o.address
             print(o.alreadyPaired ? "\(who) was paired already; marked trusted." : "Paired with \(who); marked trusted.")
         } catch let f as StrapPairing.Failure {
@@ -68,7 +77,7 @@ struct UnpairCommand: AsyncParsableCommand {
 
     func run() async throws {
         do {
-            let removed = try await StrapPairing.unpair(address: address, adapter: adapter)
+            let removed = try await StrapPairing.unpair(address: address, adapter: adapter, logger: PairCommand.quietLogger)
             print(removed ? "Removed \(address.uppercased()) and its pairing." : "bluetoothd does not know \(address.uppercased()): nothing to remove.")
         } catch let f as StrapPairing.Failure {
             throw CommandFailure(f.description)

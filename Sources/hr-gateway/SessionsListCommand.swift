@@ -10,7 +10,7 @@ struct SessionsListCommand: ParsableCommand {
             Columns: session id, state, mode, start (local time), duration (to the end, or to the last sample of an \
             interrupted session), samples, RR intervals, devices, and for paced breathing sessions the pattern with \
             the summary's adherence and RSA amplitude. --json prints one JSON array with the same fields \
-            (times in epoch ms) and each session's configuration.
+            (times in epoch ms, duration_ms, pacing as the table's text) and each session's configuration.
 
             Examples:
               hr-gateway sessions list
@@ -35,7 +35,13 @@ struct SessionsListCommand: ParsableCommand {
         }
         let sessions = try opened.list()
         if json {
-            print(JSONValue.array(sessions.map(\.jsonValue)).jsonString)
+            // The table's columns: the duration (to the end, or the last sample) and the pacing summary too.
+            print(JSONValue.array(sessions.map { s in
+                var o = s.jsonValue.objectValue ?? [:]
+                if let end = s.endedAtMs ?? s.lastSampleMs, end >= s.startedAtMs { o["duration_ms"] = .int(end - s.startedAtMs) }
+                if let pacing = opened.pacingSummary(s) { o["pacing"] = .string(pacing) }
+                return .object(o)
+            }).jsonString)
             return
         }
         if sessions.isEmpty {

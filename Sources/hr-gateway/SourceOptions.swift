@@ -216,8 +216,13 @@ struct SourceOptions: ParsableArguments {
                     throw CommandFailure("--replay \(replay): session \(id) has no samples recorded: choose another "
                         + "(`hr-gateway sessions list` shows each one's samples).")
                 }
+                // From the session's start to its end (or its last sample, when it did not end): the replay has
+                // the recording's frames, windows and duration.
+                let span = try stored.session(id: id).flatMap { s in
+                    (s.endedAtMs ?? s.lastSampleMs).map { (startMs: s.startedAtMs, endMs: $0) }
+                }
                 providers.append(ReplayBiosignalProvider(
-                    samples: samples, label: "session \(id)", speed: replaySpeed ?? 1, clock: clock))
+                    samples: samples, label: "session \(id)", speed: replaySpeed ?? 1, span: span, clock: clock))
             }
         }
         if let provider = camera.provider(clock: clock) { providers.append(provider) }

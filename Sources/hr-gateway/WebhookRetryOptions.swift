@@ -5,7 +5,8 @@ import GatewayConfig
 struct WebhookRetryOptions: ParsableArguments {
     @Option(parsing: .unconditional, help: ArgumentHelp(
         "Seconds to keep retrying failed items (default: the configuration's webhook.grace_sec, else 10; 0: one "
-            + "attempt each).",
+            + "attempt each). No new attempt starts after it; one under way runs to its own request timeout "
+            + "(webhook.timeout_sec, 10 s by default), so a hung server can add that much.",
         valueName: "sec"))
     var timeout: Int?
 

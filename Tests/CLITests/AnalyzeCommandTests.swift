@@ -174,6 +174,31 @@ import Testing
         #expect(e.stderr.contains("no data rows"))
     }
 
+    /// Units the trace format does not take are said (t_s in milliseconds, colours scaled 0-1), where the run
+    /// gave only "no confident HR"; a clean trace gets no such warning.
+    @Test func tracesInOtherUnitsAreSaid() throws {
+        let dir = try Self.tempDir()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let (csv, _) = Self.traceCSV(seconds: 14, withTime: true)
+        let rows = csv.split(separator: "\n").map(String.init)
+        func write(_ name: String, _ transform: ([Double]) -> [Double]) throws -> String {
+            let body = rows.dropFirst().map { line -> String in
+                let f = line.split(separator: ",")
+                let v = transform(f[0...3].map { Double($0)! })
+                return v.map { String(format: "%.6f", $0) }.joined(separator: ",") + ",x"
+            }
+            let file = dir.appendingPathComponent(name)
+            try ([rows[0]] + body).joined(separator: "\n").appending("\n").write(to: file, atomically: true, encoding: .utf8)
+            return file.path
+        }
+        let ms = try Self.analyze([try write("ms.csv") { [$0[0] * 1000, $0[1], $0[2], $0[3]] }], in: dir)
+        #expect(ms.stderr.contains("is t_s in milliseconds?"), "\(ms.stderr)")
+        let unit = try Self.analyze([try write("unit.csv") { [$0[0], $0[1] / 255, $0[2] / 255, $0[3] / 255] }], in: dir)
+        #expect(unit.stderr.contains("scaled 0-1?"), "\(unit.stderr)")
+        let clean = try Self.analyze([try write("clean.csv") { $0 }], in: dir)
+        #expect(clean.status == 0 && !clean.stderr.contains("warning"), "\(clean.stderr)")
+    }
+
     @Test func csvTraceWithFpsPrintsATable() throws {
         let dir = try Self.tempDir()
         defer { try? FileManager.default.removeItem(at: dir) }

@@ -178,6 +178,9 @@ import Testing
             #expect(o["rr_count"] == .int(30))
             #expect(o["rmssd_ms"]?.doubleValue == 20)
         }
+        // A step under a second is refused: a tiny one ran without end.
+        let tiny = try Self.run(["hrv", "--window", "60", "--step", "1e-9", path])
+        #expect(tiny.status == 64 && tiny.stderr.contains("--step must be at least 1 second"), "\(tiny.stderr)")
         let table = try Self.run(["hrv", "--window", "30", "--step", "10", path])
         #expect(table.status == 0)
         let rows = table.stdout.split(separator: "\n").filter { $0.contains("30.0") || $0.contains("t_start_s") }

@@ -34,6 +34,28 @@ import Testing
 
     func json(_ text: String) throws -> JSONValue { try JSONValue(parsing: text) }
 
+    /// A recorded session replayed by its ID has its frames and its duration: the replay starts where the session
+    /// started (the simulated strap's first notification a second in) and ends where it ended. It began at the first
+    /// sample and ended at the last, one frame and a second or two short.
+    @Test func aStoredSessionReplaysWithItsFramesAndDuration() throws {
+        let dir = tempDir()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let live = try CLI.run(["stream", "--simulate", "--duration", "6", "--emit-interval", "2", "--format", "jsonl",
+                                "--session-id", "span-1", "--state-dir", dir])
+        #expect(live.status == 0, "\(live.stderr)")
+        let replay = try CLI.run(["stream", "--replay", "span-1", "--replay-speed", "100", "--format", "jsonl",
+                                  "--emit-interval", "2", "--state-dir", dir, "--no-record-db"])
+        #expect(replay.status == 0, "\(replay.stderr)")
+        func shape(_ lines: [String]) throws -> (frames: Int, duration: Int64?) {
+            let events = try lines.map(json)
+            return (events.filter { $0["type"] == .string("session_frame") }.count,
+                    events.last { $0["type"] == .string("session_summary") }?["duration_actual_sec"]?.intValue)
+        }
+        let (a, b) = (try shape(live.lines), try shape(replay.lines))
+        #expect(a.frames == 3 && a.duration == 6, "the live session: \(a)")
+        #expect(b.frames == a.frames && b.duration == a.duration, "replayed \(b), recorded \(a)")
+    }
+
     @Test func aReplayedSessionIsRecordedListedShownExportedReplayedAndDeleted() throws {
         let dir = tempDir()
         defer { try? FileManager.default.removeItem(atPath: dir) }
@@ -58,6 +80,8 @@ import Testing
         // A fast replay runs on the recording's time: stored as the two minutes it holds, not the instant it took.
         let span = (s["ended_at_ms"]?.intValue ?? 0) - (s["started_at_ms"]?.intValue ?? 0)
         #expect(span >= 121_000 && span < 300_000, "\(s.jsonString)")
+        // The table's duration and pacing columns are in the JSON too (none for a focus session).
+        #expect(s["duration_ms"]?.intValue == span && s["pacing"] == nil, "\(s.jsonString)")
 
         let table = try CLI.run(["sessions", "list", "--state-dir", dir])
         #expect(table.lines.count == 2)

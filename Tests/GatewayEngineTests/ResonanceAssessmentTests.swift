@@ -22,6 +22,7 @@ import Testing
             #""mode":"breathing","resonance_assessment":{"rates":[]}"#,
             #""mode":"breathing","resonance_assessment":{"rates":[6,"5"]}"#,
             #""mode":"breathing","resonance_assessment":{"rates":[12]}"#,
+            #""mode":"breathing","resonance_assessment":{"rates":[6,5.5,6]}"#,
             #""mode":"breathing","resonance_assessment":{"step_sec":30}"#,
             #""mode":"breathing","resonance_assessment":{"step_sec":1.5}"#,
             #""mode":"breathing","resonance_assessment":[6]"#,

@@ -456,7 +456,7 @@ import Testing
     @Test func invalidConfigurationIsRefusedBeforeAnythingStarts() async throws {
         let p = ScriptedProvider()
         let e = engine([p])
-        await #expect(throws: SessionError.invalidState("emit_interval_sec must be positive, got 0")) {
+        await #expect(throws: SessionError.invalidState("emit_interval_sec must be 1 to 86400, got 0")) {
             _ = try await e.startSession(config(interval: 0))
         }
         #expect(p.starts == 0)

@@ -334,8 +334,9 @@ def main():
                     break
                 except OSError:
                     time.sleep(0.05)
+            # Four events in a 2-s session: session_started, the strap streaming, the strap disconnected, the summary.
             sub = subprocess.Popen(["mosquitto_sub", "-h", "127.0.0.1", "-p", str(tls_port), "--cafile", ca_pem,
-                                    "-t", "hr-gateway/tls-gw/event", "-C", "3", "-W", "40"],
+                                    "-t", "hr-gateway/tls-gw/event", "-C", "4", "-W", "40"],
                                    stdout=subprocess.PIPE, text=True)
             time.sleep(1)
             p = gateway(["stream", "--simulate", "--duration", "2", "--mqtt", f"mqtts://127.0.0.1:{tls_port}",
