@@ -190,17 +190,28 @@ public enum NonlinearHRV {
 
     /// Sample entropy (Richman & Moorman 2000), m = 2, r = 0.2·SD (N − 1), Chebyshev distance, self-matches excluded:
     /// −ln(A/B) where B counts template pairs of length m and A of length m + 1 over the same N − m templates.
+    ///
+    /// Every pair of templates is compared once, as in the plain double loop, but only pairs whose first values are
+    /// within r can match: with the templates in order of their first value, each one is compared with those that
+    /// follow it until the first value is more than r larger (about a tenth of the pairs at r = 0.2·SD). The counts,
+    /// and so the result, are the double loop's exactly; a day's 100 000 beats take seconds instead of minutes.
     public static func sampleEntropy(_ rr: [Double], m: Int = 2, rFactor: Double = 0.2) -> Double? {
-        guard rr.count >= minimumSampleEntropy else { return nil }
+        guard rr.count >= minimumSampleEntropy, m >= 1 else { return nil }
         let r = rFactor * variance(rr).squareRoot()
         let n = rr.count
         let templates = n - m
+        let order = (0..<templates).sorted { rr[$0] < rr[$1] }
         var a = 0
         var b = 0
-        for i in 0..<(templates - 1) {
-            for j in (i + 1)..<templates {
+        for p in 0..<templates {
+            let i = order[p]
+            var q = p + 1
+            // rr[j] ≥ rr[i] here, so rr[j] − rr[i] is |rr[i] − rr[j]| to the last bit.
+            while q < templates, rr[order[q]] - rr[i] <= r {
+                let j = order[q]
+                q += 1
                 var match = true
-                for k in 0..<m where abs(rr[i + k] - rr[j + k]) > r {
+                for k in 1..<m where abs(rr[i + k] - rr[j + k]) > r {
                     match = false
                     break
                 }

@@ -89,8 +89,10 @@ public enum RGBTrace {
             throw RGBTraceError(line: headerLine + 1, reason: blank > 0
                 ? "no row has R, G and B values (\(blank) without)" : "no data rows after the header")
         }
-        return RGBTraceRows(samples: samples, droppedRows: dropped, firstDroppedLine: firstDroppedLine,
-                            blankRows: blank, firstBlankLine: firstBlankLine)
+        var rows = RGBTraceRows(samples: samples, droppedRows: dropped, firstDroppedLine: firstDroppedLine,
+                                blankRows: blank, firstBlankLine: firstBlankLine)
+        rows.timed = ti != nil
+        return rows
     }
 }
 
@@ -105,6 +107,8 @@ public struct RGBTraceRows: Sendable, Equatable {
     /// Rows left out because an R, G or B cell was empty or `nan` (a frame without a face), and the first's line.
     public var blankRows: Int
     public var firstBlankLine: Int?
+    /// The times came from a `t_s` column (a frame rate given was not used).
+    public var timed = false
 
     public init(samples: [RPPGSample], droppedRows: Int = 0, firstDroppedLine: Int? = nil, blankRows: Int = 0,
                 firstBlankLine: Int? = nil) {

@@ -99,12 +99,17 @@ public struct RelayServer: Sendable {
         if let archive = configuration.sessions {
             router.get("/v1/sessions") { request, _ -> Response in
                 guard server.authenticate(request) != nil else {
-                    throw HTTPError(.unauthorized, message: "A valid relay token is required (Authorization: Bearer TOKEN).\n")
+                    throw HTTPError(.unauthorized, message: "A valid relay token is required (Authorization: Bearer TOKEN); create one with `hr-gateway token create`.")
                 }
-                let limit = request.uri.queryParameters.get("limit").flatMap { Int($0) }.map { min(max($0, 1), 500) } ?? 50
+                // Said, not clamped: ?limit=0 gave one session without a word.
+                let asked = request.uri.queryParameters.get("limit")
+                let limit = asked.map { Int($0) } ?? 50
+                guard let limit, (1...500).contains(limit) else {
+                    throw HTTPError(.badRequest, message: "limit must be a whole number from 1 to 500, got \((asked ?? "").prefix(20))")
+                }
                 let text: String
                 do { text = try await Self.archiveRead { try archive.listJSON(limit: limit) } } catch {
-                    throw HTTPError(.internalServerError, message: "The session store cannot be read: \(error)\n")
+                    throw HTTPError(.internalServerError, message: "The session store cannot be read: \(error)")
                 }
                 return Response(
                     status: .ok, headers: [.contentType: "application/json", .cacheControl: "no-store"],
@@ -112,7 +117,7 @@ public struct RelayServer: Sendable {
             }
             router.get("/v1/sessions/:id/export") { request, context -> Response in
                 guard server.authenticate(request) != nil else {
-                    throw HTTPError(.unauthorized, message: "A valid relay token is required (Authorization: Bearer TOKEN).\n")
+                    throw HTTPError(.unauthorized, message: "A valid relay token is required (Authorization: Bearer TOKEN); create one with `hr-gateway token create`.")
                 }
                 // The page encodes the ID (`encodeURIComponent`): spaces, accents, quotes and slashes arrive escaped.
                 let raw = context.parameters.get("id") ?? ""
@@ -122,13 +127,13 @@ public struct RelayServer: Sendable {
                 do {
                     file = try await Self.archiveRead { try archive.export(id: id, format: format) }
                 } catch let error as SessionArchiveError {
-                    if case .nothingToExport = error { throw HTTPError(.notFound, message: "\(error)\n") }
-                    throw HTTPError(.badRequest, message: "\(error)\n")
+                    if case .nothingToExport = error { throw HTTPError(.notFound, message: "\(error)") }
+                    throw HTTPError(.badRequest, message: "\(error)")
                 } catch {
-                    throw HTTPError(.internalServerError, message: "The session store cannot be read: \(error)\n")
+                    throw HTTPError(.internalServerError, message: "The session store cannot be read: \(error)")
                 }
                 guard let file else {
-                    throw HTTPError(.notFound, message: "No recorded session \(id.prefix(64)): see GET /v1/sessions.\n")
+                    throw HTTPError(.notFound, message: "No recorded session \(id.prefix(64)): see GET /v1/sessions.")
                 }
                 return Response(
                     status: .ok,
@@ -148,7 +153,7 @@ public struct RelayServer: Sendable {
         if let metrics = configuration.metrics {
             router.get("/metrics") { request, _ -> Response in
                 guard server.authenticate(request) != nil else {
-                    throw HTTPError(.unauthorized, message: "A valid relay token is required (Authorization: Bearer TOKEN).\n")
+                    throw HTTPError(.unauthorized, message: "A valid relay token is required (Authorization: Bearer TOKEN); create one with `hr-gateway token create`.")
                 }
                 return Response(
                     status: .ok, headers: [.contentType: "text/plain; version=0.0.4; charset=utf-8"],
@@ -157,7 +162,7 @@ public struct RelayServer: Sendable {
         }
         router.get("/v1/relay") { request, _ -> Response in
             guard server.authenticate(request) != nil else {
-                throw HTTPError(.unauthorized, message: "A valid relay token is required (Authorization: Bearer TOKEN).\n")
+                throw HTTPError(.unauthorized, message: "A valid relay token is required (Authorization: Bearer TOKEN); create one with `hr-gateway token create`.")
             }
             return Response(status: .upgradeRequired)
         }

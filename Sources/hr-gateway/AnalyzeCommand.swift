@@ -98,6 +98,9 @@ struct AnalyzeCommand: ParsableCommand {
             } catch {
                 throw AnalyzeError("\(file): \(error.description)")
             }
+            if rows.timed, fps != nil {
+                StandardStream.error.write(Data("warning: \(file): --fps ignored: the trace's t_s column gives the times\n".utf8))
+            }
             if rows.droppedRows > 0 {
                 StandardStream.error.write(Data(
                     "warning: \(file): dropped \(rows.droppedRows) row(s) whose t_s does not increase (first on line \(rows.firstDroppedLine ?? 0))\n".utf8))
@@ -120,6 +123,13 @@ struct AnalyzeCommand: ParsableCommand {
             }
             result = try OfflineAnalysis.analyze(trace: rows, configuration: config)
         } else {
+            if fps != nil {
+                StandardStream.error.write(Data(
+                    "warning: \(file): --fps ignored: a video's frame times come from the file (--fps is for a trace without t_s)\n".utf8))
+            }
+            if ((try? FileManager.default.attributesOfItem(atPath: file))?[.size] as? NSNumber)?.intValue == 0 {
+                throw AnalyzeError("\(file): the file is empty")
+            }
             result = try OfflineAnalysis.analyze(
                 video: file, configuration: config,
                 estimator: OfflineAnalysis.makeVideoEstimator(configuration: config, faceCascade: faceCascade))

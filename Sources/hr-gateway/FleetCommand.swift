@@ -58,7 +58,11 @@ struct FleetCommand: AsyncParsableCommand {
     func run() async throws {
         let settings = try store.settings()
         guard let url = mqtt ?? settings.mqttURL else {
-            throw ValidationError("fleet needs the broker: --mqtt mqtt://HOST (or [mqtt] url in the configuration).")
+            // A usage error found after reading the configuration: said here, pointing at fleet's help (a
+            // ValidationError thrown from run() is printed with the root command's usage).
+            StandardStream.error.write(Data(("Error: fleet needs the broker: --mqtt mqtt://HOST (or [mqtt] url in the "
+                + "configuration). See `hr-gateway fleet --help`.\n").utf8))
+            throw ExitCode(64)
         }
         let broker = try MQTTOptions.broker(url, passwordFile: mqttPasswordFile ?? settings.mqttPasswordFile)
         let board = Mutex(FleetBoard())

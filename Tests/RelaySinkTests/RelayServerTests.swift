@@ -172,6 +172,10 @@ func sendGet(port: Int, path: String, headers: [String] = []) throws -> Int32 {
         #expect(head.contains(" 200 ") && head.lowercased().contains("content-type: application/json"))
         #expect(list == #"[{"session_id":"s2"},{"session_id":"s1"}]"#)
         #expect(try await httpGet(port: relay.port, path: "/v1/sessions?limit=1", headers: auth).0 == #"[{"session_id":"s2"}]"#)
+        for bad in ["0", "-3", "501", "x"] {
+            let (body, head) = try await httpGet(port: relay.port, path: "/v1/sessions?limit=\(bad)", headers: auth)
+            #expect(head.contains(" 400 ") && body.contains("limit must be a whole number from 1 to 500"), "\(bad): \(body)")
+        }
         let (csv, csvHead) = try await httpGet(port: relay.port, path: "/v1/sessions/s1/export?format=csv", headers: auth)
         #expect(csvHead.contains(" 200 ") && csv == "a,b\n")
         #expect(csvHead.lowercased().contains(#"content-disposition: attachment; filename="session-s1.csv""#), "\(csvHead)")
