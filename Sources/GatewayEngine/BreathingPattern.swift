@@ -126,7 +126,8 @@ public struct ResonancePlan: Sendable, Equatable {
             throw .invalidState("Resonance assessment rates must be 3 to 10 breaths/min, got \(r)")
         }
         if let twice = rates.enumerated().first(where: { i, r in rates[..<i].contains(r) })?.element {
-            throw .invalidState("A resonance assessment paces each rate once, got \(twice == twice.rounded() ? String(Int(twice)) : String(twice)) twice")
+            let rate = twice == twice.rounded() ? String(Int(twice)) : String(twice)
+            throw .invalidState("A resonance assessment paces each rate once, got \(rate) twice")
         }
         guard (60...600).contains(stepSec) else {
             throw .invalidState("A resonance assessment step must last 60 to 600 s, got \(stepSec)")
