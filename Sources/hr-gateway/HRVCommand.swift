@@ -299,8 +299,11 @@ struct HRVCommand: ParsableCommand {
             return RRFile(rrMs: rr, column: "R peaks of \(chosen)'s ECG", unit: .ms)
         }
         // The device's runs of beats as the live session splits them (a lost link, lost notifications, no skin
-        // contact): the notifications without RR count too.
-        let segments = SessionMetrics.rrSegments(contents.samples.filter { ($0.deviceId ?? $0.source) == chosen })
+        // contact): the notifications without RR count too; raw ECG and motion chunks do not (the engine keeps them
+        // out of its window: a lost ECG frame is no lost beat).
+        let segments = SessionMetrics.rrSegments(contents.samples.filter {
+            ($0.deviceId ?? $0.source) == chosen && !$0.isWaveformOnly
+        })
         if segments.count > 1 {
             notes.append("the beats break \(segments.count - 1) time\(segments.count == 2 ? "" : "s") (a lost link, lost "
                 + "notifications or no skin contact: beats missing); HRV takes no successive difference across a break, "

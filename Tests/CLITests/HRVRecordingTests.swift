@@ -66,6 +66,10 @@ import Testing
             o["timestamp_ms"] = .int(t + 4_000)
             lines[k] = JSONValue.object(o).jsonString
         }
+        // A raw ECG chunk after a lost ECG frame, from the same strap: no lost beat, no break.
+        let t50 = try #require(JSONValue(parsing: lines[50])["timestamp_ms"]?.intValue)
+        lines.insert(BiosignalSample(timestampMs: t50 + 5, bpm: 0, deviceId: "A0:9E", source: "polar_ecg", gapBefore: true,
+                                     ecgUv: [1, 2, 3], ecgRateHz: 130).jsonValue.jsonString, at: 51)
         try (lines.joined(separator: "\n") + "\n").write(toFile: path, atomically: true, encoding: .utf8)
         let run = try CLI.run(["hrv", "--json", "--correct", "none", path])
         #expect(run.status == 0, "\(run.stderr)")
@@ -73,7 +77,7 @@ import Testing
         let samples = try lines.compactMap { l -> BiosignalSample? in
             let v = try JSONValue(parsing: l)
             return v["type"] == nil ? try BiosignalSample(json: v) : nil
-        }.filter { $0.deviceId == "A0:9E" }
+        }.filter { $0.deviceId == "A0:9E" && !$0.isWaveformOnly }
         let segments = SessionMetrics.rrSegments(samples)
         #expect(segments.count == 2 && segments.flatMap { $0 } == rr)
         let reported = try #require(JSONValue(parsing: run.stdout)["rmssd_ms"]?.doubleValue)
