@@ -304,7 +304,12 @@ extension SessionMetrics {
     /// second and no beat ended in that second whenever an interval spans it (normal below about 60 bpm); lost beats
     /// show up in the time check.
     public static func rrSegments(_ samples: [BiosignalSample]) -> [[Double]] {
-        var segments: [[Double]] = []
+        rrRuns(samples).map(\.rrMs)
+    }
+
+    /// The runs of `rrSegments`, each with the time of the notification that reported its last beat (epoch ms).
+    public static func rrRuns(_ samples: [BiosignalSample]) -> [(rrMs: [Double], endMs: Int64)] {
+        var segments: [(rrMs: [Double], endMs: Int64)] = []
         var current: [Double] = []
         var previous: BiosignalSample?
         var pendingBreak = false
@@ -317,15 +322,15 @@ extension SessionMetrics {
                 let elapsed = Double(s.timestampMs - p.timestampMs)
                 if elapsed - rr.reduce(0, +) > segmentGapToleranceMs { breaks = true }
             }
-            if breaks, !current.isEmpty {
-                segments.append(current)
+            if breaks, !current.isEmpty, let p = previous {
+                segments.append((current, p.timestampMs))
                 current = []
             }
             current.append(contentsOf: rr)
             previous = s
             pendingBreak = false
         }
-        if !current.isEmpty { segments.append(current) }
+        if !current.isEmpty, let p = previous { segments.append((current, p.timestampMs)) }
         return segments
     }
 

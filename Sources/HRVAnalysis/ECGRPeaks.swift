@@ -116,10 +116,17 @@ extension ECGRPeaks {
     /// when it has one (the detector's filters are designed at the nominal rate, a difference of a few per cent at
     /// most that they do not notice; the times are the measured rate's).
     public static func rrIntervals(_ runs: [Run], rateHz: Double) -> [Double] {
-        runs.flatMap { run -> [Double] in
+        rrRuns(runs, rateHz: rateHz).flatMap(\.rrMs)
+    }
+
+    /// The RR intervals of each run that has two R peaks or more, with the time of its last R peak (seconds on the
+    /// runs' clock), as `rrIntervals` computes them.
+    public static func rrRuns(_ runs: [Run], rateHz: Double) -> [(rrMs: [Double], endS: Double)] {
+        runs.compactMap { run in
             let peaks = detect(run.samples, rateHz: rateHz)
             let scale = run.measuredRateHz.map { rateHz / $0 } ?? 1
-            return zip(peaks, peaks.dropFirst()).map { ($1 - $0) * 1000 * scale }
+            guard let last = peaks.last, peaks.count > 1 else { return nil }
+            return (zip(peaks, peaks.dropFirst()).map { ($1 - $0) * 1000 * scale }, run.startMs / 1000 + last * scale)
         }
     }
 

@@ -4,10 +4,14 @@ public struct RRBeat: Sendable, Equatable {
     public var endS: Double
     /// The interval, milliseconds.
     public var rrMs: Double
+    /// The first beat after a break (a lost link, lost notifications, no skin contact): no successive difference is
+    /// taken from the previous beat, whatever the times say.
+    public var startsRun: Bool
 
-    public init(endS: Double, rrMs: Double) {
+    public init(endS: Double, rrMs: Double, startsRun: Bool = false) {
         self.endS = endS
         self.rrMs = rrMs
+        self.startsRun = startsRun
     }
 
     /// Time of the beat starting the interval.
@@ -31,14 +35,45 @@ extension HRVAnalyzer {
         }
     }
 
-    /// Splits beats into uninterrupted segments: a segment ends where the time from one beat to the next differs
-    /// from the interval between them by more than `gapToleranceS` (a lost notification or a recording gap).
+    /// Beats of uninterrupted runs (`runs`, milliseconds), each marked where it starts a run. With `endsS` (the time
+    /// of each run's last beat, seconds) a run is placed back from its end, so the windows of a recording
+    /// keep the time its breaks took; a run that would then overlap the one before starts where that one ends.
+    /// Without, each run follows the previous one directly (the breaks still split the analysis). The first interval
+    /// starts at 0 either way.
+    public static func beats(runs: [[Double]], endsS: [Double]? = nil) -> [RRBeat] {
+        var out: [RRBeat] = []
+        out.reserveCapacity(runs.reduce(0) { $0 + $1.count })
+        var previousEnd: Double?
+        var origin: Double?
+        for (k, run) in runs.enumerated() where !run.isEmpty {
+            let length = run.reduce(0, +) / 1000
+            var start = previousEnd ?? 0
+            if let endsS, k < endsS.count {
+                let from = origin ?? (endsS[k] - length)
+                origin = from
+                start = max(previousEnd ?? 0, endsS[k] - length - from)
+            }
+            var t = start
+            for (i, rr) in run.enumerated() {
+                t += rr / 1000
+                out.append(RRBeat(endS: t, rrMs: rr, startsRun: i == 0 && !out.isEmpty))
+            }
+            previousEnd = t
+        }
+        return out
+    }
+
+    /// Splits beats into uninterrupted segments: a segment ends before a beat that starts a run, and where the time
+    /// from one beat to the next differs from the interval between them by more than `gapToleranceS` (a lost
+    /// notification or a recording gap).
     public static func segments(of beats: [RRBeat], gapToleranceS: Double = 0.25) -> [[Double]] {
         var segments: [[Double]] = []
         var current: [Double] = []
         var previousEnd: Double?
         for beat in beats {
-            if let p = previousEnd, abs((beat.endS - p) - beat.rrMs / 1000) > gapToleranceS, !current.isEmpty {
+            if let p = previousEnd, beat.startsRun || abs((beat.endS - p) - beat.rrMs / 1000) > gapToleranceS,
+                !current.isEmpty
+            {
                 segments.append(current)
                 current = []
             }

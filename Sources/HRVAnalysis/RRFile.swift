@@ -49,8 +49,13 @@ public struct RRFile: Sendable, Equatable {
     public var column: String?
     public var unit: RRUnit
     /// The intervals in uninterrupted runs (a recording's beats broken by a lost link or lost notifications); one
-    /// run, all of `rrMs`, for a file.
+    /// run, all of `rrMs`, for a file without beat times.
     public var segments: [[Double]]
+    /// The time of each run's last beat, seconds (ascending), when the input has times (a recording, a CSV export's
+    /// `beat_time_ms`): windows then keep the time a break took.
+    public var runEndsS: [Double]?
+    /// The device whose rows were read, when the file has a `device_id` column.
+    public var device: String?
 
     /// Larger values are rejected as garbage (an RR interval of a minute is already a pause, not a beat).
     public static let maximumMs = 60_000.0
@@ -58,19 +63,40 @@ public struct RRFile: Sendable, Equatable {
     /// Header names read as milliseconds besides `rr_ms`.
     public static let millisecondAliases = ["rr", "ibi_ms"]
 
-    public init(rrMs: [Double], column: String?, unit: RRUnit, segments: [[Double]]? = nil) {
+    /// Header names of a beat's time (epoch or any origin, milliseconds), as `sessions export --format csv` writes.
+    public static let beatTimeColumn = "beat_time_ms"
+    /// Header name of the device a row belongs to (a CSV export of a session with several straps).
+    public static let deviceColumn = "device_id"
+    /// How far the step from one beat's time to the next may differ from the interval before it is a break.
+    public static let breakToleranceMs = 250.0
+
+    public init(
+        rrMs: [Double], column: String?, unit: RRUnit, segments: [[Double]]? = nil, runEndsS: [Double]? = nil,
+        device: String? = nil
+    ) {
         self.rrMs = rrMs
         self.column = column
         self.unit = unit
         self.segments = segments ?? [rrMs]
+        self.runEndsS = runEndsS
+        self.device = device
     }
+
+    /// The beats on their time line: the runs, placed at their times when the input has them.
+    public var beats: [RRBeat] { HRVAnalyzer.beats(runs: segments, endsS: runEndsS) }
 
     static let expected = "expected a CSV with a header naming rr_ms (milliseconds) or rr_1024 (1/1024 s), "
         + "or one RR value per line"
 
     /// Parses `text`. `unit` chooses the column when the header has both (else `preferring` does), and gives the
-    /// unit of headerless values (milliseconds when nil).
-    public static func parse(_ text: String, unit: RRUnit? = nil, preferring: RRUnit = .ms) throws(RRFileError) -> RRFile {
+    /// unit of headerless values (milliseconds when nil). With a `device_id` column holding several devices, `device`
+    /// chooses the rows read (`choose` says how, in the error when none is chosen). With a `beat_time_ms` column, a
+    /// step between beats that differs from the interval by more than `breakToleranceMs` (a lost link in a CSV
+    /// export) or goes back in time breaks the series into runs.
+    public static func parse(
+        _ text: String, unit: RRUnit? = nil, preferring: RRUnit = .ms, device: String? = nil,
+        choose: String = "keep one device's rows"
+    ) throws(RRFileError) -> RRFile {
         // "\r\n" is one Character in Swift: splitting on "\n" alone would leave a Windows file as a single line.
         var lines = text.split(omittingEmptySubsequences: false, whereSeparator: \.isNewline)
         if let first = lines.first, first.hasPrefix("\u{FEFF}") { lines[0] = first.dropFirst() }
@@ -81,6 +107,11 @@ public struct RRFile: Sendable, Equatable {
         var headerFields = 0
         var values: [Double] = []
         var sawFirst = false
+        var timeIndex: Int?
+        var deviceIndex: Int?
+        var devices: [String] = []
+        /// Rows of each device: (line, RR ms, beat time ms).
+        var rows: [(device: String, line: Int, rrMs: Double, timeMs: Double?)] = []
         // The separator, from the first line: a comma, else a semicolon or a tab (a spreadsheet in a locale with
         // decimal commas, the Polar Sensor Logger's layout), where a decimal comma in a value is read as a point.
         var separator: Character = ","
@@ -121,6 +152,14 @@ public struct RRFile: Sendable, Equatable {
                         )
                     }
                     column = resolvedUnit.column
+                    // A name given twice leaves which column is meant open (a header pasted over another).
+                    for wanted in [names[fieldIndex], beatTimeColumn, deviceColumn]
+                        where names.filter({ $0 == wanted }).count > 1
+                    {
+                        throw RRFileError(line: number, message: "the header names \(wanted) twice; keep one such column")
+                    }
+                    timeIndex = names.firstIndex(of: beatTimeColumn)
+                    deviceIndex = names.firstIndex(of: deviceColumn)
                     continue
                 }
             }
@@ -167,7 +206,38 @@ public struct RRFile: Sendable, Equatable {
             guard ms <= maximumMs else {
                 throw RRFileError(line: number, message: "\(field) is not a plausible RR interval (over 60 s)")
             }
+            var time: Double?
+            if let timeIndex {
+                let t = timeIndex < fields.count ? fields[timeIndex] : ""
+                guard !t.contains(where: { $0 == "x" || $0 == "X" }), let v = Double(t), v.isFinite else {
+                    throw RRFileError(line: number, message: "'\(t)' is not a \(beatTimeColumn) (milliseconds)")
+                }
+                time = v
+            }
+            let owner = deviceIndex.map { $0 < fields.count ? fields[$0] : "" } ?? ""
+            if !devices.contains(owner) { devices.append(owner) }
+            rows.append((owner, number, ms, time))
             values.append(ms)
+        }
+        if deviceIndex != nil {
+            let chosen: String
+            if let device {
+                guard devices.contains(device) else {
+                    throw RRFileError(line: nil, message: "no rows of device \(device) (the \(deviceColumn) column holds "
+                        + "\(devices.map { $0.isEmpty ? "(empty)" : $0 }.joined(separator: ", ")))")
+                }
+                chosen = device
+            } else {
+                guard devices.count <= 1 else {
+                    throw RRFileError(line: nil, message: "the file holds the beats of \(devices.count) devices "
+                        + "(\(devices.map { $0.isEmpty ? "(empty)" : $0 }.joined(separator: ", "))): \(choose)")
+                }
+                chosen = devices.first ?? ""
+            }
+            rows = rows.filter { $0.device == chosen }
+            values = rows.map(\.rrMs)
+        } else if let device {
+            throw RRFileError(line: nil, message: "no \(deviceColumn) column to choose device \(device) by")
         }
         guard !values.isEmpty else {
             let what = sawFirst ? "the file has a header but no RR values" : "the file is empty"
@@ -180,7 +250,31 @@ public struct RRFile: Sendable, Equatable {
                     + "or 1/1024 s counts with --unit 1024"
             )
         }
-        return RRFile(rrMs: values, column: column, unit: resolvedUnit)
+        let chosenDevice = deviceIndex != nil ? rows.first?.device : nil
+        guard timeIndex != nil else {
+            return RRFile(rrMs: values, column: column, unit: resolvedUnit, device: chosenDevice)
+        }
+        // Runs by the beat times: consecutive beats are their interval apart within a run.
+        var segments: [[Double]] = []
+        var ends: [Double] = []
+        var current: [Double] = []
+        var previous: Double?
+        for row in rows {
+            let t = row.timeMs!
+            if let p = previous, !current.isEmpty, t < p || abs((t - p) - row.rrMs) > breakToleranceMs {
+                segments.append(current)
+                ends.append(p / 1000)
+                current = []
+            }
+            current.append(row.rrMs)
+            previous = t
+        }
+        if let p = previous, !current.isEmpty {
+            segments.append(current)
+            ends.append(p / 1000)
+        }
+        return RRFile(rrMs: values, column: column, unit: resolvedUnit, segments: segments, runEndsS: ends,
+            device: chosenDevice)
     }
 }
 

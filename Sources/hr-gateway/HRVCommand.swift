@@ -13,11 +13,15 @@ struct HRVCommand: ParsableCommand {
         abstract: "HRV (time, frequency, nonlinear, DFA) and breathing rate from RR intervals or a recording.",
         discussion: """
             FILE is either a CSV whose header names an rr_ms column (milliseconds) or an rr_1024 column (1/1024 s \
-            counts, the unit BLE heart-rate straps send); other columns are ignored and may come in any order. \
-            Or it holds one value per line, in the unit given by --unit. Blank lines and lines starting with # are \
-            skipped. Or it is a recording (JSON lines, as `stream --record` and `sessions export --format jsonl` \
-            write them): the RR intervals of its strap, in order (--device picks one when it holds several). Use - \
-            to read standard input.
+            counts, the unit BLE heart-rate straps send); other columns are ignored and may come in any order; \
+            columns separated by semicolons or tabs are read too, with decimal commas. A beat_time_ms column (as \
+            `sessions export --format csv` writes) gives the beats their times: where the step from one beat to \
+            the next is not its interval, beats were lost and the series breaks there; a device_id column holding \
+            several devices needs --device. Or it holds one value per line, in the unit given by --unit. Blank \
+            lines and lines starting with # are skipped. Or it is a recording (JSON lines, as `stream --record` \
+            and `sessions export --format jsonl` write them): the RR intervals of its strap, in order (--device \
+            picks one when it holds several), broken where the live session breaks them. No successive \
+            difference is taken across a break, and windows keep the time it took. Use - to read standard input.
 
             Metrics (the --json keys are those of the engine's session frames):
               rr_count                 intervals analysed, after correction
@@ -103,7 +107,8 @@ struct HRVCommand: ParsableCommand {
         valueName: "file"))
     var file: String
 
-    @Option(help: ArgumentHelp("With a recording holding RR from several devices: the device to analyse.", valueName: "id"))
+    @Option(help: ArgumentHelp("With a recording or a CSV export holding RR from several devices: the device to analyse.",
+        valueName: "id"))
     var device: String?
 
     @Flag(help: ArgumentHelp("With a recording holding raw ECG (stream --ecg): RR from the ECG's R peaks (millisecond "
@@ -171,11 +176,14 @@ struct HRVCommand: ParsableCommand {
             if Self.isRecording(text) {
                 parsed = try Self.recordedRR(text, file: file, device: device, fromECG: fromEcg)
             } else {
-                if device != nil || fromEcg {
-                    throw HRVCommandError(message: "\(file): \(fromEcg ? "--from-ecg" : "--device") applies to a recording "
-                        + "(JSON lines); this is an RR file")
+                if fromEcg {
+                    throw HRVCommandError(message: "\(file): --from-ecg applies to a recording (JSON lines) holding raw "
+                        + "ECG; this is an RR file")
                 }
-                parsed = try RRFile.parse(text, unit: unit?.rrUnit)
+                parsed = try RRFile.parse(text, unit: unit?.rrUnit, device: device, choose: "choose one with --device")
+                if parsed.segments.count > 1 {
+                    Self.noteBreaks(parsed.segments.count - 1, file: file, why: "the beat times jump (beats lost)")
+                }
             }
         } catch let error as RRFileError {
             throw HRVCommandError(message: "\(file): \(error)")
@@ -187,7 +195,7 @@ struct HRVCommand: ParsableCommand {
         )
 
         if dfaTimeline {
-            let beats = HRVAnalyzer.beats(fromRR: parsed.rrMs)
+            let beats = parsed.beats
             let estimates = LiveDFA.timeline(beats)
             guard !estimates.isEmpty else {
                 throw HRVCommandError(
@@ -207,7 +215,7 @@ struct HRVCommand: ParsableCommand {
         }
 
         if let window {
-            let beats = HRVAnalyzer.beats(fromRR: parsed.rrMs)
+            let beats = parsed.beats
             let windows = HRVAnalyzer.analyzeWindows(beats, windowS: window, stepS: step ?? window, options: options)
             let total = beats.last?.endS ?? 0
             guard !windows.isEmpty else {
@@ -291,26 +299,34 @@ struct HRVCommand: ParsableCommand {
                 + sampled
                 + (runs.count > 1 ? " in \(runs.count) runs (lost frames split it; no interval is taken across)" : ""))
             for note in notes { StandardStream.error.write(Data("note: \(file): \(note)\n".utf8)) }
-            let rr = ECGRPeaks.rrIntervals(runs, rateHz: rate)
-            guard !rr.isEmpty else {
+            let timed = ECGRPeaks.rrRuns(runs, rateHz: rate)
+            guard !timed.isEmpty else {
                 throw HRVCommandError(message: "\(file): no two R peaks found in \(chosen)'s ECG (too short, or no "
                     + "heartbeat in it)")
             }
-            return RRFile(rrMs: rr, column: "R peaks of \(chosen)'s ECG", unit: .ms)
+            return RRFile(rrMs: timed.flatMap(\.rrMs), column: "R peaks of \(chosen)'s ECG", unit: .ms,
+                segments: timed.map(\.rrMs), runEndsS: timed.map(\.endS), device: chosen)
         }
         // The device's runs of beats as the live session splits them (a lost link, lost notifications, no skin
         // contact): the notifications without RR count too; raw ECG and motion chunks do not (the engine keeps them
         // out of its window: a lost ECG frame is no lost beat).
-        let segments = SessionMetrics.rrSegments(contents.samples.filter {
+        let runs = SessionMetrics.rrRuns(contents.samples.filter {
             ($0.deviceId ?? $0.source) == chosen && !$0.isWaveformOnly
         })
-        if segments.count > 1 {
-            notes.append("the beats break \(segments.count - 1) time\(segments.count == 2 ? "" : "s") (a lost link, lost "
-                + "notifications or no skin contact: beats missing); HRV takes no successive difference across a break, "
-                + "as the live session does (--window and --dfa-timeline join the series)")
-        }
         for note in notes { StandardStream.error.write(Data("note: \(file): \(note)\n".utf8)) }
-        return RRFile(rrMs: segments.flatMap { $0 }, column: "rr_intervals_ms of \(chosen)", unit: .ms, segments: segments)
+        if runs.count > 1 {
+            noteBreaks(runs.count - 1, file: file, why: "a lost link, lost notifications or no skin contact: beats missing")
+        }
+        let segments = runs.map(\.rrMs)
+        return RRFile(rrMs: segments.flatMap { $0 }, column: "rr_intervals_ms of \(chosen)", unit: .ms, segments: segments,
+            runEndsS: runs.map { Double($0.endMs) / 1000 }, device: chosen)
+    }
+
+    /// Says on standard error that the beats break, and what that means for the metrics.
+    static func noteBreaks(_ count: Int, file: String, why: String) {
+        let note = "the beats break \(count) time\(count == 1 ? "" : "s") (\(why)); HRV takes no successive difference "
+            + "across a break, as the live session does, and windows keep the time a break took"
+        StandardStream.error.write(Data("note: \(file): \(note)\n".utf8))
     }
 
     static func readText(_ path: String) throws -> String {

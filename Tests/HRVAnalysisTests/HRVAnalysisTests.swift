@@ -121,6 +121,63 @@ import Testing
         beats.append(RRBeat(endS: beats[3].endS + 0.9, rrMs: 900))
         #expect(HRVAnalyzer.segments(of: beats) == [[800, 800, 800], [900, 900]])
     }
+
+    /// Runs placed on their times keep the time between them; a run that starts a break splits the analysis even
+    /// where the times join up (a break for lost skin contact takes no time), and an overlapping run is moved after
+    /// the one before.
+    @Test func runsKeepTheirTimesAndBreaks() {
+        let beats = HRVAnalyzer.beats(runs: [[800, 800], [900, 900], [1000]], endsS: [101.6, 105.8, 105.9])
+        #expect(beats.map { ($0.endS * 1000).rounded() } == [800, 1600, 4900, 5800, 6800])
+        #expect(beats.map(\.startsRun) == [false, false, true, false, true])
+        #expect(HRVAnalyzer.segments(of: beats) == [[800, 800], [900, 900], [1000]])
+        let untimed = HRVAnalyzer.beats(runs: [[800, 800], [900]])
+        #expect(untimed.map { ($0.endS * 1000).rounded() } == [800, 1600, 2500])
+        #expect(HRVAnalyzer.segments(of: untimed) == [[800, 800], [900]])
+    }
+}
+
+/// CSV columns beyond the RR one: a CSV export's beat times and devices, and a header naming a column twice.
+@Suite struct RRFileColumnTests {
+    @Test func beatTimesBreakTheSeriesWhereBeatsWereLost() throws {
+        let csv = "session_id,device_id,beat_time_ms,rr_ms\n"
+            + "s,A,1000,800\ns,A,1800,800\ns,A,2600,800\n"  // consecutive beats their interval apart
+            + "s,A,7500,900\ns,A,8400,900\n"  // 4 s of beats lost
+            + "s,A,8000,1000\n"  // back in time: a new run
+        let f = try RRFile.parse(csv)
+        #expect(f.rrMs == [800, 800, 800, 900, 900, 1000])
+        #expect(f.segments == [[800, 800, 800], [900, 900], [1000]])
+        #expect(f.runEndsS == [2.6, 8.4, 8.0])
+        #expect(f.beats.map { ($0.endS * 1000).rounded() } == [800, 1600, 2400, 7300, 8200, 9200])
+        #expect(try RRFile.parse("beat_time_ms,rr_ms\n1000,800\n1801,801\n").segments == [[800, 801]])
+        #expect(throws: RRFileError(line: 3, message: "'' is not a beat_time_ms (milliseconds)")) {
+            try RRFile.parse("beat_time_ms,rr_ms\n1000,800\n,801\n")
+        }
+    }
+
+    @Test func severalDevicesNeedAChoice() throws {
+        let csv = "device_id,rr_ms\nA,800\nB,600\nA,810\nB,610\n"
+        #expect(throws: RRFileError(line: nil, message: "the file holds the beats of 2 devices (A, B): pick one")) {
+            try RRFile.parse(csv, choose: "pick one")
+        }
+        let b = try RRFile.parse(csv, device: "B")
+        #expect(b.rrMs == [600, 610] && b.device == "B")
+        #expect(throws: RRFileError(line: nil, message: "no rows of device C (the device_id column holds A, B)")) {
+            try RRFile.parse(csv, device: "C")
+        }
+        #expect(try RRFile.parse("device_id,rr_ms\nA,800\nA,810\n").device == "A")
+        #expect(throws: RRFileError(line: nil, message: "no device_id column to choose device A by")) {
+            try RRFile.parse("rr_ms\n800\n", device: "A")
+        }
+    }
+
+    @Test func aColumnNamedTwiceIsAnError() {
+        #expect(throws: RRFileError(line: 1, message: "the header names rr_ms twice; keep one such column")) {
+            try RRFile.parse("rr_ms,rr_ms\n800,900\n")
+        }
+        #expect(throws: RRFileError(line: 1, message: "the header names beat_time_ms twice; keep one such column")) {
+            try RRFile.parse("beat_time_ms,rr_ms,beat_time_ms\n1,800,2\n")
+        }
+    }
 }
 
 @Suite struct WindowTests {
