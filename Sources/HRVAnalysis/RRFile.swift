@@ -67,6 +67,8 @@ public struct RRFile: Sendable, Equatable {
     public static let beatTimeColumn = "beat_time_ms"
     /// Header name of the device a row belongs to (a CSV export of a session with several straps).
     public static let deviceColumn = "device_id"
+    /// Header name of the flag (1) on the first beat after a break, as the CSV export writes it.
+    public static let segmentStartColumn = "segment_start"
     /// How far the step from one beat's time to the next may differ from the interval before it is a break.
     public static let breakToleranceMs = 250.0
 
@@ -92,7 +94,7 @@ public struct RRFile: Sendable, Equatable {
     /// unit of headerless values (milliseconds when nil). With a `device_id` column holding several devices, `device`
     /// chooses the rows read (`choose` says how, in the error when none is chosen). With a `beat_time_ms` column, a
     /// step between beats that differs from the interval by more than `breakToleranceMs` (a lost link in a CSV
-    /// export) or goes back in time breaks the series into runs.
+    /// export) or goes back in time breaks the series into runs; so does a `segment_start` of 1.
     public static func parse(
         _ text: String, unit: RRUnit? = nil, preferring: RRUnit = .ms, device: String? = nil,
         choose: String = "keep one device's rows"
@@ -109,9 +111,9 @@ public struct RRFile: Sendable, Equatable {
         var sawFirst = false
         var timeIndex: Int?
         var deviceIndex: Int?
+        var startIndex: Int?
         var devices: [String] = []
-        /// Rows of each device: (line, RR ms, beat time ms).
-        var rows: [(device: String, line: Int, rrMs: Double, timeMs: Double?)] = []
+        var rows: [(device: String, line: Int, rrMs: Double, timeMs: Double?, startsRun: Bool)] = []
         // The separator, from the first line: a comma, else a semicolon or a tab (a spreadsheet in a locale with
         // decimal commas, the Polar Sensor Logger's layout), where a decimal comma in a value is read as a point.
         var separator: Character = ","
@@ -153,13 +155,14 @@ public struct RRFile: Sendable, Equatable {
                     }
                     column = resolvedUnit.column
                     // A name given twice leaves which column is meant open (a header pasted over another).
-                    for wanted in [names[fieldIndex], beatTimeColumn, deviceColumn]
+                    for wanted in [names[fieldIndex], beatTimeColumn, deviceColumn, segmentStartColumn]
                         where names.filter({ $0 == wanted }).count > 1
                     {
                         throw RRFileError(line: number, message: "the header names \(wanted) twice; keep one such column")
                     }
                     timeIndex = names.firstIndex(of: beatTimeColumn)
                     deviceIndex = names.firstIndex(of: deviceColumn)
+                    startIndex = names.firstIndex(of: segmentStartColumn)
                     continue
                 }
             }
@@ -216,7 +219,8 @@ public struct RRFile: Sendable, Equatable {
             }
             let owner = deviceIndex.map { $0 < fields.count ? fields[$0] : "" } ?? ""
             if !devices.contains(owner) { devices.append(owner) }
-            rows.append((owner, number, ms, time))
+            let starts = startIndex.map { $0 < fields.count && fields[$0] == "1" } ?? false
+            rows.append((owner, number, ms, time, starts))
             values.append(ms)
         }
         if deviceIndex != nil {
@@ -251,30 +255,31 @@ public struct RRFile: Sendable, Equatable {
             )
         }
         let chosenDevice = deviceIndex != nil ? rows.first?.device : nil
-        guard timeIndex != nil else {
+        guard timeIndex != nil || startIndex != nil else {
             return RRFile(rrMs: values, column: column, unit: resolvedUnit, device: chosenDevice)
         }
-        // Runs by the beat times: consecutive beats are their interval apart within a run.
+        // Runs by the flags and the beat times: consecutive beats are their interval apart within a run.
         var segments: [[Double]] = []
         var ends: [Double] = []
         var current: [Double] = []
         var previous: Double?
         for row in rows {
-            let t = row.timeMs!
-            if let p = previous, !current.isEmpty, t < p || abs((t - p) - row.rrMs) > breakToleranceMs {
+            var breaks = row.startsRun
+            if let t = row.timeMs, let p = previous { breaks = breaks || t < p || abs((t - p) - row.rrMs) > breakToleranceMs }
+            if breaks, !current.isEmpty {
                 segments.append(current)
-                ends.append(p / 1000)
+                if let p = previous { ends.append(p / 1000) }
                 current = []
             }
             current.append(row.rrMs)
-            previous = t
+            previous = row.timeMs
         }
-        if let p = previous, !current.isEmpty {
+        if !current.isEmpty {
             segments.append(current)
-            ends.append(p / 1000)
+            if let p = previous { ends.append(p / 1000) }
         }
-        return RRFile(rrMs: values, column: column, unit: resolvedUnit, segments: segments, runEndsS: ends,
-            device: chosenDevice)
+        return RRFile(rrMs: values, column: column, unit: resolvedUnit, segments: segments,
+            runEndsS: timeIndex != nil ? ends : nil, device: chosenDevice)
     }
 }
 

@@ -4,7 +4,7 @@ import GatewayEngine
 /// The export formats of a recorded session. Pure: store rows in, text out.
 public enum SessionExport {
     public enum Format: String, Sendable, CaseIterable {
-        /// One row per beat: `session_id,device_id,beat_time_ms,rr_ms,rr_1024,hr_bpm,contact`.
+        /// One row per beat: `session_id,device_id,beat_time_ms,rr_ms,rr_1024,hr_bpm,contact,segment_start`.
         case csv
         /// `{"session": …, "samples": […], "beats": […], "events": […]}`.
         case json
@@ -219,7 +219,7 @@ public enum SessionExport {
         return tracks
     }
 
-    public static let csvHeader = "session_id,device_id,beat_time_ms,rr_ms,rr_1024,hr_bpm,contact"
+    public static let csvHeader = "session_id,device_id,beat_time_ms,rr_ms,rr_1024,hr_bpm,contact,segment_start"
 
     /// The `contact` column: `1` skin contact, `0` no skin contact, empty when the strap does not report it.
     public static func contactField(_ c: SensorContact?) -> String {
@@ -231,8 +231,8 @@ public enum SessionExport {
     }
 
     /// One line per RR interval, in arrival order, with the beat times of `BeatTimeline` (continuous across
-    /// notifications, so consecutive beats of a device are their RR apart except across a gap). Samples without RR
-    /// have no beat rows.
+    /// notifications, so consecutive beats of a device are their RR apart except across a gap, where `segment_start`
+    /// is 1). Samples without RR have no beat rows.
     public static func csv(sessionId: String, samples: [BiosignalSample]) -> String {
         var out = csvHeader + "\n"
         for beat in BeatTimeline.beats(samples) {
@@ -241,20 +241,30 @@ public enum SessionExport {
             out += [
                 field(sessionId), field(beat.device), String(Int64(beat.timeMs.rounded())),
                 number(beat.rrMs), raw.map { String($0[beat.intervalIndex]) } ?? "", number(s.bpm), contactField(s.contact),
+                beat.startsSegment ? "1" : "0",
             ].joined(separator: ",") + "\n"
         }
         return out
     }
 
-    /// The beats of `BeatTimeline` as JSON: `device_id`, `beat_time_ms` (integer), `rr_ms`, and `segment_start`
-    /// on the first beat after a gap (and the first of each device).
+    /// The beats of `BeatTimeline` as JSON, the CSV's row in each: `device_id`, `beat_time_ms` (integer), `rr_ms`,
+    /// `rr_1024` (when the strap sent it), `hr_bpm`, `contact` (`true`/`false`, absent when the strap does not report
+    /// it), and `segment_start` on the first beat after a gap (and the first of each device).
     public static func beatsJSON(samples: [BiosignalSample]) -> JSONValue {
         .array(BeatTimeline.beats(samples).map { b in
+            let s = samples[b.sampleIndex]
             var o: [String: JSONValue] = [
                 "device_id": .string(b.device),
                 "beat_time_ms": .int(Int64(b.timeMs.rounded())),
                 "rr_ms": .double(b.rrMs),
+                "hr_bpm": .double(s.bpm),
             ]
+            if let raw = s.rrRaw1024, raw.count == s.rrIntervalsMs?.count { o["rr_1024"] = .int(Int64(raw[b.intervalIndex])) }
+            switch s.contact {
+            case .contact: o["contact"] = .bool(true)
+            case .noContact: o["contact"] = .bool(false)
+            case .notSupported, nil: break
+            }
             if b.startsSegment { o["segment_start"] = .bool(true) }
             return .object(o)
         })

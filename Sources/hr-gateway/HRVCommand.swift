@@ -16,8 +16,8 @@ struct HRVCommand: ParsableCommand {
             counts, the unit BLE heart-rate straps send); other columns are ignored and may come in any order; \
             columns separated by semicolons or tabs are read too, with decimal commas. A beat_time_ms column (as \
             `sessions export --format csv` writes) gives the beats their times: where the step from one beat to \
-            the next is not its interval, beats were lost and the series breaks there; a device_id column holding \
-            several devices needs --device. Or it holds one value per line, in the unit given by --unit. Blank \
+            the next is not its interval, or its segment_start is 1, beats were lost and the series breaks there; \
+            a device_id column holding several devices needs --device. Or it holds one value per line, in the unit given by --unit. Blank \
             lines and lines starting with # are skipped. Or it is a recording (JSON lines, as `stream --record` \
             and `sessions export --format jsonl` write them): the RR intervals of its strap, in order (--device \
             picks one when it holds several), broken where the live session breaks them. No successive \
@@ -182,7 +182,7 @@ struct HRVCommand: ParsableCommand {
                 }
                 parsed = try RRFile.parse(text, unit: unit?.rrUnit, device: device, choose: "choose one with --device")
                 if parsed.segments.count > 1 {
-                    Self.noteBreaks(parsed.segments.count - 1, file: file, why: "the beat times jump (beats lost)")
+                    Self.noteBreaks(parsed.segments.count - 1, file: file, why: "segment_start, or the beat times jump: beats lost")
                 }
             }
         } catch let error as RRFileError {

@@ -13,7 +13,8 @@ struct SessionsExportCommand: ParsableCommand {
         discussion: """
             Formats:
               csv    one row per RR interval, with the columns
-                     session_id,device_id,beat_time_ms,rr_ms,rr_1024,hr_bpm,contact
+                     session_id,device_id,beat_time_ms,rr_ms,rr_1024,hr_bpm,contact,
+                     segment_start
                      beat_time_ms: epoch ms of the beat that ends the interval, rebuilt
                        from the RR values: consecutive beats of a device are exactly
                        their RR apart, and no beat is later than the notification
@@ -22,9 +23,13 @@ struct SessionsExportCommand: ParsableCommand {
                      rr_1024: the strap's raw value (1/1024 s), empty when it sent none
                      contact: 1 skin contact, 0 no skin contact, empty when the
                        strap does not report it
+                     segment_start: 1 on a device's first beat and the first
+                       after a gap (`hr-gateway hrv` takes no successive
+                       difference across it), else 0
                      samples without RR (camera estimates) have no rows
               json   {"session": …, "samples": […], "beats": […], "events": […]}:
-                     everything recorded, and the beat times of the csv
+                     everything recorded; "beats" holds the csv's rows
+                     (contact true/false, absent when not reported)
               jsonl  one sample per line, the format of --record:
                      `hr-gateway stream --replay FILE` plays it back
               edf    EDF+ (binary, for EDFbrowser, MNE, pyedflib): HR as a

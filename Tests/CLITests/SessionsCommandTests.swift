@@ -101,10 +101,10 @@ import Testing
         // alternately, while the notifications come every 1020 ms).
         let csv = try CLI.run(["sessions", "export", "rec-1", "--format", "csv", "--state-dir", dir])
         let rows = csv.lines
-        #expect(rows.first == "session_id,device_id,beat_time_ms,rr_ms,rr_1024,hr_bpm,contact")
+        #expect(rows.first == "session_id,device_id,beat_time_ms,rr_ms,rr_1024,hr_bpm,contact,segment_start")
         #expect(rows.count == 121)
-        let expectedRows = samples.map { s in
-            "rec-1,AA:BB,\(s.timestampMs),\(Int(s.rrIntervalsMs![0])),\(s.rrRaw1024![0]),\(Int(s.bpm)),1"
+        let expectedRows = samples.enumerated().map { k, s in
+            "rec-1,AA:BB,\(s.timestampMs),\(Int(s.rrIntervalsMs![0])),\(s.rrRaw1024![0]),\(Int(s.bpm)),1,\(k == 0 ? 1 : 0)"
         }
         // Replay shifts timestamps to the replay's start: compare the columns that do not move, and the spacing.
         #expect(rows.dropFirst().map { $0.split(separator: ",").enumerated().filter { $0.offset != 2 }.map(\.element) }

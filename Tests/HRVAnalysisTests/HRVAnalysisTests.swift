@@ -149,6 +149,10 @@ import Testing
         #expect(f.runEndsS == [2.6, 8.4, 8.0])
         #expect(f.beats.map { ($0.endS * 1000).rounded() } == [800, 1600, 2400, 7300, 8200, 9200])
         #expect(try RRFile.parse("beat_time_ms,rr_ms\n1000,800\n1801,801\n").segments == [[800, 801]])
+        // The export's own flag, with and without times: a break where the times join up (lost skin contact).
+        let flagged = try RRFile.parse("beat_time_ms,rr_ms,segment_start\n1000,800,1\n1800,800,0\n2600,800,1\n3400,800,0\n")
+        #expect(flagged.segments == [[800, 800], [800, 800]] && flagged.beats.map(\.startsRun) == [false, false, true, false])
+        #expect(try RRFile.parse("rr_ms,segment_start\n800,1\n800,0\n810,1\n").segments == [[800, 800], [810]])
         #expect(throws: RRFileError(line: 3, message: "'' is not a beat_time_ms (milliseconds)")) {
             try RRFile.parse("beat_time_ms,rr_ms\n1000,800\n,801\n")
         }

@@ -332,6 +332,17 @@ final class Seen: Sendable {
         #expect(anchored.timeMs > first[first.count - second.count - 1].timestampMs + 7_000)
         let beats = try #require(SessionExport.beatsJSON(samples: all).arrayValue)
         #expect(beats.filter { $0["segment_start"] == .bool(true) }.count == 3, "A's start, A after the gap, B's start")
+        // The JSON export's beats carry the CSV's row, field for field.
+        let csvLines = SessionExport.csv(sessionId: "s", samples: all).split(separator: "\n").dropFirst()
+        #expect(beats.count == csvLines.count)
+        for (beat, line) in zip(beats, csvLines) {
+            let f = line.split(separator: ",", omittingEmptySubsequences: false).map(String.init)
+            let contact: JSONValue? = f[6] == "1" ? .bool(true) : f[6] == "0" ? .bool(false) : nil
+            #expect((beat["segment_start"] == .bool(true)) == (f[7] == "1") && ["0", "1"].contains(f[7]))
+            #expect(beat["device_id"]?.stringValue == f[1] && beat["beat_time_ms"]?.intValue == Int64(f[2])
+                && beat["rr_ms"]?.doubleValue == Double(f[3]) && beat["rr_1024"]?.intValue == Int64(f[4])
+                && beat["hr_bpm"]?.doubleValue == Double(f[5]) && beat["contact"] == contact, "\(beat) vs \(line)")
+        }
     }
 
     @Test func aSimulatedStrapIsExportedWithEachBeatInTheSecondBeforeItsNotification() async throws {
@@ -368,10 +379,10 @@ final class Seen: Sendable {
         let lines = SessionExport.csv(sessionId: "s", samples: samples).split(separator: "\n").map(String.init)
         #expect(lines == [
             SessionExport.csvHeader,
-            "s,AA:BB,9200,1000,1024,66,1",
-            "s,AA:BB,10000,800,819,66,1",
-            "s,\"x,y\",11000,1000.5,,60.5,",
-            "s,AA:BB,11900,900,,75,0",
+            "s,AA:BB,9200,1000,1024,66,1,1",
+            "s,AA:BB,10000,800,819,66,1,0",
+            "s,\"x,y\",11000,1000.5,,60.5,,1",
+            "s,AA:BB,11900,900,,75,0,1",  // no skin contact: a new stretch
         ])
     }
 

@@ -563,7 +563,7 @@ async def run_checks(report, gw, tab, bad, overlay, token, empty_gw, empty_tab, 
         (row,) = [x for x in snap["sessions"] if x["id"] == snap["session"]]
         assert PATTERN in row["text"] and all(f in row["text"] for f in ("CSV", "EDF", "JSON")), row
         rows = (await download(snap["session"], "csv", f"session-{snap['session']}.csv")).splitlines()
-        assert rows[0] == "session_id,device_id,beat_time_ms,rr_ms,rr_1024,hr_bpm,contact", rows[:1]
+        assert rows[0] == "session_id,device_id,beat_time_ms,rr_ms,rr_1024,hr_bpm,contact,segment_start", rows[:1]
         csv_rr = [float(r.split(",")[3]) for r in rows[1:]]
         # The store may hold a reading the gateway has not printed in a frame yet: wait for the next frame.
         last_seq = max((e["seq"] for e in gw.events("biosignal_frame")), default=0)
