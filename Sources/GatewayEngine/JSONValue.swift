@@ -245,8 +245,24 @@ private struct JSONParser {
         case UInt8(ascii: "f"): try literal("false"); return .bool(false)
         case UInt8(ascii: "n"): try literal("null"); return .null
         case UInt8(ascii: "-"), UInt8(ascii: "0")...UInt8(ascii: "9"): return try parseNumber()
-        default: throw fail("unexpected character '\(Character(Unicode.Scalar(bytes[i])))'")
+        default: throw fail(unexpectedCharacter())
         }
+    }
+
+    /// The character at `i` named for a person: decoded from its UTF-8 bytes (a byte read alone as Latin-1 showed a
+    /// byte order mark as 'ï'), with its code point when it is not printable ASCII.
+    func unexpectedCharacter() -> String {
+        var decoder = UTF8()
+        var rest = bytes[i...].makeIterator()
+        guard case .scalarValue(let scalar) = decoder.decode(&rest) else {
+            return "a byte (0x\(String(bytes[i], radix: 16, uppercase: true))) that is not UTF-8"
+        }
+        if scalar == "\u{FEFF}" { return "a byte order mark (U+FEFF): send the JSON without it" }
+        let hex = String(scalar.value, radix: 16, uppercase: true)
+        let code = "U+" + String(repeating: "0", count: max(0, 4 - hex.count)) + hex
+        if scalar.isASCII && scalar.value >= 0x20 && scalar.value < 0x7F { return "unexpected character '\(scalar)'" }
+        return scalar.properties.generalCategory == .control
+            ? "unexpected character \(code)" : "unexpected character '\(scalar)' (\(code))"
     }
 
     mutating func literal(_ word: String) throws(JSONParseError) {

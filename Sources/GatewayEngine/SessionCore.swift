@@ -86,19 +86,44 @@ struct SessionCore {
     var nextDeadlineMs: Int64 { min(nextFrameMs, nextRawMs ?? .max, endMs, cueDeadline(cueIndex) ?? .max) }
 
     mutating func append(_ sample: BiosignalSample) {
+        newestTimeMs = max(newestTimeMs ?? Double(sample.timestampMs), Double(sample.timestampMs))
         // Raw waveform chunks (ECG) carry no heart rate: they skip the metrics and go out once, in the next raw frame.
         if sample.isWaveformOnly {
             if config.includeRawSamples { pendingWaveform.append(sample) }
             if let acc = sample.accG, !acc.isEmpty { appendMotion(sample, acc) }
             if sample.ecgUv?.isEmpty == false { appendECG(sample) }
-            return
+        } else {
+            window.append(sample)
+            liveDFA.append(sample)
+            if config.resonance != nil, sample.rrIntervalsMs?.isEmpty == false { assessmentSamples.append(sample) }
         }
-        window.append(sample)
-        liveDFA.append(sample)
-        if config.resonance != nil, sample.rrIntervalsMs?.isEmpty == false { assessmentSamples.append(sample) }
+        pruneWaveforms()
     }
 
-    /// Accelerometer samples of the last `windowSec` per device (by its newest sample's time), for the motion metrics.
+    /// The newest time a sample holds (its own, or an accelerometer sample's within a chunk), of any source and kind:
+    /// the ECG and motion windows end there, as the sample window does, so a strap that stopped sending ECG (or every
+    /// strap, while a heart rate goes on) ages out of them.
+    private var newestTimeMs: Double?
+
+    /// Drops the ECG chunks and accelerometer samples older than the window before the newest sample. (They were cut
+    /// from the newest chunk of their own kind: when all ECG stopped, its last minute stayed in every frame and the
+    /// summary for the rest of the session.)
+    private mutating func pruneWaveforms() {
+        guard let newest = newestTimeMs else { return }
+        let cutoff = newest - Double(config.profile.windowSec) * 1000
+        for (d, chunks) in ecg {
+            guard let first = chunks.first, Double(first.timestampMs) <= cutoff else { continue }
+            let kept = chunks.drop { Double($0.timestampMs) <= cutoff }
+            ecg[d] = kept.isEmpty ? nil : Array(kept)
+        }
+        for (d, samples) in motion {
+            guard let first = samples.first, first.timeMs <= cutoff else { continue }
+            let kept = samples.drop { $0.timeMs <= cutoff }
+            motion[d] = kept.isEmpty ? nil : Array(kept)
+        }
+    }
+
+    /// Accelerometer samples of the last `windowSec` per device (before the newest sample), for the motion metrics.
     private(set) var motion: [String: [(timeMs: Double, g: SIMD3<Double>)]] = [:]
 
     private mutating func appendMotion(_ sample: BiosignalSample, _ acc: [SIMD3<Double>]) {
@@ -109,15 +134,7 @@ struct SessionCore {
             own.append((Double(sample.timestampMs) + (rate > 0 ? Double(k) * 1000 / rate : 0), g))
         }
         motion[device] = own
-        // Every device's samples older than the window, the newest sample's: a strap that stopped sending (its link
-        // lost) ages out as it did when all straps shared one window.
-        guard let newest = motion.values.compactMap({ $0.last?.timeMs }).max() else { return }
-        let cutoff = newest - Double(config.profile.windowSec) * 1000
-        for (d, samples) in motion {
-            guard let first = samples.first, first.timeMs <= cutoff else { continue }
-            let kept = samples.drop { $0.timeMs <= cutoff }
-            motion[d] = kept.isEmpty ? nil : Array(kept)
-        }
+        if let last = own.last?.timeMs { newestTimeMs = max(newestTimeMs ?? last, last) }
     }
 
     /// ECG chunks of the last `windowSec` per device, for R peaks.
@@ -129,14 +146,6 @@ struct SessionCore {
         let device = sample.deviceId ?? sample.source
         if !ecgDevices.contains(device) { ecgDevices.append(device) }
         ecg[device, default: []].append(sample)
-        // Every device's chunks older than the window, the newest chunk's: a strap that stopped sending ages out.
-        let newest = ecg.values.compactMap { $0.last?.timestampMs }.max() ?? sample.timestampMs
-        let cutoff = newest - Int64(config.profile.windowSec) * 1000
-        for (d, chunks) in ecg {
-            guard let first = chunks.first, first.timestampMs <= cutoff else { continue }
-            let kept = chunks.drop { $0.timestampMs <= cutoff }
-            ecg[d] = kept.isEmpty ? nil : Array(kept)
-        }
     }
 
     /// The window's samples by device, the camera's left out (the devices `PrimaryDevice` chooses from).

@@ -58,7 +58,10 @@ public enum SampleFile {
         }
 
         /// Each finding in a sentence, for the replay's status and log.
-        public var notes: [String] {
+        public var notes: [String] { notes(replaying: true) }
+
+        /// Each finding in a sentence; `replaying` false for a reader that does not play the file in time (`hrv`).
+        public func notes(replaying: Bool) -> [String] {
             var notes: [String] = []
             if truncatedTail { notes.append("last line incomplete, skipped") }
             if let first = firstUnreadable, let line = first.line {
@@ -72,16 +75,17 @@ public enum SampleFile {
             }
             if let line = lateFirstLine {
                 notes.append("\(late) sample\(late == 1 ? " is" : "s are") more than \(SampleFile.lateToleranceMs / 1000) s "
-                    + "earlier than one before (first on line \(line)): replayed in file order and recorded, but outside "
-                    + "the window of the later samples")
+                    + "earlier than one before (first on line \(line))" + (replaying
+                        ? ": replayed in file order and recorded, but outside the window of the later samples"
+                        : ": read in file order"))
             }
             if let line = repeatedFirstLine {
                 notes.append("\(repeated) repeated sample\(repeated == 1 ? "" : "s") (the same as one before) dropped "
                     + "(first on line \(line))")
             }
             if let line = longestGapLine, longestGapMs >= SampleFile.longGapMs {
-                notes.append("a gap of \(Self.spoken(longestGapMs)) before line \(line): the replay waits it out "
-                    + "(--replay-speed plays it faster)")
+                notes.append("a gap of \(Self.spoken(longestGapMs)) before line \(line)"
+                    + (replaying ? ": the replay waits it out (--replay-speed plays it faster)" : " (no samples in it)"))
             }
             return notes
         }
@@ -140,6 +144,12 @@ public enum SampleFile {
             var sample: BiosignalSample
             do {
                 let json = try JSONValue(parsing: line)
+                // `sessions export --format json`: one object holding the whole session, not a sample per line.
+                if contents.samples.isEmpty, json["session"]?.objectValue != nil, json["samples"]?.arrayValue != nil {
+                    throw ReadError(path: path, line: lineNumber, reason: "a JSON export (sessions export --format "
+                        + "json: the whole session in one object), not a recording of one sample per line: export it "
+                        + "with --format jsonl (or csv, for hr-gateway hrv)")
+                }
                 if json["type"] != nil, json["timestamp_ms"] == nil {
                     contents.eventLines += 1
                     continue
@@ -148,6 +158,8 @@ public enum SampleFile {
                 guard bpmRange.contains(sample.bpm) else {
                     throw SampleDecodingError("bpm \(String(format: "%g", sample.bpm)) is not a heart rate (0 to 1000)")
                 }
+            } catch let error as ReadError {
+                throw error
             } catch {
                 if isLast, !contents.samples.isEmpty {
                     contents.truncatedTail = true

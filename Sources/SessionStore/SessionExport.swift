@@ -297,6 +297,18 @@ public enum SessionExport {
     public static let hrRange = -327.68...327.67
     /// How long before the session's start an EDF may begin, for beats and samples from before it.
     public static let earliestBeforeStartMs: Int64 = 10_000
+    /// The longest span an EDF export covers: a week of one-second records (a few hundred MB with ECG). A session
+    /// spanning more has a clock that jumped while it was recorded (a Raspberry Pi's clock set by NTP after the start,
+    /// a corrupt timestamp in a replayed file), and its EDF would be years of empty records that no memory holds.
+    public static let maxEDFSpanMs: Int64 = 7 * 86_400_000
+
+    /// The time from the session's start (or its earliest sample, when earlier) to its end (or its latest sample).
+    public static func spanMs(session: RecordedSession, samples: [BiosignalSample]) -> Int64 {
+        let times = samples.map(\.timestampMs)
+        let first = min(session.startedAtMs, times.min() ?? session.startedAtMs)
+        let last = max(session.endedAtMs ?? session.startedAtMs, times.max() ?? session.startedAtMs)
+        return last - first
+    }
 
     public static func edf(session: RecordedSession, samples: [BiosignalSample], events: [RecordedEvent]) -> [UInt8] {
         let beats = BeatTimeline.beats(samples)
@@ -363,9 +375,14 @@ public enum SessionExport {
                 let ecg = grid(ecgChunks.filter { $0.ecgRateHz == rate }, rateHz: rate, startMs: startMs,
                                records: records, channels: 1) { $0.ecgUv!.map { [Double($0)] } }[0]
                 let (label, transducer) = named("ECG", "Polar H10 chest strap electrodes (PMD)", device, d)
+                // One µV per digital step, or the fewest whole µV per step that hold the largest value (the strap
+                // sends 24 bits; electrodes off or a loose strap can go past ±32.767 mV, which was clipped).
+                let peak = ecg.reduce(0) { max($0, abs($1)) }
+                let uvPerStep = min(256, max(1, (peak / 32767).rounded(.up)))  // 256: the strap's 24 bits
                 signals.append(EDFWriter.Signal(
                     label: label, transducer: transducer, physicalDimension: "uV",
-                    physicalMin: -32768, physicalMax: 32767, samplesPerRecord: Int(rate), samples: ecg))
+                    physicalMin: -32768 * uvPerStep, physicalMax: 32767 * uvPerStep, samplesPerRecord: Int(rate),
+                    samples: ecg))
             }
             // Accelerometer (Polar PMD): X, Y and Z in g at the strap's rate, placed likewise.
             let accChunks = own.filter { $0.accG?.isEmpty == false }
@@ -444,7 +461,15 @@ extension SessionStore {
         case .csv: return Array(SessionExport.csv(sessionId: id, samples: samples).utf8)
         case .jsonl: return Array(SessionExport.jsonl(samples: samples).utf8)
         case .json: return Array(SessionExport.json(session: s, samples: samples, events: try events(sessionId: id)).utf8)
-        case .edf: return SessionExport.edf(session: s, samples: samples, events: try events(sessionId: id))
+        case .edf:
+            let span = SessionExport.spanMs(session: s, samples: samples)
+            guard span <= SessionExport.maxEDFSpanMs else {
+                throw .nothingToExport("session \(id) spans \(span / 86_400_000) days from its start to its last sample, "
+                    + "more than the \(SessionExport.maxEDFSpanMs / 86_400_000) days an EDF export covers (one record a "
+                    + "second): the clock jumped while it was recorded, or a timestamp is wrong. Export it with --format "
+                    + "csv, jsonl or json, which hold every sample at its recorded time")
+            }
+            return SessionExport.edf(session: s, samples: samples, events: try events(sessionId: id))
         case .ecgCSV, .accCSV:
             let waveform: SessionExport.Waveform = format == .ecgCSV ? .ecg : .acc
             guard let csv = SessionExport.waveformCSV(sessionId: id, samples: samples, waveform: waveform) else {

@@ -285,7 +285,7 @@ struct HRVCommand: ParsableCommand {
             chosen = only
         }
         let samples = holding.filter { ($0.deviceId ?? $0.source) == chosen }
-        var notes = contents.notes
+        var notes = contents.notes(replaying: false)
         if fromECG {
             let rate = samples[0].ecgRateHz!
             let runs = ECGRPeaks.runs(samples, rateHz: rate)
@@ -409,7 +409,8 @@ struct HRVCommand: ParsableCommand {
 
     static func header(_ f: RRFile, file: String, correction: Correction) -> String {
         let seconds = f.rrMs.reduce(0, +) / 1000
-        let source = f.column.map { "column \($0)" } ?? "one value per line, unit \(f.unit == .ms ? "ms" : "1/1024 s")"
+        let source = f.column.map { $0.hasPrefix("R peaks") ? $0 : "column \($0)" }
+            ?? "one value per line, unit \(f.unit == .ms ? "ms" : "1/1024 s")"
         return "\(file): \(f.rrMs.count) RR interval\(f.rrMs.count == 1 ? "" : "s") (\(source)), \(fixed(seconds, 1)) s; correction: \(correction.rawValue)"
     }
 

@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import GatewayStorage
+import ReplayProvider
 import SessionStore
 import StdoutSink
 
@@ -67,8 +68,12 @@ struct SessionsExportCommand: ParsableCommand {
     @Option(help: "csv, json, jsonl, edf, ecg-csv or acc-csv.")
     var format: SessionExport.Format = .csv
 
-    @Option(help: ArgumentHelp("Write to FILE instead of standard output.", valueName: "file"))
+    @Option(help: ArgumentHelp("Write to FILE instead of standard output. A file that holds data is refused unless "
+        + "--overwrite; the session store's own files always are.", valueName: "file"))
     var output: String?
+
+    @Flag(help: "With --output: replace what the file holds.")
+    var overwrite = false
 
     @OptionGroup var store: StoreOptions
 
@@ -76,17 +81,38 @@ struct SessionsExportCommand: ParsableCommand {
         if id.trimmingCharacters(in: .whitespaces).isEmpty {
             throw ValidationError("A session id is empty: give one, or its first characters (see hr-gateway sessions list).")
         }
+        if overwrite && output == nil { throw ValidationError("--overwrite is for --output FILE; there is no --output.") }
+        if let output, !overwrite, let size = SampleFileWriter.heldBytes(output) {
+            throw ValidationError("--output \(output) already holds \(size) bytes: write to another file, or add "
+                + "--overwrite to replace it.")
+        }
     }
 
     func run() throws {
         let sessions = try store.openForReading()
         let id: String
         do { id = try sessions.resolve(self.id) } catch { throw CommandFailure("\(error)") }
+        // Writing an export over the store itself (its database, the journal of a recording) loses every session.
+        if let output {
+            let own = ["sessions.sqlite", "sessions.sqlite-wal", "sessions.sqlite-shm"].map { sessions.directory + "/" + $0 }
+            let journal = sessions.directory + "/journal"
+            let parent = (output as NSString).deletingLastPathComponent
+            if own.contains(where: { SampleFileWriter.sameFile(output, $0) })
+                || SampleFileWriter.sameFile(parent.isEmpty ? "." : parent, journal)
+            {
+                throw CommandFailure("--output \(output) is a file of the session store in \(sessions.directory): writing "
+                    + "the export there would destroy the recorded sessions. Write it elsewhere.")
+            }
+        }
         if format == .edf, output == nil, isatty(STDOUT_FILENO) == 1 {
             throw CommandFailure("EDF is binary: write it to a file with --output FILE.edf (or redirect standard output).")
         }
         let bytes: [UInt8]
         do { bytes = try sessions.export(id: id, format: format) } catch { throw CommandFailure("\(error)") }
+        if (try? sessions.session(id: id))??.state == .running {
+            StandardStream.error.write(Data(("note: session \(id) is being recorded now: the export holds what was "
+                + "recorded until this moment; export it again after it ends for the whole session\n").utf8))
+        }
         if let output {
             do { try FileWrite.write(bytes, to: output) } catch { throw CommandFailure("\(error)") }
         } else {

@@ -202,6 +202,15 @@ struct SourceOptions: ParsableArguments {
                 do { contents = try SampleFile.read(path: replay) } catch {
                     throw CommandFailure("--replay \(error)")
                 }
+                // A span no session can last (a mistyped or corrupt timestamp_ms, years ahead): the session would
+                // end at its longest duration, the samples after the jump never replayed.
+                let times = contents.samples.map(\.timestampMs)
+                if let first = times.min(), let last = times.max(), last - first > Int64(SessionConfig.maxDurationSec) * 1000 {
+                    let line = contents.longestGapLine.map { " (the jump is before line \($0))" } ?? ""
+                    throw CommandFailure("--replay \(replay): its samples span \((last - first) / 86_400_000) days\(line), "
+                        + "longer than a session can last (\(SessionConfig.maxDurationSec) s): a wrong timestamp_ms? "
+                        + "Correct or remove that line.")
+                }
                 providers.append(ReplayBiosignalProvider(
                     contents: contents, label: replay, speed: replaySpeed ?? 1, clock: clock))
             } else {

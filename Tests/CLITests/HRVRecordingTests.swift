@@ -200,6 +200,8 @@ import Testing
         let mean = try #require(o["mean_rr_ms"]?.doubleValue)
         let referenceMean = reference.reduce(0, +) / Double(reference.count)
         #expect(abs(mean - referenceMean) / referenceMean < 0.01, "\(mean) vs \(referenceMean)")
+        // No successive difference across the lost frame either (the two runs' intervals were joined there).
+        #expect(o["successive_differences"]?.intValue == Int64(count - 2), "\(r.stdout)")
 
         // Half a second of ECG holds no interval.
         let short = path + ".short"

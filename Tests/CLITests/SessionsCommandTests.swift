@@ -307,6 +307,66 @@ import Testing
         #expect(csv.lines.count == 121, "the first recording is whole")
     }
 
+    /// An export onto a file that holds data is refused without --overwrite, and onto the store's own files always:
+    /// it replaced any file in silence, the store's database too (every recorded session lost, exit 0).
+    @Test func anExportReplacesNoFileInSilence() throws {
+        let dir = tempDir()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        try recordBeats(as: "ow-1", in: dir)
+        let mine = dir + "/mine.csv"
+        try "precious\n".write(toFile: mine, atomically: true, encoding: .utf8)
+        let refused = try CLI.run(["sessions", "export", "ow-1", "--output", mine, "--state-dir", dir])
+        #expect(refused.status == 64, "\(refused.stderr)")
+        #expect(refused.stderr.contains("--output \(mine) already holds 9 bytes"), "\(refused.stderr)")
+        #expect(try String(contentsOfFile: mine, encoding: .utf8) == "precious\n")
+        let replaced = try CLI.run(["sessions", "export", "ow-1", "--output", mine, "--overwrite", "--state-dir", dir])
+        #expect(replaced.status == 0, "\(replaced.stderr)")
+        #expect(try String(contentsOfFile: mine, encoding: .utf8).hasPrefix("session_id,"))
+
+        for file in ["sessions.sqlite", "sessions.sqlite-wal"] where FileManager.default.fileExists(atPath: dir + "/" + file) {
+            let onStore = try CLI.run(["sessions", "export", "ow-1", "--format", "edf", "--output", dir + "/" + file,
+                                       "--overwrite", "--state-dir", dir])
+            #expect(onStore.status == 1, "\(file): \(onStore.stderr)")
+            #expect(onStore.stderr.contains("is a file of the session store"), "\(onStore.stderr)")
+        }
+        let show = try CLI.run(["sessions", "show", "ow-1", "--state-dir", dir])
+        #expect(show.status == 0 && show.stdout.contains("completed"), "the store is whole: \(show.stderr)")
+    }
+
+    /// Exporting a session while it is recorded gives what was recorded so far, and says so (it said nothing: a
+    /// partial file taken for the session).
+    @Test func anExportOfARunningSessionSaysItIsPartial() throws {
+        let dir = tempDir()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let cli = try RunningCLI(["stream", "--simulate", "--format", "jsonl", "--state-dir", dir, "--session-id", "run-1",
+                                  "--emit-interval", "1", "--raw"])
+        while let line = cli.readLine(), !line.contains("biosignal_frame") {}
+        let export = try CLI.run(["sessions", "export", "run-1", "--format", "csv", "--state-dir", dir])
+        cli.signal(SIGTERM)
+        _ = cli.wait()
+        #expect(export.status == 0, "\(export.stderr)")
+        #expect(export.stderr.contains("session run-1 is being recorded now"), "\(export.stderr)")
+        let after = try CLI.run(["sessions", "export", "run-1", "--format", "csv", "--state-dir", dir])
+        #expect(after.status == 0 && !after.stderr.contains("being recorded"), "\(after.stderr)")
+    }
+
+    /// A recording whose samples span more than a session can last (one mistyped timestamp_ms, years ahead) was
+    /// replayed into a "completed" session of 68 years that never replayed the samples after the jump, exit 0.
+    @Test func aReplaySpanningYearsIsRefused() throws {
+        let dir = tempDir()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let path = dir + "/wild.jsonl"
+        try [1_700_000_000_000, 1_700_000_001_000, 11_700_000_002_000, 1_700_000_003_000].map {
+            BiosignalSample(timestampMs: $0, bpm: 60, rrIntervalsMs: [1000], deviceId: "A0", source: "ble_hrm").jsonValue.jsonString
+        }.joined(separator: "\n").appending("\n").write(toFile: path, atomically: true, encoding: .utf8)
+        let run = try CLI.run(["stream", "--replay", path, "--replay-speed", "1000000", "--format", "jsonl",
+                               "--state-dir", dir])
+        #expect(run.status == 1, "\(run.stderr)")
+        #expect(run.stderr.contains("longer than a session can last"), "\(run.stderr)")
+        #expect(run.stderr.contains("(the jump is before line 3)"), "\(run.stderr)")
+        #expect(!run.stdout.contains("session_started"))
+    }
+
     /// A full disk, behind --output or behind standard output (/dev/full answers every write with ENOSPC): the
     /// export fails saying so (it used to exit 0 with its output lost, or blame the directory's permissions), leaves
     /// no half-written file, and writes into a device rather than replacing it.

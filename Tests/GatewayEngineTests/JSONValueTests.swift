@@ -32,6 +32,19 @@ import Testing
         }
     }
 
+    /// The character where reading stopped is named as sent: a byte order mark was shown as 'ï' (its first byte
+    /// read as Latin-1), 'é' as 'Ã'.
+    @Test func namesTheUnexpectedCharacterAsSent() {
+        func reason(_ bytes: [UInt8]) -> String? {
+            do { _ = try JSONValue(parsing: bytes); return nil } catch { return error.reason }
+        }
+        #expect(reason(Array("\u{FEFF}{\"type\":\"ping\"}".utf8)) == "a byte order mark (U+FEFF): send the JSON without it")
+        #expect(reason(Array("é".utf8)) == "unexpected character 'é' (U+00E9)")
+        #expect(reason(Array("x".utf8)) == "unexpected character 'x'")
+        #expect(reason([0x01]) == "unexpected character U+0001")
+        #expect(reason([0xFF, 0x7B]) == "a byte (0xFF) that is not UTF-8")
+    }
+
     @Test func writesDoublesAsDoublesAndEscapesStrings() {
         #expect(JSONValue.double(72).jsonString == "72.0")
         #expect(JSONValue.double(0.1).jsonString == "0.1")

@@ -104,4 +104,42 @@ import Testing
         #expect(m.motionSampleCount == 2 * 10, "\(String(describing: m.motionSampleCount))")
         #expect(abs((m.motionRmsG ?? 0) - 0.1) < 1e-9, "\(String(describing: m.motionRmsG))")
     }
+
+    /// A strap that stops sending ECG and motion while its heart rate goes on (the only strap: no other chunk comes
+    /// to age them out): its ECG and motion metrics leave the frames a window after its last chunk, and are not in
+    /// the summary. They stayed for the rest of the session, the summary's ECG heart rate a minute from its start.
+    @Test func waveformMetricsAgeOutWhenAllWaveformsStop() async throws {
+        let ecg = try MITBIH208.ecg()
+        let session = try await ScriptedSession(id: "w1", durationSec: 40, windowSec: 10, emitIntervalSec: 5)
+        let (clock, provider, log) = (session.clock, session.provider, session.log)
+        var next = 0
+        for second in 1...39 {
+            clock.advance(toMs: Int64(second) * 1000)
+            if second <= 15 {
+                while next < ecg.count && Double(next) / 130 < Double(second) {
+                    provider.send(BiosignalSample(
+                        timestampMs: Int64((Double(next) * 1000 / 130).rounded()), bpm: 0, deviceId: "A0",
+                        source: "polar_ecg", ecgUv: Array(ecg[next..<min(ecg.count, next + 73)]), ecgRateHz: 130))
+                    next += 73
+                }
+                provider.send(BiosignalSample(timestampMs: Int64(second) * 1000 + 10, bpm: 0, deviceId: "A0",
+                                              source: "polar_acc", accG: [SIMD3(0.1, 0, 1), SIMD3(-0.1, 0, 1)], accRateHz: 50))
+            }
+            provider.send(BiosignalSample(timestampMs: Int64(second) * 1000, bpm: 60, rrIntervalsMs: [1000],
+                                          deviceId: "A0", source: "ble_hrm"))
+        }
+        clock.advance(toMs: 40_000)
+        await log.ended()
+        var frames: [(end: Int64, m: SessionMetrics)] = []
+        for e in log.all {
+            if case .frame(_, _, let at, let m, _) = e { frames.append((at, m)) }
+        }
+        let early = try #require(frames.first { $0.end == 10_000 }?.m)
+        #expect(early.ecgHrBpm != nil && early.motionRmsG != nil, "while the chunks come")
+        let late = frames.filter { $0.end >= 30_000 }
+        #expect(!late.isEmpty)
+        for f in late { #expect(f.m.ecgHrBpm == nil && f.m.ecgRRCount == nil && f.m.motionRmsG == nil, "at \(f.end)") }
+        guard case .summary(_, _, let m, _)? = log.last else { throw ProviderBroke() }
+        #expect(m.ecgHrBpm == nil && m.ecgRRAgreementMs == nil && m.motionSampleCount == nil)
+    }
 }

@@ -234,6 +234,16 @@ import Testing
         #expect(read.notes.contains("3 repeated samples (the same as one before) dropped (first on line 3)"), "\(read.notes)")
         #expect(read.notes.contains("a gap of 10 h 0 min before line 7: the replay waits it out (--replay-speed plays it "
             + "faster)"), "\(read.notes)")
+        // Read by `hrv`, which plays nothing in time: no replay advice.
+        #expect(read.notes(replaying: false).contains("a gap of 10 h 0 min before line 7 (no samples in it)"))
+        #expect(!read.notes(replaying: false).contains { $0.contains("replay") })
+
+        // The JSON export (one object holding the session) is named, with the format to use.
+        let export = #"{"beats":[],"events":[],"samples":[{"timestamp_ms":1000,"bpm":60}],"session":{"id":"s"}}"#
+        try (export + "\n").write(toFile: path, atomically: true, encoding: .utf8)
+        #expect(throws: SampleFile.ReadError(path: path, line: 1, reason: "a JSON export (sessions export --format json: "
+            + "the whole session in one object), not a recording of one sample per line: export it with --format jsonl "
+            + "(or csv, for hr-gateway hrv)")) { try SampleFile.read(path: path) }
     }
 
 

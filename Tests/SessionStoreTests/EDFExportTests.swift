@@ -124,6 +124,30 @@ import Testing
         #expect(texts == 3, "all three beats annotated: \(texts)")
     }
 
+    /// ECG past ±32.767 mV (electrodes off, a loose strap: the strap sends 24 bits) was clipped to the 16-bit range
+    /// at one µV per step; the range now widens to the fewest whole µV per step that hold the largest value, and a
+    /// session within the usual range keeps one µV per step.
+    @Test func ecgBeyondSixteenBitsWidensTheRangeInsteadOfClipping() {
+        let values: [Int32] = [0, 100_000, -199_900, 32_767, -5, 1_234_567] + [Int32](repeating: 7, count: 124)
+        let samples = [
+            BiosignalSample(timestampMs: t0, bpm: 0, deviceId: "A0", source: "polar_ecg", ecgUv: values, ecgRateHz: 130),
+            BiosignalSample(timestampMs: t0 + 1_000, bpm: 60, rrIntervalsMs: [1000], deviceId: "A0", source: "ble_hrm"),
+        ]
+        let wide = Read(SessionExport.edf(session: session(samples), samples: samples, events: []))
+        let step = (1_234_567.0 / 32767).rounded(.up)
+        let got = Array(wide.signal("ECG").prefix(values.count))
+        for (v, g) in zip(values, got) { #expect(abs(Double(v) - g) <= step / 2, "\(v) read back as \(g)") }
+        #expect(got.max() ?? 0 > 1_000_000, "not clipped at 32767")
+
+        let usual = samples.map { s -> BiosignalSample in
+            var s = s
+            s.ecgUv = s.ecgUv.map { $0.map { max(-30_000, min(30_000, $0)) } }
+            return s
+        }
+        let exact = Read(SessionExport.edf(session: session(usual), samples: usual, events: []))
+        #expect(Array(exact.signal("ECG").prefix(values.count)) == usual[0].ecgUv!.map(Double.init), "one µV per step")
+    }
+
     /// A sample stamped far before the session (a clock mapping gone wrong, an edited recording) does not make the
     /// file begin there: at most `earliestBeforeStartMs` before the session's start.
     @Test func aSampleFarBeforeTheStartDoesNotMoveTheFilesStartThere() {

@@ -122,6 +122,27 @@ final class Seen: Sendable {
         }
     }
 
+    /// A session whose clock jumped by years while it was recorded (a Pi's clock set by NTP after the start, a
+    /// corrupt timestamp in a replayed file): its EDF export, a record a second, took all memory. It is refused,
+    /// saying why and which formats hold it; the CSV still exports.
+    @Test func anEDFSpanningYearsIsRefused() throws {
+        let dir = tempDir()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let store = try SessionStore(directory: dir)
+        let recorder = SessionRecorder(store: store, config: SessionConfig(sessionId: "jump", mode: .focus, durationSec: 60)) { _ in }
+        recorder.record(BiosignalSample(timestampMs: 1_700_000_000_000, bpm: 61, rrIntervalsMs: [983], deviceId: "A0",
+                                        source: "ble_hrm"))
+        recorder.record(BiosignalSample(timestampMs: 3_845_000_000_000, bpm: 61, rrIntervalsMs: [983], deviceId: "A0",
+                                        source: "ble_hrm"))
+        recorder.finish()
+        #expect(throws: StoreError.self) { try store.export(id: "jump", format: .edf) }
+        do { _ = try store.export(id: "jump", format: .edf) } catch {
+            #expect("\(error)".contains("more than the 7 days an EDF export covers"), "\(error)")
+            #expect("\(error)".contains("--format csv, jsonl or json"), "\(error)")
+        }
+        #expect(try store.export(id: "jump", format: .csv).count > 0)
+    }
+
     @Test func aDuplicateSessionIdIsReportedOnceAndNotRecorded() throws {
         let dir = tempDir()
         defer { try? FileManager.default.removeItem(atPath: dir) }
