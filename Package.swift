@@ -133,7 +133,7 @@ let package = Package(
         .target(
             name: "RelayStore",
             dependencies: [
-                "RelayCore", "GatewayEngine", "GatewayStorage",
+                "RelayCore", "GatewayEngine", "GatewayStorage", "SystemCalls",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Crypto", package: "swift-crypto"),
             ],

@@ -3,6 +3,7 @@ import Foundation
 import GatewayEngine
 import GatewayStorage
 import RelayCore
+import SystemCalls
 
 /// One stored token: only the SHA-256 of the secret is kept.
 public struct RelayTokenRecord: Sendable, Codable, Equatable {
@@ -40,6 +41,10 @@ public final class RelayTokenStore: Sendable {
     public var path: String { directory + "/tokens.json" }
     private let readFile: @Sendable (String) -> [UInt8]?
     private let cache = Locked<Cached?>(nil)
+    /// Told once when the file cannot be read or decoded at a lookup (the records last read stay in use), and once
+    /// when it can again; nil when nobody listens.
+    private let warn: (@Sendable (String) -> Void)?
+    private let lastFailure = Locked<String?>(nil)
 
     /// What the cached records were decoded from.
     struct FileIdentity: Equatable, Sendable {
@@ -63,12 +68,16 @@ public final class RelayTokenStore: Sendable {
     }
 
     /// - Parameter readFile: reads a whole file (nil when it cannot); injected by tests to count reads.
+    /// - Parameter warn: told (once per distinct failure) when a lookup cannot read the file, so that a gateway says
+    ///   so in its log instead of going on with a stale set in silence.
     public init(
         directory: String,
-        readFile: @escaping @Sendable (String) -> [UInt8]? = { FileManager.default.contents(atPath: $0).map { [UInt8]($0) } }
+        readFile: @escaping @Sendable (String) -> [UInt8]? = { FileManager.default.contents(atPath: $0).map { [UInt8]($0) } },
+        warn: (@Sendable (String) -> Void)? = nil
     ) {
         self.directory = directory
         self.readFile = readFile
+        self.warn = warn
     }
 
     /// All records as the file holds them now (another process may have created or revoked one); read again only
@@ -88,31 +97,69 @@ public final class RelayTokenStore: Sendable {
         let hash = Self.sha256Hex(token)
         let record = RelayTokenRecord(
             id: String(hash.prefix(12)), name: name, scope: scope, sha256: hash, createdAtMs: nowMs)
-        var records = try load().records
-        records.append(record)
-        try save(records)
+        try changing { $0.append(record) }
         return (token, record)
     }
 
     /// Removes the token whose id (or unique id prefix, or name) matches; returns the removed record.
     public func revoke(_ key: String) throws(RelayTokenStoreError) -> RelayTokenRecord {
+        try changing { records throws(RelayTokenStoreError) in
+            let matches = records.indices.filter { records[$0].id.hasPrefix(key) || records[$0].name == key }
+            guard !key.isEmpty, let first = matches.first else {
+                throw RelayTokenStoreError("No token with id or name '\(key)'; `hr-gateway token list` shows them.")
+            }
+            guard matches.count == 1 else {
+                throw RelayTokenStoreError("'\(key)' matches \(matches.count) tokens; give more of the id.")
+            }
+            return records.remove(at: first)
+        }
+    }
+
+    /// Reads, changes and writes the file back while holding an exclusive `flock` on the state directory, so that
+    /// two token commands at once (two administrators, a provisioning loop) do not write over each other's change: a
+    /// revocation reported as done was undone, and a token printed was never stored.
+    private func changing<T>(_ change: (inout [RelayTokenRecord]) throws(RelayTokenStoreError) -> T)
+        throws(RelayTokenStoreError) -> T
+    {
+        do {
+            try FileManager.default.createDirectory(
+                atPath: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        } catch {
+            throw RelayTokenStoreError("Cannot create \(directory): \(error.localizedDescription).")
+        }
+        let fd = open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        guard fd >= 0 else {
+            throw RelayTokenStoreError("Cannot open \(directory): \(String(cString: strerror(errno))).")
+        }
+        defer { close(fd) }
+        guard SystemCall.retryingInterrupts({ flock(fd, LOCK_EX) }) == 0 else {
+            throw RelayTokenStoreError("Cannot lock \(directory): \(String(cString: strerror(errno))).")
+        }
         var records = try load().records
-        let matches = records.indices.filter { records[$0].id.hasPrefix(key) || records[$0].name == key }
-        guard !key.isEmpty, let first = matches.first else {
-            throw RelayTokenStoreError("No token with id or name '\(key)'; `hr-gateway token list` shows them.")
-        }
-        guard matches.count == 1 else {
-            throw RelayTokenStoreError("'\(key)' matches \(matches.count) tokens; give more of the id.")
-        }
-        let removed = records.remove(at: first)
+        let result = try change(&records)
         try save(records)
-        return removed
+        return result
     }
 
     /// The principal for a presented token, or nil. Costs a `stat`; reads the file only when it changed on disk
-    /// since it was last read. A file that cannot be read or decoded keeps the records last read.
+    /// since it was last read. A file that cannot be read or decoded keeps the records last read, and is said once
+    /// through `warn`.
     public func authenticate(_ token: String) -> RelayPrincipal? {
-        let records = (try? current()) ?? cache.withLock { $0?.records } ?? []
+        let read: [RelayTokenRecord]?
+        do {
+            read = try current()
+            if lastFailure.withLock({ f in defer { f = nil }; return f != nil }) {
+                warn?("\(path) is readable again: its tokens count from now on")
+            }
+        } catch {
+            read = nil
+            let message = error.description
+            if lastFailure.withLock({ f in defer { f = message }; return f != message }) {
+                warn?("\(message) The tokens last read stay in use: a token created or revoked since does not count "
+                    + "until the file can be read.")
+            }
+        }
+        let records = read ?? cache.withLock { $0?.records } ?? []
         let presented = Array(SHA256.hash(data: Array(token.utf8)))
         var found: RelayTokenRecord?
         for r in records {
@@ -171,20 +218,33 @@ public final class RelayTokenStore: Sendable {
         }
     }
 
+    /// Writes the records to a temporary file of this process and renames it over the file. The new file keeps the
+    /// old one's owner, group and mode, or, when there was none, takes the state directory's owner and group: root
+    /// changing the tokens of a service's directory (`sudo hr-gateway token revoke`) left a file owned by root, mode
+    /// 0600, that the service could no longer read (it went on with its old set; after a restart it refused every
+    /// token).
     private func save(_ records: [RelayTokenRecord]) throws(RelayTokenStoreError) {
         do {
-            try FileManager.default.createDirectory(
-                atPath: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
             let encoder = JSONEncoder()
             encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
             let data = try encoder.encode(records)
-            let tmp = path + ".tmp"
+            let tmp = path + ".tmp.\(getpid())"
             unlink(tmp)  // a leftover keeps its own mode through O_TRUNC; a new file gets 0600
             do { try FileWrite.write(data, to: tmp, mode: 0o600) } catch {
                 throw RelayTokenStoreError("Cannot save the tokens: \(error.description).")
             }
+            var old = stat()
+            var dir = stat()
+            if stat(path, &old) == 0 {
+                _ = chown(tmp, old.st_uid, old.st_gid)  // as root; otherwise the owner already is this user
+                _ = chmod(tmp, old.st_mode & 0o777)
+            } else if stat(directory, &dir) == 0, dir.st_uid != geteuid() {
+                _ = chown(tmp, dir.st_uid, dir.st_gid)
+            }
             if rename(tmp, path) != 0 {
-                throw RelayTokenStoreError("Cannot replace \(path): \(String(cString: strerror(errno))).")
+                let reason = String(cString: strerror(errno))
+                unlink(tmp)
+                throw RelayTokenStoreError("Cannot replace \(path): \(reason).")
             }
         } catch let e as RelayTokenStoreError {
             throw e

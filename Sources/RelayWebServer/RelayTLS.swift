@@ -70,6 +70,17 @@ public struct RelayTLSFiles: Sendable, Equatable {
         }
         try Self.writeFile(keyPEM, to: keyPath, mode: 0o600)
         try Self.writeFile(certificatePEM, to: certificatePath, mode: 0o644)
+        // Made by root in a service's state directory (`sudo hr-gateway token create --tls`): the service's, as the
+        // directory is, or the service could not read its key and made a new pair (a new fingerprint) at start.
+        for file in [keyPath, certificatePath] {
+            let dir = (file as NSString).deletingLastPathComponent
+            var owner = stat()
+            guard geteuid() == 0, stat((dir as NSString).deletingLastPathComponent, &owner) == 0, owner.st_uid != 0 else {
+                continue
+            }
+            _ = chown(dir, owner.st_uid, owner.st_gid)
+            _ = chown(file, owner.st_uid, owner.st_gid)
+        }
     }
 
     /// A self-signed server certificate (its own root, path length 0) and its private key, both PEM.

@@ -88,13 +88,21 @@ final class RelayRuntime: Sendable {
         observe: Bool = true, metrics: GatewayMetrics? = nil
     ) async throws -> RelayRuntime {
         let (host, port) = try RelayOptions.split(options.listen ?? "127.0.0.1:0")
-        let tokens = RelayTokenStore(directory: stateDirectory)
+        let tokens = RelayTokenStore(directory: stateDirectory, warn: { message in
+            StandardStream.error.write(Data("warning: relay tokens: \(message)\n".utf8))
+        })
         if !options.noAuth {
-            let count = (try? tokens.list().count) ?? 0
-            if count == 0 {
-                let warning = "warning: no relay tokens in \(tokens.directory): every consumer will be refused (401). "
-                    + "Create one with `hr-gateway token create --name phone`.\n"
-                StandardStream.error.write(Data(warning.utf8))
+            do {
+                if try tokens.list().isEmpty {
+                    let warning = "warning: no relay tokens in \(tokens.directory): every consumer will be refused (401). "
+                        + "Create one with `hr-gateway token create --name phone` (as the user the gateway runs as, "
+                        + "or with --state-dir \(tokens.directory)).\n"
+                    StandardStream.error.write(Data(warning.utf8))
+                }
+            } catch {
+                // Said as it is: "no tokens, create one" sent the operator to create a token the gateway cannot read.
+                StandardStream.error.write(Data(("warning: relay tokens: \(error) Every consumer is refused (401) "
+                    + "until the gateway can read it.\n").utf8))
             }
         }
         var config = RelayServerConfiguration(host: host, port: port)

@@ -89,6 +89,81 @@ import Testing
         #expect(store.authenticate(token) != nil, "a file being rewritten or damaged revokes nothing")
     }
 
+    /// A gateway whose token file goes bad says so once (it kept the last records in silence: a token revoked
+    /// meanwhile went on working with nothing in the log), and says when the file reads again.
+    @Test func aTokenFileThatCannotBeReadIsSaidOnce() throws {
+        let directory = NSTemporaryDirectory() + "tokens-" + UUID().uuidString
+        let said = Locked<[String]>([])
+        let store = RelayTokenStore(directory: directory, warn: { m in said.withLock { $0.append(m) } })
+        let (token, _) = try store.create(name: "phone", scope: .control, nowMs: 0)
+        #expect(store.authenticate(token) != nil && said.withLock { $0 }.isEmpty)
+        try "{not json".write(toFile: store.path, atomically: true, encoding: .utf8)
+        for _ in 0..<3 { #expect(store.authenticate(token) != nil) }
+        #expect(said.withLock { $0 }.count == 1)
+        #expect(said.withLock { $0 }.first?.contains("is not a token file (not valid JSON)") == true, "\(said.withLock { $0 })")
+        #expect(said.withLock { $0 }.first?.contains("a token created or revoked since does not count") == true)
+        let fresh = RelayTokenStore(directory: directory + "-2")
+        _ = try fresh.create(name: "other", scope: .read, nowMs: 0)
+        try FileManager.default.removeItem(atPath: store.path)
+        try FileManager.default.copyItem(atPath: fresh.path, toPath: store.path)
+        #expect(store.authenticate(token) == nil, "the file as it reads now")
+        #expect(said.withLock { $0 }.count == 2 && said.withLock { $0 }.last?.contains("readable again") == true)
+    }
+
+    /// Token commands at the same moment (two administrators, a provisioning loop run in parallel) read, change and
+    /// write the file in turn: each creation is kept and a revocation stays done. (They wrote over each other through
+    /// one temporary name: revocations undone, printed tokens never stored, a corrupt file.)
+    @Test func concurrentChangesAreAllKept() throws {
+        let directory = NSTemporaryDirectory() + "tokens-" + UUID().uuidString
+        let victim = try RelayTokenStore(directory: directory).create(name: "stolen", scope: .control, nowMs: 0)
+        let tokens = Locked<[String]>([])
+        let failures = Locked<[String]>([])
+        DispatchQueue.concurrentPerform(iterations: 24) { k in
+            // Each its own store object, as each command is its own process.
+            let store = RelayTokenStore(directory: directory)
+            do {
+                if k == 7 {
+                    _ = try store.revoke("stolen")
+                } else {
+                    let (token, _) = try store.create(name: "phone-\(k)", scope: .control, nowMs: Int64(k))
+                    tokens.withLock { $0.append(token) }
+                }
+            } catch { failures.withLock { $0.append("\(error)") } }
+        }
+        #expect(failures.withLock { $0 }.isEmpty, "\(failures.withLock { $0 })")
+        let store = RelayTokenStore(directory: directory)
+        #expect(try store.list().count == 23)
+        #expect(store.authenticate(victim.token) == nil, "the revocation stayed done")
+        for token in tokens.withLock({ $0 }) { #expect(store.authenticate(token) != nil) }
+        let left = try FileManager.default.contentsOfDirectory(atPath: directory).filter { $0.contains(".tmp") }
+        #expect(left.isEmpty, "\(left)")
+    }
+
+    /// Root changing the tokens of a service's state directory (`sudo hr-gateway token revoke`) keeps the file the
+    /// service's: a new file takes the directory's owner, a rewritten one keeps its owner and mode. (It became
+    /// root's, mode 0600: the service could no longer read it.)
+    @Test func rootKeepsTheServicesOwnership() throws {
+        try #require(geteuid() == 0, "needs root (CI runs as root)")
+        let directory = NSTemporaryDirectory() + "tokens-" + UUID().uuidString
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        #expect(chown(directory, 65534, 65534) == 0)
+        let store = RelayTokenStore(directory: directory)
+        _ = try store.create(name: "phone", scope: .control, nowMs: 0)
+        var st = stat()
+        #expect(stat(store.path, &st) == 0 && st.st_uid == 65534 && st.st_gid == 65534 && st.st_mode & 0o777 == 0o600)
+        #expect(chmod(store.path, 0o640) == 0 && chown(store.path, 65534, 0) == 0)
+        _ = try store.create(name: "dash", scope: .read, nowMs: 0)
+        _ = try store.revoke("phone")
+        #expect(stat(store.path, &st) == 0 && st.st_uid == 65534 && st.st_gid == 0 && st.st_mode & 0o777 == 0o640)
+
+        // The TLS pair `token create --tls` makes: the directory's owner's too.
+        let files = RelayTLSFiles.inStateDirectory(directory)
+        try files.createSelfSignedIfMissing()
+        for path in [files.keyPath, files.certificatePath, directory + "/tls"] {
+            #expect(stat(path, &st) == 0 && st.st_uid == 65534, "\(path) owned by \(st.st_uid)")
+        }
+    }
+
     @Test func theSelfSignedCertificateIsMadeOnceWithAPrivateKeyAndLoadsIntoTLS() throws {
         let directory = NSTemporaryDirectory() + "tls-" + UUID().uuidString
         let files = RelayTLSFiles.inStateDirectory(directory)
