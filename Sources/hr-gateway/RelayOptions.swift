@@ -85,7 +85,7 @@ final class RelayRuntime: Sendable {
     /// `observe: false` the caller publishes the events to `hub` itself (`stream`, through a `RelayHubSink`).
     static func start(
         _ options: RelayOptions, stateDirectory: String, engine: SessionEngine, announceOnStderr: Bool = false,
-        observe: Bool = true, metrics: GatewayMetrics? = nil
+        observe: Bool = true, metrics: GatewayMetrics? = nil, recording: ServeRecording? = nil
     ) async throws -> RelayRuntime {
         let (host, port) = try RelayOptions.split(options.listen ?? "127.0.0.1:0")
         let tokens = RelayTokenStore(directory: stateDirectory, warn: { message in
@@ -110,7 +110,7 @@ final class RelayRuntime: Sendable {
         config.tls = try options.tlsFiles(stateDirectory: stateDirectory)
         if let metrics { config.metrics = { metrics.exposition() } }
         config.sessions = StoreSessionArchive(directory: stateDirectory)
-        let hub = RelayHub.forGateway(engine: engine, stateDirectory: stateDirectory)
+        let hub = RelayHub.forGateway(engine: engine, stateDirectory: stateDirectory, recording: recording)
         let observation = observe ? hub.attach(to: engine) : nil
         let server = RelayServer(hub: hub, tokens: options.noAuth ? nil : tokens, configuration: config)
         let (ports, continuation) = AsyncStream<Int>.makeStream()
@@ -172,12 +172,16 @@ final class RelayRuntime: Sendable {
 extension RelayHub {
     /// The hub for `engine`, keeping reliable events and cursors in `relay.sqlite` in the state directory, or in
     /// memory only (with a warning) when that cannot be opened.
-    static func forGateway(engine: SessionEngine, stateDirectory: String) -> RelayHub {
+    /// The gateway's hub; with `recording` (`serve`), each session a consumer starts is recorded into the store.
+    static func forGateway(engine: SessionEngine, stateDirectory: String, recording: ServeRecording? = nil) -> RelayHub {
         let report: @Sendable (String) -> Void = { StandardStream.error.write(Data("warning: relay: \($0)\n".utf8)) }
         var store: RelayOutboxStore?
         do { store = try RelayOutboxStore(directory: stateDirectory) } catch {
             report("\(error); reliable events will not survive a restart")
         }
-        return RelayHub(controller: EngineRelayController(engine: engine), store: store, onStoreFailure: report)
+        let controller: any RelayController = recording.map {
+            RecordingRelayController(base: EngineRelayController(engine: engine), recording: $0)
+        } ?? EngineRelayController(engine: engine)
+        return RelayHub(controller: controller, store: store, onStoreFailure: report)
     }
 }

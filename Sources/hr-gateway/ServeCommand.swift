@@ -30,6 +30,11 @@ struct ServeCommand: AsyncParsableCommand {
             [strap] devices and [camera] device for the source options when none is given (see `hr-gateway \
             config check`).
 
+            Every session a consumer starts is recorded into the session store, as `stream` records its own \
+            (`hr-gateway sessions list`; each sample made durable as it arrives, so kill -9 loses nothing \
+            received; store.keep_days prunes older ones first); --no-record-db or store.record = false turns \
+            that off. The configuration's webhook is `stream`'s: serve posts nothing.
+
             Examples:
               hr-gateway token create --name phone
               hr-gateway serve --simulate --listen 0.0.0.0:8765
@@ -57,6 +62,9 @@ struct ServeCommand: AsyncParsableCommand {
 
     @OptionGroup(title: "Metrics") var metrics: MetricsOptions
 
+    @Flag(help: "Do not record the sessions into the session store.")
+    var noRecordDb = false
+
     mutating func validate() throws {
         // The file's [strap], [camera] and [relay] fill in what the options leave out, before they are checked.
         let settings = try store.settings()
@@ -83,15 +91,25 @@ struct ServeCommand: AsyncParsableCommand {
         // A consumer or broker socket that goes away, or a closed standard output, must not end the service.
         StandardStream.ignoreBrokenPipe()
         let clock = SystemSessionClock()
+        let settings = try store.settings()
         let providers = try source.providers(clock: clock, store: store)
         let outputs = SessionOutputs()
-        let engine = SessionEngine(providers: providers.map(outputs.tap))
+        // Recording first on each provider's path: a sample is durable before any other output or the engine has it.
+        let recording = noRecordDb || !settings.record ? nil : ServeRecording(store: store, settings: settings, clock: clock)
+        if settings.webhookURL != nil {
+            StandardStream.error.write(Data(("note: the configuration's webhook applies to `stream`; serve posts no "
+                + "summary (its sessions are recorded: hr-gateway webhook send ID posts one)\n").utf8))
+        }
+        let engine = SessionEngine(providers: providers.map { p in outputs.tap(recording?.tap(p) ?? p) })
         let gatewayMetrics = relay.listen == nil && metrics.metricsListen == nil ? nil : GatewayMetrics()
         let runtime: RelayRuntime? = relay.listen == nil
             ? nil
             : try await RelayRuntime.start(
-                relay, stateDirectory: try store.directory(), engine: engine, observe: false, metrics: gatewayMetrics)
-        let hub = try runtime?.hub ?? RelayHub.forGateway(engine: engine, stateDirectory: store.directory())
+                relay, stateDirectory: try store.directory(), engine: engine, observe: false, metrics: gatewayMetrics,
+                recording: recording)
+        let hub = try runtime?.hub
+            ?? RelayHub.forGateway(engine: engine, stateDirectory: store.directory(), recording: recording)
+        if let recording { outputs.attach(recording) }
         // Every output through SessionOutputs, as in `stream`: the hub numbers and stores events on its sink's task,
         // never on the engine's delivery path.
         let hubSink = RelayHubSink(hub: hub)
@@ -99,7 +117,7 @@ struct ServeCommand: AsyncParsableCommand {
         let relaying = Task { try? await hubSink.run() }
         // MQTT: events of every session started here, and commands from hr-gateway/ID/cmd through the same hub.
         let mqttSink = try mqtt.sink(
-            sources: providers.map(\.name), settings: try store.settings(), stateDirectory: try store.directory())
+            sources: providers.map(\.name), settings: settings, stateDirectory: try store.directory())
         var publishing: Task<Void, Never>?
         if let mqttSink {
             mqttSink.acceptCommands { text in await hub.command(text, principal: .mqtt)?.jsonString }
@@ -140,6 +158,7 @@ struct ServeCommand: AsyncParsableCommand {
         await it.next()
         watcher.cancel()
         if let s = engine.getStatus() { try? await engine.stopSession(sessionId: s.sessionId) }
+        await recording?.finish()
         // The summary reaches the hub before the uplink and the consumers get their grace.
         hubSink.close()
         await relaying.value

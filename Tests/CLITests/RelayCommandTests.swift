@@ -1,4 +1,5 @@
 import Foundation
+import GatewayEngine
 import Testing
 
 @Suite struct RelayCommandTests {
@@ -94,6 +95,46 @@ import Testing
         #expect(badListen.stderr.contains("HOST:PORT"))
         let noSource = try CLI.run(["serve", "--listen", "127.0.0.1:0"])
         #expect(noSource.stderr.contains("--simulate or --replay"))
+    }
+
+    /// A session a consumer starts on `serve` is recorded into the session store as `stream`'s are (serve recorded
+    /// nothing: `sessions list` stayed empty, and after `kill -9` nothing of a phone's session existed anywhere);
+    /// one killed mid-session stays as `interrupted` with its samples; --no-record-db records nothing.
+    @Test func serveRecordsTheSessionsConsumersStart() throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("hrg-serve-rec-\(UUID().uuidString)").path
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let token = try #require(try CLI.run(["token", "create", "--name", "phone", "--state-dir", dir]).lines.last)
+        func serve(_ extra: [String] = []) throws -> (RunningCLI, String) {
+            let server = try RunningCLI(["serve", "--simulate", "--listen", "127.0.0.1:0", "--state-dir", dir] + extra)
+            let listening = try #require(server.readLine())
+            return (server, try #require(listening.split(separator: " ").last.map(String.init)))
+        }
+        var (server, url) = try serve()
+        let run = try CLI.run(["attach", url, "--token", token, "--start", "focus", "--duration", "3", "--session-id", "ph-1"])
+        #expect(run.status == 0, "\(run.stderr)")
+        // A second session on the same gateway, killed while it runs.
+        let consumer = try RunningCLI(["attach", url, "--token", token, "--start", "focus", "--duration", "600",
+                                       "--session-id", "ph-2"])
+        var framed = false
+        while !framed, let line = consumer.readLine() { framed = line.contains("\"biosignal_frame\"") }
+        #expect(framed)
+        server.signal(SIGKILL)
+        _ = server.wait()
+        let list = try CLI.run(["sessions", "list", "--json", "--state-dir", dir])
+        let sessions = try JSONValue(parsing: list.stdout).arrayValue ?? []
+        let byId = Dictionary(uniqueKeysWithValues: sessions.compactMap { s in s["session_id"]?.stringValue.map { ($0, s) } })
+        #expect(byId["ph-1"]?["state"] == .string("completed"), "\(list.stdout)")
+        #expect((byId["ph-1"]?["sample_count"]?.intValue ?? 0) >= 2, "\(list.stdout)")
+        #expect(byId["ph-2"]?["state"] == .string("interrupted"), "\(list.stdout)")
+        #expect((byId["ph-2"]?["sample_count"]?.intValue ?? 0) >= 1, "\(list.stdout)")
+
+        (server, url) = try serve(["--no-record-db"])
+        let unrecorded = try CLI.run(["attach", url, "--token", token, "--start", "focus", "--duration", "2",
+                                      "--session-id", "ph-3"])
+        #expect(unrecorded.status == 0, "\(unrecorded.stderr)")
+        server.signal(SIGTERM)
+        _ = server.wait()
+        #expect(!(try CLI.run(["sessions", "list", "--state-dir", dir])).stdout.contains("ph-3"))
     }
 
     @Test func attachExplainsARefusedConnection() throws {

@@ -1,0 +1,128 @@
+import Foundation
+import GatewayConfig
+import GatewayEngine
+import GatewaySink
+import Logging
+import RelayCore
+import SessionStore
+
+/// `serve`'s sessions into the session store, as `stream` records its one: each session a consumer (a phone, an
+/// MQTT command) starts gets its `SessionRecorder` before the engine starts it (old sessions pruned by `keep_days`
+/// first), every sample its providers deliver is made durable on the provider's thread before the engine has it
+/// (`kill -9` loses nothing received), and the session's events follow through this sink. Samples are routed by the
+/// session their provider was started for, so a session that is ending never writes into the next one.
+final class ServeRecording: SessionSink {
+    let name = "store"
+    private let store: StoreOptions
+    private let settings: GatewayConfiguration
+    private let clock: any SessionClock
+    private let recorders = Locked<[String: SessionRecorder]>([:])
+    private let logger = Logger(label: "hr-gateway")
+
+    init(store: StoreOptions, settings: GatewayConfiguration, clock: any SessionClock) {
+        self.store = store
+        self.settings = settings
+        self.clock = clock
+    }
+
+    /// Before the engine starts `config`'s session. A session id already in the store is not recorded (said once):
+    /// a consumer's id names its own session, and the earlier recording is kept.
+    func starting(_ config: SessionConfig) {
+        do {
+            guard let recorder = try store.recorder(config, settings, clock: clock) else { return }
+            recorders.withLock { $0[config.sessionId] = recorder }
+        } catch {
+            logger.warning("not recording session \(config.sessionId): \(error)")
+        }
+    }
+
+    /// The engine refused to start it (a session already running, a configuration it cannot run): nothing stays.
+    func failedToStart(_ config: SessionConfig) {
+        guard let recorder = recorders.withLock({ $0.removeValue(forKey: config.sessionId) }) else { return }
+        Self.onThread { recorder.discardUnstarted() }
+    }
+
+    /// `provider`, with each sample recorded into the session it was started for.
+    func tap(_ provider: any BiosignalProvider) -> any BiosignalProvider { SessionTap(base: provider, recording: self) }
+
+    fileprivate func record(_ sample: BiosignalSample, session: String?) {
+        guard let session, let recorder = recorders.withLock({ $0[session] }) else { return }
+        recorder.record(sample)
+    }
+
+    func receive(event: EncodedEvent) {
+        let id = event.event.sessionId
+        guard let recorder = recorders.withLock({ $0[id] }) else { return }
+        recorder.record(event.event, json: event.json)
+        switch event.event {
+        case .summary, .error:
+            // Ended: the writer finishes on a thread of its own, off the engine's delivery path.
+            recorders.withLock { _ = $0.removeValue(forKey: id) }
+            Self.onThread { recorder.finish() }
+        default: break
+        }
+    }
+
+    func run() async throws { await untilGracefulShutdown() }
+
+    /// At shutdown, after the last session's summary: every recording written (or left to its journal).
+    func finish() async {
+        let left = recorders.withLock { r in defer { r = [:] }; return Array(r.values) }
+        await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
+            Self.onThread {
+                for recorder in left { recorder.finish() }
+                done.resume()
+            }
+        }
+    }
+
+    /// Waits for the database (up to the recorder's grace) on a thread, not on a task of the cooperative pool.
+    private static func onThread(_ work: @escaping @Sendable () -> Void) {
+        let t = Thread(block: work)
+        t.name = "serve-recording"
+        t.start()
+    }
+}
+
+/// A provider whose samples are shown to `ServeRecording` with the id of the session they were delivered for.
+private struct SessionTap: BiosignalProvider {
+    let base: any BiosignalProvider
+    let recording: ServeRecording
+
+    var name: String { base.name }
+    var isAvailable: Bool { get async { await base.isAvailable } }
+
+    func startStreaming(into sink: ProviderSink) async throws {
+        let (recording, session) = (recording, sink.session?.sessionId)
+        try await base.startStreaming(into: ProviderSink(
+            session: sink.session,
+            onSample: { sample in
+                recording.record(sample, session: session)
+                sink.send(sample)
+            },
+            onStatus: { sink.status($0) }
+        ))
+    }
+
+    func stopStreaming() async { await base.stopStreaming() }
+}
+
+/// The engine's relay controller with `serve`'s recording around each start.
+struct RecordingRelayController: RelayController {
+    let base: EngineRelayController
+    let recording: ServeRecording
+
+    func startSession(_ config: SessionConfig) async throws(SessionError) {
+        recording.starting(config)
+        do { try await base.startSession(config) } catch {
+            recording.failedToStart(config)
+            throw error
+        }
+    }
+
+    func stopSession(sessionId: String) async throws(SessionError) { try await base.stopSession(sessionId: sessionId) }
+    func status() -> SessionStatus? { base.status() }
+    func ingestHsiMetrics(_ metrics: [String: JSONValue], sessionId: String?) -> Bool {
+        base.ingestHsiMetrics(metrics, sessionId: sessionId)
+    }
+}
