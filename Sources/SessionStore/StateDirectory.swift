@@ -2,14 +2,24 @@ import Foundation
 
 /// Where hr-gateway keeps its state (the session database): the first of
 /// `--state-dir`, `HR_GATEWAY_STATE_DIR`, the configuration file's `state_dir`, systemd's `STATE_DIRECTORY`
-/// (set by `StateDirectory=` in the service unit: `/var/lib/hr-gateway`), `$XDG_STATE_HOME/hr-gateway`,
-/// `~/.local/state/hr-gateway`.
+/// (set by `StateDirectory=` in the service unit: `/var/lib/hr-gateway`), the service's `/var/lib/hr-gateway` for
+/// its owner and root when it exists, `$XDG_STATE_HOME/hr-gateway`, `~/.local/state/hr-gateway`.
 public enum StateDirectory {
-    /// Resolves the directory. Pure: the environment is passed in.
+    /// Resolves the directory. The environment, the service's directory and the user are passed in (tests); the
+    /// service's directory is looked at with `stat`.
+    /// The installed service's state directory (systemd's `StateDirectory=hr-gateway`).
+    public static let serviceDirectory = "/var/lib/hr-gateway"
+
+    /// `service` (the installed service's state directory) is the default, after systemd's `$STATE_DIRECTORY`, for
+    /// its owner (`sudo -u hr-gateway …`) and for root, when it exists: a command typed by hand on the service's
+    /// machine reaches the service's tokens and sessions (it used `~/.local/state/hr-gateway`: a token created there
+    /// was refused by the service, and `doctor` checked a directory the service does not use).
     public static func resolve(
         option: String? = nil,
         configured: String? = nil,
-        environment: [String: String] = ProcessInfo.processInfo.environment
+        environment: [String: String] = ProcessInfo.processInfo.environment,
+        service: String = serviceDirectory,
+        euid: uid_t = geteuid()
     ) -> String {
         // A "~" the shell left alone (quoted, after "=", or in a unit's Environment=) means the home directory, not a
         // directory named "~" under the current one.
@@ -24,6 +34,8 @@ public enum StateDirectory {
         if let systemd = environment["STATE_DIRECTORY"]?.split(separator: ":").first, !systemd.isEmpty {
             return String(systemd)
         }
+        var st = stat()
+        if stat(service, &st) == 0, (st.st_mode & S_IFMT) == S_IFDIR, euid == 0 || euid == st.st_uid { return service }
         if let xdg = environment["XDG_STATE_HOME"], xdg.hasPrefix("/") { return xdg + "/hr-gateway" }
         return home + "/.local/state/hr-gateway"
     }

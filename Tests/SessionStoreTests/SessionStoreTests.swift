@@ -235,6 +235,23 @@ final class Seen: Sendable {
         #expect(StateDirectory.resolve(environment: e) == "/home/u/.local/state/hr-gateway", "XDG ignores relative paths")
     }
 
+    /// On the service's machine, its owner (`sudo -u hr-gateway …`) and root reach the service's state directory
+    /// without --state-dir; another user, or a machine without it, keeps the user's own.
+    @Test func theServicesDirectoryIsTheDefaultForItsOwnerAndRoot() throws {
+        let service = tempDir()
+        defer { try? FileManager.default.removeItem(atPath: service) }
+        let env = ["HOME": "/home/u"]
+        let own = "/home/u/.local/state/hr-gateway"
+        var st = stat()
+        #expect(stat(service, &st) == 0)
+        #expect(StateDirectory.resolve(environment: env, service: service, euid: st.st_uid) == service)
+        #expect(StateDirectory.resolve(environment: env, service: service, euid: 0) == service)
+        #expect(StateDirectory.resolve(environment: env, service: service, euid: st.st_uid &+ 4242) == own)
+        #expect(StateDirectory.resolve(environment: env, service: service + "/none", euid: 0) == own)
+        #expect(StateDirectory.resolve(environment: ["HOME": "/home/u", "STATE_DIRECTORY": "/s"], service: service, euid: 0) == "/s")
+        #expect(StateDirectory.resolve(option: "/cli", environment: env, service: service, euid: 0) == "/cli")
+    }
+
     /// A "~" the shell did not expand (quoted, or in a unit's Environment=) is the home directory, not a directory
     /// named "~" under the current one (sessions recorded there could not be found by the next command).
     @Test func aTildeLeftByTheShellIsTheHomeDirectory() {
