@@ -40,6 +40,20 @@ public enum StateDirectory {
         return home + "/.local/state/hr-gateway"
     }
 
+    /// Why this user cannot look into `directory` although it exists (the service's, mode 0750, to another user), for
+    /// reading commands that would otherwise report it as empty ("No sessions", "no tokens"); nil when it can, or when
+    /// it does not exist.
+    public static func unreadable(_ directory: String) -> String? {
+        var st = stat()
+        guard stat(directory, &st) == 0, (st.st_mode & S_IFMT) == S_IFDIR, access(directory, R_OK | X_OK) != 0 else {
+            return nil
+        }
+        let reason = String(cString: strerror(errno))
+        let owner = getpwuid(st.st_uid).map { String(cString: $0.pointee.pw_name) } ?? "uid \(st.st_uid)"
+        return "cannot read \(directory) (\(reason)): it is \(owner)'s; run the command as "
+            + (st.st_uid == 0 ? "root" : "\(owner) (sudo -u \(owner) hr-gateway …) or as root")
+    }
+
     /// Why `directory` cannot exist (a part of its path is a file), for reading commands that would otherwise report
     /// an impossible directory as merely empty; nil when it exists or could be created.
     public static func impossibility(_ directory: String) -> String? {

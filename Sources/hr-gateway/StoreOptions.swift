@@ -68,8 +68,13 @@ struct StoreOptions: ParsableArguments {
     }
 
     /// The resolved state directory.
+    /// The state directory. Given by --state-dir or HR_GATEWAY_STATE_DIR, it needs no configuration file: a file
+    /// with an error (being edited) does not keep an operator from revoking a token or listing sessions.
     func directory() throws -> String {
-        StateDirectory.resolve(option: stateDir, configured: try settings().stateDir)
+        if stateDir?.isEmpty == false || ProcessInfo.processInfo.environment["HR_GATEWAY_STATE_DIR"]?.isEmpty == false {
+            return StateDirectory.resolve(option: stateDir)
+        }
+        return StateDirectory.resolve(option: stateDir, configured: try settings().stateDir)
     }
 
     /// The state directory, reading the configuration file without printing its warnings or failing on its errors
@@ -114,6 +119,7 @@ struct StoreOptions: ParsableArguments {
     func existing() throws -> SessionStore? {
         let dir = try directory()
         if let impossible = StateDirectory.impossibility(dir) { throw CommandFailure("state directory \(impossible)") }
+        if let unreadable = StateDirectory.unreadable(dir) { throw CommandFailure("state directory: \(unreadable)") }
         do { return try SessionStore.existing(directory: dir) } catch { throw CommandFailure("\(error)") }
     }
 

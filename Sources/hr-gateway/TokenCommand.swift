@@ -109,6 +109,7 @@ extension StoreOptions {
     func tokens() throws -> RelayTokenStore {
         let dir = try directory()
         if let impossible = StateDirectory.impossibility(dir) { throw CommandFailure("state directory \(impossible)") }
+        if let unreadable = StateDirectory.unreadable(dir) { throw CommandFailure("state directory: \(unreadable)") }
         return RelayTokenStore(directory: dir)
     }
 }

@@ -25,6 +25,7 @@ struct WebhookStatusCommand: AsyncParsableCommand {
     func run() async throws {
         let settings = try store.settings()
         let dir = StateDirectory.resolve(option: store.stateDir, configured: settings.stateDir)
+        if let unreadable = StateDirectory.unreadable(dir) { throw CommandFailure("state directory: \(unreadable)") }
         let items: [OutboxItem]
         let forming: Int
         // Nothing to create for a status: no outbox is nothing queued (and a mistyped --state-dir stays uncreated).

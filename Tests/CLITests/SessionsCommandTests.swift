@@ -467,6 +467,41 @@ import Testing
         #expect(!FileManager.default.fileExists(atPath: dir))
     }
 
+    /// A user who cannot look into the state directory (the service's, mode 0750) is told so, exit 1, by the
+    /// reading commands: they said "No sessions" and "no tokens … create one", exit 0.
+    @Test(.enabled(if: getuid() == 0, "runs the binary as user nobody with setpriv, which needs root"))
+    func aStateDirectoryThisUserCannotReadIsNotReportedEmpty() throws {
+        let dir = tempDir()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let ran = try CLI.run(["stream", "--simulate", "--duration", "2", "--format", "jsonl", "--state-dir", dir])
+        #expect(ran.status == 0, "\(ran.stderr)")
+        #expect(chmod(dir, 0o750) == 0)
+        for command in [["sessions", "list"], ["token", "list"], ["webhook", "status"], ["sessions", "show", "0"]] {
+            let r = try CLI.run(command + ["--state-dir", dir], asUser: 65534)
+            #expect(r.status == 1, "\(command): \(r.stdout) \(r.stderr)")
+            #expect(r.stderr.contains("cannot read \(dir) (Permission denied): it is root's; run the command as root"),
+                    "\(command): \(r.stderr)")
+        }
+    }
+
+    /// A configuration file with an error (being edited) does not keep an operator who names the state directory
+    /// from revoking a token or listing sessions.
+    @Test func aBrokenConfigurationFileDoesNotBlockTheStateDirectorysCommands() throws {
+        let dir = tempDir()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let config = dir + "-broken.toml"
+        defer { try? FileManager.default.removeItem(atPath: config) }
+        try "[relay]\nlisten = 0.0.0.0:8765\n".write(toFile: config, atomically: true, encoding: .utf8)
+        let env = ["HR_GATEWAY_CONFIG": config]
+        #expect(try CLI.run(["token", "create", "--name", "lost", "--state-dir", dir], environment: env).status == 0)
+        let revoke = try CLI.run(["token", "revoke", "lost", "--state-dir", dir], environment: env)
+        #expect(revoke.status == 0 && revoke.stdout.contains("revoked"), "\(revoke.stderr)")
+        #expect(try CLI.run(["sessions", "list", "--state-dir", dir], environment: env).status == 0)
+        // Without a state directory named, the file decides where it is: its error is said.
+        let unnamed = try CLI.run(["token", "list"], environment: env.merging(["HR_GATEWAY_STATE_DIR": ""]) { $1 })
+        #expect(unnamed.status == 1 && unnamed.stderr.contains(config), "\(unnamed.stderr)")
+    }
+
     /// Another user (a member of the service's group, say) reads a store it may not write: listed and exported as
     /// it is, nothing written or created.
     @Test(.enabled(if: getuid() == 0, "runs the binary as user nobody with setpriv, which needs root"))
