@@ -324,6 +324,27 @@ public final class SessionStore: Sendable {
         }
     }
 
+    /// Gives the pages deleted sessions left back to the file system (SQLite keeps them for later recordings, so a
+    /// full SD card got no space back from `delete` or `prune`): `VACUUM`, then a WAL checkpoint that truncates the
+    /// log. Returns the database's size before and after (bytes). Throws when another process is writing (a
+    /// session being recorded) or when the disk lacks room for the copy VACUUM makes.
+    public func compact() throws(StoreError) -> (before: Int64, after: Int64) {
+        func size() -> Int64 {
+            ["", "-wal"].reduce(0) { total, suffix in
+                var st = stat()
+                return total + (stat(databasePath + suffix, &st) == 0 ? Int64(st.st_size) : 0)
+            }
+        }
+        let before = size()
+        do {
+            try dbQueue.writeWithoutTransaction { db in
+                try db.execute(sql: "VACUUM")
+                try db.execute(sql: "PRAGMA wal_checkpoint(TRUNCATE)")
+            }
+        } catch { throw Self.wrap(error) }
+        return (before, size())
+    }
+
     // MARK: Writing (used by SessionRecorder)
 
     func insertSession(_ config: SessionConfig, startedAtMs: Int64) throws(StoreError) {

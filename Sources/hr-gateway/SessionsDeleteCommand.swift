@@ -1,5 +1,7 @@
 import ArgumentParser
+import Foundation
 import SessionStore
+import StdoutSink
 
 struct SessionsDeleteCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
@@ -36,5 +38,19 @@ struct SessionsDeleteCommand: ParsableCommand {
             } catch { throw CommandFailure("\(error)") }
             print("deleted \(id)")
         }
+        Self.compact(sessions)
     }
+
+    /// Gives the deleted sessions' space back to the disk, or says why not (what was deleted stays deleted).
+    static func compact(_ sessions: SessionStore) {
+        do {
+            let (before, after) = try sessions.compact()
+            if before > after { print("\(sessions.databasePath): \(megabytes(before)) -> \(megabytes(after))") }
+        } catch {
+            StandardStream.error.write(Data(("note: the space is not given back to the disk yet (\(error)); later "
+                + "recordings reuse it, and the next delete or prune tries again\n").utf8))
+        }
+    }
+
+    static func megabytes(_ bytes: Int64) -> String { String(format: "%.1f MB", Double(bytes) / 1_000_000) }
 }

@@ -42,12 +42,19 @@ struct SessionsPruneCommand: ParsableCommand {
         }
     }
 
+    /// More days than any clock has counted since 1970: the same as any larger number.
+    static let maxDays = 1_000_000
+
     func run() throws {
         // --all is every finished session, also one whose start is after the clock's now (a clock set back since,
         // as NTP does to a Pi that booted without the time, or a fast replay's session on a loaded machine).
-        let cutoff = all ? Int64.max : Int64((Date().timeIntervalSince1970 - Double(keepDays ?? 0) * 86_400) * 1000)
-        let deleted = try store.open().prune(startedBeforeMs: cutoff)
+        // Any number of days past the epoch keeps everything (and 10^12 days overflowed the milliseconds: a crash).
+        let days = min(keepDays ?? 0, Self.maxDays)
+        let cutoff = all ? Int64.max : Int64((Date().timeIntervalSince1970 - Double(days) * 86_400) * 1000)
+        let sessions = try store.open()
+        let deleted = try sessions.prune(startedBeforeMs: cutoff)
         for id in deleted { print("deleted \(id)") }
         print("\(deleted.count) session\(deleted.count == 1 ? "" : "s") deleted")
+        if !deleted.isEmpty { SessionsDeleteCommand.compact(sessions) }
     }
 }

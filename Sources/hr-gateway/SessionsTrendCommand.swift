@@ -46,7 +46,9 @@ struct SessionsTrendCommand: ParsableCommand {
     }
 
     func run() throws {
-        let since = days.map { Int64(Date().timeIntervalSince1970 * 1000) - Int64($0) * 86_400_000 } ?? .min
+        // Any number of days past the epoch is every session (10^12 days overflowed the milliseconds: a crash).
+        let since = days.map { Int64(Date().timeIntervalSince1970 * 1000) - Int64(min($0, SessionsPruneCommand.maxDays)) * 86_400_000 }
+            ?? .min
         let sessions = try store.existing()?.summaries() ?? []
         let trend = SessionTrends.days(metric, sessions: sessions, sinceMs: since, minDurationSec: minDurationSec)
         let short = SessionTrends.tooShort(metric, sessions: sessions, sinceMs: since, minDurationSec: minDurationSec)

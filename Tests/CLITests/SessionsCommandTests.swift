@@ -534,6 +534,13 @@ import Testing
         #expect(zero.stderr.contains("Use --all"), "\(zero.stderr)")
         let negative = try CLI.run(["sessions", "prune", "--keep-days", "-1", "--state-dir", dir])
         #expect(negative.stderr.contains("must be 1 or more (got -1)"), "\(negative.stderr)")
+        // Any number of days, however large, keeps everything younger (10^12 and more crashed, exit 132).
+        for huge in ["1000000000000", String(Int64.max)] {
+            let far = try CLI.run(["sessions", "prune", "--keep-days", huge, "--state-dir", dir])
+            #expect(far.status == 0 && far.stdout.contains("0 sessions deleted"), "\(huge): \(far.stderr)")
+            let trend = try CLI.run(["sessions", "trend", "--days", huge, "--min-duration", "0", "--json", "--state-dir", dir])
+            #expect(trend.status == 0, "\(huge): \(trend.stderr)")
+        }
         let all = try CLI.run(["sessions", "prune", "--all", "--state-dir", dir])
         #expect(all.stdout.contains("1 session deleted"), "\(all.stdout)")
     }

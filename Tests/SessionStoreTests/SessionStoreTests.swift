@@ -143,6 +143,23 @@ final class Seen: Sendable {
         #expect(try store.export(id: "jump", format: .csv).count > 0)
     }
 
+    /// Deleting sessions gave no space back to the disk (SQLite keeps the pages): `compact` does.
+    @Test func compactingGivesTheDeletedSessionsSpaceBack() throws {
+        let dir = tempDir()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let store = try SessionStore(directory: dir)
+        let recorder = SessionRecorder(store: store, config: SessionConfig(sessionId: "big", mode: .focus, durationSec: 60)) { _ in }
+        for k in 0..<20_000 {
+            recorder.record(BiosignalSample(timestampMs: 1_700_000_000_000 + Int64(k) * 1000, bpm: 60,
+                                            rrIntervalsMs: [1000, 990], deviceId: "A0", source: "ble_hrm"))
+        }
+        recorder.finish()
+        try store.delete(id: "big")
+        let (before, after) = try store.compact()
+        #expect(before > 1_000_000 && after < before / 4, "\(before) -> \(after) bytes")
+        #expect(try store.list().isEmpty)
+    }
+
     @Test func aDuplicateSessionIdIsReportedOnceAndNotRecorded() throws {
         let dir = tempDir()
         defer { try? FileManager.default.removeItem(atPath: dir) }
