@@ -122,7 +122,7 @@ final class RelayRuntime: Sendable {
         guard let bound = await iterator.next() else {
             do { try await task.value } catch {
                 throw CommandFailure("Relay cannot listen on \(host):\(port): "
-                    + listenFailure(error, address: "\(host):\(port)", option: "--listen") + ".")
+                    + listenFailure(error, address: "\(host):\(port)", option: "--listen (or relay.listen in the configuration file)") + ".")
             }
             throw CommandFailure("Relay stopped before listening on \(host):\(port).")
         }

@@ -102,6 +102,11 @@ struct ServeCommand: AsyncParsableCommand {
         }
         let engine = SessionEngine(providers: providers.map { p in outputs.tap(recording?.tap(p) ?? p) })
         let gatewayMetrics = relay.listen == nil && metrics.metricsListen == nil ? nil : GatewayMetrics()
+        // Every listener bound before the relay's "listening" line: it is the sign that the gateway is up.
+        var metricsServer: MetricsServerSink?
+        if let gatewayMetrics, let listen = metrics.metricsListen {
+            metricsServer = try await MetricsServerSink.start(gatewayMetrics, listen: listen)
+        }
         let runtime: RelayRuntime? = relay.listen == nil
             ? nil
             : try await RelayRuntime.start(
@@ -124,14 +129,10 @@ struct ServeCommand: AsyncParsableCommand {
             outputs.attach(mqttSink)
             publishing = Task { try? await mqttSink.run() }
         }
-        var metricsServer: MetricsServerSink?
         if let gatewayMetrics {
             outputs.attach(MetricsSink(metrics: gatewayMetrics))
             gatewayMetrics.collectOutbox("relay") { hub.outboxDepth }
             if let mqttSink { gatewayMetrics.collectOutbox("mqtt") { mqttSink.outboxDepth } }
-            if let listen = metrics.metricsListen {
-                metricsServer = try await MetricsServerSink.start(gatewayMetrics, listen: listen)
-            }
         }
         outputs.observe(engine)
         let dialer = uplink.uplink(hub: hub)

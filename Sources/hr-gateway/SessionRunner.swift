@@ -129,6 +129,11 @@ extension SessionRunner {
     /// Attachment order is shutdown order reversed: the hub drains before the server and the uplink wait for their
     /// consumers.
     private func attach(to outputs: SessionOutputs, engine: SessionEngine) async throws {
+        // Every listener bound before the relay's "listening" line: it is the sign that the gateway is up.
+        var metricsServer: MetricsServerSink?
+        if let metrics, let listen = metrics.listen {
+            metricsServer = try await MetricsServerSink.start(metrics.metrics, listen: listen)
+        }
         if let relay {
             let runtime = try await RelayRuntime.start(
                 relay.options, stateDirectory: relay.stateDirectory, engine: engine, announceOnStderr: true,
@@ -165,7 +170,7 @@ extension SessionRunner {
         if let metrics {
             outputs.attach(MetricsSink(metrics: metrics.metrics))
             metrics.metrics.collectStraps(providers.compactMap { $0 as? BLEHeartRateProvider })
-            if let listen = metrics.listen { outputs.attach(try await MetricsServerSink.start(metrics.metrics, listen: listen)) }
+            if let metricsServer { outputs.attach(metricsServer) }
         }
         if let lsl { outputs.attach(lsl) }
         if let recordPath {

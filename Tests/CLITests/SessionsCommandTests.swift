@@ -422,6 +422,15 @@ import Testing
         #expect(bindFail.stderr.contains("Relay cannot listen on 127.0.0.1:\(port): another program already listens on "
             + "127.0.0.1:\(port)"), "\(bindFail.stderr)")
         #expect(!bindFail.stderr.contains("Usage:"), "\(bindFail.stderr)")
+        // The metrics port taken: the relay's "listening" line is not printed first (a supervisor waiting for it
+        // took the gateway for up), from serve nor from stream.
+        for command in [["serve", "--simulate"], ["stream", "--simulate", "--duration", "3", "--format", "jsonl"]] {
+            let metricsFail = try CLI.run(command + ["--no-auth", "--listen", "127.0.0.1:0", "--metrics-listen",
+                                                    "127.0.0.1:\(port)", "--state-dir", dir])
+            #expect(metricsFail.status == 1, "\(command): \(metricsFail.stderr)")
+            #expect(metricsFail.stderr.contains("--metrics-listen cannot listen on 127.0.0.1:\(port)"), "\(metricsFail.stderr)")
+            #expect(!(metricsFail.stdout + metricsFail.stderr).contains("listening on"), "\(command): \(metricsFail.stdout)")
+        }
         let list = try CLI.run(["sessions", "list", "--state-dir", dir])
         #expect(list.stdout.contains("No sessions"), "\(list.stdout)")
         // A session that ran is still recorded.
