@@ -100,6 +100,8 @@ public struct DoctorFacts: Sendable, Equatable {
     public var configuredSources: String?
     /// Where `configuredSources` came from (the file, or HR_GATEWAY_SOURCE).
     public var configuredSourcesOrigin = ""
+    /// Why `stream` would refuse `configuredSources` (a mistyped option in HR_GATEWAY_SOURCE); nil when it takes them.
+    public var configuredSourcesProblem: String?
     /// The configuration's `strap.adapter`, checked against BlueZ's adapters.
     public var configuredAdapter: String?
     /// The configuration's `camera.device`: whether it exists and this user may open it.
@@ -342,7 +344,12 @@ public struct DoctorFacts: Sendable, Equatable {
             checks.append(DoctorCheck("configuration", .ok, configPath.map { "\($0) valid" } ?? "no file, defaults apply"))
         }
 
-        if let configuredSources {
+        if let configuredSources, let problem = configuredSourcesProblem {
+            checks.append(DoctorCheck(
+                "sources", .failure, "\(configuredSources) (\(configuredSourcesOrigin)): \(problem)",
+                fix: "correct HR_GATEWAY_SOURCE (`sudo systemctl edit hr-gateway`): the service runs `hr-gateway stream` "
+                    + "with it and would exit at once"))
+        } else if let configuredSources {
             checks.append(DoctorCheck(
                 "sources", .ok, "\(configuredSources) (\(configuredSourcesOrigin)), for a command given no source option"))
         } else if let configPath {

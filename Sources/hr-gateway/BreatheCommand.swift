@@ -143,6 +143,7 @@ struct BreatheCommand: AsyncParsableCommand {
     }
 
     func run() async throws {
+        try source.requireChosen()
         let clock = source.sessionClock()
         let settings = try store.settings()
         let resonance = findResonance ? try plan() : nil

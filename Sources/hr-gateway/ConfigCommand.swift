@@ -93,7 +93,16 @@ struct ConfigCheckCommand: ParsableCommand {
         rows.append(("camera.device", c.cameraDevice ?? "(none)"))
         rows.append(("camera capture", "\(c.cameraWidth)x\(c.cameraHeight) at \(SourceOptions.speedText(c.cameraFps)) fps, "
             + "mains \(c.cameraMainsHz) Hz"))
-        if c.strapDevices.isEmpty && c.cameraDevice == nil {
+        let environmentSource = ProcessInfo.processInfo.environment["HR_GATEWAY_SOURCE"]?
+            .trimmingCharacters(in: .whitespaces).nonEmpty
+        if let environmentSource {
+            // The service runs `hr-gateway stream $HR_GATEWAY_SOURCE`: a mistyped option would make it exit at once.
+            if let problem = StreamCommand.problem(withSources: environmentSource) {
+                throw CommandFailure("HR_GATEWAY_SOURCE (\(environmentSource)): \(problem) The service runs `hr-gateway "
+                    + "stream` with it: correct it (`sudo systemctl edit hr-gateway`).")
+            }
+            rows.append(("sources", "\(environmentSource) (HR_GATEWAY_SOURCE, in place of the devices above)"))
+        } else if c.strapDevices.isEmpty && c.cameraDevice == nil {
             rows.append(("sources", "(none: each command names its own, such as --strap auto)"))
         } else {
             rows.append(("sources", "the devices above, when a command names no source (--strap, --camera, --simulate, --replay)"))

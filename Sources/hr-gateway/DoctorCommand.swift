@@ -120,6 +120,7 @@ struct DoctorCommand: AsyncParsableCommand {
         if let environment, !environment.isEmpty {
             facts.configuredSources = environment
             facts.configuredSourcesOrigin = "HR_GATEWAY_SOURCE"
+            facts.configuredSourcesProblem = StreamCommand.problem(withSources: environment)
             return
         }
         // Parsed from no arguments: the options' values exist only once parsed.

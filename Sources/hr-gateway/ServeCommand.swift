@@ -76,11 +76,6 @@ struct ServeCommand: AsyncParsableCommand {
             throw ValidationError("--replay-speed \(SourceOptions.speedText(speed)): serve replays in real time (its "
                 + "sessions start whenever a phone asks); to go through a recording faster, use stream --replay.")
         }
-        if relay.listen == nil && uplink.connect == nil && mqtt.mqtt == nil && settings.mqttURL == nil {
-            throw ValidationError(
-                "serve needs --listen HOST:PORT (such as 0.0.0.0:8765), --connect URL, --mqtt URL, or several of them "
-                    + "(or relay.listen or mqtt.url in the configuration file).")
-        }
         try mqtt.check()
         try metrics.check()
         try uplink.check()
@@ -88,6 +83,14 @@ struct ServeCommand: AsyncParsableCommand {
     }
 
     func run() async throws {
+        // Here, not in validate(): ArgumentParser validates before it reports an unknown option (`--listne`).
+        try source.requireChosen()
+        let configuredBroker = try store.settings().mqttURL
+        if relay.listen == nil && uplink.connect == nil && mqtt.mqtt == nil && configuredBroker == nil {
+            throw ValidationError(
+                "serve needs --listen HOST:PORT (such as 0.0.0.0:8765), --connect URL, --mqtt URL, or several of them "
+                    + "(or relay.listen or mqtt.url in the configuration file).")
+        }
         // A consumer or broker socket that goes away, or a closed standard output, must not end the service.
         StandardStream.ignoreBrokenPipe()
         let clock = SystemSessionClock()

@@ -45,7 +45,11 @@ struct SessionsDeleteCommand: ParsableCommand {
     static func compact(_ sessions: SessionStore) {
         do {
             let (before, after) = try sessions.compact()
-            if before > after { print("\(sessions.databasePath): \(megabytes(before)) -> \(megabytes(after))") }
+            if before > after {
+                // On standard error: scripts read the "deleted ID" lines.
+                StandardStream.error.write(Data(("note: \(sessions.databasePath) compacted: \(megabytes(before)) -> "
+                    + "\(megabytes(after))\n").utf8))
+            }
         } catch {
             StandardStream.error.write(Data(("note: the space is not given back to the disk yet (\(error)); later "
                 + "recordings reuse it, and the next delete or prune tries again\n").utf8))

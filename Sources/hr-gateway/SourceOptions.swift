@@ -91,12 +91,18 @@ struct SourceOptions: ParsableArguments {
     /// True when a replay is the only source, so the session can end with the file.
     var onlyReplay: Bool { replay != nil && straps.isEmpty && !simulate && camera.camera == nil }
 
-    func check() throws {
+    /// Called at the start of `run()`, not from `validate()`: ArgumentParser validates before it reports an unknown
+    /// option, so a mistyped source (`--simulat`) was answered "Choose a source" instead of "Unknown option
+    /// '--simulat'. Did you mean '--simulate'?".
+    func requireChosen() throws {
         if !simulate && replay == nil && straps.isEmpty && camera.camera == nil {
             throw ValidationError("Choose a source: --strap auto, --camera DEVICE, --simulate or --replay FILE (see --help), "
                 + "or name one in the configuration file: [strap] devices = [\"auto\"] or [camera] device = \"/dev/video0\" "
                 + "(`hr-gateway config check` shows which file is read).")
         }
+    }
+
+    func check() throws {
         if let adapter, !GatewayConfiguration.isAdapterName(adapter) {
             throw ValidationError("--adapter takes a controller name such as hci0 (see `hr-gateway scan`).")
         }

@@ -12,6 +12,19 @@ import SimulatedProvider
 import StdoutSink
 import WebhookSink
 
+extension StreamCommand {
+    /// Why `hr-gateway stream` would refuse `sources` (HR_GATEWAY_SOURCE, as the service passes it: split at white
+    /// space), in its own words; nil when it takes them.
+    static func problem(withSources sources: String) -> String? {
+        do {
+            _ = try parse(sources.split(whereSeparator: \.isWhitespace).map(String.init))
+            return nil
+        } catch {
+            return message(for: error)
+        }
+    }
+}
+
 struct StreamCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "stream",
@@ -181,6 +194,7 @@ struct StreamCommand: AsyncParsableCommand {
     }
 
     func run() async throws {
+        try source.requireChosen()
         let clock = source.sessionClock()
         let settings = try store.settings()
         let config = session.config(defaults: settings)

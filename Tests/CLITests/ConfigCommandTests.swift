@@ -9,6 +9,32 @@ import Testing
         return p
     }
 
+    /// The service runs `hr-gateway stream $HR_GATEWAY_SOURCE` after `config check`: a mistyped source passed both
+    /// `config check` and `doctor`, then the service exited 64 every few seconds. Both now say what stream would.
+    @Test func aMistypedServiceSourceIsCaughtBeforeTheServiceRuns() throws {
+        let dir = tempDir()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let file = dir + "/gw.toml"
+        try "[store]\nrecord = true\n".write(toFile: file, atomically: true, encoding: .utf8)
+        let bad = try CLI.run(["config", "check", file], environment: ["HR_GATEWAY_SOURCE": "--simulat"])
+        #expect(bad.status == 1)
+        #expect(bad.stderr.contains("HR_GATEWAY_SOURCE (--simulat): Unknown option '--simulat'. Did you mean '--simulate'?"),
+                "\(bad.stderr)")
+        let missing = try CLI.run(["config", "check", file], environment: ["HR_GATEWAY_SOURCE": "--strap"])
+        #expect(missing.status == 1 && missing.stderr.contains("Missing value for '--strap <strap>'"), "\(missing.stderr)")
+        let good = try CLI.run(["config", "check", file], environment: ["HR_GATEWAY_SOURCE": "--simulate"])
+        #expect(good.status == 0, "\(good.stderr)")
+        #expect(good.stdout.contains("--simulate (HR_GATEWAY_SOURCE"), "\(good.stdout)")
+        let doctor = try CLI.run(["doctor", "--config", file], environment: ["HR_GATEWAY_SOURCE": "--simulat"])
+        #expect(doctor.stdout.contains("FAIL  sources") && doctor.stdout.contains("Unknown option '--simulat'"),
+                "\(doctor.stdout)")
+        // And a mistyped option on the command line is named as such, not as a missing source or --listen.
+        let stream = try CLI.run(["stream", "--simulat"])
+        #expect(stream.status == 64 && stream.stderr.contains("Unknown option '--simulat'"), "\(stream.stderr)")
+        let serve = try CLI.run(["serve", "--simulate", "--listne", "127.0.0.1:0"])
+        #expect(serve.status == 64 && serve.stderr.contains("Unknown option '--listne'"), "\(serve.stderr)")
+    }
+
     @Test func checkReportsTheLineOfAnError() throws {
         let dir = tempDir()
         defer { try? FileManager.default.removeItem(atPath: dir) }
