@@ -139,6 +139,13 @@ public final class SessionStore: Sendable {
         do {
             dbQueue = try StateDatabase.open(path: directory + "/sessions.sqlite", migrations: [("v1", Self.schemaV1), ("v2", Self.schemaV2), ("v3", Self.schemaV3)])
         } catch {
+            // SQLite says "disk I/O error" when it cannot grow its shared-memory file: that reads as failing
+            // hardware, where the disk is full.
+            if let free = Self.freeBytes(directory), free < Self.fullBelowBytes {
+                throw .database("cannot open \(directory)/sessions.sqlite: the disk holding it is full (\(free / 1024) KB "
+                    + "free). Reading commands still work; free some space elsewhere before deleting sessions (a delete "
+                    + "needs a little room itself)")
+            }
             throw .database("cannot open \(directory)/sessions.sqlite: \(Self.reason(error))")
         }
         // A journal that cannot be imported now (the database is held) stays for the next open.
@@ -152,8 +159,25 @@ public final class SessionStore: Sendable {
     public static func existing(directory: String) throws(StoreError) -> SessionStore? {
         let path = directory + "/sessions.sqlite"
         guard access(path, F_OK) == 0 else { return nil }
-        if access(path, W_OK) == 0 && access(directory, W_OK) == 0 { return try SessionStore(directory: directory) }
+        if access(path, W_OK) == 0 && access(directory, W_OK) == 0 {
+            do { return try SessionStore(directory: directory) } catch {
+                // A full disk: read as it stands, as a user who may not write would (listing and exporting are how
+                // an operator decides what to delete).
+                guard let free = freeBytes(directory), free < fullBelowBytes else { throw error }
+                return try SessionStore(readingOnly: directory)
+            }
+        }
         return try SessionStore(readingOnly: directory)
+    }
+
+    /// Below this many free bytes the disk is taken as full.
+    static let fullBelowBytes: Int64 = 1 << 20
+
+    /// The bytes this user may still write on the file system holding `directory`.
+    static func freeBytes(_ directory: String) -> Int64? {
+        var fs = statvfs()
+        guard statvfs(directory, &fs) == 0 else { return nil }
+        return Int64(fs.f_bavail) * Int64(fs.f_frsize)
     }
 
     private init(readingOnly directory: String) throws(StoreError) {
@@ -165,8 +189,10 @@ public final class SessionStore: Sendable {
         do {
             // While a writer has the store open, its WAL is read too. With none, SQLite cannot open a WAL database
             // read-only without creating its shared-memory file, which this user may not do: nobody is writing, so
-            // the file is read as it stands (immutable).
-            if access(path + "-wal", F_OK) == 0 {
+            // the file is read as it stands (immutable); so is one whose WAL is empty (left by an open that failed,
+            // on a full disk: a read through it needs the shared memory a full disk cannot give).
+            var wal = stat()
+            if stat(path + "-wal", &wal) == 0, wal.st_size > 0 {
                 dbQueue = try DatabaseQueue(path: path, configuration: config)
             } else {
                 let uriPath = path.addingPercentEncoding(withAllowedCharacters: .urlPathAllowed) ?? path

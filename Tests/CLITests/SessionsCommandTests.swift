@@ -493,6 +493,43 @@ import Testing
         }
     }
 
+    /// On a full disk the reading commands work (they failed with "disk I/O error", so an operator could not see
+    /// what to delete), and a writing one says the disk is full.
+    @Test(.enabled(if: getuid() == 0, "mounts a small tmpfs, which needs root"))
+    func aFullDiskStillListsAndSaysItIsFull() throws {
+        let mount = tempDir()
+        defer { try? FileManager.default.removeItem(atPath: mount) }
+        let m = Process()
+        m.executableURL = URL(fileURLWithPath: "/bin/mount")
+        m.arguments = ["-t", "tmpfs", "-o", "size=600k", "tmpfs", mount]
+        try m.run()
+        m.waitUntilExit()
+        try #require(m.terminationStatus == 0, "mount -t tmpfs")
+        defer {
+            let u = Process()
+            u.executableURL = URL(fileURLWithPath: "/bin/umount")
+            u.arguments = [mount]
+            try? u.run()
+            u.waitUntilExit()
+        }
+        let dir = mount + "/state"
+        let ran = try CLI.run(["stream", "--simulate", "--duration", "2", "--format", "jsonl", "--state-dir", dir,
+                               "--session-id", "full-1"])
+        #expect(ran.status == 0, "\(ran.stderr)")
+        // Fill the disk.
+        #expect(FileManager.default.createFile(atPath: mount + "/filler", contents: nil))
+        let filler = FileHandle(forWritingAtPath: mount + "/filler")
+        let block = Data(count: 4096)
+        while (try? filler?.write(contentsOf: block)) != nil {}
+        try? filler?.close()
+        let list = try CLI.run(["sessions", "list", "--state-dir", dir])
+        #expect(list.status == 0 && list.stdout.contains("full-1"), "\(list.stdout) \(list.stderr)")
+        let export = try CLI.run(["sessions", "export", "full-1", "--format", "csv", "--state-dir", dir])
+        #expect(export.status == 0 && export.stdout.hasPrefix("session_id,"), "\(export.stderr)")
+        let prune = try CLI.run(["sessions", "prune", "--all", "--state-dir", dir])
+        #expect(prune.status == 1 && prune.stderr.contains("the disk holding it is full"), "\(prune.stderr)")
+    }
+
     /// A configuration file with an error (being edited) does not keep an operator who names the state directory
     /// from revoking a token or listing sessions.
     @Test func aBrokenConfigurationFileDoesNotBlockTheStateDirectorysCommands() throws {
