@@ -121,7 +121,8 @@ public final class RelayHub: Sendable {
         var registered: Set<String> = []
         /// Sessions whose `session_started` this hub has published (the last few).
         var startedSessions: [String] = []
-        /// `start_session` commands waiting for their `session_started`, by session id.
+        /// `start_session` commands waiting for their `session_started`, and `stop_session` commands for their
+        /// session's end, by `Milestone.key`.
         var startWaiters: [String: [UInt64: CheckedContinuation<Void, Never>]] = [:]
         var nextWaiter: UInt64 = 0
     }
@@ -301,20 +302,64 @@ public final class RelayHub: Sendable {
             c.queue.push(stored.text, droppable: h.delivery == .live)
             if let snapshot { c.queue.push(snapshot, droppable: false) }
         }
-        if case .started(let id, _) = h.event, let waiters = s.startWaiters.removeValue(forKey: id) {
+        let reached: Milestone? = switch h.event {
+        case .started(let id, _): .started(id)
+        case .summary(let id, _, _, _), .error(let id, _, _): .ended(id)
+        default: nil
+        }
+        if let reached, let waiters = s.startWaiters.removeValue(forKey: reached.key) {
             for w in waiters.values { w.resume() }
+        }
+    }
+
+    /// What a command's result waits for: a session's `session_started`, or its end (`session_summary` or
+    /// `session_error`).
+    private enum Milestone {
+        case started(String)
+        case ended(String)
+
+        var key: String {
+            switch self {
+            case .started(let id): "started " + id
+            case .ended(let id): "ended " + id
+            }
+        }
+
+        var sessionId: String {
+            switch self {
+            case .started(let id), .ended(let id): id
+            }
+        }
+
+        /// A session's end counts once it is numbered, even while it waits for relay.sqlite (another process holding
+        /// the file): a stop is answered at once then, as every command is (the summary follows once written).
+        func reached(_ s: State) -> Bool {
+            switch self {
+            case .started(let id): s.startedSessions.contains(id)
+            case .ended(let id): s.endedSessions.contains(id) || s.held.contains { isEvent($0.event) }
+            }
+        }
+
+        func isEvent(_ event: SessionEvent) -> Bool {
+            switch (self, event) {
+            case (.started(let id), .started(let e, _)): id == e
+            case (.ended(let id), .summary(let e, _, _, _)), (.ended(let id), .error(let e, _, _)): id == e
+            default: false
+            }
         }
     }
 
     /// How long a `start_session` result waits for its `session_started` to pass through the hub.
     static let startedWaitMs: Int64 = 5_000
 
-    /// Returns once this hub has published `session_started` for `sessionId`, or after `startedWaitMs`. Events can
-    /// reach the hub through a queue of their own (`RelayHubSink`); waiting here keeps the promise that a consumer
-    /// sees a session's `session_started` before the `command_result` that started it.
-    private func awaitStarted(_ sessionId: String) async {
+    /// Returns once this hub has published `milestone` (a session's `session_started`, or its end), or after
+    /// `startedWaitMs`. Events can reach the hub through a queue of their own (`RelayHubSink`); waiting here keeps the
+    /// promise that a consumer sees a session's `session_started` before the `command_result` that started it, and
+    /// its `session_summary` before the result of the `stop_session` that ended it (the result came first at times:
+    /// a phone that closed on `ok` missed the summary).
+    private func awaitPublished(_ milestone: Milestone) async {
         let key = state.withLock { s -> UInt64? in
-            if s.startedSessions.contains(sessionId) { return nil }
+            if milestone.reached(s) { return nil }
             s.nextWaiter += 1
             return s.nextWaiter
         }
@@ -325,23 +370,20 @@ public final class RelayHub: Sendable {
             let waiter = self?.state.withLock { s -> CheckedContinuation<Void, Never>? in
                 // Numbered and waiting for the store (another process holds relay.sqlite): it is on its way, and
                 // its release resumes the waiter.
-                let held = s.held.contains { h in
-                    if case .started(let id, _) = h.event { id == sessionId } else { false }
-                }
-                if held { return nil }
-                guard let w = s.startWaiters[sessionId]?.removeValue(forKey: key) else {
+                if s.held.contains(where: { milestone.isEvent($0.event) }) { return nil }
+                guard let w = s.startWaiters[milestone.key]?.removeValue(forKey: key) else {
                     expired.withLock { $0 = true }
                     return nil
                 }
-                if s.startWaiters[sessionId]?.isEmpty == true { s.startWaiters[sessionId] = nil }
+                if s.startWaiters[milestone.key]?.isEmpty == true { s.startWaiters[milestone.key] = nil }
                 return w
             }
             waiter?.resume()
         }
         await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
             let now = state.withLock { s -> Bool in
-                if s.startedSessions.contains(sessionId) || expired.withLock({ $0 }) { return true }
-                s.startWaiters[sessionId, default: [:]][key] = c
+                if milestone.reached(s) || expired.withLock({ $0 }) { return true }
+                s.startWaiters[milestone.key, default: [:]][key] = c
                 return false
             }
             if now { c.resume() }
@@ -608,7 +650,7 @@ public final class RelayHub: Sendable {
             do {
                 if m["include_raw_samples"] == nil && configuration.rawSamplesUnlessAsked { config.includeRawSamples = true }
                 try await controller.startSession(config)
-                await awaitStarted(config.sessionId)
+                await awaitPublished(.started(config.sessionId))
                 return .success(["session_id": .string(config.sessionId)])
             } catch {
                 return .failure(RelayCommandError(error.code.rawValue, error.message))
@@ -619,6 +661,7 @@ public final class RelayHub: Sendable {
             }
             do {
                 try await controller.stopSession(sessionId: id)
+                await awaitPublished(.ended(id))
                 return .success(["session_id": .string(id)])
             } catch {
                 if state.withLock({ $0.endedSessions.contains(id) }) {
