@@ -24,6 +24,9 @@ struct SessionsListCommand: ParsableCommand {
 
     @OptionGroup var store: StoreOptions
 
+    /// The SESSION column's width: a UUID's.
+    static let idWidth = 36
+
     func run() throws {
         guard let opened = try store.existing() else {
             if json {
@@ -48,9 +51,11 @@ struct SessionsListCommand: ParsableCommand {
             print("No sessions in \(try store.directory())/sessions.sqlite.")
             return
         }
-        let rows = [["SESSION", "STATE", "MODE", "STARTED", "DURATION", "SAMPLES", "RR", "DEVICES", "PACING"]]
+        let rows: [[String]] = [["SESSION", "STATE", "MODE", "STARTED", "DURATION", "SAMPLES", "RR", "DEVICES", "PACING"]]
             + sessions.map { s in
-                [s.id, s.state.rawValue, s.mode, SessionText.time(s.startedAtMs), SessionText.duration(s),
+                // An id of up to 200 characters widened every row past any terminal: cut to a UUID's length (the
+                // first characters name a session for show, export and delete; --json has the whole id).
+                [s.id.count > Self.idWidth ? s.id.prefix(Self.idWidth - 1) + "…" : s.id, s.state.rawValue, s.mode, SessionText.time(s.startedAtMs), SessionText.duration(s),
                  String(s.sampleCount), String(s.rrCount), s.devices.joined(separator: " "), opened.pacingSummary(s) ?? "-"]
             }
         let widths = (0..<9).map { c in rows.map { $0[c].count }.max() ?? 0 }

@@ -350,6 +350,19 @@ import Testing
         #expect(after.status == 0 && !after.stderr.contains("being recorded"), "\(after.stderr)")
     }
 
+    /// A long session id (up to 200 characters are taken) is cut in the table, not widening every row; --json and
+    /// its first characters still name it whole.
+    @Test func aLongSessionIdIsCutInTheList() throws {
+        let dir = tempDir()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let id = String(repeating: "S", count: 150)
+        _ = try CLI.run(["stream", "--simulate", "--duration", "2", "--format", "jsonl", "--state-dir", dir, "--session-id", id])
+        let list = try CLI.run(["sessions", "list", "--state-dir", dir])
+        let row = try #require(list.lines.dropFirst().first)
+        #expect(row.hasPrefix(String(repeating: "S", count: 35) + "…  completed"), "\(row)")
+        #expect(try CLI.run(["sessions", "list", "--json", "--state-dir", dir]).stdout.contains(id))
+    }
+
     /// A recording whose samples span more than a session can last (one mistyped timestamp_ms, years ahead) was
     /// replayed into a "completed" session of 68 years that never replayed the samples after the jump, exit 0.
     @Test func aReplaySpanningYearsIsRefused() throws {
