@@ -601,6 +601,10 @@ public final class SessionStore: Sendable {
         if let db = error as? DatabaseError, db.resultCode == .SQLITE_BUSY || db.resultCode == .SQLITE_LOCKED {
             return .busy(reason(error))
         }
+        if let db = error as? DatabaseError, db.resultCode == .SQLITE_FULL {
+            return .database("the disk holding it is full (\(reason(error))). Reading commands still work; free some "
+                + "space elsewhere before deleting sessions (a delete needs a little room itself)")
+        }
         return .database(reason(error))
     }
 
