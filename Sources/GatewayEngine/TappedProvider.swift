@@ -2,7 +2,7 @@
 /// views see raw data without the engine knowing about them.
 public struct TappedProvider: BiosignalProvider {
     public let base: any BiosignalProvider
-    let onSample: @Sendable (BiosignalSample) -> Void
+    let onSample: @Sendable (BiosignalSample, SessionConfig?) -> Void
     let onStatus: @Sendable (SensorStatus) -> Void
 
     public init(
@@ -11,8 +11,16 @@ public struct TappedProvider: BiosignalProvider {
         onStatus: @escaping @Sendable (SensorStatus) -> Void = { _ in }
     ) {
         self.base = base
-        self.onSample = onSample
+        self.onSample = { sample, _ in onSample(sample) }
         self.onStatus = onStatus
+    }
+
+    /// As `init(_:onSample:onStatus:)`, each sample shown with the session the provider was started for (nil
+    /// outside an engine): a tap that serves several sessions in turn (`serve`'s recording) keeps them apart.
+    public init(_ base: any BiosignalProvider, onSessionSample: @escaping @Sendable (BiosignalSample, SessionConfig?) -> Void) {
+        self.base = base
+        self.onSample = onSessionSample
+        self.onStatus = { _ in }
     }
 
     public var name: String { base.name }
@@ -21,10 +29,11 @@ public struct TappedProvider: BiosignalProvider {
     public func startStreaming(into sink: ProviderSink) async throws {
         let onSample = onSample
         let onStatus = onStatus
+        let session = sink.session
         try await base.startStreaming(into: ProviderSink(
-            session: sink.session,
+            session: session,
             onSample: { sample in
-                onSample(sample)
+                onSample(sample, session)
                 sink.send(sample)
             },
             onStatus: { status in

@@ -43,11 +43,11 @@ final class ServeRecording: SessionSink {
     }
 
     /// `provider`, with each sample recorded into the session it was started for.
-    func tap(_ provider: any BiosignalProvider) -> any BiosignalProvider { SessionTap(base: provider, recording: self) }
-
-    fileprivate func record(_ sample: BiosignalSample, session: String?) {
-        guard let session, let recorder = recorders.withLock({ $0[session] }) else { return }
-        recorder.record(sample)
+    func tap(_ provider: any BiosignalProvider) -> any BiosignalProvider {
+        TappedProvider(provider, onSessionSample: { [self] sample, session in
+            guard let id = session?.sessionId, let recorder = recorders.withLock({ $0[id] }) else { return }
+            recorder.record(sample)
+        })
     }
 
     func receive(event: EncodedEvent) {
@@ -82,29 +82,6 @@ final class ServeRecording: SessionSink {
         t.name = "serve-recording"
         t.start()
     }
-}
-
-/// A provider whose samples are shown to `ServeRecording` with the id of the session they were delivered for.
-private struct SessionTap: BiosignalProvider {
-    let base: any BiosignalProvider
-    let recording: ServeRecording
-
-    var name: String { base.name }
-    var isAvailable: Bool { get async { await base.isAvailable } }
-
-    func startStreaming(into sink: ProviderSink) async throws {
-        let (recording, session) = (recording, sink.session?.sessionId)
-        try await base.startStreaming(into: ProviderSink(
-            session: sink.session,
-            onSample: { sample in
-                recording.record(sample, session: session)
-                sink.send(sample)
-            },
-            onStatus: { sink.status($0) }
-        ))
-    }
-
-    func stopStreaming() async { await base.stopStreaming() }
 }
 
 /// The engine's relay controller with `serve`'s recording around each start.

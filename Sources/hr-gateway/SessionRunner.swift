@@ -158,7 +158,15 @@ extension SessionRunner {
         if let mqtt {
             // Commands over MQTT go through the relay's hub (the same checks, memo by id and results); without a
             // relay, one that keeps nothing on disk.
-            let commandHub = hub ?? RelayHub(controller: EngineRelayController(engine: engine), store: nil)
+            let commandHub: RelayHub
+            if let hub {
+                commandHub = hub
+            } else {
+                commandHub = RelayHub(controller: EngineRelayController(engine: engine), store: nil)
+                // A command's result follows its session's event (session_started, the summary): this hub sees the
+                // events as a relay's does, or each result would wait out the hub's limit first.
+                outputs.attach(RelayHubSink(hub: commandHub))
+            }
             mqtt.acceptCommands { text in await commandHub.command(text, principal: .mqtt)?.jsonString }
             outputs.attach(mqtt)
             metrics?.metrics.collectOutbox("mqtt") { mqtt.outboxDepth }
