@@ -143,8 +143,7 @@ public final class SessionStore: Sendable {
             // hardware, where the disk is full.
             if let free = Self.freeBytes(directory), free < Self.fullBelowBytes {
                 throw .database("cannot open \(directory)/sessions.sqlite: the disk holding it is full (\(free / 1024) KB "
-                    + "free). Reading commands still work; free some space elsewhere before deleting sessions (a delete "
-                    + "needs a little room itself)")
+                    + "free). " + Self.fullDiskAdvice)
             }
             throw .database("cannot open \(directory)/sessions.sqlite: \(Self.reason(error))")
         }
@@ -169,6 +168,9 @@ public final class SessionStore: Sendable {
         }
         return try SessionStore(readingOnly: directory)
     }
+
+    static let fullDiskAdvice = "Reading commands still work; free some space elsewhere before deleting sessions (a "
+        + "delete needs a little room itself)"
 
     /// Below this many free bytes the disk is taken as full.
     static let fullBelowBytes: Int64 = 1 << 20
@@ -602,8 +604,7 @@ public final class SessionStore: Sendable {
             return .busy(reason(error))
         }
         if let db = error as? DatabaseError, db.resultCode == .SQLITE_FULL {
-            return .database("the disk holding it is full (\(reason(error))). Reading commands still work; free some "
-                + "space elsewhere before deleting sessions (a delete needs a little room itself)")
+            return .database("the disk holding it is full (\(reason(error))). " + fullDiskAdvice)
         }
         return .database(reason(error))
     }

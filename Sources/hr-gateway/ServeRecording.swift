@@ -17,6 +17,8 @@ final class ServeRecording: SessionSink {
     private let settings: GatewayConfiguration
     private let clock: any SessionClock
     private let recorders = Locked<[String: SessionRecorder]>([:])
+    /// Ended sessions whose writer is still finishing (`finish()` at shutdown waits for them too).
+    private let ending = Locked<[ObjectIdentifier: SessionRecorder]>([:])
     private let logger = Logger(label: "hr-gateway")
 
     init(store: StoreOptions, settings: GatewayConfiguration, clock: any SessionClock) {
@@ -58,16 +60,22 @@ final class ServeRecording: SessionSink {
         case .summary, .error:
             // Ended: the writer finishes on a thread of its own, off the engine's delivery path.
             recorders.withLock { _ = $0.removeValue(forKey: id) }
-            Self.onThread { recorder.finish() }
+            ending.withLock { $0[ObjectIdentifier(recorder)] = recorder }
+            Self.onThread { [ending] in
+                recorder.finish()
+                ending.withLock { _ = $0.removeValue(forKey: ObjectIdentifier(recorder)) }
+            }
         default: break
         }
     }
 
     func run() async throws { await untilGracefulShutdown() }
 
-    /// At shutdown, after the last session's summary: every recording written (or left to its journal).
+    /// At shutdown, after the last session's summary: every recording written (or left to its journal), those
+    /// still finishing included (`SessionRecorder.finish` waits for its writer, however often it is called).
     func finish() async {
         let left = recorders.withLock { r in defer { r = [:] }; return Array(r.values) }
+            + ending.withLock { Array($0.values) }
         await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
             Self.onThread {
                 for recorder in left { recorder.finish() }

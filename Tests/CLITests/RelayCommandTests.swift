@@ -128,6 +128,18 @@ import Testing
         #expect(byId["ph-2"]?["state"] == .string("interrupted"), "\(list.stdout)")
         #expect((byId["ph-2"]?["sample_count"]?.intValue ?? 0) >= 1, "\(list.stdout)")
 
+        // Stopped with SIGTERM while a session runs: its summary is written before the gateway exits.
+        (server, url) = try serve()
+        let stopped = try RunningCLI(["attach", url, "--token", token, "--start", "focus", "--duration", "600",
+                                      "--session-id", "ph-4"])
+        framed = false
+        while !framed, let line = stopped.readLine() { framed = line.contains("\"biosignal_frame\"") }
+        server.signal(SIGTERM)
+        #expect(server.wait() == 0)
+        let after = try JSONValue(parsing: try CLI.run(["sessions", "list", "--json", "--state-dir", dir]).stdout)
+        let ph4 = after.arrayValue?.first { $0["session_id"] == .string("ph-4") }
+        #expect(ph4?["state"] == .string("completed"), "\(String(describing: ph4))")
+
         (server, url) = try serve(["--no-record-db"])
         let unrecorded = try CLI.run(["attach", url, "--token", token, "--start", "focus", "--duration", "2",
                                       "--session-id", "ph-3"])
