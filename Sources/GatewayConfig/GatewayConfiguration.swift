@@ -65,6 +65,8 @@ public struct GatewayConfiguration: Sendable, Equatable {
     public var cameraFaceCascade: String?
     /// Where the relay listens (`HOST:PORT`); nil: no relay.
     public var relayListen: String?
+    /// `[metrics] listen`: the Prometheus endpoint without a token (`--metrics-listen`), nil for none.
+    public var metricsListen: String?
     /// Serve wss:// with the self-signed pair in the state directory.
     public var relayTLS = false
     /// Serve wss:// with this certificate and key instead.
@@ -129,6 +131,66 @@ public struct GatewayConfiguration: Sendable, Equatable {
         return text
     }
 
+    /// Every key the file may hold, by section ("" for the top level): what an unknown key is compared with.
+    public static let knownKeys: [String: [String]] = [
+        "": ["log_level"],
+        "store": ["state_dir", "record", "keep_days"],
+        "session": ["mode", "pattern", "window_sec", "emit_interval_sec"],
+        "webhook": ["url", "samples", "batch_size", "timeout_sec", "grace_sec", "backoff_base_ms", "backoff_max_sec",
+                    "max_items"],
+        "mqtt": ["url", "gateway_id", "ca_file", "password_file", "grace_sec"],
+        "strap": ["devices", "adapter", "ecg", "acc_hz"],
+        "camera": ["device", "width", "height", "fps", "mains_hz", "face_cascade"],
+        "relay": ["listen", "tls", "tls_cert", "tls_key"],
+        "metrics": ["listen"],
+    ]
+
+    /// ", did you mean …?" for an unknown key: a known one a typo away in the same section, the key itself in
+    /// another section (a key put under the wrong heading), or a section a typo away. Empty when nothing is close.
+    static func suggestion(section: String?, key: String) -> String {
+        let lower = key.lowercased()
+        func close(_ a: String, _ b: String) -> Bool {
+            let shorter = min(a.count, b.count)
+            return editDistance(a, b) <= (shorter <= 4 ? 1 : 2) || (shorter >= 4 && (a.hasPrefix(b) || b.hasPrefix(a)))
+        }
+        if let section {
+            if let near = knownKeys[section]?.first(where: { close($0, lower) }) {
+                return ", did you mean \(section).\(near)?"
+            }
+            let elsewhere = knownKeys.filter { $0.key != section && $0.value.contains(lower) }.keys.sorted()
+            if elsewhere == [""] { return ": \(key) belongs at the top of the file, before any [section]" }
+            if !elsewhere.isEmpty {
+                return ": \(key) belongs in \(elsewhere.map { "[\($0)]" }.joined(separator: " or "))"
+            }
+            return ""
+        }
+        if let near = knownKeys[""]!.first(where: { close($0, lower) }) { return ", did you mean \(near)?" }
+        if let near = knownKeys.keys.sorted().first(where: { !$0.isEmpty && close($0, lower) }) {
+            return ", did you mean [\(near)]?"
+        }
+        let owners = knownKeys.filter { !$0.key.isEmpty && $0.value.contains(lower) }.keys.sorted()
+        if !owners.isEmpty {
+            return ": \(key) belongs in \(owners.map { "[\($0)]" }.joined(separator: " or ")), not at the top level"
+        }
+        return ""
+    }
+
+    /// Levenshtein distance (insertions, deletions, substitutions), on characters.
+    static func editDistance(_ a: String, _ b: String) -> Int {
+        let x = Array(a), y = Array(b)
+        if x.isEmpty || y.isEmpty { return max(x.count, y.count) }
+        var previous = Array(0...y.count)
+        var current = [Int](repeating: 0, count: y.count + 1)
+        for i in 1...x.count {
+            current[0] = i
+            for j in 1...y.count {
+                current[j] = min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + (x[i - 1] == y[j - 1] ? 0 : 1))
+            }
+            swap(&previous, &current)
+        }
+        return previous[y.count]
+    }
+
     /// Parses TOML text over the defaults. Unknown sections and keys are errors (a typo must not pass silently).
     public static func parse(_ text: String, path: String) throws(ConfigurationError) -> (GatewayConfiguration, warnings: [String]) {
         let table: TOMLTable
@@ -176,7 +238,7 @@ public struct GatewayConfiguration: Sendable, Equatable {
                         throw fail(nil, key, "log_level must be one of \(LogLevelSetting.allCases.map(\.rawValue).joined(separator: ", ")), got \"\(s)\"")
                     }
                     c.logLevel = level
-                case "store", "session", "webhook", "mqtt", "relay", "strap", "camera":
+                case "store", "session", "webhook", "mqtt", "relay", "strap", "camera", "metrics":
                     guard let section = value.table else {
                         throw fail(nil, key, "\(key) must be a table ([\(key)]), got a \(value.type)")
                     }
@@ -316,13 +378,22 @@ public struct GatewayConfiguration: Sendable, Equatable {
                             case ("relay", "tls_key"):
                                 let f = try string(v, key, k)
                                 c.relayTLSKey = f.isEmpty ? nil : f
+                            case ("metrics", "listen"):
+                                let l = try string(v, key, k)
+                                guard l.isEmpty || Self.splitListen(l) != nil else {
+                                    throw fail(key, k, "metrics.listen must be HOST:PORT, such as \"127.0.0.1:9464\" "
+                                        + "(\"\" for none), got \"\(l)\"")
+                                }
+                                c.metricsListen = l.isEmpty ? nil : l
                             default:
-                                throw fail(key, k, "unknown option \(key).\(k) (see the example config/hr-gateway.toml)")
+                                throw fail(key, k, "unknown option \(key).\(k)" + Self.suggestion(section: key, key: k)
+                                    + " (see the example config/hr-gateway.toml)")
                             }
                         }
                     }
                 default:
-                    throw fail(nil, key, "unknown option \(key) (see the example config/hr-gateway.toml)")
+                    throw fail(nil, key, "unknown option \(key)" + Self.suggestion(section: nil, key: key)
+                        + " (see the example config/hr-gateway.toml)")
                 }
             }
         }

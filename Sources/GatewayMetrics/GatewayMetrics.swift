@@ -58,17 +58,24 @@ public final class GatewayMetrics: Sendable {
 /// Keeps the metrics the session itself shows: per device, notifications, RR intervals, heart rate, battery,
 /// contact, reconnections and stale periods; per session, starts, ends and events by type. Cheap and non-blocking
 /// (atomic counters), so it runs on the delivering thread.
+///
+/// A device's heart rate and contact are what it says now: they leave the exposition when the device stops
+/// streaming (stale, reconnecting, gone) and when the session ends, and come back with its next reading, so that a
+/// scraper never graphs a strap taken off an hour ago at its last heart rate.
 public final class MetricsSink: SessionSink {
     public let name = "metrics"
     public let metrics: GatewayMetrics
     private let states = Mutex<[String: SensorStatus.State]>([:])
+    /// The devices whose heart rate or contact gauge is in the registry.
+    private let live = Mutex<Set<String>>([])
 
     public init(metrics: GatewayMetrics) { self.metrics = metrics }
 
     private var registry: PrometheusCollectorRegistry { metrics.registry }
 
     public func receive(sample: BiosignalSample) {
-        let device = [("device", sample.deviceId ?? sample.source)]
+        let key = sample.deviceId ?? sample.source
+        let device = [("device", key)]
         if let ecg = sample.ecgUv {
             registry.counter(name: "hr_gateway_ecg_samples_total", labels: device,
                              help: "Raw ECG samples received from each device (Polar PMD).").increment(by: Int64(ecg.count))
@@ -83,12 +90,12 @@ public final class MetricsSink: SessionSink {
                                  help: "RR intervals received from each device.").increment(by: Int64(rr.count))
         }
         if sample.bpm.isFinite {
-            registry.gauge(name: "hr_gateway_heart_rate_bpm", labels: device,
-                               help: "Latest heart rate of each device.").set(to: sample.bpm)
+            live.withLock { _ = $0.insert(key) }
+            heartRate(device).set(to: sample.bpm)
         }
         if let c = sample.contact, c != .notSupported {
-            registry.gauge(name: "hr_gateway_contact", labels: device,
-                               help: "1 when the strap reports skin contact, 0 when it reports none.").set(to: c == .contact ? 1.0 : 0.0)
+            live.withLock { _ = $0.insert(key) }
+            contact(device).set(to: c == .contact ? 1.0 : 0.0)
         }
         if sample.gapBefore {
             registry.counter(name: "hr_gateway_gaps_total", labels: device,
@@ -104,6 +111,7 @@ public final class MetricsSink: SessionSink {
             registry.gauge(name: "hr_gateway_session_active", help: "1 while a session runs.").set(to: 1.0)
         case .summary, .error:
             registry.gauge(name: "hr_gateway_session_active", help: "1 while a session runs.").set(to: 0.0)
+            for key in live.withLock({ s -> Set<String> in defer { s = [] }; return s }) { removeReadings(of: key) }
         case .sensorStatus(_, _, let status):
             let key = status.deviceId ?? status.source
             let device = [("device", key)]
@@ -124,6 +132,7 @@ public final class MetricsSink: SessionSink {
             }
             registry.gauge(name: "hr_gateway_sensor_streaming", labels: device,
                                help: "1 while the device streams, 0 otherwise.").set(to: status.state == .streaming ? 1.0 : 0.0)
+            if status.state != .streaming, live.withLock({ $0.remove(key) }) != nil { removeReadings(of: key) }
             if let b = status.batteryPercent {
                 registry.gauge(name: "hr_gateway_battery_percent", labels: device,
                                    help: "Latest battery level of each device.").set(to: Double(b))
@@ -134,6 +143,23 @@ public final class MetricsSink: SessionSink {
     }
 
     public func run() async throws { await untilGracefulShutdown() }
+
+    private func heartRate(_ device: [(String, String)]) -> Gauge {
+        registry.gauge(name: "hr_gateway_heart_rate_bpm", labels: device,
+                       help: "Heart rate of each device while it streams (absent when it does not).")
+    }
+
+    private func contact(_ device: [(String, String)]) -> Gauge {
+        registry.gauge(name: "hr_gateway_contact", labels: device,
+                       help: "1 when a streaming strap reports skin contact, 0 when it reports none.")
+    }
+
+    /// Takes a device's heart rate and contact out of the exposition (a gauge not in the registry is ignored).
+    private func removeReadings(of key: String) {
+        let device = [("device", key)]
+        registry.unregisterGauge(heartRate(device))
+        registry.unregisterGauge(contact(device))
+    }
 }
 
 extension PrometheusCollectorRegistry {

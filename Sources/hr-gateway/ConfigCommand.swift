@@ -112,6 +112,7 @@ struct ConfigCheckCommand: ParsableCommand {
             rows.append(("relay TLS", c.relayTLSCert.map { "wss:// with \($0) and \(c.relayTLSKey ?? "")" }
                 ?? "wss:// with the self-signed pair in the state directory (tls/)"))
         }
+        rows.append(("metrics.listen", c.metricsListen ?? "(none)"))
         rows.append(("mqtt.url", c.mqttURL ?? "(none)"))
         if c.mqttURL != nil {
             rows.append(("mqtt.gateway_id", c.mqttGatewayId ?? "\(SystemCall.hostName()) (the host name)"))

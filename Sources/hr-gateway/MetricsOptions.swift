@@ -1,9 +1,11 @@
 import ArgumentParser
 import BLEHeartRate
 import Foundation
+import GatewayConfig
 import GatewayEngine
 import GatewayMetrics
 import GatewaySink
+import RelayCore
 import StdoutSink
 
 /// `--metrics-listen`, shared by the commands that run sessions.
@@ -11,9 +13,14 @@ struct MetricsOptions: ParsableArguments {
     @Option(help: ArgumentHelp(
         "Serve Prometheus metrics at http://HOST:PORT/metrics, without a token: bind it where only the scraper "
             + "reaches it (such as 127.0.0.1:9464). With --listen the relay's port serves /metrics too, with the "
-            + "relay's token.",
+            + "relay's token. Default: the configuration's metrics.listen.",
         valueName: "host:port"))
     var metricsListen: String?
+
+    /// Takes the configuration's `[metrics] listen` when the command line gives none.
+    mutating func adopt(_ settings: GatewayConfiguration) {
+        metricsListen = metricsListen ?? settings.metricsListen
+    }
 
     func check() throws {
         if let metricsListen {
@@ -83,6 +90,15 @@ extension GatewayMetrics {
                 m.gauge("hr_gateway_strap_queue_high_water", help: "The most events that waited in the strap's queue.",
                         labels: label, Double(flow.queueHighWater))
             }
+        }
+    }
+
+    /// The relay's consumers connected now, read when scraped.
+    func collectRelay(_ hub: RelayHub) {
+        collectOutbox("relay") { hub.outboxDepth }
+        addCollector { m in
+            m.gauge("hr_gateway_relay_consumers", help: "Relay consumers (phones, apps) connected now.",
+                    Double(hub.connectionCount))
         }
     }
 

@@ -23,8 +23,9 @@ struct ServeCommand: AsyncParsableCommand {
             tokens created or revoked while serve runs take effect at once.
 
             The line `relay: listening on ws://HOST:PORT/v1/relay` is printed on stdout once connections are \
-            accepted (with port 0, it shows the port chosen). Ctrl-C or SIGTERM stops a running session (its \
-            summary is relayed) and exits.
+            accepted (with port 0, it shows the port chosen). Ctrl-C, SIGTERM or SIGHUP (the terminal gone; run it \
+            as a service or under nohup to keep it) stops a running session (its summary is relayed and \
+            recorded) and exits.
 
             The configuration file's relay.listen (and relay.tls) stand in for --listen (and --tls), and its \
             [strap] devices and [camera] device for the source options when none is given (see `hr-gateway \
@@ -70,6 +71,7 @@ struct ServeCommand: AsyncParsableCommand {
         let settings = try store.settings()
         source.adopt(settings)
         relay.adopt(settings)
+        metrics.adopt(settings)
         try source.check()
         try source.checkReplay(store: store)
         if let speed = source.replaySpeed, speed != 1 {
@@ -134,7 +136,7 @@ struct ServeCommand: AsyncParsableCommand {
         }
         if let gatewayMetrics {
             outputs.attach(MetricsSink(metrics: gatewayMetrics))
-            gatewayMetrics.collectOutbox("relay") { hub.outboxDepth }
+            gatewayMetrics.collectRelay(hub)
             if let mqttSink { gatewayMetrics.collectOutbox("mqtt") { mqttSink.outboxDepth } }
         }
         outputs.observe(engine)

@@ -152,7 +152,7 @@ extension SessionRunner {
         }
         if let hub {
             outputs.attach(RelayHubSink(hub: hub))
-            metrics?.metrics.collectOutbox("relay") { hub.outboxDepth }
+            metrics?.metrics.collectRelay(hub)
         }
         if let webhook { outputs.attach(WebhookOutput(webhook, sessionId: config.sessionId)) }
         if let mqtt {

@@ -170,6 +170,7 @@ struct StreamCommand: AsyncParsableCommand {
         let settings = try store.settings()
         source.adopt(settings)
         relay.adopt(settings)
+        metrics.adopt(settings)
         try source.check()
         try source.checkReplay(store: store)
         if let record, let replay = source.replay, SampleFileWriter.sameFile(record, replay) {

@@ -91,6 +91,49 @@ import Testing
         }
     }
 
+    @Test func anUnknownKeySaysWhatWasMeant() throws {
+        let cases: [(String, String)] = [
+            ("[store]\nkeep_day = 3\n", "did you mean store.keep_days?"),
+            ("[stor]\nrecord = true\n", "did you mean [store]?"),
+            ("[relay]\nkeep_days = 3\n", "keep_days belongs in [store]"),
+            ("[relay]\nurl = \"x\"\n", "url belongs in [mqtt] or [webhook]"),
+            ("[session]\nlog_level = \"debug\"\n", "log_level belongs at the top of the file"),
+            ("keep_days = 3\n", "keep_days belongs in [store], not at the top level"),
+            ("loglevel = \"debug\"\n", "did you mean log_level?"),
+            ("[camera]\ndevices = \"/dev/video0\"\n", "did you mean camera.device?"),
+            ("[metrics]\nlisten_on = \"127.0.0.1:9464\"\n", "did you mean metrics.listen?"),
+        ]
+        for (text, said) in cases {
+            let e = try #require(error(text))
+            #expect(e.message.contains(said), "\(text.debugDescription): \(e.message)")
+        }
+        // Nothing close: no guess.
+        let far = try #require(error("[relay]\nzebra = 1\n"))
+        #expect(far.message.hasPrefix("unknown option relay.zebra (see"), "\(far.message)")
+    }
+
+    /// `knownKeys` (what a typo is compared with) is what the parser reads: each key is accepted by the parser, and
+    /// the documented example holds each one.
+    @Test func theKnownKeysAreThoseTheParserReads() throws {
+        let example = try String(contentsOfFile: Self.example, encoding: .utf8)
+        for (section, keys) in GatewayConfiguration.knownKeys {
+            for key in keys {
+                let text = (section.isEmpty ? "" : "[\(section)]\n") + "\(key) = 12345\n"
+                let message = error(text)?.message ?? ""
+                #expect(!message.contains("unknown option"), "\(section).\(key): \(message)")
+                #expect(example.contains("\n\(key) = ") || example.contains("\n# \(key) = "), "example lacks \(key)")
+            }
+        }
+        #expect(example.contains("\n[metrics]\n"))
+    }
+
+    @Test func metricsListenIsRead() throws {
+        let (c, _) = try GatewayConfiguration.parse("[metrics]\nlisten = \"127.0.0.1:9464\"\n", path: "t.toml")
+        #expect(c.metricsListen == "127.0.0.1:9464")
+        let bad = try #require(error("[metrics]\nlisten = \"9464\"\n"))
+        #expect(bad.message.contains("metrics.listen must be HOST:PORT"), "\(bad.message)")
+    }
+
     @Test func sourcesAndRelayAreRead() throws {
         let (c, warnings) = try GatewayConfiguration.parse("""
             [strap]

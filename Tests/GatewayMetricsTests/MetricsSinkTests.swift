@@ -42,6 +42,35 @@ import Testing
         #expect(text.contains("hr_gateway_heart_rate_bpm{device=\"AA:BB\"} 58.0"))
     }
 
+    @Test func heartRateAndContactLeaveWhenTheStrapStopsStreamingAndWhenTheSessionEnds() {
+        let metrics = GatewayMetrics()
+        let sink = MetricsSink(metrics: metrics)
+        var sample = BiosignalSample(timestampMs: 1, bpm: 64, rrIntervalsMs: [940], deviceId: "AA:BB", source: "ble_hrm")
+        sample.contact = .contact
+        let hr = "hr_gateway_heart_rate_bpm{device=\"AA:BB\"}"
+        let contact = "hr_gateway_contact{device=\"AA:BB\"}"
+        sink.receive(event: EncodedEvent(.started(sessionId: "s", startedAtMs: 0)))
+        sink.receive(event: status(.streaming))
+        sink.receive(sample: sample)
+        #expect(line(metrics.exposition(), hr) == "\(hr) 64.0")
+        #expect(line(metrics.exposition(), contact) == "\(contact) 1.0")
+        sink.receive(event: status(.stale))
+        #expect(line(metrics.exposition(), hr) == nil)
+        #expect(line(metrics.exposition(), contact) == nil)
+        sink.receive(event: status(.streaming))
+        sample.bpm = 66
+        sink.receive(sample: sample)
+        #expect(line(metrics.exposition(), hr) == "\(hr) 66.0")
+        sink.receive(event: EncodedEvent(.summary(sessionId: "s", durationActualSec: 60, metrics: SessionMetrics(),
+                                                  behavior: nil)))
+        let after = metrics.exposition()
+        #expect(line(after, hr) == nil)
+        #expect(line(after, contact) == nil)
+        // What the strap did stays: its counters and its streaming state.
+        #expect(line(after, "hr_gateway_rr_intervals_total{device=\"AA:BB\"}") == "hr_gateway_rr_intervals_total{device=\"AA:BB\"} 2")
+        #expect(line(after, "hr_gateway_session_active") == "hr_gateway_session_active 0.0")
+    }
+
     @Test func countersReadAtScrapeTimeNeverGoBack() {
         let metrics = GatewayMetrics()
         let total = Locked(5)

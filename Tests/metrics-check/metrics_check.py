@@ -70,12 +70,14 @@ def main():
             "hr_gateway_heart_rate_bpm": "gauge", "hr_gateway_contact": "gauge", "hr_gateway_session_active": "gauge",
             "hr_gateway_events": "counter", "hr_gateway_sensor_streaming": "gauge",
             "hr_gateway_nonfinite_values_dropped": "counter", "hr_gateway_outbox_depth": "gauge",
+            "hr_gateway_relay_consumers": "gauge",
         }
         for name, kind in expected.items():
             f = first.get(name)
             check(f is not None and f.type == kind, f"family {name} is a {kind}" + ("" if f else " (missing)"))
         check(value(first, "hr_gateway_session_active") == 1, "a session is active")
         check(value(first, "hr_gateway_outbox_depth", outbox="relay") is not None, "the relay outbox depth is reported")
+        check(value(first, "hr_gateway_relay_consumers") == 0, "no relay consumer is connected yet")
         hr = value(first, "hr_gateway_heart_rate_bpm", device="simulated-strap")
         check(hr is not None and 30 < hr < 220, f"heart rate of the strap is plausible ({hr})")
         n1 = value(first, "hr_gateway_notifications", device="simulated-strap", source="simulated")
