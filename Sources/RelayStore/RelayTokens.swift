@@ -87,18 +87,47 @@ public final class RelayTokenStore: Sendable {
     }
 
     /// Creates a token and returns its secret text (shown once) and its record.
-    public func create(name: String, scope: RelayScope, nowMs: Int64) throws(RelayTokenStoreError)
-        -> (token: String, record: RelayTokenRecord)
+    /// Makes a token named `name` (refused when another token has that name); with `numbered`, a name in use gets
+    /// the first free number instead (`consumer-2`), for a default name nobody chose.
+    public func create(name: String, scope: RelayScope, nowMs: Int64, numbered: Bool = false)
+        throws(RelayTokenStoreError) -> (token: String, record: RelayTokenRecord)
     {
         var bytes = [UInt8](repeating: 0, count: 32)
         var rng = SystemRandomNumberGenerator()
         for i in bytes.indices { bytes[i] = UInt8.random(in: 0...255, using: &rng) }
         let token = "hrg_" + Self.base64url(bytes)
         let hash = Self.sha256Hex(token)
-        let record = RelayTokenRecord(
-            id: String(hash.prefix(12)), name: name, scope: scope, sha256: hash, createdAtMs: nowMs)
-        try changing { $0.append(record) }
+        if let problem = Self.nameProblem(name) { throw RelayTokenStoreError(problem) }
+        let record = try changing { records throws(RelayTokenStoreError) -> RelayTokenRecord in
+            var chosen = name
+            // A name is how `token revoke` and the logs tell tokens apart: two tokens of one name could be revoked
+            // only by id, and the log would not say which one connected.
+            if let other = records.first(where: { $0.name == name }) {
+                guard numbered else {
+                    throw RelayTokenStoreError("A token named '\(name)' exists already (id \(other.id)). Choose "
+                        + "another name, or replace it: `hr-gateway token revoke \(name)` first.")
+                }
+                let names = Set(records.map(\.name))
+                chosen = (2...).lazy.map { "\(name)-\($0)" }.first { !names.contains($0) }!
+            }
+            let record = RelayTokenRecord(
+                id: String(hash.prefix(12)), name: chosen, scope: scope, sha256: hash, createdAtMs: nowMs)
+            records.append(record)
+            return record
+        }
         return (token, record)
+    }
+
+    /// Why `name` cannot name a token (nil: it can): it is shown in `token list` and the log, and typed to revoke.
+    public static func nameProblem(_ name: String) -> String? {
+        if name.trimmingCharacters(in: .whitespaces).isEmpty {
+            return "A token needs a name (--name phone, for example): `token revoke` and the log name tokens by it."
+        }
+        if name.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) {
+            return "A token's name cannot hold a control character (a newline, a tab): it is one line of `token list`."
+        }
+        if name.count > 64 { return "A token's name is at most 64 characters (this one has \(name.count))." }
+        return nil
     }
 
     /// Removes the token whose id (or unique id prefix, or name) matches; returns the removed record.

@@ -27,15 +27,18 @@ final class ServeRecording: SessionSink {
         self.clock = clock
     }
 
-    /// Before the engine starts `config`'s session. A session id already in the store is not recorded (said once):
-    /// a consumer's id names its own session, and the earlier recording is kept.
-    func starting(_ config: SessionConfig) {
-        do {
-            guard let recorder = try store.recorder(config, settings, clock: clock) else { return }
-            recorders.withLock { $0[config.sessionId] = recorder }
-        } catch {
-            logger.warning("not recording session \(config.sessionId): \(error)")
+    /// Before the engine starts `config`'s session. A session id already in the store is refused, as `stream`
+    /// refuses it: the consumer is told (`invalid_state`) before anything runs, the earlier recording is kept, and
+    /// no session runs unrecorded under a name that already means another one.
+    func starting(_ config: SessionConfig) throws(SessionError) {
+        let recorder: SessionRecorder?
+        do { recorder = try store.recorder(config, settings, clock: clock) } catch {
+            logger.warning("refused to start session \(config.sessionId): it is already in the session store")
+            throw .invalidState("Session \(config.sessionId) is already recorded on this gateway: start it with another "
+                + "session_id (or delete the recording first: hr-gateway sessions delete \(config.sessionId)).")
         }
+        guard let recorder else { return }
+        recorders.withLock { $0[config.sessionId] = recorder }
     }
 
     /// The engine refused to start it (a session already running, a configuration it cannot run): nothing stays.
@@ -98,7 +101,7 @@ struct RecordingRelayController: RelayController {
     let recording: ServeRecording
 
     func startSession(_ config: SessionConfig) async throws(SessionError) {
-        recording.starting(config)
+        try recording.starting(config)
         do { try await base.startSession(config) } catch {
             recording.failedToStart(config)
             throw error

@@ -37,13 +37,20 @@ struct TokenCommand: ParsableCommand {
         @Flag(help: "The token receives events but cannot start_session, stop_session or ingest_hsi_metrics.")
         var readOnly = false
 
-        @Option(help: ArgumentHelp("A label to recognise the token by in `token list`.", valueName: "label"))
-        var name = "consumer"
+        @Option(help: ArgumentHelp(
+            "A name to recognise the token by in `token list` and the log, and to revoke it by; one per token "
+                + "(default: consumer, then consumer-2, …).",
+            valueName: "label"))
+        var name: String?
 
         @Flag(help: "Also make the relay's self-signed TLS certificate now if there is none yet (as `serve --tls` would on first use), so that its fingerprint is printed for the phone to pin.")
         var tls = false
 
         @OptionGroup var state: StoreOptions
+
+        func validate() throws {
+            if let name, let problem = RelayTokenStore.nameProblem(name) { throw ValidationError(problem) }
+        }
 
         func run() throws {
             let store = try state.tokens()
@@ -51,7 +58,10 @@ struct TokenCommand: ParsableCommand {
             if tls {
                 do { try tlsFiles.createSelfSignedIfMissing() } catch let e as RelayServerError { throw CommandFailure(e.description) }
             }
-            let (token, record) = try Self.wrap { try store.create(name: name, scope: readOnly ? RelayScope.read : RelayScope.control, nowMs: SystemSessionClock().nowMs()) }
+            let (token, record) = try Self.wrap {
+                try store.create(name: name ?? "consumer", scope: readOnly ? RelayScope.read : RelayScope.control,
+                                 nowMs: SystemSessionClock().nowMs(), numbered: name == nil)
+            }
             print("created \(record.scope == RelayScope.read ? "read-only" : "control") token \(record.id) '\(record.name)' in \(store.path)")
             print("connect with: Authorization: Bearer <token>   (the token is not stored and is shown only now)")
             if let fingerprint = try? tlsFiles.fingerprint() {

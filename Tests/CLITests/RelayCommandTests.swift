@@ -31,6 +31,29 @@ import Testing
         #expect(missing.stderr.contains("token list"))
     }
 
+    @Test func tokenNamesAreOnePerTokenAndNeverEmpty() throws {
+        let dir = stateDir()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        #expect(try CLI.run(["token", "create", "--name", "phone", "--state-dir", dir]).status == 0)
+        let again = try CLI.run(["token", "create", "--name", "phone", "--state-dir", dir])
+        #expect(again.status == 1)
+        #expect(again.stderr.contains("A token named 'phone' exists already"), "\(again.stderr)")
+        #expect(again.stderr.contains("token revoke phone"))
+        #expect(!again.stdout.contains("hrg_"), "no token is printed that was not stored")
+        for bad in ["", "  ", "two\nlines"] {
+            let refused = try CLI.run(["token", "create", "--name", bad, "--state-dir", dir])
+            #expect(refused.status == 64, "name \(bad.debugDescription): \(refused.stderr)")
+        }
+        // The default name nobody chose is numbered instead.
+        for _ in 0..<2 { #expect(try CLI.run(["token", "create", "--state-dir", dir]).status == 0) }
+        let names = try CLI.run(["token", "list", "--state-dir", dir]).lines.compactMap { $0.split(separator: " ").last }
+        #expect(names.sorted() == ["consumer", "consumer-2", "phone"])
+        // Each name revokes exactly its token.
+        #expect(try CLI.run(["token", "revoke", "consumer", "--state-dir", dir]).status == 0)
+        let left = try CLI.run(["token", "list", "--state-dir", dir]).lines.compactMap { $0.split(separator: " ").last }
+        #expect(left.sorted() == ["consumer-2", "phone"])
+    }
+
     @Test func tokensLiveInTheSameStateDirectoryAsEverythingElse() throws {
         let dir = stateDir()
         let configDir = stateDir()
@@ -130,6 +153,13 @@ import Testing
 
         // Stopped with SIGTERM while a session runs: its summary is written before the gateway exits.
         (server, url) = try serve()
+        // A session id already recorded is refused, as stream refuses it (it ran, was reported ok and was not
+        // recorded), and the earlier recording is kept.
+        let again = try CLI.run(["attach", url, "--token", token, "--start", "focus", "--duration", "2",
+                                 "--session-id", "ph-1"])
+        #expect(again.status != 0, "\(again.stdout)")
+        #expect(again.stderr.contains("Session ph-1 is already recorded on this gateway"), "\(again.stderr)")
+        #expect(!again.stdout.contains("\"session_started\""), "\(again.stdout)")
         let stopped = try RunningCLI(["attach", url, "--token", token, "--start", "focus", "--duration", "600",
                                       "--session-id", "ph-4"])
         framed = false
