@@ -95,6 +95,39 @@ public struct RRFile: Sendable, Equatable {
     /// chooses the rows read (`choose` says how, in the error when none is chosen). With a `beat_time_ms` column, a
     /// step between beats that differs from the interval by more than `breakToleranceMs` (a lost link in a CSV
     /// export) or goes back in time breaks the series into runs; so does a `segment_start` of 1.
+    /// The fields of one CSV line, each trimmed of spaces: a field in double quotes is read whole, separators in it
+    /// included, with `""` standing for one quote (RFC 4180); a quote inside an unquoted field is kept as it is.
+    public static func fields(of line: String, separator: Character) -> [String] {
+        var fields: [String] = []
+        var field = ""
+        var quoted = false  // inside a quoted field
+        var wasQuoted = false  // the field began with a quote (spaces before it aside)
+        var chars = Array(line)[...]
+        while let c = chars.popFirst() {
+            if quoted {
+                if c == "\"" {
+                    if chars.first == "\"" { field.append("\""); chars = chars.dropFirst() } else { quoted = false }
+                } else {
+                    field.append(c)
+                }
+            } else if c == separator {
+                fields.append(wasQuoted ? field : field.trimmingSpaces)
+                field = ""
+                wasQuoted = false
+            } else if c == "\"", field.allSatisfy({ $0 == " " || $0 == "\t" }), !wasQuoted {
+                field = ""
+                quoted = true
+                wasQuoted = true
+            } else if wasQuoted, c == " " || c == "\t" {
+                continue  // spaces after the closing quote
+            } else {
+                field.append(c)
+            }
+        }
+        fields.append(wasQuoted ? field : field.trimmingSpaces)
+        return fields
+    }
+
     public static func parse(
         _ text: String, unit: RRUnit? = nil, preferring: RRUnit = .ms, device: String? = nil,
         choose: String = "keep one device's rows"
@@ -124,8 +157,9 @@ public struct RRFile: Sendable, Equatable {
             if !sawFirst, !line.contains(",") {
                 separator = line.contains(";") ? ";" : line.contains("\t") ? "\t" : ","
             }
-            // Fields may be quoted, as R and spreadsheets write them ("","rr_ms").
-            let fields = line.split(separator: separator, omittingEmptySubsequences: false).map(\.trimmingSpaces.unquoted)
+            // Fields may be quoted, as R and spreadsheets write them ("","rr_ms"), and a quoted field may hold the
+            // separator (a device name with a comma) and doubled quotes (RFC 4180).
+            let fields = Self.fields(of: line, separator: separator)
             if !sawFirst {
                 sawFirst = true
                 if !fields.allSatisfy({ Double($0) != nil }) {
@@ -285,9 +319,6 @@ public struct RRFile: Sendable, Equatable {
 
 extension StringProtocol {
     /// Without one pair of surrounding double quotes.
-    fileprivate var unquoted: String {
-        count >= 2 && hasPrefix("\"") && hasSuffix("\"") ? String(dropFirst().dropLast()) : String(self)
-    }
 
     fileprivate var trimmingSpaces: String {
         var s = Substring(self)

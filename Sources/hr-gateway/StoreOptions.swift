@@ -105,7 +105,16 @@ struct StoreOptions: ParsableArguments {
         }
         if let keepDays = keepDays ?? settings.keepDays, keepDays > 0 {
             let cutoff = Int64((Date().timeIntervalSince1970 - Double(keepDays) * 86_400) * 1000)
-            do { try sessions.prune(startedBeforeMs: cutoff) } catch { report("could not delete old sessions: \(error)") }
+            do {
+                let deleted = try sessions.prune(startedBeforeMs: cutoff)
+                if !deleted.isEmpty {
+                    let shown = deleted.count <= 5 ? deleted.joined(separator: ", ")
+                        : deleted.prefix(5).joined(separator: ", ") + " and \(deleted.count - 5) more"
+                    let what = "deleted \(deleted.count) session\(deleted.count == 1 ? "" : "s") started more than "
+                        + "\(keepDays) day\(keepDays == 1 ? "" : "s") ago (keep_days): \(shown)"
+                    logger.info("\(what)")
+                }
+            } catch { report("could not delete old sessions: \(error)") }
         }
         let recorder = SessionRecorder(store: sessions, config: config, clock: clock, onFailure: report)
         if recorder.isRecording {

@@ -164,4 +164,29 @@ import Testing
         let all = try CLI.run(["sessions", "prune", "--all", "--state-dir", dir.path])
         #expect(all.stdout.contains("deleted ahead\n1 session deleted"), "\(all.stdout)")
     }
+
+    /// `--keep-days` (and `keep_days`) before a session says what it deleted: a recording gone without a word is one
+    /// the user looks for later.
+    @Test func keepDaysSaysWhichSessionsItDeleted() throws {
+        let lib = try #require(Self.libfaketime, "libfaketime is missing: apt-get install faketime")
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("hrg-behind-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let shim = try #require(try Self.buildTimerfdShim(in: dir), "no C compiler (clang, cc) to build the timerfd shim")
+        let old = try CLI.run(
+            ["stream", "--simulate", "--model", "sdk-mock", "--format", "jsonl", "--duration", "1", "--session-id", "old",
+             "--state-dir", dir.path],
+            environment: ["LD_PRELOAD": "\(shim):\(lib)", "FAKETIME": "-3d", "FAKETIME_DONT_FAKE_MONOTONIC": "1"])
+        #expect(old.status == 0, "\(old.stderr)")
+        let recent = try CLI.run(["stream", "--simulate", "--model", "sdk-mock", "--format", "jsonl", "--duration", "1",
+                                  "--session-id", "recent", "--state-dir", dir.path])
+        #expect(recent.status == 0, "\(recent.stderr)")
+        #expect(!recent.stderr.contains("deleted"), "nothing older than keep_days: \(recent.stderr)")
+        let next = try CLI.run(["stream", "--simulate", "--model", "sdk-mock", "--format", "jsonl", "--duration", "1",
+                                "--keep-days", "2", "--session-id", "next", "--state-dir", dir.path])
+        #expect(next.status == 0, "\(next.stderr)")
+        #expect(next.stderr.contains("deleted 1 session started more than 2 days ago (keep_days): old"), "\(next.stderr)")
+        let list = try CLI.run(["sessions", "list", "--state-dir", dir.path])
+        #expect(!list.stdout.contains("old") && list.stdout.contains("recent"), "\(list.stdout)")
+    }
 }

@@ -158,6 +158,18 @@ import Testing
         }
     }
 
+    /// A quoted field is one field, separators and doubled quotes in it included (RFC 4180, as the CSV export and
+    /// spreadsheets write a name with a comma).
+    @Test func quotedFieldsHoldTheSeparator() throws {
+        let csv = "\"device_id\",\"rr_ms\"\n\"Polar H10, left\",800\n\"Polar H10, left\", 810\n"
+            + "\"Bob's \"\"spare\"\"\",600\n"
+        let left = try RRFile.parse(csv, device: "Polar H10, left")
+        #expect(left.rrMs == [800, 810] && left.device == "Polar H10, left")
+        #expect(try RRFile.parse(csv, device: "Bob's \"spare\"").rrMs == [600])
+        #expect(RRFile.fields(of: " a , \"b;c\" ,\"\",d\"e", separator: ",") == ["a", "b;c", "", "d\"e"])
+        #expect(RRFile.fields(of: "1;\"2,5\";3", separator: ";") == ["1", "2,5", "3"])
+    }
+
     @Test func severalDevicesNeedAChoice() throws {
         let csv = "device_id,rr_ms\nA,800\nB,600\nA,810\nB,610\n"
         #expect(throws: RRFileError(line: nil, message: "the file holds the beats of 2 devices (A, B): pick one")) {
