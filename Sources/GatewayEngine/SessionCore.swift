@@ -256,7 +256,14 @@ struct SessionCore {
         let groups = deviceGroups
         var m = SessionMetrics.compute(
             window: window.samples, hsi: hsi, options: hrvOptions, pacing: pacing(atMonotonicMs: now), primary: primary)
-        m.liveDFA = liveDFA.latest
+        // The top level's live DFA is the primary device's own, even when the primary changed since the last
+        // estimate (a strap taken off): another heart's alpha1 under this one's name would mislead, so until the new
+        // primary's first estimate there is none.
+        if let id = primary.id, !liveDFA.latestByDevice.isEmpty {
+            m.liveDFA = liveDFA.latestByDevice[id]
+        } else {
+            m.liveDFA = liveDFA.latest
+        }
         for (device, estimate) in liveDFA.latestByDevice where m.devices?[device] != nil {
             m.devices![device]!.liveDFA = estimate
         }

@@ -174,6 +174,14 @@ import Testing
         #expect((before.devices?["B0"]?.liveDFA?.alpha1 ?? 1) < 0.5, "B's: \(String(describing: before.devices?["B0"]))")
         #expect(before.devices?["B0"]?.jsonValue["live_dfa_alpha1"] != nil)
         #expect(frames.first { $0.0 == 230 }?.1.primaryDevice == "B0")
+        // In every frame, the top level's live DFA is the primary device's own, also in the frames between the
+        // change of primary and the next estimate (before, A's alpha1 stayed at the top under B's name).
+        for (at, m) in frames {
+            guard let p = m.primaryDevice else { continue }
+            let said = "at \(at) s: top \(String(describing: m.liveDFA?.alpha1)), "
+                + "\(p)'s \(String(describing: m.devices?[p]?.liveDFA?.alpha1))"
+            #expect(m.liveDFA == m.devices?[p]?.liveDFA, "\(said)")
+        }
         let after = try #require(frames.last?.1)
         #expect((after.liveDFA?.alpha1 ?? 1) < 0.5, "B's alpha1: \(String(describing: after.liveDFA))")
         let crossings = log.all.filter { $0.type == "dfa_threshold" }
