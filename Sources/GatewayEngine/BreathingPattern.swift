@@ -134,13 +134,18 @@ public struct ResonancePlan: Sendable, Equatable {
         }
     }
 
+    /// The fewest breaths a step paces, whatever `stepSec` says: one to settle and five judged, as the spectrum of a
+    /// step (halves of its judged part, docs/hrv.md §9) resolves the paced rate only over more than four of its
+    /// cycles. It lengthens only slow rates in short steps (4.5 /min in 60 s: 6 breaths, 80 s).
+    public static let minimumStepBreaths = 6
+
     /// The steps: each rate's pattern (inhale as long as exhale, no holds) and its number of whole breaths.
     public var steps: [(pattern: BreathingPattern, breaths: Int)] {
         rates.map { rate in
             let half = 30 / rate
             let name = "resonance-step-" + (rate == rate.rounded() ? String(Int(rate)) : String(rate))
             let pattern = BreathingPattern(inhaleSec: half, holdSec: 0, exhaleSec: half, holdOutSec: 0, name: name)
-            return (pattern, Swift.max(1, Int((Double(stepSec) * rate / 60).rounded())))
+            return (pattern, Swift.max(Self.minimumStepBreaths, Int((Double(stepSec) * rate / 60).rounded())))
         }
     }
 

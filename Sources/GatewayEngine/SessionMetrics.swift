@@ -279,7 +279,7 @@ extension SessionMetrics {
     }
 
     /// The `resonance_assessment` object of a summary; `deviceId` names the device judged when there were several.
-    static func json(_ r: ResonanceAssessment.Result, deviceId: String?) -> JSONValue {
+    public static func json(_ r: ResonanceAssessment.Result, deviceId: String?) -> JSONValue {
         var o: [String: JSONValue] = [
             "steps": .array(r.steps.map { step in
                 var s: [String: JSONValue] = [
@@ -294,6 +294,13 @@ extension SessionMetrics {
             }),
         ]
         if let rate = r.resonanceRateBpm { o["resonance_rate_bpm"] = .double(rate) }
+        // An assessment stopped early, or with a step whose beats were lost, names no resonance rate: it says how
+        // far it got and which of the steps it could score did best.
+        if !r.isComplete {
+            o["complete"] = .bool(false)
+            o["scored_steps"] = .int(Int64(r.scoredSteps))
+            if let best = r.bestScoredRateBpm { o["best_scored_rate_bpm"] = .double(best) }
+        }
         if let deviceId { o["device_id"] = .string(deviceId) }
         return .object(o)
     }

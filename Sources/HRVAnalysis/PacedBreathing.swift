@@ -16,17 +16,29 @@ public enum PacedBreathing {
     /// breaths. A breath counts with at least 3 beats in it. Nil without one such breath. Ectopic beats and
     /// artefacts (an RR more than 20 % away from the median of the 5 beats around it) are left out: one premature
     /// beat would otherwise add some 30 bpm to its breath.
-    public static func rsaAmplitude(beats all: [Beat], originMs: Double, cycleMs: Double) -> (meanBpm: Double, breaths: Int)? {
+    ///
+    /// With `breaths` (the breaths k = lower..<upper of a pacing that is over, such as a resonance step's judged
+    /// ones) exactly those are measured: the first even though no beat ends before it starts, the last even though
+    /// the beat running at its end is cut off by the step's end (when less than one and a half RR intervals of the
+    /// breath are left uncovered).
+    public static func rsaAmplitude(
+        beats all: [Beat], originMs: Double, cycleMs: Double, breaths: Range<Int>? = nil
+    ) -> (meanBpm: Double, breaths: Int)? {
         let beats = withoutEctopics(all)
-        guard cycleMs > 0, let first = beats.first?.endMs, let last = beats.last?.endMs else { return nil }
+        guard cycleMs > 0, let first = beats.first?.endMs, let lastBeat = beats.last else { return nil }
+        let last = lastBeat.endMs
         // Breaths before the origin were not paced.
-        var k = Swift.max(0, Int(((first - originMs) / cycleMs).rounded(.up)))
+        var k = breaths?.lowerBound ?? Swift.max(0, Int(((first - originMs) / cycleMs).rounded(.up)))
         var amplitudes: [Double] = []
         var index = 0
         while true {
             let start = originMs + Double(k) * cycleMs
             let end = start + cycleMs
-            if end > last { break }
+            if let breaths {
+                if k >= breaths.upperBound || end - last >= 1.5 * lastBeat.rrMs { break }
+            } else if end > last {
+                break
+            }
             while index < beats.count && beats[index].endMs < start { index += 1 }
             var lo = Double.infinity
             var hi = -Double.infinity

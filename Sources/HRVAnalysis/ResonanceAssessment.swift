@@ -25,21 +25,27 @@ public enum ResonanceAssessment {
         public var beats: Int
         /// Share of the analysed time covered by RR intervals (1 without a lost beat).
         public var coverage: Double
-        /// Power within ±0.015 Hz of the highest peak in 0.04–0.15 Hz (ms²), and where that peak is (Hz).
+        /// Power within ±0.015 Hz of the highest peak in 0.04–0.15 Hz, or up to the paced frequency + 0.015 Hz for a
+        /// faster rate (ms²), and where that peak is (Hz).
         public var lfPeakPowerMs2: Double?
         public var lfPeakHz: Double?
         /// Mean over the analysed breaths of max − min instantaneous heart rate (bpm), and how many breaths.
         public var rsaAmplitudeBpm: Double?
         public var rsaBreaths: Int
-        /// 0…1: the mean of the step's LF peak power and RSA amplitude, each over the best step's. Nil when a
-        /// measure is missing.
+        /// 0…1: the mean of the step's LF peak power and RSA amplitude, each over its largest value among the
+        /// steps (the two maxima may be different steps'). Nil when a measure is missing.
         public var score: Double?
     }
 
     public struct Result: Sendable, Equatable {
         public var steps: [StepResult]
-        /// The rate of the step with the highest score; nil when no step could be scored.
+        /// The rate of the step with the highest score, when every step was scored; nil otherwise (a stopped
+        /// assessment, a step with lost beats): a rate not measured may be the resonance one.
         public var resonanceRateBpm: Double?
+        /// The rate of the step with the highest score among those scored; nil when none was.
+        public var bestScoredRateBpm: Double?
+        public var scoredSteps: Int { steps.filter { $0.score != nil }.count }
+        public var isComplete: Bool { !steps.isEmpty && scoredSteps == steps.count }
     }
 
     /// A step is scored only if RR intervals cover this share of its analysed time (a strap that lost contact for a
@@ -65,11 +71,14 @@ public enum ResonanceAssessment {
             if a.lfPeakPowerMs2! != b.lfPeakPowerMs2! { return a.lfPeakPowerMs2! < b.lfPeakPowerMs2! }
             return a.rateBpm > b.rateBpm
         }
-        return Result(steps: results, resonanceRateBpm: best?.rateBpm)
+        var result = Result(steps: results, resonanceRateBpm: nil, bestScoredRateBpm: best?.rateBpm)
+        if result.isComplete { result.resonanceRateBpm = best?.rateBpm }
+        return result
     }
 
-    static func measure(_ step: Step, beats: [PacedBreathing.Beat]) -> StepResult {
-        let start = step.originMs + step.cycleMs * Double(min(settlingBreaths, max(0, step.breaths - 1)))
+    public static func measure(_ step: Step, beats: [PacedBreathing.Beat]) -> StepResult {
+        let settling = min(settlingBreaths, max(0, step.breaths - 1))
+        let start = step.originMs + step.cycleMs * Double(settling)
         let end = step.endMs
         let inStep = beats.filter { $0.endMs > start && $0.endMs <= end }
         let rr = inStep.map(\.rrMs)
@@ -79,23 +88,28 @@ public enum ResonanceAssessment {
             rateBpm: step.rateBpm, beats: inStep.count, coverage: (coverage * 1000).rounded() / 1000,
             lfPeakPowerMs2: nil, lfPeakHz: nil, rsaAmplitudeBpm: nil, rsaBreaths: 0, score: nil)
         guard coverage >= minimumCoverage, rr.count >= 16 else { return result }
-        if let peak = lfPeak(rr) {
+        if let peak = lfPeak(rr, pacedHz: step.rateBpm / 60) {
             result.lfPeakPowerMs2 = (peak.powerMs2 * 10).rounded() / 10
             result.lfPeakHz = (peak.hz * 10000).rounded() / 10000
         }
-        if let rsa = PacedBreathing.rsaAmplitude(beats: inStep, originMs: step.originMs, cycleMs: step.cycleMs) {
+        if let rsa = PacedBreathing.rsaAmplitude(
+            beats: inStep, originMs: step.originMs, cycleMs: step.cycleMs, breaths: settling..<step.breaths)
+        {
             result.rsaAmplitudeBpm = (rsa.meanBpm * 10).rounded() / 10
             result.rsaBreaths = rsa.breaths
         }
         return result
     }
 
-    /// The highest peak of the Welch PSD in the LF band and the power within ±0.015 Hz of it (ms²).
-    static func lfPeak(_ rr: [Double]) -> (hz: Double, powerMs2: Double)? {
+    /// The highest peak of the Welch PSD in the LF band and the power within ±0.015 Hz of it (ms²). The band
+    /// reaches up to the paced frequency and the peak's half width past it, so that a fast step (9 and 10 /min are
+    /// 0.15 and 0.167 Hz, past the LF band's 0.15 Hz) is judged on its own peak, not the band's edge.
+    static func lfPeak(_ rr: [Double], pacedHz: Double = 0) -> (hz: Double, powerMs2: Double)? {
         let psd = FrequencyDomain.welch(rr)
         guard psd.f.count > 2 else { return nil }
+        let band = FrequencyDomain.lfBand.lowerBound...max(FrequencyDomain.lfBand.upperBound, pacedHz + peakHalfWidthHz)
         var peak: Int?
-        for i in psd.f.indices where FrequencyDomain.lfBand.contains(psd.f[i]) {
+        for i in psd.f.indices where band.contains(psd.f[i]) {
             if peak == nil || psd.p[i] > psd.p[peak!] { peak = i }
         }
         guard let p = peak else { return nil }

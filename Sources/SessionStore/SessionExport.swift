@@ -485,8 +485,12 @@ extension SessionStore {
         let lastSummary = { (try? self.events(sessionId: s.id))?.last { $0.type == "session_summary" }
             .flatMap { try? JSONValue(parsing: $0.json) } }
         if s.config?["resonance_assessment"] != nil {
-            let rate = lastSummary()?["metrics"]?["resonance_assessment"]?["resonance_rate_bpm"]?.doubleValue
-            return "resonance " + (rate.map { String(format: "%g/min", $0) } ?? "?")
+            let assessment = lastSummary()?["metrics"]?["resonance_assessment"]
+            if let rate = assessment?["resonance_rate_bpm"]?.doubleValue { return String(format: "resonance %g/min", rate) }
+            if case .array(let steps)? = assessment?["steps"], let scored = assessment?["scored_steps"]?.intValue {
+                return "resonance incomplete (\(scored)/\(steps.count) steps)"
+            }
+            return "resonance ?"
         }
         guard let pattern = s.config?["pattern"]?.stringValue else { return nil }
         var text = pattern

@@ -6,11 +6,18 @@ import GatewayEngine
 public enum ResonanceReport {
     public static func lines(_ assessment: JSONValue) -> [String] {
         guard case .array(let steps)? = assessment["steps"] else { return [] }
-        let best = assessment["resonance_rate_bpm"]?.doubleValue
+        let resonance = assessment["resonance_rate_bpm"]?.doubleValue
+        let bestScored = assessment["best_scored_rate_bpm"]?.doubleValue
+        let best = resonance ?? bestScored
         var lines: [String] = []
         let whose = assessment["device_id"]?.stringValue.map { " (\($0)'s beats)" } ?? ""
-        if let best {
-            lines.append("Resonance assessment\(whose): your resonance rate is \(rate(best)) breaths/min.")
+        if let resonance {
+            lines.append("Resonance assessment\(whose): your resonance rate is \(rate(resonance)) breaths/min.")
+        } else if let bestScored {
+            let scored = assessment["scored_steps"]?.intValue ?? 0
+            lines.append("Resonance assessment\(whose): incomplete, \(scored) of \(steps.count) steps scored (stopped "
+                + "early, or beats lost in a step); the best of those is \(rate(bestScored)) breaths/min, but a rate "
+                + "not measured may be yours. Run the assessment again to the end for your resonance rate.")
         } else {
             lines.append("Resonance assessment\(whose): no step had enough beats to judge (skin contact? a full run of every step?).")
         }
@@ -20,14 +27,15 @@ public enum ResonanceReport {
             func col(_ v: Double?, _ decimals: Int, _ width: Int) -> String {
                 pad(v.map { String(format: "%.\(decimals)f", $0) } ?? "-", width)
             }
-            let mark = best == r ? "  <- resonance" : ""
+            let mark = best == r ? (resonance != nil ? "  <- resonance" : "  <- best scored") : ""
             lines.append("  " + pad(rate(r), 12) + col(s["lf_peak_power_ms2"]?.doubleValue, 0, 14)
                 + col(s["lf_peak_hz"]?.doubleValue, 3, 10) + col(s["rsa_amplitude_bpm"]?.doubleValue, 1, 10)
                 + pad(String(s["rsa_breaths"]?.intValue ?? 0), 10)
                 + pad(String(format: "%.0f %%", 100 * (s["coverage"]?.doubleValue ?? 0)), 11)
                 + (s["score"]?.doubleValue.map { String(format: "%.2f", $0) } ?? "-") + mark)
         }
-        lines.append("  Score: the mean of LF peak power and RSA, each over the best step's (docs/hrv.md §13).")
+        lines.append("  Score: the mean of LF peak power over its largest and RSA over its largest, among the steps "
+            + "(docs/hrv.md §13).")
         return lines
     }
 

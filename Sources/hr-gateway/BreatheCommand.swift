@@ -57,7 +57,8 @@ struct BreatheCommand: AsyncParsableCommand {
     var rates: String?
 
     @Option(parsing: .unconditional, help: ArgumentHelp(
-        "With --find-resonance: seconds per rate, 60 to 600 (in whole breaths).", valueName: "sec"))
+        "With --find-resonance: seconds per rate, 60 to 600 (in whole breaths, at least 6: a slow rate in a short "
+            + "step is lengthened so that its spectrum resolves it).", valueName: "sec"))
     var stepSec: Int?
 
     @Option(parsing: .unconditional, help: ArgumentHelp(

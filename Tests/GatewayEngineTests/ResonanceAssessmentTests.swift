@@ -173,8 +173,64 @@ import Testing
         let result = ResonanceAssessment.assess(steps: steps, beats: beats)
         #expect(result.steps[0].score != nil && result.steps[0].coverage > 0.95)
         #expect(result.steps[1].score == nil && result.steps[1].coverage < ResonanceAssessment.minimumCoverage)
-        #expect(result.resonanceRateBpm == 6)
+        // A step not scored may be the resonance one: no verdict, the best of the scored steps said as such.
+        #expect(result.resonanceRateBpm == nil && result.bestScoredRateBpm == 6 && !result.isComplete)
+        #expect(result.scoredSteps == 1)
+        let json = SessionMetrics.json(result, deviceId: nil)
+        #expect(json["resonance_rate_bpm"] == nil && json["complete"] == .bool(false))
+        #expect(json["best_scored_rate_bpm"] == .double(6) && json["scored_steps"] == .int(1))
+        let table = ResonanceReport.lines(json)
+        #expect(table.first?.contains("incomplete, 1 of 2 steps scored") == true, "\(table)")
+        #expect(table.contains { $0.hasSuffix("<- best scored") } && !table.contains { $0.contains("<- resonance") })
         #expect(ResonanceAssessment.assess(steps: steps, beats: []).resonanceRateBpm == nil)
+        // Every step scored: the verdict.
+        let whole = ResonanceAssessment.assess(steps: [steps[0]], beats: beats)
+        #expect(whole.resonanceRateBpm == 6 && whole.isComplete)
+        #expect(SessionMetrics.json(whole, deviceId: nil)["complete"] == nil)
+    }
+
+    /// A step's RSA is over every judged breath, its first and its last included (both were left out: the first
+    /// because no kept beat ends before it starts, the last because no beat of the step ends after the step), and a
+    /// step with few breaths was not judged at all.
+    @Test func rsaCountsEveryJudgedBreath() {
+        for breaths in [4, 6, 9] {
+            let cycle = 12_000.0
+            let step = ResonanceAssessment.Step(rateBpm: 5, originMs: 0, cycleMs: cycle, breaths: breaths)
+            var beats: [PacedBreathing.Beat] = []
+            var t = 0.0
+            var phase = 0.0
+            // The session ends with the step, as the last step of an assessment does.
+            while true {
+                let rr = 900 + 90 * sin(phase)
+                guard t + rr <= step.endMs else { break }
+                t += rr
+                phase += 2 * Double.pi * rr / cycle
+                beats.append(PacedBreathing.Beat(endMs: t, rrMs: rr))
+            }
+            let r = ResonanceAssessment.measure(step, beats: beats)
+            #expect(r.rsaBreaths == breaths - 1, "\(breaths) breaths: \(r.rsaBreaths) judged")
+        }
+    }
+
+    /// A fast step's peak lies above the LF band (10 /min is 0.167 Hz): it is searched up to the paced frequency.
+    @Test func aFastStepIsJudgedOnItsOwnPeak() {
+        let cycle = 6_000.0
+        let step = ResonanceAssessment.Step(rateBpm: 10, originMs: 0, cycleMs: cycle, breaths: 20)
+        var beats: [PacedBreathing.Beat] = []
+        var t = 0.0
+        while t < step.endMs + 2_000 {
+            let rr = 850 + 60 * sin(2 * Double.pi * t / cycle)
+            t += rr
+            beats.append(PacedBreathing.Beat(endMs: t, rrMs: rr))
+        }
+        let r = ResonanceAssessment.measure(step, beats: beats)
+        #expect(abs((r.lfPeakHz ?? 0) - 10.0 / 60) < 0.01, "peak at \(String(describing: r.lfPeakHz)) Hz")
+    }
+
+    /// A slow rate in a short step is lengthened to six breaths, so that the spectrum of its judged part resolves it.
+    @Test func slowRatesInShortStepsAreLengthened() {
+        let plan = ResonancePlan(rates: [3, 4.5, 6.5], stepSec: 60)
+        #expect(plan.steps.map(\.breaths) == [6, 6, 7])
     }
 
     /// One premature beat and its pause swing instantaneous heart rate by some 30 bpm; RSA leaves them out.
