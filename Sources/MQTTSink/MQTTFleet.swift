@@ -16,6 +16,8 @@ public struct FleetBoard: Sendable, Equatable {
         public var gatewayId: String
         /// The device's topic name (its id made topic-safe).
         public var device: String
+        /// Its own id (a strap's address), as every other output names it, when the gateway says it.
+        public var deviceId: String?
         public var source: String?
         public var state: String?
         public var hrBpm: Double?
@@ -62,6 +64,7 @@ public struct FleetBoard: Sendable, Equatable {
             let key = id + "/" + parts[3]
             var d = devices[key] ?? Device(gatewayId: id, device: parts[3])
             d.source = o["source"]?.stringValue ?? d.source
+            d.deviceId = o["device_id"]?.stringValue ?? d.deviceId
             d.state = o["state"]?.stringValue ?? d.state
             d.hrBpm = o["hr_bpm"]?.doubleValue ?? d.hrBpm
             d.rmssdMs = o["rmssd_ms"]?.doubleValue ?? d.rmssdMs
@@ -102,6 +105,7 @@ public struct FleetBoard: Sendable, Equatable {
             if let s = g.sessionId { o["session_id"] = .string(s) }
             o["devices"] = .array(devices.values.filter { $0.gatewayId == g.id }.sorted { $0.device < $1.device }.map { d in
                 var e: [String: JSONValue] = ["device": .string(d.device), "last_seen_ms": .int(d.lastSeenMs)]
+                if let v = d.deviceId { e["device_id"] = .string(v) }
                 if let v = d.source { e["source"] = .string(v) }
                 if let v = d.state { e["state"] = .string(v) }
                 if let v = d.hrBpm { e["hr_bpm"] = .double(v) }

@@ -45,7 +45,15 @@ public struct HomeAssistantDiscovery: Sendable {
     }
 
     public func configTopic(device: String, metric: Metric) -> String {
-        "\(prefix)/sensor/\(topics.gatewayId)_\(Self.slug(device))_\(metric.rawValue)/config"
+        "\(prefix)/sensor/\(Self.objectIdSafe(topics.gatewayId))_\(Self.slug(device))_\(metric.rawValue)/config"
+    }
+
+    /// `id` with what Home Assistant refuses in a discovery topic's object id (anything but letters, digits, `_`
+    /// and `-`: a dotted host name, a space) made `_`; it logs "illegal discovery topic" and drops the config.
+    static func objectIdSafe(_ id: String) -> String {
+        String(id.unicodeScalars.map { s -> Character in
+            s.isASCII && (s.properties.isAlphabetic || ("0"..."9").contains(s) || s == "_" || s == "-") ? Character(s) : "_"
+        })
     }
 
     /// The discovery config for one metric of one device.
@@ -129,8 +137,11 @@ struct DeviceBoard: Sendable {
             }
         }
 
-        var stateDocument: JSONValue {
+        /// The state topic's document; `deviceId` is the device's own id (a strap's address), which the topic
+        /// holds only made topic-safe (`a0_9e_…`).
+        func stateDocument(deviceId: String) -> JSONValue {
             var o: [String: JSONValue] = ["source": .string(source), "updated_at_ms": .int(updatedAtMs)]
+            if deviceId != source { o["device_id"] = .string(deviceId) }
             if let hrBpm, hrBpm.isFinite { o["hr_bpm"] = .double((hrBpm * 10).rounded() / 10) }
             if let rmssdMs, rmssdMs.isFinite { o["rmssd_ms"] = .double((rmssdMs * 10).rounded() / 10) }
             if let dfaAlpha1, dfaAlpha1.isFinite { o["dfa_alpha1"] = .double((dfaAlpha1 * 1000).rounded() / 1000) }

@@ -62,6 +62,11 @@ public final class MQTTSink: SessionSink {
     private let commandHandler = Mutex<(@Sendable (String) async -> String?)?>(nil)
     private let commands: (stream: AsyncStream<[UInt8]>, continuation: AsyncStream<[UInt8]>.Continuation)
     private let lastLink = Mutex<MQTTConnection.LinkEvent?>(nil)
+    /// This connection's client id, which the status documents carry: a status with another one on this gateway's
+    /// topic is another process publishing under the same gateway id.
+    private let clientId: String
+    /// Whether `run()` has said online and not yet offline; whether another gateway on this id was reported.
+    private let presence = Mutex((online: false, warned: false))
 
     /// Largest command accepted from the broker, in bytes; larger ones are answered with `payload_too_large`.
     public static let maxCommandBytes = 65_536
@@ -86,15 +91,22 @@ public final class MQTTSink: SessionSink {
             }
         }
         self.outbox = outbox
+        let clientId = "hr-gateway-\(topics.gatewayId)-\(getpid())"
+        self.clientId = clientId
         connection = try MQTTConnection(
-            clientId: "hr-gateway-\(topics.gatewayId)-\(getpid())", broker: broker,
-            will: (topics.status, Self.status("offline", gatewayId: topics.gatewayId, sources: sources, reason: "connection lost")),
+            clientId: clientId, broker: broker,
+            will: (topics.status, Self.status("offline", gatewayId: topics.gatewayId, sources: sources,
+                                              reason: "connection lost", clientId: clientId)),
             caFile: caFile)
         connection.onAcknowledged { [weak self] id in
             self?.onOutbox { outbox in try outbox.remove(id: id) }
         }
         connection.onLink { [weak self] event in self?.linkChanged(event) }
-        connection.onMessage { [commands] _, payload in commands.continuation.yield(payload) }
+        let statusTopic = topics.status
+        connection.onMessage { [commands, weak self] topic, payload in
+            if topic == statusTopic { self?.sawStatus(payload) } else { commands.continuation.yield(payload) }
+        }
+        connection.subscribe(topics.status)
         if let failure = try connection.start() {
             logger.warning("mqtt: \(broker) not reachable yet (\(failure)); retrying, and holding messages until it is")
         }
@@ -134,13 +146,45 @@ public final class MQTTSink: SessionSink {
     }
 
     /// The status document.
-    static func status(_ state: String, gatewayId: String, sources: [String], reason: String? = nil) -> String {
+    static func status(
+        _ state: String, gatewayId: String, sources: [String], reason: String? = nil, clientId: String? = nil
+    ) -> String {
         var o: [String: JSONValue] = [
             "state": .string(state), "gateway_id": .string(gatewayId), "version": .string(GatewayVersion.current),
             "sources": .array(sources.map { .string($0) }),
         ]
         if let reason { o["reason"] = .string(reason) }
+        if let clientId { o["client_id"] = .string(clientId) }
         return JSONValue.object(o).jsonString
+    }
+
+    private var onlineStatus: String {
+        Self.status("online", gatewayId: topics.gatewayId, sources: sources, clientId: clientId)
+    }
+
+    /// A status on this gateway's topic (network thread). Another process's (two gateways left on the default id,
+    /// the host name): said once, as each overwrites the other's status and device states; and while this one runs,
+    /// another's `offline` is answered with this one's `online` again, so that a fleet does not see a running
+    /// gateway as gone because another on its id stopped.
+    private func sawStatus(_ payload: [UInt8]) {
+        guard let doc = try? JSONValue(parsing: String(decoding: payload, as: UTF8.self), maxDepth: 8),
+            let other = doc["client_id"]?.stringValue, other != clientId
+        else { return }
+        let online = doc["state"]?.stringValue == "online"
+        let (running, warn) = presence.withLock { p -> (Bool, Bool) in
+            defer { if online { p.warned = true } }
+            return (p.online, online && !p.warned)
+        }
+        if warn {
+            let said = "mqtt: another gateway (\(other)) publishes as gateway id \(topics.gatewayId) on \(broker): "
+                + "their statuses and device states overwrite each other. Give each gateway its own --gateway-id (or "
+                + "[mqtt] gateway_id); if the other is an earlier run of this one that ended without a word, this goes "
+                + "once the broker notices it gone."
+            logger.warning("\(said)")
+        }
+        if running && !online {
+            connection.publish(topic: topics.status, payload: onlineStatus, qos: 1, retain: true)
+        }
     }
 
     /// QoS 1 for what a fleet must not miss (a session's start and end), 0 for frames and statuses.
@@ -180,14 +224,16 @@ public final class MQTTSink: SessionSink {
     public func close() { queue.close() }
 
     public func run() async throws {
-        let online = Self.status("online", gatewayId: topics.gatewayId, sources: sources)
-        connection.publish(topic: topics.status, payload: online, qos: 1, retain: true)
+        presence.withLock { $0.online = true }
+        connection.publish(topic: topics.status, payload: onlineStatus, qos: 1, retain: true)
         await publishLeftovers()
         let answering = Task { await answerCommands() }
         await queue.drain { [self] e in await publish(e) }
         commands.continuation.finish()
         await answering.value
-        let offline = Self.status("offline", gatewayId: topics.gatewayId, sources: sources, reason: "stopped")
+        presence.withLock { $0.online = false }
+        let offline = Self.status("offline", gatewayId: topics.gatewayId, sources: sources, reason: "stopped",
+                                  clientId: clientId)
         connection.publish(topic: topics.status, payload: offline, qos: 1, retain: true)
         let left = await connection.waitForAcknowledgements(timeoutMs: graceMs)
         connection.stop()
@@ -257,7 +303,7 @@ public final class MQTTSink: SessionSink {
         let updates = board.withLock { b -> [(key: String, source: String, state: String, fresh: [HomeAssistantDiscovery.Metric])] in
             b.record(event).compactMap { key in
                 guard let d = b.devices[key] else { return nil }
-                return (key, d.source, d.stateDocument.jsonString, b.unannounced(key))
+                return (key, d.source, d.stateDocument(deviceId: key).jsonString, b.unannounced(key))
             }
         }
         for u in updates {

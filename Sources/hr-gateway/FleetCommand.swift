@@ -135,7 +135,7 @@ struct FleetCommand: AsyncParsableCommand {
         }
         for (g, d) in board.rows {
             rows.append([
-                g.id, g.state, d?.device ?? "-",
+                g.id, g.state, d.map { $0.deviceId ?? $0.device } ?? "-",
                 d?.hrBpm.map { String(format: "%.0f", $0) } ?? "-",
                 d?.rmssdMs.map { String(format: "%.0f ms", $0) } ?? "-",
                 d?.batteryPercent.map { "\($0) %" } ?? "-",

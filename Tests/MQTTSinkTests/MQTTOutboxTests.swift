@@ -88,6 +88,9 @@ import Testing
         #expect(c["device_class"]?.stringValue == "battery")
         #expect(c["unique_id"]?.stringValue == "hr-gateway_gym-1_aa_bb_battery")
         #expect(c["device"]?["identifiers"] == .array([.string("hr-gateway_gym-1_aa_bb")]))
+        // Home Assistant drops a discovery topic whose object id holds more than letters, digits, _ and -.
+        let dotted = HomeAssistantDiscovery(topics: try MQTTTopics(gatewayId: "pi.lab 2"))
+        #expect(dotted.configTopic(device: "AA:BB", metric: .heartRate) == "homeassistant/sensor/pi_lab_2_aa_bb_heart_rate/config")
         let pulse = d.config(device: "/dev/video0", source: SessionMetrics.cameraSource, metric: .heartRate)
         #expect(pulse["name"]?.stringValue == "Camera pulse")
     }
@@ -107,8 +110,10 @@ import Testing
         metrics.rmssdMs = 42.04
         _ = board.record(SessionEvent.frame(sessionId: "s", seq: 1, emittedAtMs: 3, metrics: metrics, behavior: nil))
         #expect(board.unannounced("AA") == [.rmssd])
-        let state = board.devices["AA"]!.stateDocument
+        let state = board.devices["AA"]!.stateDocument(deviceId: "AA")
         #expect(state["hr_bpm"] == .double(61) && state["rmssd_ms"] == .double(42) && state["battery_percent"] == .int(80))
+        // The device's own id, which its topic holds only made topic-safe.
+        #expect(state["device_id"] == .string("AA"))
         #expect(state["contact"] == nil)
     }
 
@@ -154,8 +159,8 @@ import Testing
         _ = board.record(SessionEvent.frame(sessionId: "s", seq: 1, emittedAtMs: 2_000, metrics: frame, behavior: nil))
         #expect(board.unannounced("AA") == [.dfaAlpha1])
         #expect(board.unannounced("BB") == [])
-        #expect(board.devices["AA"]?.stateDocument["dfa_alpha1"] == .double((alpha1 * 1000).rounded() / 1000))
-        #expect(board.devices["BB"]?.stateDocument["dfa_alpha1"] == nil)
+        #expect(board.devices["AA"]?.stateDocument(deviceId: "AA")["dfa_alpha1"] == .double((alpha1 * 1000).rounded() / 1000))
+        #expect(board.devices["BB"]?.stateDocument(deviceId: "BB")["dfa_alpha1"] == nil)
         // Withheld later: A keeps its last value.
         frame.devices = ["AA": b, "BB": b]
         _ = board.record(SessionEvent.frame(sessionId: "s", seq: 2, emittedAtMs: 3_000, metrics: frame, behavior: nil))

@@ -38,7 +38,7 @@ PASSWD = shutil.which("mosquitto_passwd") or "/usr/bin/mosquitto_passwd"
 USERS = {"gw-a": "alpha-secret", "gw-b": "beta-secret", "gw-c": "gamma-secret", "watcher": "watch", "ctl": "control"}
 ACL = """\
 # Every gateway: its own tree, and commands read-only.
-pattern write hr-gateway/%u/status
+pattern readwrite hr-gateway/%u/status
 pattern write hr-gateway/%u/event
 pattern write hr-gateway/%u/cmd_result
 pattern write hr-gateway/%u/device/#
@@ -252,6 +252,25 @@ def main():
               f"fleet --json lists both gateways and their strap from the retained topics: {sorted(board)}")
         state_msgs = [json.loads(p) for t, p, _, _ in watcher.all() if t == "hr-gateway/gw-a/device/simulated_strap/state"]
         check(any("hr_bpm" in s and "rmssd_ms" in s for s in state_msgs), "gw-a: device state carries hr_bpm and rmssd_ms")
+
+        # 3b. Two gateways on one ID (two on one host left on the default): each says so once, and the one still
+        # running answers the other's offline with its own online, so the fleet does not see it as gone.
+        twin = Watcher(port, "watcher", "interop-twin", ["hr-gateway/gw-a/status"])
+        long = gateway(["stream", "--simulate", "--duration", "9", "--mqtt", url("gw-a"), "--gateway-id", "gw-a"],
+                       os.path.join(root, "state-twin-1"))
+        twin.wait_for(lambda m: '"online"' in m[1], 15)
+        short = gateway(["stream", "--simulate", "--duration", "2", "--mqtt", url("gw-a"), "--gateway-id", "gw-a"],
+                        os.path.join(root, "state-twin-2"))
+        _, short_err = short.communicate(timeout=60)
+        time.sleep(1)
+        statuses = [json.loads(p) for t, p, _, _ in twin.all()]
+        last = statuses[-1] if statuses else {}
+        check(long.poll() is None and last.get("state") == "online" and last.get("client_id", "").endswith(f"-{long.pid}"),
+              f"two gateways on one ID: after one stops, the status is the running one's online ({last})")
+        _, long_err = long.communicate(timeout=60)
+        check("another gateway" in short_err and "another gateway" in long_err,
+              "two gateways on one ID: each says so on stderr")
+        twin.close()
 
         # 4. The ACL: gw-a claiming to be "intruder" is not heard under that ID.
         spy = Watcher(port, "watcher", "interop-spy", ["hr-gateway/intruder/#"])
