@@ -135,18 +135,23 @@ public final class LSLSink: SessionSink {
     private let nowMs: @Sendable () -> Int64
     private let prefix: String
 
-    /// Names this gateway in the markers stream's source id (the host's name: one markers stream per gateway).
+    /// Names this gateway in the markers stream's source id (the host's name, or its gateway id).
     private let source: String
+    /// The markers stream's name.
+    private let markersName: String
 
-    /// Throws `LSLLibrary.Unavailable` when liblsl cannot be loaded. `prefix` starts every stream name; `source`
-    /// names the gateway in the markers stream's source id (default: the host name).
+    /// Throws `LSLLibrary.Unavailable` when liblsl cannot be loaded. `prefix` starts every stream name;
+    /// `gatewayId` (`--gateway-id`), when given, names the gateway in the markers stream's name and source id, so
+    /// that two gateways on one host publish two markers streams a recorder tells apart; without it the host name
+    /// is in the source id (one markers stream per host).
     public init(
-        prefix: String = "hr-gateway", source: String = SystemCall.hostName(),
+        prefix: String = "hr-gateway", gatewayId: String? = nil,
         nowMs: @escaping @Sendable () -> Int64 = { SystemSessionClock().nowMs() }
     ) throws(LSLLibrary.Unavailable) {
         library = try LSLLibrary.load()
         self.prefix = prefix
-        self.source = source
+        self.source = gatewayId ?? SystemCall.hostName()
+        self.markersName = gatewayId.map { "\(prefix) \($0) Markers" } ?? "\(prefix) Markers"
         self.nowMs = nowMs
     }
 
@@ -218,7 +223,7 @@ public final class LSLSink: SessionSink {
         case .frame, .biosignalFrame: return
         default: break
         }
-        let key = "\(prefix) Markers"
+        let key = markersName
         let markers = outlets.withLock { all -> LSLOutlet? in
             if let o = all[key] { return o }
             guard !closed.withLock({ $0 }) else { return nil }

@@ -23,7 +23,8 @@ struct MQTTOptions: ParsableArguments {
     var mqttPasswordFile: String?
 
     @Option(help: ArgumentHelp(
-        "With --mqtt: this gateway's ID in every topic. Default: the host name.", valueName: "id"))
+        "With --mqtt: this gateway's ID in every topic (one per gateway); with --lsl, in the markers stream's name. "
+            + "Default: the configuration's mqtt.gateway_id, else the host name.", valueName: "id"))
     var gatewayId: String?
 
     @Option(parsing: .unconditional, help: ArgumentHelp(

@@ -200,7 +200,7 @@ struct StreamCommand: AsyncParsableCommand {
         let settings = try store.settings()
         let config = session.config(defaults: settings)
         let providers = try source.providers(clock: clock, store: store)
-        let lslSink = lsl ? try Self.lslSink() : nil
+        let lslSink = lsl ? try Self.lslSink(gatewayId: mqtt.gatewayId ?? settings.mqttGatewayId) : nil
         let output = format ?? (isatty(STDOUT_FILENO) == 1 ? .pretty : .jsonl)
         var delivery: WebhookDelivery?
         if let text = webhook ?? settings.webhookURL {
@@ -239,9 +239,9 @@ struct StreamCommand: AsyncParsableCommand {
     }
 
     /// The Lab Streaming Layer sink, announced on standard error; a missing liblsl is a clear failure.
-    static func lslSink() throws -> LSLSink {
+    static func lslSink(gatewayId: String? = nil) throws -> LSLSink {
         do throws(LSLLibrary.Unavailable) {
-            let sink = try LSLSink()
+            let sink = try LSLSink(gatewayId: gatewayId)
             let v = sink.library.version
             StandardStream.error.write(Data(
                 "lsl: publishing with liblsl \(v / 100).\(v % 100) (\(sink.library.path)); streams appear per device as data comes\n".utf8))

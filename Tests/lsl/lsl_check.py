@@ -77,11 +77,12 @@ def main():
         hr_sent, rr_sent, ecg_sent, acc_sent = recording(rec)
         gw = subprocess.Popen(
             [BINARY, "stream", "--replay", rec, "--lsl", "--pattern", "2-1-2-0", "--format", "jsonl", "--no-record-db",
-             "--state-dir", work],
+             "--state-dir", work, "--gateway-id", "lab-2"],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
         inlets = {}
         for kind in ("markers", "hr", "rr", "ecg", "accelerometer"):
-            found = (pylsl.resolve_byprop("type", "Markers", timeout=HR_ONLY_SEC + 6) if kind == "markers"
+            found = (pylsl.resolve_byprop("source_id", "hr-gateway:lab-2:markers", timeout=HR_ONLY_SEC + 6)
+                     if kind == "markers"
                      else pylsl.resolve_byprop("source_id", f"hr-gateway:{DEVICE}:{kind}", timeout=HR_ONLY_SEC + 6))
             assert found, f"no {kind} stream resolved; gateway stderr: {gw.stderr.read() if gw.poll() is not None else ''}"
             inlet = pylsl.StreamInlet(found[0], max_buflen=60, recover=False)
@@ -171,7 +172,9 @@ def main():
             info = infos["markers"]
             assert info.channel_format() == pylsl.cf_string and info.channel_count() == 1 \
                 and info.nominal_srate() == 0, (info.channel_format(), info.channel_count(), info.nominal_srate())
-            assert info.source_id().startswith("hr-gateway:") and info.source_id().endswith(":markers"), info.source_id()
+            # --gateway-id names the gateway: two on one host publish markers a recorder tells apart.
+            assert info.source_id() == "hr-gateway:lab-2:markers" and info.name() == "hr-gateway lab-2 Markers" \
+                and info.type() == "Markers", (info.source_id(), info.name())
             texts, stamps = got["markers"]
             printed = [line for line in out.splitlines()
                        if json.loads(line)["type"] not in ("session_frame", "biosignal_frame")]
