@@ -87,14 +87,37 @@ public enum SessionTrends {
     }
 }
 
+extension SessionTrends {
+    /// Sessions whose summary has several devices (a team, two straps on one person): without a device chosen, each
+    /// gives its top level's value, its primary device's, which may be a different person's from one day to the next.
+    public static func severalDevices(sessions: [(startedAtMs: Int64, summary: JSONValue)], sinceMs: Int64 = .min) -> Int {
+        sessions.count { s in
+            guard s.startedAtMs >= sinceMs, case .object(let d)? = s.summary["metrics"]?["devices"] else { return false }
+            return d.count > 1
+        }
+    }
+}
+
 extension SessionStore {
     /// Each finished session's start and summary (sessions without a summary, interrupted or failed, are left out).
-    public func summaries() throws(StoreError) -> [(startedAtMs: Int64, summary: JSONValue)] {
+    /// With `device`, only the sessions it took part in (its id compared without regard to case, as a strap's address
+    /// may be typed), each summary's metrics replaced by that device's own when the session had several.
+    public func summaries(device: String? = nil) throws(StoreError) -> [(startedAtMs: Int64, summary: JSONValue)] {
         var out: [(startedAtMs: Int64, summary: JSONValue)] = []
         for s in try list() {
+            var id: String?
+            if let device {
+                guard let match = s.devices.first(where: { $0.caseInsensitiveCompare(device) == .orderedSame }) else { continue }
+                id = match
+            }
             guard let e = try events(sessionId: s.id).last(where: { $0.type == "session_summary" }),
-                let v = try? JSONValue(parsing: e.json)
+                var v = try? JSONValue(parsing: e.json)
             else { continue }
+            if let id, case .object(var o) = v, case .object(let devices)? = v["metrics"]?["devices"] {
+                guard let own = devices[id] else { continue }
+                o["metrics"] = own
+                v = .object(o)
+            }
             out.append((s.startedAtMs, v))
         }
         return out

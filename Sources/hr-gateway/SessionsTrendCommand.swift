@@ -16,12 +16,16 @@ struct SessionsTrendCommand: ParsableCommand {
             session's last window (--window, 60 s unless set), as in the Synheart SDK: the end of each session. \
             rmssd is the mean RMSSD of the day's \
             sessions with RR intervals (ms); rsa the mean RSA amplitude of its paced breathing sessions (bpm; \
-            `stream --pattern`); resting_hr the day's lowest summary heart rate (bpm). Sessions shorter than \
-            --min-duration (a minute by default: a test, a false start) are left out, and their number said.
+            `breathe`); resting_hr the day's lowest summary heart rate (bpm). Sessions shorter than \
+            --min-duration (a minute by default: a test, a false start) are left out, and their number said. A \
+            session with several straps gives its top-level strap's value (its primary_device), which may be \
+            another person's from one session to the next: --device ID keeps one strap's values (sessions list \
+            shows the ids).
 
             Examples:
               hr-gateway sessions trend --metric rmssd --days 30
               hr-gateway sessions trend --metric resting_hr --json | jq '.[-1]'
+              hr-gateway sessions trend --metric rmssd --device A0:9E:1A:12:34:56
             """
     )
 
@@ -34,6 +38,11 @@ struct SessionsTrendCommand: ParsableCommand {
     @Option(name: .customLong("min-duration"), parsing: .unconditional, help: ArgumentHelp(
         "Leave out sessions shorter than SEC seconds (0: count every one).", valueName: "sec"))
     var minDurationSec = 60
+
+    @Option(help: ArgumentHelp(
+        "Only this strap's (or camera's) values, in the sessions it took part in (its id as `sessions list` shows "
+            + "it; case does not matter).", valueName: "id"))
+    var device: String?
 
     @Flag(help: "Print a JSON array ({date, value, sessions, unit}) instead of the table.")
     var json = false
@@ -49,13 +58,19 @@ struct SessionsTrendCommand: ParsableCommand {
         // Any number of days past the epoch is every session (10^12 days overflowed the milliseconds: a crash).
         let since = days.map { Int64(Date().timeIntervalSince1970 * 1000) - Int64(min($0, SessionsPruneCommand.maxDays)) * 86_400_000 }
             ?? .min
-        let sessions = try store.existing()?.summaries() ?? []
+        let sessions = try store.existing()?.summaries(device: device) ?? []
         let trend = SessionTrends.days(metric, sessions: sessions, sinceMs: since, minDurationSec: minDurationSec)
         let short = SessionTrends.tooShort(metric, sessions: sessions, sinceMs: since, minDurationSec: minDurationSec)
         // On standard error, so that --json stays one array.
         if short > 0 {
             StandardStream.error.write(Data(("\(short) session\(short == 1 ? "" : "s") shorter than \(minDurationSec) s "
                 + "left out (--min-duration 0 counts every one).\n").utf8))
+        }
+        let mixed = device == nil ? SessionTrends.severalDevices(sessions: sessions, sinceMs: since) : 0
+        if mixed > 0 {
+            StandardStream.error.write(Data(("\(mixed) session\(mixed == 1 ? "" : "s") had several straps: each gives "
+                + "its top-level strap's value (primary_device), maybe another person's; --device ID keeps one "
+                + "strap's.\n").utf8))
         }
         if json {
             print(JSONValue.array(trend.map { d in
@@ -65,8 +80,10 @@ struct SessionsTrendCommand: ParsableCommand {
             return
         }
         guard let top = trend.map(\.value).max(), top > 0 else {
-            let hint = metric == .rsa ? " (RSA comes from paced breathing sessions: stream --pattern coherent)" : ""
-            print("No recorded session has a value for \(metric.rawValue)\(days.map { " in the last \($0) days" } ?? "")\(hint).")
+            let hint = metric == .rsa ? " (RSA comes from paced breathing sessions: hr-gateway breathe)" : ""
+            let whose = device.map { " of device \($0)" } ?? ""
+            print("No recorded session has a value for \(metric.rawValue)\(whose)"
+                + "\(days.map { " in the last \($0) days" } ?? "")\(hint).")
             return
         }
         let label = "\(metric.rawValue.uppercased()) (\(metric.unit))"
@@ -74,7 +91,9 @@ struct SessionsTrendCommand: ParsableCommand {
         print("DATE        \(label.padding(toLength: width, withPad: " ", startingAt: 0))  SESSIONS")
         for d in trend {
             let bar = String(repeating: "#", count: max(1, Int((d.value / top * 40).rounded())))
-            let value = String(format: "%.1f", d.value).padding(toLength: width, withPad: " ", startingAt: 0)
+            // Rounded as --json rounds it (%.1f rounds 16.649999… down where the JSON says 16.7).
+            let value = String(format: "%.1f", (d.value * 10).rounded() / 10)
+                .padding(toLength: width, withPad: " ", startingAt: 0)
             print("\(d.date)  \(value)  \(String(d.sessions).padding(toLength: 8, withPad: " ", startingAt: 0))  \(bar)")
         }
     }

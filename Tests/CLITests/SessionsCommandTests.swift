@@ -581,6 +581,54 @@ import Testing
         #expect(try FileManager.default.contentsOfDirectory(atPath: dir).sorted() == before)
     }
 
+    /// A team's sessions: two straps, whichever sent first at the top level. The trend said one number that mixed
+    /// the two people; it now says so, and --device keeps one strap's values.
+    @Test func trendKeepsOneStrapWithDevice() throws {
+        let dir = tempDir()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        // Strap A: RR alternating 1020/980 (RMSSD 40 ms); strap B: 510/490 (RMSSD 20 ms); 90 s each.
+        func recording(first: String) throws -> String {
+            var lines: [String] = []
+            let t0: Int64 = 1_700_000_000_000
+            for second in 1...90 {
+                for device in first == "A0:9E:1A:00:00:0A" ? ["A0:9E:1A:00:00:0A", "A0:9E:1A:00:00:0B"]
+                    : ["A0:9E:1A:00:00:0B", "A0:9E:1A:00:00:0A"]
+                {
+                    let rr: [Double] = device.hasSuffix("0A") ? [second % 2 == 0 ? 1020 : 980]
+                        : [510, 490]
+                    lines.append(BiosignalSample(timestampMs: t0 + Int64(second) * 1000, bpm: 60_000 / rr[0],
+                                                 rrIntervalsMs: rr, deviceId: device, source: "ble_hrm").jsonValue.jsonString)
+                }
+            }
+            let path = dir + "/team-\(first.suffix(2)).jsonl"
+            try (lines.joined(separator: "\n") + "\n").write(toFile: path, atomically: true, encoding: .utf8)
+            return path
+        }
+        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        for (id, first) in [("team-1", "A0:9E:1A:00:00:0A"), ("team-2", "A0:9E:1A:00:00:0B")] {
+            let ran = try CLI.run(["stream", "--replay", try recording(first: first), "--replay-speed", "30", "--format",
+                                   "jsonl", "--session-id", id, "--state-dir", dir])
+            #expect(ran.status == 0, "\(ran.stderr)")
+        }
+        func value(_ extra: [String]) throws -> (Double?, String) {
+            let r = try CLI.run(["sessions", "trend", "--metric", "rmssd", "--min-duration", "0", "--json",
+                                 "--state-dir", dir] + extra)
+            #expect(r.status == 0, "\(r.stderr)")
+            return (try JSONValue(parsing: r.stdout).arrayValue?.first?["value"]?.doubleValue, r.stderr)
+        }
+        let (mixed, said) = try value([])
+        #expect(said.contains("2 sessions had several straps"), "\(said)")
+        let (a, quiet) = try value(["--device", "a0:9e:1a:00:00:0a"])
+        #expect(abs((a ?? 0) - 40) < 2, "A's own: \(String(describing: a))")
+        #expect(!quiet.contains("several straps"), "\(quiet)")
+        let (b, _) = try value(["--device", "A0:9E:1A:00:00:0B"])
+        #expect(abs((b ?? 0) - 20) < 2, "B's own: \(String(describing: b))")
+        // Without --device, one session's A and the other's B averaged.
+        #expect(abs((mixed ?? 0) - ((a ?? 0) + (b ?? 0)) / 2) < 0.2, "\(String(describing: mixed))")
+        let none = try CLI.run(["sessions", "trend", "--device", "C0:FF", "--state-dir", dir])
+        #expect(none.stdout.contains("No recorded session has a value for rmssd of device C0:FF"), "\(none.stdout)")
+    }
+
     @Test func pruneKeepsRecentSessions() throws {
         let dir = tempDir()
         defer { try? FileManager.default.removeItem(atPath: dir) }
