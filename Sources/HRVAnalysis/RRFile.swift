@@ -95,6 +95,14 @@ public struct RRFile: Sendable, Equatable {
     /// chooses the rows read (`choose` says how, in the error when none is chosen). With a `beat_time_ms` column, a
     /// step between beats that differs from the interval by more than `breakToleranceMs` (a lost link in a CSV
     /// export) or goes back in time breaks the series into runs; so does a `segment_start` of 1.
+    /// The device of `devices` that `given` names: itself, else the one equal to it but for case (a strap's address
+    /// typed in lower case); nil when none, or when several differ only by case.
+    public static func matching(_ given: String, in devices: [String]) -> String? {
+        if devices.contains(given) { return given }
+        let folded = devices.filter { $0.caseInsensitiveCompare(given) == .orderedSame }
+        return folded.count == 1 ? folded[0] : nil
+    }
+
     /// The fields of one CSV line, each trimmed of spaces: a field in double quotes is read whole, separators in it
     /// included, with `""` standing for one quote (RFC 4180); a quote inside an unquoted field is kept as it is.
     public static func fields(of line: String, separator: Character) -> [String] {
@@ -260,11 +268,11 @@ public struct RRFile: Sendable, Equatable {
         if deviceIndex != nil {
             let chosen: String
             if let device {
-                guard devices.contains(device) else {
+                guard let match = Self.matching(device, in: devices) else {
                     throw RRFileError(line: nil, message: "no rows of device \(device) (the \(deviceColumn) column holds "
                         + "\(devices.map { $0.isEmpty ? "(empty)" : $0 }.joined(separator: ", ")))")
                 }
-                chosen = device
+                chosen = match
             } else {
                 guard devices.count <= 1 else {
                     throw RRFileError(line: nil, message: "the file holds the beats of \(devices.count) devices "

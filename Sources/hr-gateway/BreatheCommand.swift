@@ -75,9 +75,10 @@ struct BreatheCommand: AsyncParsableCommand {
     var sessionId: String?
 
     @Option(parsing: .unconditional, help: ArgumentHelp(
-        "With --simulate: the breathing rate at which the simulated heart answers most (a demonstration body).",
+        "With --simulate: the breathing rate at which the simulated heart answers most (a demonstration body; "
+            + "default 5.5).",
         valueName: "rate"))
-    var simulatedResonance: Double = 5.5
+    var simulatedResonance: Double?
 
     @Option(help: ArgumentHelp("Output: pretty (live view) or jsonl. Default: pretty on a terminal, jsonl otherwise."))
     var format: StreamCommand.OutputFormat?
@@ -115,8 +116,14 @@ struct BreatheCommand: AsyncParsableCommand {
         if window <= 0 || window > SessionConfig.maxWindowSec {
             throw ValidationError("--window must be 1 to \(SessionConfig.maxWindowSec) seconds (a day), got \(window).")
         }
-        if !(simulatedResonance.isFinite && (3...10).contains(simulatedResonance)) {
-            throw ValidationError("--simulated-resonance must be 3 to 10 breaths/min.")
+        if let simulatedResonance {
+            guard source.simulate else {
+                throw ValidationError("--simulated-resonance belongs to --simulate (a recording or a strap has its own "
+                    + "heart).")
+            }
+            guard simulatedResonance.isFinite && (3...10).contains(simulatedResonance) else {
+                throw ValidationError("--simulated-resonance must be 3 to 10 breaths/min.")
+            }
         }
         if findResonance {
             do throws(SessionError) { try plan().validate() } catch {
@@ -157,7 +164,7 @@ struct BreatheCommand: AsyncParsableCommand {
             profile: ComputeProfile(windowSec: window, emitIntervalSec: settings.emitIntervalSec),
             breathingPattern: resonance == nil ? paced : nil,
             resonance: resonance)
-        let providers = try source.providers(clock: clock, store: store, simulatedResonanceBpm: simulatedResonance)
+        let providers = try source.providers(clock: clock, store: store, simulatedResonanceBpm: simulatedResonance ?? 5.5)
         let output = format ?? (isatty(STDOUT_FILENO) == 1 ? .pretty : .jsonl)
         if let resonance, output == .pretty {
             let minutes = Double(resonance.sessionDurationSec) / 60

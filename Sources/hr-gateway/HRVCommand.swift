@@ -266,9 +266,9 @@ struct HRVCommand: ParsableCommand {
         var devices: [String] = []
         for s in holding where !devices.contains(s.deviceId ?? s.source) { devices.append(s.deviceId ?? s.source) }
         let chosen: String
-        if let device {
-            guard devices.contains(device) else {
-                throw HRVCommandError(message: "\(file): no \(what) from device \(device) in the recording"
+        if let given = device {
+            guard let device = RRFile.matching(given, in: devices) else {
+                throw HRVCommandError(message: "\(file): no \(what) from device \(given) in the recording"
                     + (devices.isEmpty ? "" : " (it holds \(what) from \(devices.joined(separator: ", ")))"))
             }
             chosen = device

@@ -36,11 +36,11 @@ struct SourceOptions: ParsableArguments {
     @Flag(help: "Use a simulated source (no hardware needed).")
     var simulate = false
 
-    @Option(help: ArgumentHelp("Simulation model: realistic (RR with breathing and ectopic beats), exercise-ramp (a 20-minute ramp for live DFA alpha1) or sdk-mock.", valueName: "model"))
-    var model: SimulatedBiosignalProvider.Model = .realistic
+    @Option(help: ArgumentHelp("With --simulate: the model, realistic (RR with breathing and ectopic beats; the default), exercise-ramp (a 20-minute ramp for live DFA alpha1) or sdk-mock.", valueName: "model"))
+    var model: SimulatedBiosignalProvider.Model?
 
-    @Option(help: ArgumentHelp("Seed of the simulation, for repeatable runs.", valueName: "n"))
-    var seed: UInt64 = 1
+    @Option(help: ArgumentHelp("With --simulate: the seed of the simulation, for repeatable runs (default 1).", valueName: "n"))
+    var seed: UInt64?
 
     @Option(help: ArgumentHelp(
         "Replay a sample recording (JSON lines written by --record), or a session id from the session store.",
@@ -108,6 +108,10 @@ struct SourceOptions: ParsableArguments {
         }
         if simulate && replay != nil {
             throw ValidationError("--simulate and --replay cannot be combined.")
+        }
+        if !simulate, model != nil || seed != nil {
+            throw ValidationError("--\(model != nil ? "model" : "seed") belongs to --simulate (a recording or a strap "
+                + "has its own beats).")
         }
         if ecg && straps.isEmpty {
             throw ValidationError("--ecg streams a Polar strap's ECG: use it with --strap (such as --strap \"Polar H10\").")
@@ -193,7 +197,7 @@ struct SourceOptions: ParsableArguments {
         }
         if simulate {
             providers.append(SimulatedBiosignalProvider(
-                model: model, followsSessionPacing: simulatedResonanceBpm, seed: seed, clock: clock))
+                model: model ?? .realistic, followsSessionPacing: simulatedResonanceBpm, seed: seed ?? 1, clock: clock))
         }
         if let replay {
             // On the recording's time (`sessionClock()` runs at the replay's speed), the replay follows that clock.

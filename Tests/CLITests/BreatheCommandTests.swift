@@ -52,6 +52,23 @@ import Testing
         #expect(run.stderr.contains(says), "\(run.stderr)")
     }
 
+    /// The simulation's options with another source were accepted without a word (and did nothing).
+    @Test func simulationOptionsBelongToSimulate() throws {
+        let rec = FileManager.default.temporaryDirectory.appendingPathComponent("hrg-sim-\(UUID().uuidString).jsonl").path
+        try (BiosignalSample(timestampMs: 1_000, bpm: 60, rrIntervalsMs: [1000], deviceId: "A", source: "ble_hrm")
+            .jsonValue.jsonString + "\n").write(toFile: rec, atomically: true, encoding: .utf8)
+        defer { try? FileManager.default.removeItem(atPath: rec) }
+        for (command, option, said) in [
+            (["breathe"], ["--simulated-resonance", "9"], "--simulated-resonance belongs to --simulate"),
+            (["breathe"], ["--model", "exercise-ramp"], "--model belongs to --simulate"),
+            (["stream"], ["--seed", "5"], "--seed belongs to --simulate"),
+        ] {
+            let run = try CLI.run(command + ["--replay", rec, "--no-record-db"] + option)
+            #expect(run.status == 64, "\(option): \(run.stderr)")
+            #expect(run.stderr.contains(said), "\(run.stderr)")
+        }
+    }
+
     /// A whole assessment run by the engine in virtual time and recorded as `breathe` records it; the store's
     /// commands then show its result.
     @Test func aRecordedAssessmentIsListedAndShownWithItsTable() async throws {

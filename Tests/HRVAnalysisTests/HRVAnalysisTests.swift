@@ -181,6 +181,10 @@ import Testing
             try RRFile.parse(csv, device: "C")
         }
         #expect(try RRFile.parse("device_id,rr_ms\nA,800\nA,810\n").device == "A")
+        // A strap's address typed in lower case names it; two devices that differ only by case need the exact one.
+        let macs = "device_id,rr_ms\nA0:9E:01,800\nC0:FF:02,600\nA0:9E:01,810\n"
+        #expect(try RRFile.parse(macs, device: "a0:9e:01").device == "A0:9E:01")
+        #expect(RRFile.matching("ab", in: ["AB", "Ab"]) == nil && RRFile.matching("Ab", in: ["AB", "Ab"]) == "Ab")
         #expect(throws: RRFileError(line: nil, message: "no device_id column to choose device A by")) {
             try RRFile.parse("rr_ms\n800\n", device: "A")
         }
