@@ -33,6 +33,11 @@ public struct RespirationEstimate: Sendable, Equatable {
 /// segment, 2/T = half-width of the Hann main lobe); with p0 = the share of band bins within ±h (what a flat
 /// spectrum gives), confidence = (c − p0) / (1 − p0), clamped to 0...1.
 public enum RespirationEstimator {
+    /// Below the band, where a stronger rhythm whose harmonic the band's peak is may lie (Hz).
+    public static let harmonicSearchLowHz = 0.03
+    /// How much stronger (peak bin power) that rhythm must be for the band's peak to count as its harmonic: far above
+    /// what Mayer waves at 0.1 Hz give next to breathing at 12 /min at rest.
+    public static let harmonicPowerRatio = 20.0
     public static let resampleRateHz = 4.0
     public static let minimumSeconds = 30.0
     public static let minimumSegmentSeconds = 15.0
@@ -78,6 +83,9 @@ public enum RespirationEstimator {
         case bandTooNarrow
         /// A peak, but not clear enough above the rest of the band.
         case weakPeak(frequencyHz: Double, confidence: Double, threshold: Double)
+        /// The band's peak is a harmonic (twice or three times the frequency) of a far stronger rhythm below the
+        /// band: slow or paced breathing, whose own rate the band leaves out.
+        case harmonic(frequencyHz: Double, fundamentalHz: Double)
 
         public var description: String {
             func f(_ v: Double, _ digits: Int) -> String {
@@ -104,6 +112,9 @@ public enum RespirationEstimator {
             case let .weakPeak(hz, confidence, threshold):
                 return "no clear peak: the strongest, \(f(hz * 60, 1)) /min, has confidence \(f(confidence, 2)), "
                     + "under the \(f(threshold, 2)) needed"
+            case let .harmonic(hz, fundamental):
+                return "the band's peak, \(f(hz * 60, 1)) /min, is a harmonic of a far stronger rhythm at "
+                    + "\(f(fundamental * 60, 1)) /min below the band (slow or paced breathing)"
             }
         }
     }
@@ -173,6 +184,20 @@ public enum RespirationEstimator {
         for k in lowBin...highBin where power[k] > power[peak] { peak = k }
         guard peak > lowBin, peak < highBin, power[peak] > 0 else {
             return .rejected(.peakAtBandEdge(frequencyHz: Double(peak) * binHz))
+        }
+
+        // The strongest rhythm below the band (down to 0.03 Hz): when the band's peak sits on its second or third
+        // harmonic and is far weaker, the breathing is that slower rhythm (a 6 /min pacer read as 12 /min).
+        let slowLow = max(1, Int((harmonicSearchLowHz / binHz).rounded(.up)))
+        if slowLow < lowBin - 1 {
+            var slow = slowLow
+            for k in slowLow..<lowBin where power[k] > power[slow] { slow = k }
+            let ratio = power[slow] / power[peak]
+            if slow > slowLow, ratio >= harmonicPowerRatio,
+                [2, 3].contains(where: { abs(Double(peak) - Double($0 * slow)) <= Double($0) })
+            {
+                return .rejected(.harmonic(frequencyHz: Double(peak) * binHz, fundamentalHz: Double(slow) * binHz))
+            }
         }
 
         let a = power[peak - 1].squareRoot()

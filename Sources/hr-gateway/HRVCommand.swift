@@ -449,6 +449,15 @@ struct HRVCommand: ParsableCommand {
         } else {
             let why = r.respirationRejection.map { "\($0)" } ?? "no intervals"
             lines.append(row("respiration", "- (\(why); searched \(fixed(band.lowerBound, 2))-\(fixed(band.upperBound, 2)) Hz)"))
+            // A spectrum dominated by a slow rhythm below the band: paced (or slow) breathing, which the default band
+            // leaves out; its own search finds it.
+            if band.lowerBound > HRVOptions.pacedBreathingBandHz.lowerBound, let f = r.frequency, let peak = f.lfPeakHz,
+                f.lfMs2 > 2 * f.hfMs2
+            {
+                lines.append(row("", "the spectrum peaks at \(fixed(peak * 60, 1)) /min, below the band: slow or paced "
+                    + "breathing? --paced-breathing searches \(fixed(HRVOptions.pacedBreathingBandHz.lowerBound, 2))-"
+                    + "\(fixed(HRVOptions.pacedBreathingBandHz.upperBound, 2)) Hz"))
+            }
         }
         for (key, value) in r.extendedMetricValues { lines.append(row(key, fixed(value, 3))) }
         return lines.joined(separator: "\n")

@@ -113,6 +113,29 @@ import Testing
         #expect(r.stdout.contains("101.30 ms"))
     }
 
+    /// RR paced at 6 breaths/min: the default band (0.15-0.5 Hz) has no clear peak, and the table says where the
+    /// spectrum does peak and which option searches there (it named a 22.5 /min artefact instead).
+    @Test func aPacedSeriesPointsToPacedBreathing() throws {
+        var rr: [Double] = []
+        var t = 0.0
+        while t < 300 {
+            let v = 900 + 80 * sin(2 * Double.pi * 0.1 * t)
+            rr.append(v.rounded())
+            t += v / 1000
+        }
+        let path = try Self.temporaryFile(rr.map { String(Int($0)) }.joined(separator: "\n") + "\n")
+        let plain = try Self.run(["hrv", path])
+        #expect(plain.status == 0, "\(plain.stderr)")
+        // The band's own peak is the pacer's harmonic (12 /min, confidence 0.98 before): not a breathing rate.
+        #expect(plain.stdout.contains("the band's peak, 12.0 /min, is a harmonic of a far stronger rhythm at 6.0 /min"),
+                "\(plain.stdout)")
+        #expect(plain.stdout.contains("the spectrum peaks at 6.0 /min, below the band: slow or paced breathing? "
+            + "--paced-breathing"), "\(plain.stdout)")
+        let paced = try Self.run(["hrv", path, "--paced-breathing"])
+        #expect(paced.stdout.contains("respiration           6.0 /min"), "\(paced.stdout)")
+        #expect(!paced.stdout.contains("below the band"))
+    }
+
     @Test func badValueNamesTheLine() throws {
         let path = try Self.temporaryFile("t,rr_ms\n0.8,800\n1.6,810\n\n2.4,abc\n3.2,790\n")
         let r = try Self.run(["hrv", path])
