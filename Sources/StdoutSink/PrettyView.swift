@@ -140,7 +140,11 @@ public struct PrettyView: Sendable {
             if let cam = m.cameraHrBpm {
                 lines.append("Camera       \(Self.num(cam, 1)) bpm   confidence \(Self.num(m.cameraConfidence ?? 0, 2))")
             }
-            lines.append("Window       \(m.sampleCount) samples")
+            if let p = m.primaryDevice, let own = m.devices?[p], (m.devices?.count ?? 0) > 1 {
+                lines.append("Window       \(own.sampleCount) samples of \(p)   (\(m.sampleCount) of every device)")
+            } else {
+                lines.append("Window       \(m.sampleCount) samples")
+            }
         } else {
             lines.append("HRV          waiting for the first frame")
         }
@@ -173,6 +177,16 @@ public struct PrettyView: Sendable {
             }
             if let m = s.message { line += "  (\(m))" }
             lines.append(line)
+        }
+        // Devices with no status of their own (a replayed team session: one `replay` source, several straps).
+        if let devices = lastFrame?.devices, devices.count > 1 {
+            for key in devices.keys.sorted() where sources[key] == nil {
+                let d = devices[key]!
+                var line = "Device       \(key)  mean \(Self.num(d.hrMeanBpm, 1)) bpm"
+                if d.rrCount != nil { line += "  RMSSD \(Self.num(d.rmssdMs, 1)) ms" }
+                if key == lastFrame?.primaryDevice { line += "  [shown above]" }
+                lines.append(line)
+            }
         }
         lines.append("")
         if let ended {

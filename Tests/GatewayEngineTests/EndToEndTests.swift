@@ -99,6 +99,23 @@ import Testing
         #expect(text.contains("RR (ms)      400 400 400 400 400 400\n"), "\(text)")
         #expect(text.contains("AA  streaming  mean 60.0 bpm  RMSSD 5.0 ms\n"), "\(text)")
         #expect(text.contains("BB  streaming  mean 150.0 bpm  RMSSD 20.0 ms  [shown above]"), "\(text)")
+        #expect(!text.contains("Device       "), "every device has its source line: \(text)")
+
+        // A replayed team session: one `replay` source, several straps; each strap still gets its line, and the
+        // window's count says whose it is.
+        var replay = PrettyView(sessionId: "v5", mode: "focus")
+        replay.update(.started(sessionId: "v5", startedAtMs: 0))
+        a.sampleCount = 3
+        b.sampleCount = 3
+        m.sampleCount = 6
+        m.devices = ["AA": a, "BB": b]
+        replay.update(.frame(sessionId: "v5", seq: 1, emittedAtMs: 3_500, metrics: m, behavior: nil))
+        replay.update(.sensorStatus(sessionId: "v5", emittedAtMs: 3_600,
+                                    status: SensorStatus(source: "replay", deviceId: nil, state: .streaming)))
+        let shown = replay.render()
+        #expect(shown.contains("Device       AA  mean 60.0 bpm  RMSSD 5.0 ms\n"), "\(shown)")
+        #expect(shown.contains("Device       BB  mean 150.0 bpm  RMSSD 20.0 ms  [shown above]"), "\(shown)")
+        #expect(shown.contains("Window       3 samples of BB   (6 of every device)"), "\(shown)")
     }
 
     /// Live DFA alpha1 in the live view: the value against the thresholds, the share corrected and the latest
