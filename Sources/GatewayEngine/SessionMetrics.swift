@@ -108,7 +108,15 @@ public struct SessionMetrics: Sendable, Equatable {
         put("camera_confidence", cameraConfidence)
         put("breathing_rate_bpm", breathingRateBpm)
         put("camera_sample_count", cameraSampleCount)
-        if let devices { o["devices"] = .object(devices.mapValues(\.jsonValue)) }
+        if let devices {
+            // The top level keeps the SDK's zeros for a window without beats; a device entry is this gateway's own,
+            // and a strap that sends the heart rate alone has no HRV rather than an RMSSD of 0 ms.
+            o["devices"] = .object(devices.mapValues { d in
+                guard (d.rrCount ?? 0) == 0, case .object(var e) = d.jsonValue else { return d.jsonValue }
+                for key in ["rmssd_ms", "hr_sdnn_ms", "pnn50"] { e[key] = nil }
+                return .object(e)
+            })
+        }
         if let primaryDevice { o["primary_device"] = .string(primaryDevice) }
         return .object(o)
     }

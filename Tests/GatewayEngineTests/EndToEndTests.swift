@@ -116,6 +116,20 @@ import Testing
         #expect(shown.contains("Device       AA  mean 60.0 bpm  RMSSD 5.0 ms\n"), "\(shown)")
         #expect(shown.contains("Device       BB  mean 150.0 bpm  RMSSD 20.0 ms  [shown above]"), "\(shown)")
         #expect(shown.contains("Window       3 samples of BB   (6 of every device)"), "\(shown)")
+
+        // A strap that sends the heart rate alone has no HRV in its entry (it had rmssd_ms 0.0); the top level keeps
+        // the SDK's zeros.
+        var hrOnly = SessionMetrics()
+        hrOnly.hrMeanBpm = 72
+        var top = m
+        top.devices = ["AA": a, "CC": hrOnly]
+        let json = top.jsonValue
+        #expect(json["devices"]?["CC"]?["rmssd_ms"] == nil && json["devices"]?["CC"]?["pnn50"] == nil)
+        #expect(json["devices"]?["CC"]?["hr_mean_bpm"] == .double(72))
+        #expect(json["devices"]?["AA"]?["rmssd_ms"] == .double(5))
+        var empty = SessionMetrics()
+        empty.devices = ["CC": hrOnly]
+        #expect(empty.jsonValue["rmssd_ms"] == .double(0))
     }
 
     /// Live DFA alpha1 in the live view: the value against the thresholds, the share corrected and the latest
