@@ -251,7 +251,7 @@ extension SessionMetrics {
                 .map { ($0 * 1000).rounded() / 1000 }
         }
         if let longest = Self.rrSegments(samples).max(by: { $0.count < $1.count }),
-            let c = PacedBreathing.coherence(longest)
+            let c = PacedBreathing.coherence(longest, pacedHz: pacing.rateBpm / 60)
         {
             coherence = (c.score * 1000).rounded() / 1000
             coherencePeakHz = (c.peakHz * 10000).rounded() / 10000

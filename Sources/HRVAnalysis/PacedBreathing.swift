@@ -90,8 +90,14 @@ public enum PacedBreathing {
 
     /// Coherence: the power within ±0.015 Hz of the highest peak in 0.04–0.26 Hz over the power in 0.0033–0.4 Hz
     /// (Welch PSD of the 4 Hz tachogram, as for LF and HF), in 0…1. Nil under a minute of data.
-    public static func coherence(_ rr: [Double]) -> (score: Double, peakHz: Double)? {
-        guard rr.count >= 8, rr.reduce(0, +) / 1000 >= minimumSecondsCoherence else { return nil }
+    ///
+    /// With `pacedHz` (the pacer's rate), none until the beats span more than four of its breaths: below that the
+    /// spectrum (§9 keeps no frequency under 4 / duration) cannot hold the paced peak, and the score was that of
+    /// the lowest frequency kept (a 4-7-8 pattern, 3.2 /min, scored 0.06-0.13 in its first 80 s).
+    public static func coherence(_ rr: [Double], pacedHz: Double? = nil) -> (score: Double, peakHz: Double)? {
+        let seconds = rr.reduce(0, +) / 1000
+        guard rr.count >= 8, seconds >= minimumSecondsCoherence else { return nil }
+        if let pacedHz, seconds * pacedHz <= 4 { return nil }
         let psd = FrequencyDomain.welch(rr)
         guard psd.f.count > 2 else { return nil }
         var peak: Int?

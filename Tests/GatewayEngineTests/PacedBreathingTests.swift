@@ -1,3 +1,4 @@
+import Foundation
 import GatewayEngine
 import HRVAnalysis
 import SimulatedProvider
@@ -159,5 +160,26 @@ import Testing
         for key in ["paced_breathing_rate_bpm", "rsa_amplitude_bpm", "rsa_breaths", "breathing_adherence", "coherence"] {
             #expect(json[key] != nil, "\(key)")
         }
+    }
+
+    /// A slow pacer (3.2 /min, 4-7-8) needs more than four of its breaths before the spectrum can hold its peak: the
+    /// coherence is withheld until then (it scored the lowest kept frequency, 0.06-0.13), and found at the pace after.
+    @Test func coherenceWaitsForFourSlowBreaths() {
+        let pacedHz = 1.0 / 19
+        func beats(seconds: Double) -> [Double] {
+            var rr: [Double] = []
+            var t = 0.0
+            while t < seconds {
+                let v = 900 + 80 * sin(2 * Double.pi * pacedHz * t)
+                rr.append(v)
+                t += v / 1000
+            }
+            return rr
+        }
+        #expect(PacedBreathing.coherence(beats(seconds: 70), pacedHz: pacedHz) == nil)
+        #expect(PacedBreathing.coherence(beats(seconds: 70)) != nil, "without the pacer's rate: scored, as before")
+        let later = PacedBreathing.coherence(beats(seconds: 120), pacedHz: pacedHz)
+        #expect(abs((later?.peakHz ?? 0) - pacedHz) < 0.01, "\(String(describing: later))")
+        #expect((later?.score ?? 0) > 0.5, "\(String(describing: later))")
     }
 }
