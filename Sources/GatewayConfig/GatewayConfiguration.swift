@@ -223,6 +223,17 @@ public struct GatewayConfiguration: Sendable, Equatable {
             return i
         }
 
+        /// A HOST:PORT address to listen on; "" is none.
+        func listen(_ v: any TOMLValueConvertible, _ section: String, _ key: String, examples: String)
+            throws(ConfigurationError) -> String?
+        {
+            let l = try string(v, section, key)
+            guard l.isEmpty || Self.splitListen(l) != nil else {
+                throw fail(section, key, "\(section).\(key) must be HOST:PORT, such as \(examples), got \"\(l)\"")
+            }
+            return l.isEmpty ? nil : l
+        }
+
         var errors: [ConfigurationError] = []
         // Every key is checked, and every error reported (in line order), not only the first.
         func collect(_ body: () throws(ConfigurationError) -> Void) {
@@ -363,12 +374,8 @@ public struct GatewayConfiguration: Sendable, Equatable {
                                 let f = try string(v, key, k)
                                 c.cameraFaceCascade = f.isEmpty ? nil : f
                             case ("relay", "listen"):
-                                let l = try string(v, key, k)
-                                guard l.isEmpty || Self.splitListen(l) != nil else {
-                                    throw fail(key, k, "relay.listen must be HOST:PORT, such as \"127.0.0.1:8765\" or \"0.0.0.0:8765\" "
-                                        + "(\"\" for no relay), got \"\(l)\"")
-                                }
-                                c.relayListen = l.isEmpty ? nil : l
+                                c.relayListen = try listen(
+                                    v, key, k, examples: "\"127.0.0.1:8765\" or \"0.0.0.0:8765\" (\"\" for no relay)")
                             case ("relay", "tls"):
                                 guard let b = v.bool, v.type == .bool else { throw fail(key, k, "relay.tls must be true or false, got a \(v.type)") }
                                 c.relayTLS = b
@@ -379,12 +386,7 @@ public struct GatewayConfiguration: Sendable, Equatable {
                                 let f = try string(v, key, k)
                                 c.relayTLSKey = f.isEmpty ? nil : f
                             case ("metrics", "listen"):
-                                let l = try string(v, key, k)
-                                guard l.isEmpty || Self.splitListen(l) != nil else {
-                                    throw fail(key, k, "metrics.listen must be HOST:PORT, such as \"127.0.0.1:9464\" "
-                                        + "(\"\" for none), got \"\(l)\"")
-                                }
-                                c.metricsListen = l.isEmpty ? nil : l
+                                c.metricsListen = try listen(v, key, k, examples: "\"127.0.0.1:9464\" (\"\" for none)")
                             default:
                                 throw fail(key, k, "unknown option \(key).\(k)" + Self.suggestion(section: key, key: k)
                                     + " (see the example config/hr-gateway.toml)")
