@@ -3,9 +3,11 @@ import Foundation
 import GatewayEngine
 import GatewayMetrics
 import GatewaySink
+import Logging
 import MQTTSink
 import RelayCore
 import StdoutSink
+import WebhookSink
 
 struct ServeCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
@@ -34,7 +36,8 @@ struct ServeCommand: AsyncParsableCommand {
             Every session a consumer starts is recorded into the session store, as `stream` records its own \
             (`hr-gateway sessions list`; each sample made durable as it arrives, so kill -9 loses nothing \
             received; store.keep_days prunes older ones first); --no-record-db or store.record = false turns \
-            that off. The configuration's webhook is `stream`'s: serve posts nothing.
+            that off. With the configuration's webhook.url, each session's summary is posted there through the \
+            durable outbox, as `stream --webhook` posts its own (sample batches are stream's).
 
             Examples:
               hr-gateway token create --name phone
@@ -101,9 +104,19 @@ struct ServeCommand: AsyncParsableCommand {
         let outputs = SessionOutputs()
         // Recording first on each provider's path: a sample is durable before any other output or the engine has it.
         let recording = noRecordDb || !settings.record ? nil : ServeRecording(store: store, settings: settings, clock: clock)
-        if settings.webhookURL != nil {
-            StandardStream.error.write(Data(("note: the configuration's webhook applies to `stream`; serve posts no "
-                + "summary (its sessions are recorded: hr-gateway webhook send ID posts one)\n").utf8))
+        var webhook: ServeWebhook?
+        if let text = settings.webhookURL {
+            let url: URL
+            do { url = try parseWebhookURL(text) } catch { throw CommandFailure("webhook.url: \(error)") }
+            let forwarder = try WebhookDelivery.forwarder(
+                stateDir: try store.directory(), settings: settings, logger: Logger(label: "hr-gateway.webhook"))
+            webhook = ServeWebhook(WebhookDelivery(
+                forwarder: forwarder, url: url, samples: false, batchSize: settings.webhookBatchSize,
+                graceSec: settings.webhookGraceSec))
+            if settings.webhookSamples {
+                StandardStream.error.write(Data(("note: serve posts each session's summary to the webhook; sample "
+                    + "batches (webhook.samples) are stream's\n").utf8))
+            }
         }
         let engine = SessionEngine(providers: providers.map { p in outputs.tap(recording?.tap(p) ?? p) })
         let gatewayMetrics = relay.listen == nil && metrics.metricsListen == nil ? nil : GatewayMetrics()
@@ -134,8 +147,14 @@ struct ServeCommand: AsyncParsableCommand {
             outputs.attach(mqttSink)
             publishing = Task { try? await mqttSink.run() }
         }
+        var posting: Task<Void, Never>?
+        if let webhook {
+            outputs.attach(webhook)
+            posting = Task { try? await webhook.run() }
+        }
         if let gatewayMetrics {
             outputs.attach(MetricsSink(metrics: gatewayMetrics))
+            if let webhook = webhook?.delivery { gatewayMetrics.collectOutbox("webhook") { webhook.forwarder.outboxDepth } }
             gatewayMetrics.collectRelay(hub)
             if let mqttSink { gatewayMetrics.collectOutbox("mqtt") { mqttSink.outboxDepth } }
         }
@@ -174,6 +193,8 @@ struct ServeCommand: AsyncParsableCommand {
         outputs.detach()
         mqttSink?.close()
         await publishing?.value
+        webhook?.close()
+        await posting?.value
         await metricsServer?.stop()
         await engine.dispose()
         if let message = await failure.value, !signalled.withLock({ $0 }) {

@@ -1,11 +1,13 @@
 import Foundation
 import GatewayEngine
 import GatewaySink
+import Logging
 import RelayCore
 import RelayWSClient
 import RelayWebServer
 import ReplayProvider
 import ServiceLifecycle
+import WebhookSink
 
 /// `--record FILE`: every sample appended to a JSON-lines file on the provider's thread (durable before the engine
 /// has it), closed at shutdown.
@@ -105,5 +107,54 @@ final class WebhookOutput: SessionSink {
     func run() async throws {
         await queue.drain { [session] event in await session.handle(event) }
         await session.finish()
+    }
+}
+
+/// `serve`'s webhook (the configuration's `webhook.url`): every session's `session_summary`, whichever consumer
+/// started it, committed to the durable outbox and posted by one forwarder that runs as long as `serve`; at the end,
+/// the grace period as for `stream`. Sample batches are `stream`'s (`--webhook-samples`).
+final class ServeWebhook: SessionSink {
+    let name = "webhook"
+    let delivery: WebhookDelivery
+    private let queue = SinkQueue<EncodedEvent>()
+    private let logger = Logger(label: "hr-gateway.webhook")
+
+    init(_ delivery: WebhookDelivery) { self.delivery = delivery }
+
+    func receive(event: EncodedEvent) {
+        if case .summary = event.event { queue.push(event) }
+    }
+
+    /// Ends `run()` after the summaries queued so far (at shutdown, after the last session's summary).
+    func close() { queue.close() }
+
+    func run() async throws {
+        let forwarder = delivery.forwarder
+        let loop = Task { await forwarder.run() }
+        await queue.drain { [delivery, logger] encoded in
+            let url = delivery.url
+            do {
+                try await forwarder.onOutboxQueue { () throws(WebhookError) in
+                    try forwarder.enqueue(json: encoded.json, to: url)
+                }
+            } catch {
+                let id = encoded.event.sessionId
+                let said = "webhook: the session_summary of \(id) could not be queued: \(error); once the outbox is "
+                    + "free, `hr-gateway webhook send \(id)` queues it from the session store (when recorded)"
+                logger.warning("\(said)")
+            }
+        }
+        loop.cancel()
+        await loop.value
+        do {
+            let left = try await forwarder.drain(forMs: Int64(delivery.graceSec) * 1000)
+            if left > 0 {
+                let said = "webhook: \(left) item(s) not delivered yet, kept in \(forwarder.outbox.path); the next "
+                    + "`hr-gateway serve`, `stream` or `webhook flush` delivers them"
+                logger.warning("\(said)")
+            }
+        } catch {
+            logger.warning("webhook: \(error)")
+        }
     }
 }

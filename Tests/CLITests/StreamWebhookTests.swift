@@ -41,6 +41,34 @@ import WebhookTestSupport
         return received
     }
 
+    /// `serve` with the configuration's webhook: the summary of each session a consumer starts is posted (serve
+    /// posted none, and said the webhook was stream's).
+    @Test func serveRecordsAndPostsEachSessionsSummary() throws {
+        let server = try FlakyServer(failing: 1)
+        let (_, config, stateDir) = try fixtures()
+        try "[webhook]\nurl = \"\(server.url.absoluteString)\"\nbackoff_base_ms = 20\nbackoff_max_sec = 1\n"
+            .write(toFile: config, atomically: true, encoding: .utf8)
+        let token = try #require(try CLI.run(["token", "create", "--name", "phone", "--state-dir", stateDir]).lines.last)
+        let serve = try RunningCLI(["serve", "--simulate", "--listen", "127.0.0.1:0", "--state-dir", stateDir,
+                                    "--config", config])
+        let listening = try #require(serve.readLine())
+        let url = try #require(listening.split(separator: " ").last.map(String.init))
+        var summaries: [String] = []
+        for id in ["wh-serve-1", "wh-serve-2"] {
+            let run = try CLI.run(["attach", url, "--token", token, "--start", "focus", "--duration", "2",
+                                   "--session-id", id])
+            #expect(run.status == 0, "\(run.stderr)")
+            summaries += run.lines.filter { $0.contains("\"type\":\"session_summary\"") }
+        }
+        serve.signal(SIGTERM)
+        #expect(serve.wait() == 0)
+        let posted = server.accepted().map(\.body)
+        let ids = posted.compactMap { try? JSONValue(parsing: $0)["session_id"]?.stringValue }
+        #expect(ids.sorted() == ["wh-serve-1", "wh-serve-2"], "\(posted)")
+        #expect(posted.allSatisfy { (try? JSONValue(parsing: $0)["type"]) == .string("session_summary") })
+        #expect(summaries.count == 2)
+    }
+
     @Test func theSummaryReachesAFailingWebhookExactlyOnce() throws {
         let server = try FlakyServer(failing: 2)
         let (replay, config, stateDir) = try fixtures()
