@@ -35,9 +35,10 @@ public struct RespirationEstimate: Sendable, Equatable {
 public enum RespirationEstimator {
     /// Below the band, where a stronger rhythm whose harmonic the band's peak is may lie (Hz).
     public static let harmonicSearchLowHz = 0.03
-    /// How much stronger (peak bin power) that rhythm must be for the band's peak to count as its harmonic: far above
-    /// what Mayer waves at 0.1 Hz give next to breathing at 12 /min at rest.
-    public static let harmonicPowerRatio = 20.0
+    /// How much stronger (peak bin power) that rhythm must be for the band's peak to count as its harmonic: above what
+    /// Mayer waves at 0.1 Hz give next to breathing at 12 /min at rest, below what slow breathing's own harmonic
+    /// leaves (RSA with a 20 % second harmonic in heart rate, and 60000/bpm's own curvature: about 18).
+    public static let harmonicPowerRatio = 10.0
     public static let resampleRateHz = 4.0
     public static let minimumSeconds = 30.0
     public static let minimumSegmentSeconds = 15.0

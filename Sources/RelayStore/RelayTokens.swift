@@ -123,8 +123,13 @@ public final class RelayTokenStore: Sendable {
         if name.trimmingCharacters(in: .whitespaces).isEmpty {
             return "A token needs a name (--name phone, for example): `token revoke` and the log name tokens by it."
         }
-        if name.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) {
-            return "A token's name cannot hold a control character (a newline, a tab): it is one line of `token list`."
+        if name.unicodeScalars.contains(where: { s in
+            s.properties.generalCategory == .control || (s.properties.isWhitespace && s != " ")
+        }) {
+            return "A token's name cannot hold a control character or a line or tab break: it is one line of `token list`."
+        }
+        if name.first == " " || name.last == " " {
+            return "A token's name cannot begin or end with a space (`token revoke` would need it typed exactly)."
         }
         if name.count > 64 { return "A token's name is at most 64 characters (this one has \(name.count))." }
         return nil
@@ -133,12 +138,17 @@ public final class RelayTokenStore: Sendable {
     /// Removes the token whose id (or unique id prefix, or name) matches; returns the removed record.
     public func revoke(_ key: String) throws(RelayTokenStoreError) -> RelayTokenRecord {
         try changing { records throws(RelayTokenStoreError) in
-            let matches = records.indices.filter { records[$0].id.hasPrefix(key) || records[$0].name == key }
+            // A whole id first, then a name, then a unique id prefix: a name that happens to begin another token's id
+            // still revokes its own token.
+            let exact = records.indices.filter { records[$0].id == key }
+            let named = records.indices.filter { records[$0].name == key }
+            let prefixed = records.indices.filter { records[$0].id.hasPrefix(key) }
+            let matches = !exact.isEmpty ? exact : !named.isEmpty ? named : prefixed
             guard !key.isEmpty, let first = matches.first else {
                 throw RelayTokenStoreError("No token with id or name '\(key)'; `hr-gateway token list` shows them.")
             }
             guard matches.count == 1 else {
-                throw RelayTokenStoreError("'\(key)' matches \(matches.count) tokens; give more of the id.")
+                throw RelayTokenStoreError("'\(key)' begins the ids of \(matches.count) tokens; give more of the id.")
             }
             return records.remove(at: first)
         }

@@ -88,22 +88,34 @@ public enum SessionTrends {
 }
 
 extension SessionTrends {
-    /// Sessions whose summary has several devices (a team, two straps on one person): without a device chosen, each
-    /// gives its top level's value, its primary device's, which may be a different person's from one day to the next.
-    public static func severalDevices(sessions: [(startedAtMs: Int64, summary: JSONValue)], sinceMs: Int64 = .min) -> Int {
-        sessions.count { s in
-            guard s.startedAtMs >= sinceMs, case .object(let d)? = s.summary["metrics"]?["devices"] else { return false }
-            return d.count > 1
-        }
+    /// Sessions that had several straps (or other devices but the camera): without a device chosen, each gives its
+    /// top level's value, its primary device's, which may be a different person's from one session to the next.
+    public static func severalDevices(sessions: [(startedAtMs: Int64, summary: JSONValue, devices: [String])],
+                                      sinceMs: Int64 = .min) -> Int {
+        sessions.count { $0.startedAtMs >= sinceMs && straps($0.devices).count > 1 }
+    }
+
+    /// The devices of a session but the camera (a camera's pulse is never the top level's when a strap sends).
+    static func straps(_ devices: [String]) -> [String] {
+        devices.filter { !$0.hasPrefix("/dev/") && $0 != SessionMetrics.cameraSource }
     }
 }
 
 extension SessionStore {
     /// Each finished session's start and summary (sessions without a summary, interrupted or failed, are left out).
     /// With `device`, only the sessions it took part in (its id compared without regard to case, as a strap's address
-    /// may be typed), each summary's metrics replaced by that device's own when the session had several.
+    /// may be typed), each with that device's own metrics in place of the summary's.
     public func summaries(device: String? = nil) throws(StoreError) -> [(startedAtMs: Int64, summary: JSONValue)] {
-        var out: [(startedAtMs: Int64, summary: JSONValue)] = []
+        try summariesWithDevices(device: device).map { ($0.startedAtMs, $0.summary) }
+    }
+
+    /// `summaries(device:)` with each session's recorded devices. With `device`, a session whose summary has several
+    /// devices gives that device's entry (none: left out); one that had other straps whose summary holds a single
+    /// device (the others went quiet before the end) is left out, as its top level may be another strap's.
+    public func summariesWithDevices(device: String? = nil) throws(StoreError)
+        -> [(startedAtMs: Int64, summary: JSONValue, devices: [String])]
+    {
+        var out: [(startedAtMs: Int64, summary: JSONValue, devices: [String])] = []
         for s in try list() {
             var id: String?
             if let device {
@@ -113,12 +125,16 @@ extension SessionStore {
             guard let e = try events(sessionId: s.id).last(where: { $0.type == "session_summary" }),
                 var v = try? JSONValue(parsing: e.json)
             else { continue }
-            if let id, case .object(var o) = v, case .object(let devices)? = v["metrics"]?["devices"] {
-                guard let own = devices[id] else { continue }
-                o["metrics"] = own
-                v = .object(o)
+            if let id {
+                if case .object(var o) = v, case .object(let devices)? = v["metrics"]?["devices"] {
+                    guard let own = devices[id] else { continue }
+                    o["metrics"] = own
+                    v = .object(o)
+                } else if SessionTrends.straps(s.devices).count > 1 {
+                    continue
+                }
             }
-            out.append((s.startedAtMs, v))
+            out.append((s.startedAtMs, v, s.devices))
         }
         return out
     }

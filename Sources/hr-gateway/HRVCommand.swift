@@ -446,6 +446,15 @@ struct HRVCommand: ParsableCommand {
         lines.append(row("pNN50", opt(r.pnn50, 2, " %")))
         if let rate = r.respirationRateBpm, let confidence = r.respirationConfidence {
             lines.append(row("respiration", "\(fixed(rate, 1)) /min (confidence \(fixed(confidence, 2)))"))
+            // A rate twice or three times a stronger slow rhythm may be that rhythm's harmonic: slow breathing.
+            if band.lowerBound > HRVOptions.pacedBreathingBandHz.lowerBound, let f = r.frequency, let peak = f.lfPeakHz,
+                f.lfMs2 > 5 * f.hfMs2, [2.0, 3.0].contains(where: { abs(rate / 60 - $0 * peak) <= 0.02 })
+            {
+                lines.append(row("", "the spectrum peaks at \(fixed(peak * 60, 1)) /min, below the band: if the "
+                    + "breathing was slow or paced, this may be its harmonic (--paced-breathing searches "
+                    + "\(fixed(HRVOptions.pacedBreathingBandHz.lowerBound, 2))-"
+                    + "\(fixed(HRVOptions.pacedBreathingBandHz.upperBound, 2)) Hz)"))
+            }
         } else {
             let why = r.respirationRejection.map { "\($0)" } ?? "no intervals"
             lines.append(row("respiration", "- (\(why); searched \(fixed(band.lowerBound, 2))-\(fixed(band.upperBound, 2)) Hz)"))

@@ -22,10 +22,17 @@ struct MetricsOptions: ParsableArguments {
         metricsListen = metricsListen ?? settings.metricsListen
     }
 
-    func check() throws {
+    /// `relayListen`: the relay's address (--listen), whose port the metrics server cannot share.
+    func check(relayListen: String? = nil) throws {
         if let metricsListen {
-            do { _ = try RelayOptions.split(metricsListen) } catch {
+            let port: Int
+            do { port = try RelayOptions.split(metricsListen).1 } catch {
                 throw ValidationError("--metrics-listen: \(error)")
+            }
+            if port != 0, let relayListen, let relayPort = try? RelayOptions.split(relayListen).1, relayPort == port {
+                throw ValidationError("--metrics-listen and --listen both name port \(port): the relay's port serves "
+                    + "/metrics already (with a relay token); give --metrics-listen a port of its own for a scraper "
+                    + "without a token.")
             }
         }
     }

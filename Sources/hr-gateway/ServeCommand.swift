@@ -82,7 +82,7 @@ struct ServeCommand: AsyncParsableCommand {
                 + "sessions start whenever a phone asks); to go through a recording faster, use stream --replay.")
         }
         try mqtt.check()
-        try metrics.check()
+        try metrics.check(relayListen: relay.listen)
         try uplink.check()
         try relay.check()
     }

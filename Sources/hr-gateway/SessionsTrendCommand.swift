@@ -20,7 +20,8 @@ struct SessionsTrendCommand: ParsableCommand {
             --min-duration (a minute by default: a test, a false start) are left out, and their number said. A \
             session with several straps gives its top-level strap's value (its primary_device), which may be \
             another person's from one session to the next: --device ID keeps one strap's values (sessions list \
-            shows the ids).
+            shows the ids; a session whose summary no longer holds that strap's own values, as it went quiet \
+            before the end, is left out).
 
             Examples:
               hr-gateway sessions trend --metric rmssd --days 30
@@ -58,7 +59,8 @@ struct SessionsTrendCommand: ParsableCommand {
         // Any number of days past the epoch is every session (10^12 days overflowed the milliseconds: a crash).
         let since = days.map { Int64(Date().timeIntervalSince1970 * 1000) - Int64(min($0, SessionsPruneCommand.maxDays)) * 86_400_000 }
             ?? .min
-        let sessions = try store.existing()?.summaries(device: device) ?? []
+        let recorded = try store.existing()?.summariesWithDevices(device: device) ?? []
+        let sessions = recorded.map { (startedAtMs: $0.startedAtMs, summary: $0.summary) }
         let trend = SessionTrends.days(metric, sessions: sessions, sinceMs: since, minDurationSec: minDurationSec)
         let short = SessionTrends.tooShort(metric, sessions: sessions, sinceMs: since, minDurationSec: minDurationSec)
         // On standard error, so that --json stays one array.
@@ -66,7 +68,7 @@ struct SessionsTrendCommand: ParsableCommand {
             StandardStream.error.write(Data(("\(short) session\(short == 1 ? "" : "s") shorter than \(minDurationSec) s "
                 + "left out (--min-duration 0 counts every one).\n").utf8))
         }
-        let mixed = device == nil ? SessionTrends.severalDevices(sessions: sessions, sinceMs: since) : 0
+        let mixed = device == nil ? SessionTrends.severalDevices(sessions: recorded, sinceMs: since) : 0
         if mixed > 0 {
             StandardStream.error.write(Data(("\(mixed) session\(mixed == 1 ? "" : "s") had several straps: each gives "
                 + "its top-level strap's value (primary_device), maybe another person's; --device ID keeps one "

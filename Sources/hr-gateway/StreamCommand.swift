@@ -191,7 +191,7 @@ struct StreamCommand: AsyncParsableCommand {
         try relay.check()
         try uplink.check()
         try mqtt.check()
-        try metrics.check()
+        try metrics.check(relayListen: relay.listen)
     }
 
     func run() async throws {

@@ -134,6 +134,19 @@ import Testing
         let paced = try Self.run(["hrv", path, "--paced-breathing"])
         #expect(paced.stdout.contains("respiration           6.0 /min"), "\(paced.stdout)")
         #expect(!paced.stdout.contains("below the band"))
+
+        // Heart rate swinging with the breath, not a pure sine: a 20 % second harmonic in bpm (RR = 60000/bpm adds its
+        // own). Its 12 /min harmonic was given at confidence 0.97.
+        var shaped: [Double] = []
+        var s = 0.0
+        while s < 300 {
+            let bpm = 65 + 10 * sin(2 * Double.pi * 0.1 * s) + 2 * sin(2 * 2 * Double.pi * 0.1 * s + 0.5)
+            shaped.append((60_000 / bpm).rounded())
+            s += 60 / bpm
+        }
+        let shapedPath = try Self.temporaryFile(shaped.map { String(Int($0)) }.joined(separator: "\n") + "\n")
+        let harmonic = try Self.run(["hrv", shapedPath])
+        #expect(harmonic.stdout.contains("is a harmonic of a far stronger rhythm at 6.0 /min"), "\(harmonic.stdout)")
     }
 
     @Test func badValueNamesTheLine() throws {

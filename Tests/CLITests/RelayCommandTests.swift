@@ -40,7 +40,7 @@ import Testing
         #expect(again.stderr.contains("A token named 'phone' exists already"), "\(again.stderr)")
         #expect(again.stderr.contains("token revoke phone"))
         #expect(!again.stdout.contains("hrg_"), "no token is printed that was not stored")
-        for bad in ["", "  ", "two\nlines"] {
+        for bad in ["", "  ", "two\nlines", " phone", "phone ", "line\u{2028}break"] {
             let refused = try CLI.run(["token", "create", "--name", bad, "--state-dir", dir])
             #expect(refused.status == 64, "name \(bad.debugDescription): \(refused.stderr)")
         }
@@ -52,6 +52,14 @@ import Testing
         #expect(try CLI.run(["token", "revoke", "consumer", "--state-dir", dir]).status == 0)
         let left = try CLI.run(["token", "list", "--state-dir", dir]).lines.compactMap { $0.split(separator: " ").last }
         #expect(left.sorted() == ["consumer-2", "phone"])
+        // A name that begins another token's id revokes its own token, not a guess between the two.
+        let listed = try CLI.run(["token", "list", "--state-dir", dir]).lines
+        let phoneId = try #require(listed.first { $0.hasSuffix(" phone") }?.split(separator: " ").first.map(String.init))
+        let prefix = String(phoneId.prefix(4))
+        #expect(try CLI.run(["token", "create", "--name", prefix, "--state-dir", dir]).status == 0)
+        let byName = try CLI.run(["token", "revoke", prefix, "--state-dir", dir])
+        #expect(byName.status == 0 && byName.stdout.contains("'\(prefix)'"), "\(byName.stdout)\(byName.stderr)")
+        #expect(try CLI.run(["token", "list", "--state-dir", dir]).stdout.contains(" phone"))
     }
 
     @Test func tokensLiveInTheSameStateDirectoryAsEverythingElse() throws {

@@ -444,6 +444,13 @@ import Testing
             #expect(metricsFail.stderr.contains("--metrics-listen cannot listen on 127.0.0.1:\(port)"), "\(metricsFail.stderr)")
             #expect(!(metricsFail.stdout + metricsFail.stderr).contains("listening on"), "\(command): \(metricsFail.stdout)")
         }
+        // The relay's own port named for the metrics too: said as such, not as "another program".
+        for command in [["serve", "--simulate"], ["stream", "--simulate", "--duration", "3", "--format", "jsonl"]] {
+            let same = try CLI.run(command + ["--no-auth", "--listen", "127.0.0.1:18766", "--metrics-listen",
+                                              "0.0.0.0:18766", "--state-dir", dir])
+            #expect(same.status == 64, "\(command): \(same.stderr)")
+            #expect(same.stderr.contains("--metrics-listen and --listen both name port 18766"), "\(same.stderr)")
+        }
         let list = try CLI.run(["sessions", "list", "--state-dir", dir])
         #expect(list.stdout.contains("No sessions"), "\(list.stdout)")
         // A session that ran is still recorded.
@@ -587,12 +594,12 @@ import Testing
         let dir = tempDir()
         defer { try? FileManager.default.removeItem(atPath: dir) }
         // Strap A: RR alternating 1020/980 (RMSSD 40 ms); strap B: 510/490 (RMSSD 20 ms); 90 s each.
-        func recording(first: String) throws -> String {
+        func recording(first: String, bUntil: Int = 90) throws -> String {
             var lines: [String] = []
             let t0: Int64 = 1_700_000_000_000
             for second in 1...90 {
                 for device in first == "A0:9E:1A:00:00:0A" ? ["A0:9E:1A:00:00:0A", "A0:9E:1A:00:00:0B"]
-                    : ["A0:9E:1A:00:00:0B", "A0:9E:1A:00:00:0A"]
+                    : ["A0:9E:1A:00:00:0B", "A0:9E:1A:00:00:0A"] where device.hasSuffix("0A") || second <= bUntil
                 {
                     let rr: [Double] = device.hasSuffix("0A") ? [second % 2 == 0 ? 1020 : 980]
                         : [510, 490]
@@ -600,7 +607,7 @@ import Testing
                                                  rrIntervalsMs: rr, deviceId: device, source: "ble_hrm").jsonValue.jsonString)
                 }
             }
-            let path = dir + "/team-\(first.suffix(2)).jsonl"
+            let path = dir + "/team-\(first.suffix(2))-\(bUntil).jsonl"
             try (lines.joined(separator: "\n") + "\n").write(toFile: path, atomically: true, encoding: .utf8)
             return path
         }
@@ -610,6 +617,10 @@ import Testing
                                    "jsonl", "--session-id", id, "--state-dir", dir])
             #expect(ran.status == 0, "\(ran.stderr)")
         }
+        // B taken off after 10 s: the summary's last window holds A alone, at the top level with no `devices`.
+        let early = try CLI.run(["stream", "--replay", try recording(first: "A0:9E:1A:00:00:0B", bUntil: 10),
+                                 "--replay-speed", "30", "--format", "jsonl", "--session-id", "team-3", "--state-dir", dir])
+        #expect(early.status == 0, "\(early.stderr)")
         func value(_ extra: [String]) throws -> (Double?, String) {
             let r = try CLI.run(["sessions", "trend", "--metric", "rmssd", "--min-duration", "0", "--json",
                                  "--state-dir", dir] + extra)
@@ -617,14 +628,19 @@ import Testing
             return (try JSONValue(parsing: r.stdout).arrayValue?.first?["value"]?.doubleValue, r.stderr)
         }
         let (mixed, said) = try value([])
-        #expect(said.contains("2 sessions had several straps"), "\(said)")
+        #expect(said.contains("3 sessions had several straps"), "\(said)")
         let (a, quiet) = try value(["--device", "a0:9e:1a:00:00:0a"])
         #expect(abs((a ?? 0) - 40) < 2, "A's own: \(String(describing: a))")
         #expect(!quiet.contains("several straps"), "\(quiet)")
         let (b, _) = try value(["--device", "A0:9E:1A:00:00:0B"])
         #expect(abs((b ?? 0) - 20) < 2, "B's own: \(String(describing: b))")
-        // Without --device, one session's A and the other's B averaged.
-        #expect(abs((mixed ?? 0) - ((a ?? 0) + (b ?? 0)) / 2) < 0.2, "\(String(describing: mixed))")
+        // Without --device, the sessions' top levels averaged: A, B and A (team-3, where B left early).
+        #expect(abs((mixed ?? 0) - (2 * (a ?? 0) + (b ?? 0)) / 3) < 1, "\(String(describing: mixed))")
+        // team-3 counts for neither strap: its summary's top level (A's) does not say whose it is.
+        let bSessions = try JSONValue(parsing: try CLI.run(
+            ["sessions", "trend", "--metric", "rmssd", "--min-duration", "0", "--json", "--device", "A0:9E:1A:00:00:0B",
+             "--state-dir", dir]).stdout).arrayValue?.first?["sessions"]?.intValue
+        #expect(bSessions == 2)
         let none = try CLI.run(["sessions", "trend", "--device", "C0:FF", "--state-dir", dir])
         #expect(none.stdout.contains("No recorded session has a value for rmssd of device C0:FF"), "\(none.stdout)")
     }
