@@ -146,15 +146,6 @@ final class ServeWebhook: SessionSink {
         }
         loop.cancel()
         await loop.value
-        do {
-            let left = try await forwarder.drain(forMs: Int64(delivery.graceSec) * 1000)
-            if left > 0 {
-                let said = "webhook: \(left) item(s) not delivered yet, kept in \(forwarder.outbox.path); the next "
-                    + "`hr-gateway serve`, `stream` or `webhook flush` delivers them"
-                logger.warning("\(said)")
-            }
-        } catch {
-            logger.warning("webhook: \(error)")
-        }
+        await delivery.drainAtEnd(logger: logger)
     }
 }

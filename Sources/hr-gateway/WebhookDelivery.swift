@@ -70,16 +70,22 @@ struct WebhookDelivery: Sendable {
             await batcher?.flush()
             loop.cancel()
             await loop.value
-            do {
-                let left = try await delivery.forwarder.drain(forMs: Int64(delivery.graceSec) * 1000)
-                if left > 0 {
-                    let message = "webhook: \(left) item(s) not delivered yet, kept in \(delivery.forwarder.outbox.path); "
-                        + "the next `hr-gateway stream` or `hr-gateway webhook flush` delivers them"
-                    logger.warning("\(message)")
-                }
-            } catch {
-                logger.warning("webhook: \(error)")
+            await delivery.drainAtEnd(logger: logger)
+        }
+    }
+
+    /// At the end of a command, after its forwarder's loop stopped: retries for the grace period, and says what is
+    /// left in the outbox for a later run.
+    func drainAtEnd(logger: Logger) async {
+        do {
+            let left = try await forwarder.drain(forMs: Int64(graceSec) * 1000)
+            if left > 0 {
+                let message = "webhook: \(left) item(s) not delivered yet, kept in \(forwarder.outbox.path); the next "
+                    + "`hr-gateway stream` or `serve`, or `hr-gateway webhook flush`, delivers them"
+                logger.warning("\(message)")
             }
+        } catch {
+            logger.warning("webhook: \(error)")
         }
     }
 }
