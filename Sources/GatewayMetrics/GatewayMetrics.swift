@@ -89,13 +89,19 @@ public final class MetricsSink: SessionSink {
             registry.counter(name: "hr_gateway_rr_intervals_total", labels: device,
                                  help: "RR intervals received from each device.").increment(by: Int64(rr.count))
         }
+        // Set and removed under `live`'s lock: a reading and a status from different threads leave the gauge and
+        // the set in step.
         if sample.bpm.isFinite {
-            live.withLock { _ = $0.insert(key) }
-            heartRate(device).set(to: sample.bpm)
+            live.withLock { l in
+                l.insert(key)
+                heartRate(device).set(to: sample.bpm)
+            }
         }
         if let c = sample.contact, c != .notSupported {
-            live.withLock { _ = $0.insert(key) }
-            contact(device).set(to: c == .contact ? 1.0 : 0.0)
+            live.withLock { l in
+                l.insert(key)
+                contact(device).set(to: c == .contact ? 1.0 : 0.0)
+            }
         }
         if sample.gapBefore {
             registry.counter(name: "hr_gateway_gaps_total", labels: device,
@@ -111,7 +117,10 @@ public final class MetricsSink: SessionSink {
             registry.gauge(name: "hr_gateway_session_active", help: "1 while a session runs.").set(to: 1.0)
         case .summary, .error:
             registry.gauge(name: "hr_gateway_session_active", help: "1 while a session runs.").set(to: 0.0)
-            for key in live.withLock({ s -> Set<String> in defer { s = [] }; return s }) { removeReadings(of: key) }
+            live.withLock { l in
+                for key in l { removeReadings(of: key) }
+                l = []
+            }
         case .sensorStatus(_, _, let status):
             let key = status.deviceId ?? status.source
             let device = [("device", key)]
@@ -132,7 +141,9 @@ public final class MetricsSink: SessionSink {
             }
             registry.gauge(name: "hr_gateway_sensor_streaming", labels: device,
                                help: "1 while the device streams, 0 otherwise.").set(to: status.state == .streaming ? 1.0 : 0.0)
-            if status.state != .streaming, live.withLock({ $0.remove(key) }) != nil { removeReadings(of: key) }
+            if status.state != .streaming {
+                live.withLock { l in if l.remove(key) != nil { removeReadings(of: key) } }
+            }
             if let b = status.batteryPercent {
                 registry.gauge(name: "hr_gateway_battery_percent", labels: device,
                                    help: "Latest battery level of each device.").set(to: Double(b))
