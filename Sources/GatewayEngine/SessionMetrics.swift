@@ -130,6 +130,29 @@ extension SessionMetrics {
     /// Gap between two notifications, beyond the RR they carry, that breaks an RR segment.
     static let segmentGapToleranceMs: Double = 2500
 
+    /// The ingested HSI keys the metrics read (the SDK's flat keys); every other key is ignored.
+    public static let hsiKeys = ["hrv.sdnn_ms", "hrv.rmssd_ms", "hrv.pnn50"]
+
+    /// `metrics` with nested objects flattened into the SDK's dotted keys (`{"hrv":{"rmssd_ms":42}}` is
+    /// `{"hrv.rmssd_ms":42}`), as an HSI document nests them; a flat key given too wins.
+    public static func hsiFlattened(_ metrics: [String: JSONValue]) -> [String: JSONValue] {
+        var flat = metrics.filter { $0.value.objectValue == nil }
+        func add(_ prefix: String, _ o: [String: JSONValue]) {
+            for (k, v) in o {
+                if let inner = v.objectValue { add(prefix + "." + k, inner) } else if flat[prefix + "." + k] == nil {
+                    flat[prefix + "." + k] = v
+                }
+            }
+        }
+        for (k, v) in metrics { if let inner = v.objectValue { add(k, inner) } }
+        return flat
+    }
+
+    /// The keys of `hsiKeys` that `metrics` (flattened) gives a number for.
+    public static func hsiUsedKeys(_ metrics: [String: JSONValue]) -> [String] {
+        hsiKeys.filter { metrics[$0]?.doubleValue != nil }
+    }
+
     /// Computes the metrics over `window`. `hsi` holds the last ingested HSI metrics; its `hrv.sdnn_ms`,
     /// `hrv.rmssd_ms` and `hrv.pnn50` override the local values (the SDK's contract).
     /// The paced breaths of a breathing session: breath k starts at `originMs` + k·`cycleMs` (wall clock, the

@@ -644,6 +644,7 @@ public final class RelayHub: Sendable {
             var config: SessionConfig
             // A request the engine cannot take as written (a missing or mistyped key, a value out of range) is the
             // consumer's to correct: `bad_request`, as docs/relay-protocol.md says; `invalid_state` is the engine's.
+            if let problem = Self.mistypedStart(m) { return .failure(RelayCommandError("bad_request", problem)) }
             do { config = try SessionConfig(json: m) } catch {
                 return .failure(RelayCommandError("bad_request", error.message))
             }
@@ -677,9 +678,39 @@ public final class RelayHub: Sendable {
             if let sid, sid.stringValue == nil {
                 return .failure(RelayCommandError("bad_request", "\"session_id\" must be a string."))
             }
-            let accepted = controller.ingestHsiMetrics(metrics, sessionId: sid?.stringValue)
-            return .success(["accepted": .bool(accepted)])
+            // An HSI document nests its keys; the SDK reads them flat (`hrv.rmssd_ms`): both are taken, and the
+            // reply says which keys the metrics use (none: the values frames show are the gateway's own).
+            let flat = SessionMetrics.hsiFlattened(metrics)
+            let accepted = controller.ingestHsiMetrics(flat, sessionId: sid?.stringValue)
+            return .success([
+                "accepted": .bool(accepted),
+                "used": .array(accepted ? SessionMetrics.hsiUsedKeys(flat).map { .string($0) } : []),
+            ])
         }
+    }
+
+    /// What a `start_session` gives with the wrong type, said as such: the engine, as the SDK, would read a mistyped
+    /// `profile` key as its default (a session with frames every 5 s for `"emit_interval_sec": 2.5`) and a mistyped
+    /// `duration_sec` as missing.
+    static func mistypedStart(_ m: JSONValue) -> String? {
+        func whole(_ v: JSONValue?, _ name: String) -> String? {
+            guard let v, v.intValue == nil else { return nil }
+            return "\(name) must be a whole number of seconds, got \(v.jsonString.prefix(40))"
+        }
+        if let mode = m["mode"], mode.stringValue.flatMap(SessionMode.init(rawValue:)) == nil {
+            return "mode must be one of \(SessionMode.allCases.map(\.rawValue).joined(separator: ", ")), got "
+                + "\(mode.jsonString.prefix(40))"
+        }
+        if let problem = whole(m["duration_sec"], "duration_sec") { return problem }
+        guard let profile = m["profile"] else { return nil }
+        guard let keys = profile.objectValue else {
+            return "profile must be an object such as {\"window_sec\":60,\"emit_interval_sec\":5}, got "
+                + "\(profile.jsonString.prefix(40))"
+        }
+        for key in ["window_sec", "emit_interval_sec", "raw_emit_interval_sec"] {
+            if let problem = whole(keys[key], "profile." + key) { return problem }
+        }
+        return nil
     }
 
     private func hello(_ m: JSONValue, _ c: RelayConnection) -> Result<[String: JSONValue], RelayCommandError> {

@@ -8,7 +8,8 @@
 ///   WebSocket; a connection refused before it opens is told apart from a network failure by asking `GET /v1/relay`
 ///   with the token, which answers 401 for a refused token;
 /// - reliable events are acknowledged, a reconnection to the same gateway resumes after the last `relay_seq` seen
-///   (`hello`), and a lost connection is retried with backoff (0.5 s doubling to 10 s);
+///   (`hello`; events seen while a resume runs count once its answer is in, since newer ones come before the
+///   replayed), and a lost connection is retried with backoff (0.5 s doubling to 10 s);
 /// - with `recentFramesMs`, a connection with nothing to resume asks for the `session_frame` events of that span
 ///   (`hello{recent_frames_ms}`), so a page just loaded draws its charts at once;
 /// - `onState(state, detail)` gets `connecting`, `connected`, `refused` (`detail.hadToken`) or `disconnected`
@@ -20,6 +21,8 @@ enum RelayClientScript {
 "use strict";
 const hrRelay = (() => {
   let ws = null, generation = 0, retry = 500, retryTimer = null, epoch = null, lastSeq = 0, options = {};
+  // A resume in flight on this connection, and the highest relay_seq seen during it.
+  let resuming = false, seenMax = 0;
 
   function token() {
     const fromUrl = /[#&]token=([^&]+)/.exec(location.hash);
@@ -40,16 +43,29 @@ const hrRelay = (() => {
 
   function handle(m) {
     if (m.type === "welcome") {
+      resuming = false;
       // The same gateway run (epoch) after a lost connection: ask for what was missed.
-      if (epoch === m.epoch && lastSeq) ws.send(JSON.stringify({command: "hello", resume: {epoch, last_seq: lastSeq}}));
-      else {
+      if (epoch === m.epoch && lastSeq) {
+        ws.send(JSON.stringify({command: "hello", resume: {epoch, last_seq: lastSeq}}));
+        resuming = true;
+        seenMax = lastSeq;
+      } else {
         if (epoch !== m.epoch) lastSeq = 0;
         // Nothing to resume (a page just loaded, or a new gateway run): the recent frames, to draw charts from.
         if (options.recentFramesMs) ws.send(JSON.stringify({command: "hello", recent_frames_ms: options.recentFramesMs}));
       }
       epoch = m.epoch;
     }
-    if (m.relay_seq) lastSeq = Math.max(lastSeq, m.relay_seq);
+    // While a resume runs, newer events (redelivered reliable ones, live ones) come before the replayed ones: the
+    // resume point moves only once the hello's answer, which follows the last replayed event, is in.
+    if (m.relay_seq) {
+      if (resuming) seenMax = Math.max(seenMax, m.relay_seq);
+      else lastSeq = Math.max(lastSeq, m.relay_seq);
+    }
+    if (resuming && m.type === "command_result" && m.command === "hello") {
+      resuming = false;
+      lastSeq = Math.max(lastSeq, seenMax);
+    }
     try { if (options.onMessage) options.onMessage(m); }
     finally { if (m.delivery === "reliable") ws.send(JSON.stringify({command: "ack", relay_seq: m.relay_seq})); }
   }

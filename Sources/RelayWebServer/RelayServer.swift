@@ -164,6 +164,9 @@ public struct RelayServer: Sendable {
             guard server.authenticate(request) != nil else {
                 throw HTTPError(.unauthorized, message: "A valid relay token is required (Authorization: Bearer TOKEN); create one with `hr-gateway token create`.")
             }
+            if !Self.speaksOurProtocol(Self.offeredProtocols(request)) {
+                throw HTTPError(.badRequest, message: Self.protocolRefusal)
+            }
             return Response(status: .upgradeRequired)
         }
         let wsRouter = Router(context: BasicWebSocketRequestContext.self)
@@ -185,7 +188,7 @@ public struct RelayServer: Sendable {
                         maxFrameSize: configuration.maxFrameBytes,
                         autoPing: .enabled(timePeriod: configuration.ping)))
                 ),
-                isAuthorized: { head in server.authorizes(head) },
+                admits: { head in server.admitsUpgrade(head) },
                 unused: unused
             )
         }
@@ -232,6 +235,29 @@ public struct RelayServer: Sendable {
         return configuration.allowAnonymous ? .anonymous : nil
     }
 
+    /// Whether the upgrade gate lets a WebSocket upgrade through: to the relay's path, offering the relay's
+    /// subprotocol (or none), with a valid token. Any other is answered as a plain `GET` says: 404 for another path,
+    /// 400 naming the subprotocol, 401 for the token.
+    func admitsUpgrade(_ head: HTTPRequestHead) -> Bool {
+        let path = head.uri.split(separator: "?", maxSplits: 1, omittingEmptySubsequences: false).first ?? ""
+        guard path == "/v1/relay" || path == "/v1/relay/" else { return false }
+        let offered = head.headers["sec-websocket-protocol"].flatMap { $0.split(separator: ",") }
+            .map { $0.trimmingCharacters(in: .whitespaces) }
+        return Self.speaksOurProtocol(offered) && authorizes(head)
+    }
+
+    /// The one subprotocol the relay speaks.
+    static let relayProtocol = "hrrelay.v1"
+
+    /// A client that offers subprotocols must offer ours (`bearer.TOKEN` is a token, not a protocol): answering with
+    /// another (a future `hrrelay.v2`), or echoing a token back, would tell it something false.
+    static func speaksOurProtocol(_ offered: [String]) -> Bool {
+        offered.isEmpty || offered.contains(relayProtocol)
+    }
+
+    static let protocolRefusal = "This relay speaks the WebSocket subprotocol \(relayProtocol) only: offer it in "
+        + "Sec-WebSocket-Protocol (\"\(relayProtocol), bearer.TOKEN\" when the token goes there), or offer none."
+
     /// The same decision as `authenticate`, on the raw request head the upgrade gate sees.
     func authorizes(_ head: HTTPRequestHead) -> Bool {
         var token: String?
@@ -272,11 +298,11 @@ public struct RelayServer: Sendable {
             .map { $0.trimmingCharacters(in: .whitespaces) }
     }
 
+    /// `hrrelay.v1` when offered (the gate lets no other offer through); nothing when none was.
     func selectedProtocol(_ request: Request) -> HTTPFields {
-        let offered = Self.offeredProtocols(request)
-        guard !offered.isEmpty else { return [:] }
+        guard Self.offeredProtocols(request).contains(Self.relayProtocol) else { return [:] }
         var fields = HTTPFields()
-        fields[Self.protocolHeader] = offered.contains("hrrelay.v1") ? "hrrelay.v1" : offered[0]
+        fields[Self.protocolHeader] = Self.relayProtocol
         return fields
     }
 

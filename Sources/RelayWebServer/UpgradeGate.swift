@@ -5,21 +5,21 @@ import NIOCore
 import NIOHTTP1
 import Synchronization
 
-/// Wraps the WebSocket upgrade channel so that an upgrade without a valid token gets **401**, not the 400 that a
-/// refused upgrade produces: the gate strips the `Upgrade` header of such a request before the upgrader sees it, so
-/// it is answered as a plain `GET` by the HTTP router (which returns 401).
+/// Wraps the WebSocket upgrade channel so that a refused upgrade says why (401 without a valid token, 404 on another
+/// path, 400 naming the subprotocol), not the bare 400 the upgrader answers: the gate strips the `Upgrade` header
+/// of such a request before the upgrader sees it, so it is answered as a plain `GET` by the HTTP router.
 struct UpgradeGateChannel: ServerChildChannel {
     typealias Value = HTTP1WebSocketUpgradeChannel.Value
 
     let inner: HTTP1WebSocketUpgradeChannel
-    let isAuthorized: @Sendable (HTTPRequestHead) -> Bool
+    let admits: @Sendable (HTTPRequestHead) -> Bool
     let unused: UnusedConnections
 
     func setup(channel: any Channel, logger: Logger) -> EventLoopFuture<Value> {
         let negotiated = inner.setup(channel: channel, logger: logger)
         do {
             let decoder = try channel.pipeline.syncOperations.handler(type: ByteToMessageHandler<HTTPRequestDecoder>.self)
-            try channel.pipeline.syncOperations.addHandler(UpgradeGate(isAuthorized: isAuthorized), position: .after(decoder))
+            try channel.pipeline.syncOperations.addHandler(UpgradeGate(admits: admits), position: .after(decoder))
             unused.track(channel)
         } catch {
             channel.close(promise: nil)
@@ -49,9 +49,9 @@ final class UpgradeGate: ChannelInboundHandler, RemovableChannelHandler {
     typealias InboundIn = HTTPServerRequestPart
     typealias InboundOut = HTTPServerRequestPart
 
-    private let isAuthorized: @Sendable (HTTPRequestHead) -> Bool
+    private let admits: @Sendable (HTTPRequestHead) -> Bool
 
-    init(isAuthorized: @escaping @Sendable (HTTPRequestHead) -> Bool) { self.isAuthorized = isAuthorized }
+    init(admits: @escaping @Sendable (HTTPRequestHead) -> Bool) { self.admits = admits }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         let part = unwrapInboundIn(data)
@@ -60,7 +60,7 @@ final class UpgradeGate: ChannelInboundHandler, RemovableChannelHandler {
             return
         }
         let upgrading = head.headers[canonicalForm: "upgrade"].contains { $0.lowercased() == "websocket" }
-        if upgrading && !isAuthorized(head) {
+        if upgrading && !admits(head) {
             head.headers.remove(name: "upgrade")
             head.headers.replaceOrAdd(name: "connection", value: "close")
         }

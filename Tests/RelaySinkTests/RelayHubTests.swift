@@ -108,6 +108,54 @@ func types(_ m: [[String: JSONValue]]) -> [String] { m.compactMap { $0["type"]?.
         #expect(i["error_code"] == .string("forbidden"))
     }
 
+    /// An HSI document's nested keys are read as the SDK's flat ones, and the reply says which keys the metrics use
+    /// (the documented example was answered `accepted` and changed nothing).
+    @Test func ingestedMetricsNestedOrFlatAreUsedAndSaidSo() async throws {
+        let rig = Rig()
+        let phone = rig.hub.connect(Rig.phone)
+        _ = await rig.send(start, phone)
+        let nested = try #require(await rig.send(
+            #"{"command":"ingest_hsi_metrics","metrics":{"hrv":{"rmssd_ms":77.5,"mood":"ok"}},"session_id":"s1","id":"n"}"#, phone))
+        #expect(nested["accepted"] == .bool(true))
+        #expect(nested["used"] == .array([.string("hrv.rmssd_ms")]))
+        rig.clock.advance(byMs: 6_000)
+        let frame = try #require(try messages(phone.queue).last { $0["type"] == .string("session_frame") })
+        #expect(frame["metrics"]?["rmssd_ms"] == .double(77.5))
+        let flat = try #require(await rig.send(
+            #"{"command":"ingest_hsi_metrics","metrics":{"hrv.pnn50":12,"hrv":{"pnn50":99}},"session_id":"s1","id":"f"}"#, phone))
+        #expect(flat["used"] == .array([.string("hrv.pnn50")]))
+        rig.clock.advance(byMs: 5_000)
+        let next = try #require(try messages(phone.queue).last { $0["type"] == .string("session_frame") })
+        #expect(next["metrics"]?["pnn50"] == .double(12), "a flat key wins over the same key nested")
+        let none = try #require(await rig.send(
+            #"{"command":"ingest_hsi_metrics","metrics":{"stress":0.4},"session_id":"s1","id":"x"}"#, phone))
+        #expect(none["accepted"] == .bool(true))
+        #expect(none["used"] == .array([]))
+    }
+
+    /// A mistyped `profile` key started a session with the default in its place (frames every 5 s for 2.5), and a
+    /// mistyped `duration_sec` was said to be missing: each is `bad_request` naming the key and what it got.
+    @Test func mistypedStartKeysAreRefusedByName() async throws {
+        let base = #""command":"start_session","session_id":"m","mode":"focus""#
+        for (fields, message) in [
+            (#""duration_sec":60,"profile":{"emit_interval_sec":2.5}"#, "profile.emit_interval_sec must be a whole number of seconds, got 2.5"),
+            (#""duration_sec":60,"profile":{"window_sec":"60"}"#, #"profile.window_sec must be a whole number of seconds, got "60""#),
+            (#""duration_sec":60,"profile":"fast""#, "profile must be an object"),
+            (#""duration_sec":10.5"#, "duration_sec must be a whole number of seconds, got 10.5"),
+        ] {
+            let rig = Rig()
+            let c = rig.hub.connect(Rig.phone)
+            let r = try #require(await rig.send("{\(base),\(fields),\"id\":\"x\"}", c))
+            #expect(r["error_code"] == .string("bad_request"), "\(fields)")
+            #expect(r["message"]?.stringValue?.contains(message) == true, "\(r)")
+            #expect(rig.engine.getStatus() == nil)
+        }
+        let rig = Rig()
+        let r = try #require(await rig.send(
+            #"{"command":"start_session","session_id":"m","mode":"sleep","duration_sec":60,"id":"x"}"#, rig.hub.connect(Rig.phone)))
+        #expect(r["message"] == .string(#"mode must be one of focus, breathing, typing, got "sleep""#))
+    }
+
     @Test func reliableEventsMissedWhileAwayAreRedeliveredInOrderUntilAcknowledged() async throws {
         let rig = Rig()
         let phone = rig.hub.connect(Rig.phone)

@@ -131,6 +131,24 @@ func sendGet(port: Int, path: String, headers: [String] = []) throws -> Int32 {
         await relay.stop()
     }
 
+    /// A client offering subprotocols must offer hrrelay.v1: one offering only another version, or only its token,
+    /// is refused with a body that names the subprotocol (it was told the version it asked for, or had its token
+    /// echoed back as the protocol agreed). An upgrade on another path is a 404, not an empty 400.
+    @Test func theUpgradeNamesItsSubprotocolAndPath() async throws {
+        let relay = try await LiveRelay()
+        let (token, _) = try relay.tokens.create(name: "phone", scope: .control, nowMs: 0)
+        let auth = "Authorization: Bearer \(token)"
+        #expect(try upgradeStatus(port: relay.port, headers: [auth, "Sec-WebSocket-Protocol: hrrelay.v2"]).contains(" 400 "))
+        #expect(try upgradeStatus(port: relay.port, headers: ["Sec-WebSocket-Protocol: bearer.\(token)"]).contains(" 400 "))
+        let (body, _) = try await httpGet(port: relay.port, path: "/v1/relay", headers: [auth, "Sec-WebSocket-Protocol: hrrelay.v2"])
+        #expect(body.contains("hrrelay.v1 only"), "\(body)")
+        #expect(try upgradeStatus(port: relay.port, headers: ["Sec-WebSocket-Protocol: hrrelay.v1, bearer.\(token)"]).contains(" 101 "))
+        #expect(try upgradeStatus(port: relay.port, headers: [auth]).contains(" 101 "))
+        #expect(try upgradeStatus(port: relay.port, headers: [auth], path: "/relay").contains(" 404 "))
+        #expect(try upgradeStatus(port: relay.port, headers: [auth], path: "/v1/relay/").contains(" 101 "))
+        await relay.stop()
+    }
+
     @Test func theDashboardPageIsServedWithoutExternalResources() async throws {
         let relay = try await LiveRelay()
         let (data, response) = try await httpGet(port: relay.port, path: "/")

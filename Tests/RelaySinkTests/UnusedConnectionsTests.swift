@@ -7,7 +7,7 @@ import Testing
 /// Stopping the relay closes the connections that never sent a request, whether or not their handler has started.
 @Suite struct UnusedConnectionsTests {
     func connection() async throws -> NIOAsyncTestingChannel {
-        let channel = await NIOAsyncTestingChannel(handler: UpgradeGate(isAuthorized: { _ in true }))
+        let channel = await NIOAsyncTestingChannel(handler: UpgradeGate(admits: { _ in true }))
         try await channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 1))
         return channel
     }
