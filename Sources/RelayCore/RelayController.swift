@@ -6,6 +6,14 @@ public protocol RelayController: Sendable {
     func stopSession(sessionId: String) async throws(SessionError)
     func status() -> SessionStatus?
     func ingestHsiMetrics(_ metrics: [String: JSONValue], sessionId: String?) -> Bool
+    /// Whether session `sessionId` ran here and ended before what the hub remembers (a gateway run before a
+    /// restart, when its sessions are recorded): a `stop_session` retried across the restart is answered
+    /// `already_ended`.
+    func endedEarlier(sessionId: String) async -> Bool
+}
+
+extension RelayController {
+    public func endedEarlier(sessionId: String) async -> Bool { false }
 }
 
 /// Runs relay commands on a `SessionEngine`. Events reach the relay through `SessionEngine.observe`; the stream of

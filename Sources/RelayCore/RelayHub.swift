@@ -668,6 +668,9 @@ public final class RelayHub: Sendable {
                 if state.withLock({ $0.endedSessions.contains(id) }) {
                     return .success(["session_id": .string(id), "already_ended": .bool(true)])
                 }
+                if controller.status()?.sessionId != id, await controller.endedEarlier(sessionId: id) {
+                    return .success(["session_id": .string(id), "already_ended": .bool(true)])
+                }
                 return .failure(RelayCommandError(error.code.rawValue, error.message))
             }
         default:  // ingest_hsi_metrics

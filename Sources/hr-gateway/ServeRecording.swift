@@ -41,6 +41,18 @@ final class ServeRecording: SessionSink {
         recorders.withLock { $0[config.sessionId] = recorder }
     }
 
+    /// Whether session `id` is in the store and no longer running (ended before this process, or by it), read on a
+    /// thread of its own: the store may wait for another process's lock.
+    func recordedEnded(_ id: String) async -> Bool {
+        let store = store
+        return await withCheckedContinuation { c in
+            Self.onThread {
+                let s = (try? store.openForReading()).flatMap { try? $0.session(id: id) }
+                c.resume(returning: s.map { $0.state != .running } ?? false)
+            }
+        }
+    }
+
     /// The engine refused to start it (a session already running, a configuration it cannot run): nothing stays.
     func failedToStart(_ config: SessionConfig) {
         guard let recorder = recorders.withLock({ $0.removeValue(forKey: config.sessionId) }) else { return }
@@ -109,6 +121,7 @@ struct RecordingRelayController: RelayController {
     }
 
     func stopSession(sessionId: String) async throws(SessionError) { try await base.stopSession(sessionId: sessionId) }
+    func endedEarlier(sessionId: String) async -> Bool { await recording.recordedEnded(sessionId) }
     func status() -> SessionStatus? { base.status() }
     func ingestHsiMetrics(_ metrics: [String: JSONValue], sessionId: String?) -> Bool {
         base.ingestHsiMetrics(metrics, sessionId: sessionId)

@@ -6,9 +6,14 @@ import StdoutSink
 struct SessionsShowCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "show",
-        abstract: "Show one recorded session: state, times, configuration, devices, and its summary metrics.",
+        abstract: "Show one recorded session: state, times, configuration, devices, its summary metrics and the HRV of every beat.",
         discussion: """
             ID is a session id or its first characters (enough to name one session).
+
+            The summary's metrics are those of the session's last window (60 s unless its profile says otherwise), \
+            as the Synheart SDK's summary is; the "recorded" line is the time-domain HRV of every recorded beat \
+            (each strap's own line with several), as `hr-gateway hrv` gives it for the CSV export (--json: \
+            "recorded_hrv", by device).
 
             Raw ECG and accelerometer (Polar straps) are counted per device: samples, rate, time span and \
             segments (more than one: frames were lost or the strap's clock was reset), and the rate the strap \
@@ -45,7 +50,9 @@ struct SessionsShowCommand: ParsableCommand {
             .flatMap { try? JSONValue(parsing: $0.json) }
         // Raw ECG and accelerometer: what a researcher checks before an export (every sample there, in one segment).
         // Read only for a session that recorded some (the store says so without reading its samples).
-        let samples = s.waveforms.isEmpty ? [] : try sessions.samples(sessionId: id)
+        // And every beat, for the whole session's HRV beside the summary's (its last window's).
+        let samples = s.waveforms.isEmpty && s.rrCount == 0 ? [] : try sessions.samples(sessionId: id)
+        let recorded = SessionMetrics.recordedHRV(samples)
         let waveforms: [(name: String, tracks: [SessionExport.WaveformTrack])] = [
             ("ecg", SessionExport.waveformTracks(samples: samples, waveform: .ecg)),
             ("acc", SessionExport.waveformTracks(samples: samples, waveform: .acc)),
@@ -53,6 +60,10 @@ struct SessionsShowCommand: ParsableCommand {
         if json {
             guard case .object(var o) = s.jsonValue else { return }
             if let end { o["end"] = end }
+            if !recorded.isEmpty {
+                o["recorded_hrv"] = .object(Dictionary(recorded.map { ($0.device, JSONValue.object(HRVCommand.metrics($0.result))) },
+                    uniquingKeysWith: { a, _ in a }))
+            }
             if !waveforms.isEmpty {
                 o["waveform_tracks"] = .object(Dictionary(uniqueKeysWithValues: waveforms.map { w in
                     (w.name, JSONValue.array(w.tracks.map { t in
@@ -89,12 +100,24 @@ struct SessionsShowCommand: ParsableCommand {
                     o.keys.sorted().filter { $0 != "resonance_assessment" && $0 != "devices" }
                         .map { "\($0)=\(o[$0]!.jsonString)" }.joined(separator: " ")
                 }
-                print("summary   " + pairs(m))
+                // The SDK's summary is its last window's, not the whole session's: said, with the window.
+                let window = s.config?["profile"]?["window_sec"]?.intValue ?? Int64(ComputeProfile().windowSec)
+                print("summary   (the last \(window) s window, as the SDK's) " + pairs(m))
                 // Several devices: each one's own values on its own line (the top level is `primary_device`'s).
                 for (device, values) in (m["devices"]?.objectValue ?? [:]).sorted(by: { $0.key < $1.key }) {
                     print("  \(device)  " + pairs(values.objectValue ?? [:]))
                 }
                 if let assessment = m["resonance_assessment"] { ResonanceReport.lines(assessment).forEach { print($0) } }
+                for (device, r) in recorded {
+                    let o = HRVCommand.metrics(r)
+                    let keys = ["rr_count", "artifact_count", "hr_from_rr_bpm", "hr_sdnn_ms", "rmssd_ms", "pnn50"]
+                    let values = keys.compactMap { k in o[k].map { v in
+                        if case .double(let d) = v { "\(k)=" + String(format: "%.2f", d) } else { "\(k)=\(v.jsonString)" }
+                    } }
+                    let whose = recorded.count > 1 ? " of \(device)" : ""
+                    print("recorded  (every beat\(whose), Kubios-corrected, as `hr-gateway hrv` on the export) "
+                        + values.joined(separator: " "))
+                }
             } else if let message = end["message"]?.stringValue {
                 print("error     \(message)")
             }

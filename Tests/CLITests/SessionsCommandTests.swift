@@ -176,6 +176,43 @@ import Testing
         #expect(b.contains("hr_mean_bpm=80.0") && b.contains("rmssd_ms=20.0"), "\(b)")
     }
 
+    /// A summary's values are its last window's (the SDK's rule), which `show` printed as "summary" with nothing to
+    /// say so: it names the window, and gives beside it the HRV of every recorded beat, equal to `hrv` on the CSV
+    /// export.
+    @Test func showSaysTheSummaryIsTheLastWindowAndGivesEveryBeatsHRV() throws {
+        let dir = tempDir()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        // Two minutes: a variable first minute, a steady second one.
+        var samples: [BiosignalSample] = []
+        for second in 0..<120 {
+            // A breathing rhythm (5 s), wide in the first minute, narrow in the second.
+            let swing: Double = second < 60 ? 60 : 5
+            let rr = 1000 + swing * sin(2 * Double.pi * Double(second) / 5)
+            samples.append(BiosignalSample(timestampMs: 1_000_000 + Int64(second) * 1000, bpm: 60, rrIntervalsMs: [rr],
+                                           deviceId: "AA", source: "ble_hrm"))
+        }
+        try samples.map { $0.jsonValue.jsonString + "\n" }.joined().write(toFile: dir + "/b.jsonl", atomically: true, encoding: .utf8)
+        let replay = try CLI.run(["stream", "--replay", dir + "/b.jsonl", "--replay-speed", "1000", "--format", "jsonl",
+                                  "--session-id", "win-1", "--window", "30", "--state-dir", dir])
+        #expect(replay.status == 0, "\(replay.stderr)")
+        let show = try CLI.run(["sessions", "show", "win-1", "--state-dir", dir])
+        let summary = try #require(show.lines.first { $0.hasPrefix("summary   ") }, "\(show.stdout)")
+        #expect(summary.hasPrefix("summary   (the last 30 s window, as the SDK's) "), "\(summary)")
+        let recorded = try #require(show.lines.first { $0.hasPrefix("recorded  ") }, "\(show.stdout)")
+        #expect(recorded.contains("rr_count=120 artifact_count=0"), "\(recorded)")
+
+        let csv = dir + "/win.csv"
+        #expect(try CLI.run(["sessions", "export", "win-1", "--format", "csv", "--output", csv, "--state-dir", dir]).status == 0)
+        let hrv = try json(try CLI.run(["hrv", "--json", csv]).stdout)
+        let shown = try json(try CLI.run(["sessions", "show", "win-1", "--json", "--state-dir", dir]).stdout)
+        let whole = try #require(shown["recorded_hrv"]?["AA"])
+        for key in ["rr_count", "rmssd_ms", "hr_sdnn_ms", "pnn50", "artifact_count"] {
+            #expect(whole[key] == hrv[key], "\(key): \(whole) vs \(hrv)")
+        }
+        let last = try #require(shown["end"]?["metrics"]?["rmssd_ms"]?.doubleValue)
+        #expect(last < 10 && (whole["rmssd_ms"]?.doubleValue ?? 0) > 30, "the whole session's, not the last window's: \(whole)")
+    }
+
     @Test func killDashNineLeavesAnInterruptedSessionWithEverySampleReported() throws {
         let dir = tempDir()
         defer { try? FileManager.default.removeItem(atPath: dir) }

@@ -350,6 +350,12 @@ async def test_a_summary_missed_before_a_restart_is_delivered_after_it():
         assert welcome["relay_seq_last"] >= summary["relay_seq"], "relay_seq never goes back"
         redelivered = [await back.until(lambda m: m.get("delivery") == "reliable") for _ in range(2)]
         assert redelivered == [started, summary], redelivered
+        # A stop_session retried across the restart (its reply lost): the session ended, as recorded.
+        await back.send({"command": "stop_session", "session_id": "before", "id": "retry"})
+        retried = await back.result("retry")
+        assert retried["ok"] is True and retried.get("already_ended") is True, retried
+        await back.send({"command": "stop_session", "session_id": "never", "id": "nope"})
+        assert (await back.result("nope"))["error_code"] == "invalid_state"
         await back.send(start_cmd("after", "a1", duration=1))
         fresh = await back.until(lambda m: m["type"] == "session_started")
         assert fresh["relay_seq"] > summary["relay_seq"], (fresh, summary)
