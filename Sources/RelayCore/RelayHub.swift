@@ -110,6 +110,8 @@ public final class RelayHub: Sendable {
         var ringHead = 0
         /// The highest seq that left the resume buffer (resume from before it is incomplete).
         var ringTrimmedThrough: Int64 = 0
+        /// The last number of the gateway's earlier runs: this run's events are numbered above it.
+        var runFloor: Int64 = 0
         var outbox: [Stored] = []
         var acked: [String: Int64] = [:]
         var connections: [UInt64: RelayConnection] = [:]
@@ -157,6 +159,7 @@ public final class RelayHub: Sendable {
                 s.lastSeq = snapshot.seqFloor
                 s.assignedSeq = snapshot.seqFloor
                 s.ringTrimmedThrough = snapshot.seqFloor
+                s.runFloor = snapshot.seqFloor
                 s.acked = snapshot.cursors
                 for e in snapshot.events {
                     guard let value = (try? JSONValue(parsing: e.text))?.objectValue else { continue }
@@ -734,23 +737,33 @@ public final class RelayHub: Sendable {
         }
         guard e == epoch else {
             return .failure(RelayCommandError(
-                "resync_required", "Epoch \(e.prefix(64)) is not this gateway's (\(epoch)): it restarted; start afresh."))
+                "resync_required", "Epoch \(e.prefix(64)) is not this gateway's (\(epoch)): it restarted, or the "
+                    + "epoch is another gateway's. \(Self.afresh)"))
         }
         // A consumer that claims events this gateway has not sent (its own bookkeeping, or another gateway's with
         // the same epoch) would drop the next ones as already seen: it must start afresh.
         guard last <= c.startSeq else {
             return .failure(RelayCommandError(
-                "resync_required", "last_seq \(last) is past this gateway's latest relay_seq (\(c.startSeq)): start afresh."))
+                "resync_required", "last_seq \(last) is past this gateway's latest relay_seq (\(c.startSeq)). "
+                    + Self.afresh))
         }
         if let refused = claimReplay(c) { return .failure(refused) }
         return state.withLock { s in
             let count = Self.replay(s, to: c) { $0.seq > last }
             return .success([
                 "epoch": .string(epoch), "replayed": .int(count),
-                "complete": .bool(last >= s.ringTrimmedThrough), "replayed_through": .int(c.startSeq),
+                // Complete unless this run's buffer dropped events after `last_seq` (the numbers below this run's
+                // first belong to an earlier run, whose epoch this `hello` did not name).
+                "complete": .bool(last >= s.ringTrimmedThrough || s.ringTrimmedThrough == s.runFloor),
+                "replayed_through": .int(c.startSeq),
             ])
         }
     }
+
+    /// What a consumer told `resync_required` does.
+    static let afresh = "Start afresh: keep the epoch of this connection's welcome, take relay_seq from the events "
+        + "that follow, and count the live events since your last_seq as lost (reliable ones come again until "
+        + "acknowledged); a list of the sessions recorded is at GET /v1/sessions."
 
     /// `hello{recent_frames_ms}`: a consumer without a past (a page just loaded) gets the `session_frame` and
     /// `biosignal_frame` events of the last `ms` published before this connection started, in order, marked
@@ -855,7 +868,8 @@ actor CommandMemo {
         _ body: @escaping @Sendable () async -> Result<[String: JSONValue], RelayCommandError>
     ) async -> Result<[String: JSONValue], RelayCommandError> {
         let reused = RelayCommandError(
-            "id_reused", "This id was used in the last 10 minutes for a different command; give each command a new id.")
+            "id_reused", "This id was used in the last 10 minutes for a different command (or the same one with other "
+                + "arguments); give each command a new id, and repeat a retried command exactly.")
         if let d = done[key], nowMs - d.atMs <= ttlMs { return d.message == message ? d.result : .failure(reused) }
         if let r = running[key] { return r.message == message ? await r.task.value : .failure(reused) }
         let task = Task { await body() }

@@ -24,6 +24,34 @@ import Testing
         return (Rig(clock: clock, engine: engine, hub: hub, token: hub.attach(to: engine)), store)
     }
 
+    /// After a restart, a consumer of the new run resuming from a number below the run's first (0, as a client with
+    /// nothing yet sends it) lost nothing of this run: it was answered `complete: false`.
+    @Test func aResumeBelowThisRunsFirstNumberIsComplete() async throws {
+        let dir = tempDir()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        do {
+            let (rig, _) = try rig(dir)
+            let phone = rig.hub.connect(Rig.phone)
+            _ = try #require(await rig.send(start, phone))
+            rig.clock.advance(byMs: 12_000)
+            _ = await rig.send(#"{"command":"stop_session","session_id":"s1"}"#, phone)
+            rig.hub.disconnect(phone)
+            rig.token.cancel()
+            await rig.engine.dispose()
+        }
+        let (rig, _) = try rig(dir)
+        let phone = rig.hub.connect(Rig.phone)
+        _ = try #require(await rig.send(start.replacingOccurrences(of: "s1", with: "s2"), phone))
+        rig.clock.advance(byMs: 6_000)
+        let again = rig.hub.connect(Rig.phone)
+        let hello = try #require(await rig.send(
+            #"{"command":"hello","resume":{"epoch":"\#(rig.hub.epoch)","last_seq":0},"id":"h"}"#, again))
+        #expect(hello["complete"] == .bool(true), "\(hello)")
+        #expect((hello["replayed"]?.intValue ?? 0) > 0, "\(hello)")
+        rig.token.cancel()
+        await rig.engine.dispose()
+    }
+
     @Test func reliableEventsNotAcknowledgedBeforeARestartAreDeliveredAfterIt() async throws {
         let dir = tempDir()
         defer { try? FileManager.default.removeItem(atPath: dir) }
