@@ -315,13 +315,21 @@ public enum SessionExport {
         // A strap's first notification carries beats that ended before it, so before the session's start too (up to
         // a second and more): the file starts early enough to hold them (an annotation before it would be lost), but
         // not more than `earliestBeforeStartMs` early (a time far off is not worth a file of empty records).
-        let earliest = ([session.startedAtMs] + samples.map(\.timestampMs)
-            + beats.map { Int64($0.timeMs.rounded(.down)) }).min() ?? session.startedAtMs
-        let startMs = (max(earliest, session.startedAtMs - earliestBeforeStartMs) / 1000) * 1000
-        let lastMs = [session.endedAtMs, samples.last?.timestampMs, beats.last.map { Int64($0.timeMs.rounded(.up)) }]
-            .compactMap { $0 }.max() ?? startMs
+        // A session whose end is stamped before its start had its wall clock stepped back by more than it had run
+        // (NTP on a Pi that booted with its clock ahead): the times before and after the step do not overlap, and
+        // the file holds them all, from the earliest (it began after all of them, with a negative length that
+        // stopped the process). Otherwise it begins at most `earliestBeforeStartMs` before the start.
+        let times = samples.map(\.timestampMs)
+        let earliest = ([session.startedAtMs] + times + beats.map { Int64($0.timeMs.rounded(.down)) }).min()!
+        let stepped = (session.endedAtMs ?? session.startedAtMs) < session.startedAtMs
+        let floor = stepped ? earliest : session.startedAtMs - earliestBeforeStartMs
+        let startMs = Int64((Double(max(earliest, floor)) / 1000).rounded(.down)) * 1000
+        let lastMs = ([session.endedAtMs, times.max(), beats.map { Int64($0.timeMs.rounded(.up)) }.max()]
+            .compactMap { $0 } + [startMs]).max()!
         let records = Int((lastMs - startMs + 999) / 1000) + 1
-        func series(_ source: [BiosignalSample]) -> [Double] {
+        func series(_ arrived: [BiosignalSample]) -> [Double] {
+            // In time order: after a step of the wall clock, samples that arrived later can be stamped earlier.
+            let source = arrived.sorted { $0.timestampMs < $1.timestampMs }
             var out = [Double](repeating: 0, count: records)
             var i = 0
             var latest: BiosignalSample?

@@ -124,7 +124,26 @@ import Testing
         #expect(texts == 3, "all three beats annotated: \(texts)")
     }
 
-    /// ECG past ±32.767 mV (electrodes off, a loose strap: the strap sends 24 bits) was clipped to the 16-bit range
+    /// A wall clock stepped back an hour 8 s into a session (NTP on a Pi that booted with a clock ahead): the later
+    /// samples and the end are stamped before the start. The file's length came out negative and the process
+    /// stopped (a dashboard request took `serve` down); now it begins at the earliest sample and holds every one.
+    @Test func aClockSteppedBackMidSessionKeepsEverySample() {
+        var samples: [BiosignalSample] = []
+        for sec in 0..<20 {
+            let stepped: Int64 = sec >= 8 ? -3_600_000 : 0
+            samples.append(BiosignalSample(timestampMs: t0 + Int64(sec) * 1000 + stepped, bpm: Double(60 + sec),
+                                           rrIntervalsMs: [1000], deviceId: "A0", source: "ble_hrm"))
+        }
+        var s = session(samples)
+        s.endedAtMs = t0 + 20_000 - 3_600_000
+        let edf = Read(SessionExport.edf(session: s, samples: samples, events: []))
+        let hr = edf.signal("HR")
+        #expect(hr.count >= 3_599, "an hour back to the first 8 s: \(hr.count) records")
+        let found = Set(hr.filter { $0 > 0 })
+        #expect(found == Set((60..<80).map(Double.init)), "every reading is in the file: \(found.sorted())")
+    }
+
+    /// ECG past ±32.767 mV    /// ECG past ±32.767 mV (electrodes off, a loose strap: the strap sends 24 bits) was clipped to the 16-bit range
     /// at one µV per step; the range now widens to the fewest whole µV per step that hold the largest value, and a
     /// session within the usual range keeps one µV per step.
     @Test func ecgBeyondSixteenBitsWidensTheRangeInsteadOfClipping() {
