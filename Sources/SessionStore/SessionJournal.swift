@@ -1,6 +1,7 @@
 import Foundation
 import GatewayEngine
 import SystemCalls
+import Synchronization
 
 /// The append-only journal of one recorded session: `journal/<id>.jsonl` in the state directory, one JSON object per
 /// line. It is what makes a received sample durable before the engine sees it, without touching SQLite on the
@@ -19,6 +20,9 @@ import SystemCalls
 final class SessionJournal: Sendable {
     let path: String
     private let fd: Int32
+    /// A write failed part-way (a full disk): the file may end in a fragment of a line. The next line starts on a
+    /// line of its own, so the fragment is one unreadable line, not glued to the next record and losing it too.
+    private let torn = Mutex(false)
 
     /// Creates the journal (refusing one that exists: that session id is already journaled).
     init(path: String, sessionId: String) throws(StoreError) {
@@ -48,11 +52,21 @@ final class SessionJournal: Sendable {
         try append(.object(["kind": .string("end"), "state": .string(state.rawValue), "at_ms": .int(atMs)]))
     }
 
-    /// One line in one `write(2)` (O_APPEND: lines from several threads never interleave).
+    /// One line in one `write(2)` (O_APPEND: lines from several threads never interleave), after a line break when
+    /// an earlier write failed part-way.
     private func append(_ value: JSONValue) throws(StoreError) {
-        do throws(SystemCallError) { try SystemCall.writeAll(fd, value.jsonString + "\n") } catch {
-            throw .io("cannot write the session journal \(path): \(error.reason)")
+        let line = value.jsonString + "\n"
+        let failure = torn.withLock { torn -> SystemCallError? in
+            do throws(SystemCallError) {
+                try SystemCall.writeAll(fd, torn ? "\n" + line : line)
+                torn = false
+                return nil
+            } catch {
+                torn = true
+                return error
+            }
         }
+        if let failure { throw .io("cannot write the session journal \(path): \(failure.reason)") }
     }
 
     /// Flushes what was written to the disk.

@@ -462,8 +462,9 @@ public final class SessionStore: Sendable {
     }
 
     /// Imports the journal of every session whose writer died before its database writes were done: its samples
-    /// and events replace what the database has of it (in one transaction, so an import cut short is simply done
-    /// again), and its end, when the journal has one, is recorded. Returns the imported session ids.
+    /// and events are merged with what the database has of it, in the order they arrived (in one transaction, so
+    /// an import cut short is simply done again): a record the journal lost (a line torn by a full disk) but the
+    /// database has is kept. Its end, when the journal has one, is recorded. Returns the imported session ids.
     @discardableResult
     public func recoverJournals() throws(StoreError) -> [String] {
         let dir = directory + "/journal"
@@ -480,10 +481,17 @@ public final class SessionStore: Sendable {
                 guard try Bool.fetchOne(db, sql: "SELECT 1 FROM sessions WHERE id = ?", arguments: [id]) == true else {
                     return
                 }
+                let stored = try Row.fetchAll(
+                    db, sql: "SELECT * FROM samples WHERE session_id = ? ORDER BY id", arguments: [id]).map(Self.sample)
+                let storedEvents = try Row.fetchAll(
+                    db, sql: "SELECT type, json FROM events WHERE session_id = ? ORDER BY id", arguments: [id])
+                    .map { (type: $0["type"] as String, json: $0["json"] as String) }
+                let samples = Self.merged(stored, contents.samples) { $0.jsonValue.jsonString }
+                let events = Self.merged(storedEvents, contents.events) { $0.type + "\n" + $0.json }
                 try db.execute(sql: "DELETE FROM samples WHERE session_id = ?", arguments: [id])
                 try db.execute(sql: "DELETE FROM events WHERE session_id = ?", arguments: [id])
-                for sample in contents.samples { try Self.insert(sample, sessionId: id, db: db) }
-                for event in contents.events {
+                for sample in samples { try Self.insert(sample, sessionId: id, db: db) }
+                for event in events {
                     try db.execute(
                         sql: "INSERT INTO events (session_id, type, json) VALUES (?, ?, ?)",
                         arguments: [id, event.type, event.json])
@@ -494,6 +502,35 @@ public final class SessionStore: Sendable {
             imported.append(id)
         }
         return imported
+    }
+
+    /// Two records of one arrival order, each possibly missing some of the other's (the database behind the
+    /// journal; the journal missing a torn line): every record of either once (a record in both, by `key`, once for
+    /// each time it is in the fuller one), in that order.
+    static func merged<T>(_ a: [T], _ b: [T], key: (T) -> String) -> [T] {
+        var leftInB: [String: Int] = [:]
+        for x in b { leftInB[key(x), default: 0] += 1 }
+        var out: [T] = []
+        var i = 0
+        var j = 0
+        while i < a.count || j < b.count {
+            if i < a.count, j < b.count, key(a[i]) == key(b[j]) {
+                leftInB[key(b[j])]! -= 1
+                out.append(b[j])
+                i += 1
+                j += 1
+            } else if i < a.count, leftInB[key(a[i]), default: 0] == 0 {
+                out.append(a[i])  // only in `a`
+                i += 1
+            } else if j < b.count {
+                leftInB[key(b[j])]! -= 1
+                out.append(b[j])
+                j += 1
+            } else {
+                i += 1  // in `a`, and its copy in `b` already taken
+            }
+        }
+        return out
     }
 
     /// Marks `interrupted` every `running` session whose writer no longer holds its lock.

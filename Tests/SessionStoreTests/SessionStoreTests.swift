@@ -122,7 +122,41 @@ final class Seen: Sendable {
         }
     }
 
-    /// A session whose clock jumped by years while it was recorded (a Pi's clock set by NTP after the start, a
+    /// A full disk tore a journal line and the next line was glued to it, so the journal lost two records; the
+    /// import replaced the database's rows with the journal's, and a sample the database had was deleted. The import
+    /// now merges the two in arrival order.
+    @Test func aJournalImportKeepsWhatTheDatabaseHadAndTheJournalLost() throws {
+        let dir = tempDir()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let store = try SessionStore(directory: dir)
+        let samples = (0..<5).map {
+            BiosignalSample(timestampMs: 1_000 + Int64($0) * 1000, bpm: 60 + Double($0), rrIntervalsMs: [1000],
+                            deviceId: "A0", source: "ble_hrm", sequence: UInt64($0))
+        }
+        let recorder = SessionRecorder(store: store, config: SessionConfig(sessionId: "torn", mode: .focus, durationSec: 60)) { _ in }
+        for s in samples.prefix(3) { recorder.record(s) }
+        recorder.finish()
+        // The journal a dead writer left: sample 1 torn and glued to sample 2's line (both unreadable), then two
+        // samples the database never got.
+        func line(_ s: BiosignalSample) -> String {
+            JSONValue.object(["kind": .string("sample"), "sample": s.jsonValue]).jsonString
+        }
+        let journal = [
+            JSONValue.object(["kind": .string("session"), "session_id": .string("torn")]).jsonString,
+            line(samples[0]),
+            String(line(samples[1]).prefix(30)) + line(samples[2]),
+            line(samples[3]),
+            line(samples[4]),
+        ].joined(separator: "\n") + "\n"
+        try FileManager.default.createDirectory(atPath: dir + "/journal", withIntermediateDirectories: true)
+        // journal/<hex of the id>.jsonl
+        let name = "torn".utf8.map { String(format: "%02x", $0) }.joined()
+        try journal.write(toFile: dir + "/journal/\(name).jsonl", atomically: true, encoding: .utf8)
+        #expect(try store.recoverJournals() == ["torn"])
+        #expect(try store.samples(sessionId: "torn") == samples, "every sample once, in order")
+    }
+
+    /// A session whose clock jumped by years while it was recorded    /// A session whose clock jumped by years while it was recorded (a Pi's clock set by NTP after the start, a
     /// corrupt timestamp in a replayed file): its EDF export, a record a second, took all memory. It is refused,
     /// saying why and which formats hold it; the CSV still exports.
     @Test func anEDFSpanningYearsIsRefused() throws {
