@@ -352,6 +352,47 @@ public final class SessionStore: Sendable {
         }
     }
 
+    /// No session of this program started before this (2025-01-01): a clock reading earlier is not set yet (a
+    /// Raspberry Pi without a real-time clock, before NTP), and a session stamped earlier has no known date.
+    public static let earliestPlausibleMs: Int64 = 1_735_689_600_000
+
+    /// `keep_days`, on a clock that may be wrong: deletes the finished sessions that started more than `keepDays`
+    /// days before now, or before the newest session's start when now is later than it (a clock ahead would make
+    /// every session old). Sessions stamped before `earliestPlausibleMs` have no known date and are kept; with a
+    /// clock reading before it, nothing is deleted and `held` says why. Returns the ids deleted.
+    public func prune(keepDays: Int, nowMs: Int64) throws(StoreError) -> (deleted: [String], held: String?) {
+        guard nowMs >= Self.earliestPlausibleMs else {
+            return ([], "the clock reads \(Self.isoDay(nowMs)), so it is not set yet (no NTP): keep_days deletes "
+                + "nothing until it is")
+        }
+        let newest = try read { db in
+            try Int64.fetchOne(db, sql: "SELECT MAX(started_at_ms) FROM sessions WHERE started_at_ms >= ?",
+                               arguments: [Self.earliestPlausibleMs])
+        }
+        let reference = min(nowMs, newest ?? nowMs)
+        let cutoff = reference - Int64(keepDays) * 86_400_000
+        try markInterrupted()
+        let deleted = try write { db in
+            let ids = try String.fetchAll(
+                db, sql: """
+                    SELECT id FROM sessions WHERE started_at_ms < ? AND started_at_ms >= ? AND state != 'running'
+                    ORDER BY started_at_ms
+                    """,
+                arguments: [cutoff, Self.earliestPlausibleMs])
+            for id in ids { try db.execute(sql: "DELETE FROM sessions WHERE id = ?", arguments: [id]) }
+            return ids
+        }
+        return (deleted, nil)
+    }
+
+    static func isoDay(_ ms: Int64) -> String {
+        let f = DateFormatter()
+        f.locale = Locale(identifier: "en_US_POSIX")
+        f.timeZone = TimeZone(identifier: "UTC")
+        f.dateFormat = "yyyy-MM-dd"
+        return f.string(from: Date(timeIntervalSince1970: Double(ms) / 1000))
+    }
+
     /// Gives the pages deleted sessions left back to the file system (SQLite keeps them for later recordings, so a
     /// full SD card got no space back from `delete` or `prune`): `VACUUM`, then a WAL checkpoint that truncates the
     /// log. Returns the database's size before and after (bytes). Throws when another process is writing (a

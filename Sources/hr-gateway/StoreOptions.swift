@@ -104,9 +104,10 @@ struct StoreOptions: ParsableArguments {
                 + "--session-id, or delete it first with hr-gateway sessions delete \(config.sessionId)")
         }
         if let keepDays = keepDays ?? settings.keepDays, keepDays > 0 {
-            let cutoff = Int64((Date().timeIntervalSince1970 - Double(keepDays) * 86_400) * 1000)
             do {
-                let deleted = try sessions.prune(startedBeforeMs: cutoff)
+                let nowMs = Int64(Date().timeIntervalSince1970 * 1000)
+                let (deleted, held) = try sessions.prune(keepDays: keepDays, nowMs: nowMs)
+                if let held { logger.warning("\(held)") }
                 if !deleted.isEmpty {
                     let shown = deleted.count <= 5 ? deleted.joined(separator: ", ")
                         : deleted.prefix(5).joined(separator: ", ") + " and \(deleted.count - 5) more"

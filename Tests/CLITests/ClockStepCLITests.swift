@@ -189,4 +189,34 @@ import Testing
         let list = try CLI.run(["sessions", "list", "--state-dir", dir.path])
         #expect(!list.stdout.contains("old") && list.stdout.contains("recent"), "\(list.stdout)")
     }
+
+    /// keep_days on a clock that is wrong: a Pi without a real-time clock records before NTP sets it (1970), or a
+    /// bad time source puts it a year ahead. Both deleted real sessions (every one of the day, for a clock ahead);
+    /// now a clock ahead prunes from the newest session's start, a session of unknown date is kept, and a clock not
+    /// yet set deletes nothing and says so.
+    @Test func keepDaysDeletesNothingOnAWrongClock() throws {
+        let lib = try #require(Self.libfaketime, "libfaketime is missing: apt-get install faketime")
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("hrg-wrongclock-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let shim = try #require(try Self.buildTimerfdShim(in: dir), "no C compiler (clang, cc) to build the timerfd shim")
+        func run(_ id: String, faked: String?, keep: Bool = true) throws -> CLI.Result {
+            try CLI.run(
+                ["stream", "--simulate", "--model", "sdk-mock", "--format", "jsonl", "--duration", "1", "--session-id", id,
+                 "--state-dir", dir.path] + (keep ? ["--keep-days", "2"] : []),
+                environment: faked.map { ["LD_PRELOAD": "\(shim):\(lib)", "FAKETIME": $0, "FAKETIME_DONT_FAKE_MONOTONIC": "1"] } ?? [:])
+        }
+        let epoch = try run("epoch", faked: "@1970-01-02 00:00:00", keep: false)
+        #expect(epoch.status == 0, "\(epoch.stderr)")
+        #expect(try run("today", faked: nil, keep: false).status == 0)
+        let ahead = try run("ahead", faked: "+400d")
+        #expect(ahead.status == 0 && !ahead.stderr.contains("deleted"), "\(ahead.stderr)")
+        let synced = try run("synced", faked: nil)
+        #expect(!synced.stderr.contains("deleted"), "the 1970 session has no known date: \(synced.stderr)")
+        let unset = try run("unset", faked: "@1970-01-03 00:00:00")
+        #expect(unset.stderr.contains("the clock reads 1970-01-03, so it is not set yet"), "\(unset.stderr)")
+        #expect(!unset.stderr.contains("deleted"), "\(unset.stderr)")
+        let list = try CLI.run(["sessions", "list", "--state-dir", dir.path])
+        for id in ["epoch", "today", "ahead", "synced", "unset"] { #expect(list.stdout.contains(id), "\(id): \(list.stdout)") }
+    }
 }
