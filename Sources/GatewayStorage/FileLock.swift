@@ -3,6 +3,7 @@ import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
+import Foundation
 import SystemCalls
 
 /// An exclusive `flock` on a file, held for as long as this object lives (or until `release`).
@@ -22,6 +23,7 @@ public final class FileLock: Sendable {
     public static func tryAcquire(path: String) throws(FileLockError) -> FileLock? {
         let fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o640)
         guard fd >= 0 else { throw FileLockError(path: path, reason: String(cString: strerror(errno))) }
+        StateOwnership.adopt(path)
         guard SystemCall.retryingInterrupts({ flock(fd, LOCK_EX | LOCK_NB) }) == 0 else {
             close(fd)
             return nil
@@ -33,9 +35,23 @@ public final class FileLock: Sendable {
     /// create or write the file): false when the file does not exist or nobody holds it.
     public static func isHeld(path: String) -> Bool {
         let fd = open(path, O_RDONLY | O_CLOEXEC)
-        guard fd >= 0 else { return false }
+        guard fd >= 0 else { return errno == EACCES && heldByInode(path) }
         defer { close(fd) }
         return SystemCall.retryingInterrupts({ flock(fd, LOCK_SH | LOCK_NB) }) != 0 && errno == EWOULDBLOCK
+    }
+
+    /// A lock file this user may not open (another user's, 0640): whether the kernel's table of locks
+    /// (`/proc/locks`) has an flock on its inode.
+    static func heldByInode(_ path: String) -> Bool {
+        var st = stat()
+        guard stat(path, &st) == 0, let table = try? String(contentsOfFile: "/proc/locks", encoding: .utf8) else {
+            return false
+        }
+        let inode = ":\(st.st_ino)"
+        return table.split(separator: "\n").contains { line in
+            let fields = line.split(separator: " ", omittingEmptySubsequences: true)
+            return fields.count > 5 && fields[1] == "FLOCK" && fields[5].hasSuffix(inode)
+        }
     }
 
     /// Releases the lock; with `remove`, deletes the file first (while still holding it). Call at most once.

@@ -26,6 +26,9 @@ public enum StateDatabase {
             migrator.registerMigration(m.name) { db in try db.execute(sql: sql) }
         }
         try migrator.migrate(queue)
+        // As root in another user's state directory: the files are that user's (SQLite gives its -wal and -shm the
+        // database file's owner).
+        for file in [path, path + "-wal", path + "-shm"] { StateOwnership.adopt(file) }
         return queue
     }
 

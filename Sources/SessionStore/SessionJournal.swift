@@ -1,5 +1,6 @@
 import Foundation
 import GatewayEngine
+import GatewayStorage
 import SystemCalls
 import Synchronization
 
@@ -35,6 +36,7 @@ final class SessionJournal: Sendable {
             throw .io("cannot create the session journal \(path): \(String(cString: strerror(errno)))")
         }
         self.fd = fd
+        StateOwnership.adopt(path)
         try append(.object(["kind": .string("session"), "session_id": .string(sessionId)]))
     }
 

@@ -516,8 +516,8 @@ public final class SessionStore: Sendable {
             guard let contents = try? SessionJournal.read(path: path), let id = contents.sessionId else { continue }
             guard journalPath(sessionId: id) == path else { continue }
             // Its writer is alive: not ours to import.
-            guard let lock = try? FileLock.tryAcquire(path: lockPath(sessionId: id)) else { continue }
-            defer { lock.release(remove: true) }
+            guard case .gone(let lock) = writer(of: id) else { continue }
+            defer { lock?.release(remove: true) }
             try write { db in
                 guard try Bool.fetchOne(db, sql: "SELECT 1 FROM sessions WHERE id = ?", arguments: [id]) == true else {
                     return
@@ -574,12 +574,31 @@ public final class SessionStore: Sendable {
         return out
     }
 
+    enum Writer {
+        case alive
+        /// Its lock, taken; nil when this user may not open the lock file (another user's, root's), which nobody
+        /// holds either.
+        case gone(FileLock?)
+    }
+
+    /// Whether session `id`'s writer still holds its lock. A lock file this user may not open (root recorded, in
+    /// the service's directory) was read as held, and a dead session as "being recorded" for ever.
+    func writer(of id: String) -> Writer {
+        let path = lockPath(sessionId: id)
+        do {
+            guard let lock = try FileLock.tryAcquire(path: path) else { return .alive }
+            return .gone(lock)
+        } catch {
+            return FileLock.isHeld(path: path) ? .alive : .gone(nil)
+        }
+    }
+
     /// Marks `interrupted` every `running` session whose writer no longer holds its lock.
     public func markInterrupted() throws(StoreError) {
         let running = try read { db in try String.fetchAll(db, sql: "SELECT id FROM sessions WHERE state = 'running'") }
         for id in running {
-            guard let lock = try? FileLock.tryAcquire(path: lockPath(sessionId: id)) else { continue }
-            defer { lock.release(remove: true) }
+            guard case .gone(let lock) = writer(of: id) else { continue }
+            defer { lock?.release(remove: true) }
             try write { db in
                 try db.execute(sql: "UPDATE sessions SET state = 'interrupted' WHERE id = ? AND state = 'running'",
                                arguments: [id])

@@ -625,7 +625,41 @@ import Testing
         #expect(try FileManager.default.contentsOfDirectory(atPath: dir).sorted() == before)
     }
 
-    /// A team's sessions: two straps, whichever sent first at the top level. The trend said one number that mixed
+    /// Root typing commands in the service's state directory (owned by the service user) left its files root's: the
+    /// service's next webhook session failed on a read-only outbox, and root's session killed with -9 stayed
+    /// "being recorded" to the service user for ever. Every file root makes there is now the directory owner's.
+    @Test(.enabled(if: getuid() == 0, "runs commands as root in a directory of user nobody, then as nobody (setpriv)"))
+    func rootsFilesInTheServicesDirectoryAreTheServices() throws {
+        let dir = tempDir()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        #expect(chown(dir, 65534, 65534) == 0 && chmod(dir, 0o750) == 0)
+        let hook = ["--webhook", "http://127.0.0.1:9/hook", "--webhook-grace", "0"]
+        let ran = try CLI.run(["stream", "--simulate", "--duration", "2", "--format", "jsonl", "--state-dir", dir,
+                               "--session-id", "root-1"] + hook)
+        #expect(ran.status == 0, "\(ran.stderr)")
+        let killed = try RunningCLI(["stream", "--simulate", "--format", "jsonl", "--state-dir", dir, "--session-id", "root-2"])
+        #expect(killed.readLine()?.contains("session_started") == true)
+        killed.signal(SIGKILL)
+        _ = killed.wait()
+        var rootOwned: [String] = []
+        let all = (FileManager.default.enumerator(atPath: dir)?.allObjects as? [String]) ?? []
+        for name in all {
+            var st = stat()
+            if stat(dir + "/" + name, &st) == 0, st.st_uid != 65534 { rootOwned.append(name) }
+        }
+        #expect(!all.isEmpty && rootOwned.isEmpty, "left to root: \(rootOwned)")
+        let service = try CLI.run(["stream", "--simulate", "--duration", "2", "--format", "jsonl", "--state-dir", dir,
+                                   "--session-id", "svc-1"] + hook, asUser: 65534)
+        #expect(service.status == 0, "\(service.stderr)")
+        let list = try CLI.run(["sessions", "list", "--json", "--state-dir", dir], asUser: 65534)
+        let states = Dictionary(uniqueKeysWithValues: (try json(list.stdout).arrayValue ?? []).compactMap { s in
+            s["session_id"]?.stringValue.map { ($0, s["state"]?.stringValue ?? "") }
+        })
+        #expect(states == ["root-1": "completed", "root-2": "interrupted", "svc-1": "completed"], "\(list.stdout)")
+        #expect(try CLI.run(["sessions", "delete", "root-2", "--state-dir", dir], asUser: 65534).status == 0)
+    }
+
+    /// A team's sessions: two straps, whichever sent first at the top level.    /// A team's sessions: two straps, whichever sent first at the top level. The trend said one number that mixed
     /// the two people; it now says so, and --device keeps one strap's values.
     @Test func trendKeepsOneStrapWithDevice() throws {
         let dir = tempDir()
