@@ -28,9 +28,19 @@ public final class SessionRecorder: Sendable {
     private let done = DispatchSemaphore(value: 0)
 
     enum Item: Sendable {
-        case sample(BiosignalSample)
+        /// `journaled`: the sample is in the journal (its append did not fail).
+        case sample(BiosignalSample, journaled: Bool)
         case event(SessionEvent, json: String)
         case end(RecordedSessionState, atMs: Int64)
+    }
+
+    /// What a failing disk kept out of the recording, said once the session is written (the first failure alone
+    /// was said, and a later one that lost data went unsaid).
+    struct Losses: Sendable {
+        /// Samples and events in the journal but not in the database: imported at the next start.
+        var journalOnly = (samples: 0, events: 0)
+        /// In neither: lost.
+        var lost = (samples: 0, events: 0)
     }
 
     private struct State: Sendable {
@@ -44,6 +54,7 @@ public final class SessionRecorder: Sendable {
         var abandon = false
         /// Some write failed for good: the journal is kept for the next import.
         var failed = false
+        var losses = Losses()
         var writerRunning = false
     }
 
@@ -118,8 +129,12 @@ public final class SessionRecorder: Sendable {
     public func record(_ sample: BiosignalSample) {
         guard isRecording, let journal else { return }
         guard let sample = sample.finiteOnly() else { return }
-        do { try journal.append(sample: sample) } catch { fail("\(error); the session goes on") }
-        enqueue(.sample(sample))
+        var journaled = true
+        do { try journal.append(sample: sample) } catch {
+            journaled = false
+            fail("\(error); the session goes on")
+        }
+        enqueue(.sample(sample, journaled: journaled))
     }
 
     /// Queues `event` when it belongs to this session; the terminal event also ends the session in the store.
@@ -194,16 +209,18 @@ public final class SessionRecorder: Sendable {
                 return s.queue
             }
             if batch.isEmpty { continue }
-            for item in batch {
+            var unjournaled: Set<Int> = []  // events of the batch whose journal line failed
+            for (index, item) in batch.enumerated() {
                 do {
                     switch item {
                     case .event(let event, let json): try journal?.append(eventType: event.type, json: json)
                     case .end(let st, let at):
-                        try journal?.append(end: st, atMs: at)
                         finished = true
+                        try journal?.append(end: st, atMs: at)
                     case .sample: break
                     }
                 } catch {
+                    unjournaled.insert(index)
                     fail("\(error); the session goes on")
                 }
             }
@@ -211,23 +228,45 @@ public final class SessionRecorder: Sendable {
                 journal?.sync()
                 lastSync = .now
             }
-            if !write(batch) { break }
+            if !write(batch, unjournaled: unjournaled) { break }
         }
-        let (lock, failed) = state.withLock { s -> (FileLock?, Bool) in
+        let (lock, failed, losses) = state.withLock { s -> (FileLock?, Bool, Losses) in
             defer {
                 s.lock = nil
                 s.writerRunning = false
             }
-            return (s.lock, s.failed)
+            return (s.lock, s.failed, s.losses)
         }
+        if let said = Self.describe(losses, sessionId: sessionId, journal: journal?.path) { onFailure(said) }
         if !failed { journal?.remove() }
         lock?.release(remove: true)
         done.signal()
     }
 
+    /// What `losses` says, or nil when nothing was kept out.
+    static func describe(_ losses: Losses, sessionId: String, journal: String?) -> String? {
+        func count(_ n: (samples: Int, events: Int)) -> String {
+            [(n.samples, "sample"), (n.events, "event")].filter { $0.0 > 0 }
+                .map { "\($0.0) \($0.1)\($0.0 == 1 ? "" : "s")" }.joined(separator: " and ")
+        }
+        var parts: [String] = []
+        let lost = losses.lost.samples + losses.lost.events
+        if lost > 0 {
+            parts.append("\(count(losses.lost)) could be written neither to the journal nor to the database (the disk "
+                + "was full, or failing) and \(lost == 1 ? "is" : "are") lost")
+        }
+        let waiting = losses.journalOnly.samples + losses.journalOnly.events
+        if waiting > 0 {
+            parts.append("\(count(losses.journalOnly)) \(waiting == 1 ? "is" : "are") in \(journal ?? "the journal") "
+                + "only, imported into the database by the next hr-gateway command that opens the store, once it has "
+                + "room")
+        }
+        return parts.isEmpty ? nil : "recording of session \(sessionId): " + parts.joined(separator: "; ")
+    }
+
     /// Writes `batch` in one transaction, waiting out a database held by another process (`LockBackoff`). Returns
     /// false when `finish` gave up waiting.
-    private func write(_ batch: [Item]) -> Bool {
+    private func write(_ batch: [Item], unjournaled: Set<Int> = []) -> Bool {
         var backoff = LockBackoff()
         while true {
             do {
@@ -244,7 +283,17 @@ public final class SessionRecorder: Sendable {
                 // Not a wait: write item by item so that what can be written is (the end of the session above all).
                 state.withLock { $0.failed = true }
                 fail("recording to \(store.databasePath) failed: \(error); the session goes on")
-                for item in batch { try? store.write([item], sessionId: sessionId) }
+                for (index, item) in batch.enumerated() where (try? store.write([item], sessionId: sessionId)) == nil {
+                    state.withLock { s in
+                        switch item {
+                        case .sample(_, let journaled):
+                            if journaled { s.losses.journalOnly.samples += 1 } else { s.losses.lost.samples += 1 }
+                        case .event:
+                            if unjournaled.contains(index) { s.losses.lost.events += 1 } else { s.losses.journalOnly.events += 1 }
+                        case .end: break
+                        }
+                    }
+                }
                 return true
             }
         }

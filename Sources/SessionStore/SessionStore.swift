@@ -494,7 +494,7 @@ public final class SessionStore: Sendable {
         try write { db in
             for item in items {
                 switch item {
-                case .sample(let sample): try Self.insert(sample, sessionId: sessionId, db: db)
+                case .sample(let sample, _): try Self.insert(sample, sessionId: sessionId, db: db)
                 case .event(let event, let json): try Self.insert(event, json: json, db: db)
                 case .end(let state, let at): try Self.end(sessionId: sessionId, state: state, atMs: at, db: db)
                 }

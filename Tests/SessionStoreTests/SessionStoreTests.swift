@@ -1,6 +1,6 @@
 import Foundation
 import GatewayEngine
-import SessionStore
+@testable import SessionStore
 import SimulatedProvider
 import Testing
 
@@ -156,7 +156,20 @@ final class Seen: Sendable {
         #expect(try store.samples(sessionId: "torn") == samples, "every sample once, in order")
     }
 
-    /// A session whose clock jumped by years while it was recorded    /// A session whose clock jumped by years while it was recorded (a Pi's clock set by NTP after the start, a
+    /// A failing disk kept samples out of the recording, and only the first failure was said: the end now says how
+    /// many are lost and how many wait in the journal.
+    @Test func whatAFailingDiskKeptOutIsSaidAtTheEnd() {
+        var losses = SessionRecorder.Losses()
+        #expect(SessionRecorder.describe(losses, sessionId: "s", journal: "/j") == nil)
+        losses.lost = (samples: 21, events: 1)
+        losses.journalOnly = (samples: 1, events: 0)
+        #expect(SessionRecorder.describe(losses, sessionId: "s", journal: "/j") == "recording of session s: 21 samples "
+            + "and 1 event could be written neither to the journal nor to the database (the disk was full, or "
+            + "failing) and are lost; 1 sample is in /j only, imported into the database by the next "
+            + "hr-gateway command that opens the store, once it has room")
+    }
+
+    /// A session whose clock jumped by years while it was recorded    /// A session whose clock jumped by years while it was recorded    /// A session whose clock jumped by years while it was recorded (a Pi's clock set by NTP after the start, a
     /// corrupt timestamp in a replayed file): its EDF export, a record a second, took all memory. It is refused,
     /// saying why and which formats hold it; the CSV still exports.
     @Test func anEDFSpanningYearsIsRefused() throws {
@@ -241,8 +254,12 @@ final class Seen: Sendable {
         recorder.finish()
         #expect(last.withLock { $0 }?.type == "session_summary", "the session ran to its end")
         let messages = failures.withLock { $0 }
-        #expect(messages.count == 1, "\(messages)")
+        #expect(messages.count == 2, "the first failure, and at the end what it kept out: \(messages)")
         #expect(messages.first?.contains("the session goes on") == true)
+        // Every sample after the break is in the journal only (none lost: the journal's disk was fine).
+        #expect(messages.last?.hasPrefix("recording of session broken: ") == true, "\(messages)")
+        #expect(messages.last?.contains("in \(dir)/journal/") == true && messages.last?.contains("lost") == false,
+                "\(messages)")
     }
 
     @Test func pruneDeletesOnlyFinishedSessionsOlderThanTheCutoff() throws {
