@@ -3,6 +3,7 @@ import Foundation
 import GatewayConfig
 import GatewayEngine
 import GatewayMetrics
+import Logging
 import RelayCore
 import RelayStore
 import RelayWebServer
@@ -89,20 +90,21 @@ final class RelayRuntime: Sendable {
     ) async throws -> RelayRuntime {
         let (host, port) = try RelayOptions.split(options.listen ?? "127.0.0.1:0")
         let tokens = RelayTokenStore(directory: stateDirectory, warn: { message in
-            StandardStream.error.write(Data("warning: relay tokens: \(message)\n".utf8))
+            Logger(label: "hr-gateway").warning("relay tokens: \(message)")
         })
         if !options.noAuth {
             do {
                 if try tokens.list().isEmpty {
-                    let warning = "warning: no relay tokens in \(tokens.directory): every consumer will be refused (401). "
+                    // Through the logger: under journald a warning has its priority (`journalctl -p warning`).
+                    let warning = "no relay tokens in \(tokens.directory): every consumer will be refused (401). "
                         + "Create one with `hr-gateway token create --name phone` (as the user the gateway runs as, "
-                        + "or with --state-dir \(tokens.directory)).\n"
-                    StandardStream.error.write(Data(warning.utf8))
+                        + "or with --state-dir \(tokens.directory))."
+                    Logger(label: "hr-gateway").warning("\(warning)")
                 }
             } catch {
                 // Said as it is: "no tokens, create one" sent the operator to create a token the gateway cannot read.
-                StandardStream.error.write(Data(("warning: relay tokens: \(error) Every consumer is refused (401) "
-                    + "until the gateway can read it.\n").utf8))
+                Logger(label: "hr-gateway").warning(
+                    "relay tokens: \(error) Every consumer is refused (401) until the gateway can read it.")
             }
         }
         var config = RelayServerConfiguration(host: host, port: port)
@@ -174,7 +176,7 @@ extension RelayHub {
     /// memory only (with a warning) when that cannot be opened.
     /// The gateway's hub; with `recording` (`serve`), each session a consumer starts is recorded into the store.
     static func forGateway(engine: SessionEngine, stateDirectory: String, recording: ServeRecording? = nil) -> RelayHub {
-        let report: @Sendable (String) -> Void = { StandardStream.error.write(Data("warning: relay: \($0)\n".utf8)) }
+        let report: @Sendable (String) -> Void = { Logger(label: "hr-gateway").warning("relay: \($0)") }
         var store: RelayOutboxStore?
         do { store = try RelayOutboxStore(directory: stateDirectory) } catch {
             report("\(error); reliable events will not survive a restart")

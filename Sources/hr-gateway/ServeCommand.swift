@@ -36,8 +36,9 @@ struct ServeCommand: AsyncParsableCommand {
             Every session a consumer starts is recorded into the session store, as `stream` records its own \
             (`hr-gateway sessions list`; each sample made durable as it arrives, so kill -9 loses nothing \
             received; store.keep_days prunes older ones first); --no-record-db or store.record = false turns \
-            that off. With the configuration's webhook.url, each session's summary is posted there through the \
-            durable outbox, as `stream --webhook` posts its own (sample batches are stream's).
+            that off. With --webhook URL (or the configuration's webhook.url, or $HR_GATEWAY_WEBHOOK), each \
+            session's summary is posted there through the durable outbox, as `stream --webhook` posts its own \
+            (sample batches are stream's).
 
             Examples:
               hr-gateway token create --name phone
@@ -68,6 +69,12 @@ struct ServeCommand: AsyncParsableCommand {
 
     @Flag(help: "Do not record the sessions into the session store.")
     var noRecordDb = false
+
+    @Option(help: ArgumentHelp(
+        "POST each session's session_summary to this http:// or https:// URL, through a durable outbox retried "
+            + "until it answers 2xx (default: the configuration's webhook.url, or $HR_GATEWAY_WEBHOOK).",
+        valueName: "url"))
+    var webhook: String?
 
     mutating func validate() throws {
         // The file's [strap], [camera] and [relay] fill in what the options leave out, before they are checked.
@@ -105,9 +112,11 @@ struct ServeCommand: AsyncParsableCommand {
         // Recording first on each provider's path: a sample is durable before any other output or the engine has it.
         let recording = noRecordDb || !settings.record ? nil : ServeRecording(store: store, settings: settings, clock: clock)
         var webhook: ServeWebhook?
-        if let text = settings.webhookURL {
+        if let text = self.webhook ?? settings.webhookURL {
             let url: URL
-            do { url = try parseWebhookURL(text) } catch { throw CommandFailure("webhook.url: \(error)") }
+            do { url = try parseWebhookURL(text) } catch {
+                throw CommandFailure("\(self.webhook == nil ? "webhook.url" : "--webhook"): \(error)")
+            }
             let forwarder = try WebhookDelivery.forwarder(
                 stateDir: try store.directory(), settings: settings, logger: Logger(label: "hr-gateway.webhook"))
             webhook = ServeWebhook(WebhookDelivery(

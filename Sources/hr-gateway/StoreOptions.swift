@@ -43,7 +43,7 @@ struct StoreOptions: ParsableArguments {
                 let (loaded, warnings) = try GatewayConfiguration.load(path: path)
                 // Read while the options are validated and again to run: each warning is said once.
                 for w in warnings where Self.warned.withLock({ $0.insert(w).inserted }) {
-                    StandardStream.error.write(Data("warning: \(w)\n".utf8))
+                    Logger(label: "hr-gateway").warning("\(w)")
                 }
                 c = loaded
             } catch { throw CommandFailure("\(error) (check it with `hr-gateway config check \(path)`)") }

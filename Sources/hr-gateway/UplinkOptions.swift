@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import GatewayEngine
+import Logging
 import RelayCore
 import RelayWSClient
 import StdoutSink
@@ -76,8 +77,8 @@ struct UplinkOptions: ParsableArguments {
     /// Gives the far end `connectGrace` seconds to receive every reliable event, then ends the uplink's task.
     func finish(_ uplink: RelayUplink, task: Task<Void, Never>) async {
         if !(await uplink.finish(grace: .seconds(connectGrace))) {
-            StandardStream.error.write(Data(
-                "warning: relay: \(uplink.url) did not receive every session event within \(connectGrace) s (see --connect-grace).\n".utf8))
+            Logger(label: "hr-gateway").warning(
+                "relay: \(uplink.url) did not receive every session event within \(connectGrace) s (see --connect-grace).")
         }
         task.cancel()
         await task.value

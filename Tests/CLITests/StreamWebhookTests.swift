@@ -69,6 +69,25 @@ import WebhookTestSupport
         #expect(summaries.count == 2)
     }
 
+    /// `serve --webhook URL`, as `stream --webhook` (serve had only the configuration's webhook.url, and said
+    /// "Unknown option '--webhook'", while the configuration's comment names the option).
+    @Test func serveTakesTheWebhookOnItsCommandLine() throws {
+        let server = try FlakyServer(failing: 0)
+        let (_, config, stateDir) = try fixtures()
+        let token = try #require(try CLI.run(["token", "create", "--name", "phone", "--state-dir", stateDir]).lines.last)
+        let serve = try RunningCLI(["serve", "--simulate", "--listen", "127.0.0.1:0", "--state-dir", stateDir,
+                                    "--config", config, "--webhook", server.url.absoluteString])
+        let listening = try #require(serve.readLine())
+        let url = try #require(listening.split(separator: " ").last.map(String.init))
+        let run = try CLI.run(["attach", url, "--token", token, "--start", "focus", "--duration", "2",
+                               "--session-id", "wh-option"])
+        #expect(run.status == 0, "\(run.stderr)")
+        serve.signal(SIGTERM)
+        #expect(serve.wait() == 0)
+        let ids = server.accepted().compactMap { try? JSONValue(parsing: $0.body)["session_id"]?.stringValue }
+        #expect(ids == ["wh-option"])
+    }
+
     @Test func theSummaryReachesAFailingWebhookExactlyOnce() throws {
         let server = try FlakyServer(failing: 2)
         let (replay, config, stateDir) = try fixtures()
