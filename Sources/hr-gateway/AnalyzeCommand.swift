@@ -30,9 +30,13 @@ struct AnalyzeCommand: ParsableCommand {
             OUTPUT
               One row per window ending at t_s seconds from the start of the file.
               hr_bpm only when confidence (0-1) >= 0.4; below that: no reading
-              (calibrated on real compressed webcam video: docs/rppg.md).
+              (calibrated on real compressed webcam video: docs/rppg.md). A
+              confident window is not always a right one: on hard video (motion,
+              dim light, heavy compression) some read tens of bpm off. The summary
+              gives the range of the confident windows; a wide one is said.
               First reading after 5 s of usable frames, breathing after 20 s.
-              snr_db: de Haan's SNR of the pulse, its harmonic included (about
+              snr_db (absent before a window has enough frames): de Haan's SNR of
+              the pulse, its harmonic included (about
               +5..+10 dB on good uncompressed webcam video). For study only: the
               confidence comes from the fundamental alone, in two projections, so
               compressed video often gives confident, right readings below 0 dB.
@@ -41,7 +45,8 @@ struct AnalyzeCommand: ParsableCommand {
                 {"type":"window","t_s":..,"window_s":..,"hr_bpm":..,"confidence":..,
                  "snr_db":..,"breathing_rate_bpm":..,"breathing_confidence":..}
               (hr_bpm / breathing_rate_bpm absent when not confident), then
-                {"type":"summary","mean_hr_bpm":..,"confident_fraction":..,
+                {"type":"summary","mean_hr_bpm":..,"min_hr_bpm":..,"max_hr_bpm":..,
+                 "confident_fraction":..,
                  "confident_windows":..,"windows":..,"mean_breathing_rate_bpm":..,
                  "frames":..,"dropped_frames":..,"duration_s":..,"source":..}
               (the means absent when no window gave one)
@@ -187,15 +192,20 @@ struct AnalysisReport {
             "t_s": .double(round(e.tSeconds, 1000)),
             "window_s": .double(round(e.windowSeconds, 100)),
             "confidence": .double(round(e.confidence, 1000)),
-            "snr_db": .double(round(e.snrDb, 100)),
             "breathing_confidence": .double(round(e.breathingConfidence, 1000)),
         ]
+        // A window without a spectrum (too few usable frames yet) has no SNR: its -30 was a placeholder that read as
+        // a measurement.
+        if e.candidateHrBpm != nil { o["snr_db"] = .double(round(e.snrDb, 100)) }
         if let hr = e.hrBpm { o["hr_bpm"] = .double(round(hr, 100)) }
         if let br = e.breathingRateBpm { o["breathing_rate_bpm"] = .double(round(br, 100)) }
         return .object(o)
     }
 
     var confident: [Double] { estimates.compactMap(\.hrBpm) }
+
+    /// Confident windows further apart than this (bpm) are said to disagree, or the pulse to have changed.
+    static let spreadNoteBpm = 15.0
 
     func summaryJSON() -> JSONValue {
         var o: [String: JSONValue] = [
@@ -214,7 +224,11 @@ struct AnalysisReport {
             o["frames_face_tracked"] = .int(Int64(face.stats.framesTracked))
             o["frames_no_face"] = .int(Int64(face.stats.framesNoFace))
         }
-        if !confident.isEmpty { o["mean_hr_bpm"] = .double(round(confident.reduce(0, +) / Double(confident.count), 100)) }
+        if !confident.isEmpty {
+            o["mean_hr_bpm"] = .double(round(confident.reduce(0, +) / Double(confident.count), 100))
+            o["min_hr_bpm"] = .double(round(confident.min()!, 100))
+            o["max_hr_bpm"] = .double(round(confident.max()!, 100))
+        }
         let breaths = estimates.compactMap(\.breathingRateBpm)
         if !breaths.isEmpty {
             o["mean_breathing_rate_bpm"] = .double(round(breaths.reduce(0, +) / Double(breaths.count), 100))
@@ -233,13 +247,19 @@ struct AnalysisReport {
                    + pad("breaths/min", 13) + pad("b_conf", 8)]
         for e in estimates {
             out.append(pad(f(e.tSeconds, 1), 8) + pad(f(e.windowSeconds, 1), 10) + pad(e.hrBpm.map { f($0, 1) } ?? "-", 8)
-                       + pad(f(e.confidence, 2), 6) + pad(f(e.snrDb, 1), 8)
+                       + pad(f(e.confidence, 2), 6) + pad(e.candidateHrBpm == nil ? "-" : f(e.snrDb, 1), 8)
                        + pad(e.breathingRateBpm.map { f($0, 1) } ?? "-", 13) + pad(f(e.breathingConfidence, 2), 8))
         }
         let n = confident.count
         let pct = estimates.isEmpty ? 0 : 100 * Double(n) / Double(estimates.count)
         if n > 0 {
             out.append("mean HR \(f(confident.reduce(0, +) / Double(n), 1)) bpm over \(n) of \(estimates.count) windows (\(f(pct, 0)) % confident)")
+            let (low, high) = (confident.min()!, confident.max()!)
+            if high - low > Self.spreadNoteBpm {
+                out.append("the confident windows read \(f(low, 1)) to \(f(high, 1)) bpm: a pulse that changed, or "
+                    + "confident readings that are wrong (compressed video gives some: docs/rppg.md); the mean is no "
+                    + "one rate, read the windows")
+            }
         } else {
             out.append("no confident HR in \(estimates.count) windows")
         }
@@ -248,6 +268,10 @@ struct AnalysisReport {
         if let face {
             out.append("face (\(face.detector)): \(face.stats.framesDetected) frames detected, "
                        + "\(face.stats.framesTracked) tracked, \(face.stats.framesNoFace) without a face")
+            if face.stats.framesDetected == 0 {
+                out.append("no face found: a video of skin without a face (a cropped forehead, a finger) is read as a "
+                    + "mean-RGB trace (FILE.csv with R, G, B columns and t_s)")
+            }
         }
         return out.joined(separator: "\n")
     }
