@@ -441,6 +441,32 @@ public enum SessionExport {
             default: break
             }
         }
+        // Where a waveform has no samples (a lost frame, a link down), its channel holds zeros, which read as a flat
+        // line: each such gap is annotated with its length, as the CSV exports mark the segment after it.
+        for (waveform, name) in [(Waveform.ecg, "ECG"), (Waveform.acc, "Acc")] {
+            var previousEnd: [String: Double] = [:]
+            var devices: [String] = []
+            let placed = placeChunks(samples, { waveform.shape(samples[$0]) })
+            for c in placed where !devices.contains(c.device) { devices.append(c.device) }
+            for c in placed {
+                guard let count = waveform.shape(samples[c.position])?.count, count > 0 else { continue }
+                let first = c.line.timeMs(c.index)
+                let end = c.line.timeMs(c.index + count)
+                if c.index == 0, let before = previousEnd[c.device], first > before {
+                    notes.append(.init(
+                        onsetSec: (before - Double(startMs)) / 1000, durationSec: (first - before) / 1000,
+                        text: devices.count > 1 ? "\(name) gap \(c.device)" : "\(name) gap"))
+                }
+                previousEnd[c.device] = max(previousEnd[c.device] ?? end, end)
+            }
+        }
+        // A session that did not end (killed, power lost): where its recording stops.
+        if !events.contains(where: { $0.type == "session_summary" || $0.type == "session_error" }),
+            session.state != .running
+        {
+            let lastSample = times.max() ?? lastMs
+            notes.append(.init(onsetSec: Double(lastSample - startMs) / 1000, text: "session \(session.state.rawValue)"))
+        }
         return EDFWriter.write(
             startMs: startMs, records: records, signals: signals, annotations: notes, recordingCode: session.id)
     }

@@ -143,7 +143,32 @@ import Testing
         #expect(found == Set((60..<80).map(Double.init)), "every reading is in the file: \(found.sorted())")
     }
 
-    /// ECG past ±32.767 mV    /// ECG past ±32.767 mV (electrodes off, a loose strap: the strap sends 24 bits) was clipped to the 16-bit range
+    /// A lost ECG frame left zeros in the channel, which read as a flat line, with nothing to say so; an interrupted
+    /// session had no mark where its recording stops. Both are annotated.
+    @Test func gapsAndAnInterruptedEndAreAnnotated() {
+        var samples: [BiosignalSample] = []
+        for (k, start) in [0, 73, 219, 292].enumerated() {  // the chunk at 146 was lost
+            let ms = t0 + Int64((Double(start) * 1000 / 130).rounded())
+            samples.append(BiosignalSample(timestampMs: ms, bpm: 0, deviceId: "A0", source: "polar_ecg",
+                                           gapBefore: start == 219, ecgUv: [Int32](repeating: Int32(k + 1), count: 73),
+                                           ecgRateHz: 130))
+        }
+        samples.append(BiosignalSample(timestampMs: t0 + 2_500, bpm: 60, rrIntervalsMs: [1000], deviceId: "A0", source: "ble_hrm"))
+        var s = session(samples)
+        s.state = .interrupted
+        let text = String(decoding: SessionExport.edf(session: s, samples: samples, events: []), as: UTF8.self)
+        // The gap's start (146/130 s) and length (73/130 s), to the millisecond.
+        #expect(text.contains("+1.123\u{15}0.562\u{14}ECG gap\u{14}"))
+        #expect(text.components(separatedBy: "ECG gap").count == 2, "one gap")
+        #expect(text.contains("\u{14}session interrupted\u{14}"))
+        s.state = .completed
+        let ended = String(decoding: SessionExport.edf(session: s, samples: samples, events: [
+            RecordedEvent(type: "session_summary", json: #"{"type":"session_summary"}"#),
+        ]), as: UTF8.self)
+        #expect(!ended.contains("session interrupted") && ended.contains("session ended"))
+    }
+
+    /// ECG past ±32.767 mV    /// ECG past ±32.767 mV    /// ECG past ±32.767 mV (electrodes off, a loose strap: the strap sends 24 bits) was clipped to the 16-bit range
     /// at one µV per step; the range now widens to the fewest whole µV per step that hold the largest value, and a
     /// session within the usual range keeps one µV per step.
     @Test func ecgBeyondSixteenBitsWidensTheRangeInsteadOfClipping() {
