@@ -368,11 +368,30 @@ public struct DoctorFacts: Sendable, Equatable {
             let advice = " (\(StateDatabase.directoryAdvice))"
             var reason = stateDirError.replacingOccurrences(of: advice, with: "")
             reason = reason.replacingOccurrences(of: "cannot create the state directory \(stateDir): ", with: "cannot create it: ")
-            let damaged = reason.contains("not a database")
+            // A fix the check found itself (whose files to give to whom) comes after "; fix: ".
+            var given: String?
+            if let r = reason.range(of: "; fix: ") {
+                given = String(reason[r.upperBound...])
+                reason = String(reason[..<r.lowerBound])
+            }
+            let damaged = reason.contains("not a database") || reason.contains("malformed")
+            let fix: String
+            if let given {
+                fix = given
+            } else if damaged {
+                // Permissions have nothing to do with a damaged file; its -wal and -shm go with it, and SQLite's
+                // .recover may save the sessions it holds.
+                fix = "sessions.sqlite there is damaged: move it aside with its -wal and -shm (cd \(stateDir) && for f in "
+                    + "sessions.sqlite*; do mv \"$f\" \"damaged-$f\"; done) and a new one is made; `sqlite3 "
+                    + "damaged-sessions.sqlite .recover | sqlite3 recovered.sqlite` may save its sessions"
+            } else if reason.contains("full") {
+                fix = "free some space on that disk, or choose another state directory with --state-dir or "
+                    + "HR_GATEWAY_STATE_DIR"
+            } else {
+                fix = StateDatabase.directoryAdvice
+            }
             checks.append(DoctorCheck(
-                "state directory", .warning, "\(stateDir): \(reason) (sessions will not be recorded)",
-                fix: damaged ? "sessions.sqlite there is damaged: move it aside (mv \(stateDir)/sessions.sqlite "
-                    + "\(stateDir)/sessions.sqlite.damaged) and a new one is made" : StateDatabase.directoryAdvice))
+                "state directory", .warning, "\(stateDir): \(reason) (sessions will not be recorded)", fix: fix))
         } else {
             checks.append(DoctorCheck("state directory", .ok, "\(stateDir) \(stateDirNote ?? "writable")"))
         }

@@ -173,10 +173,10 @@ public final class SessionStore: Sendable {
         + "delete needs a little room itself)"
 
     /// Below this many free bytes the disk is taken as full.
-    static let fullBelowBytes: Int64 = 1 << 20
+    public static let fullBelowBytes: Int64 = 1 << 20
 
     /// The bytes this user may still write on the file system holding `directory`.
-    static func freeBytes(_ directory: String) -> Int64? {
+    public static func freeBytes(_ directory: String) -> Int64? {
         var fs = statvfs()
         guard statvfs(directory, &fs) == 0 else { return nil }
         return Int64(fs.f_bavail) * Int64(fs.f_frsize)

@@ -73,6 +73,24 @@ struct DoctorCommand: AsyncParsableCommand {
                     throw CommandFailure("not writable by this user")
                 }
                 try? FileManager.default.removeItem(atPath: probe)
+                // Writable, but not for a session: a full disk, or a store's file another user made (root typing a
+                // command in the service's directory) that this user may not write.
+                if let free = SessionStore.freeBytes(facts.stateDir), free < SessionStore.fullBelowBytes {
+                    throw CommandFailure("the disk holding it is full (\(free / 1024) KB free)")
+                }
+                for file in ["sessions.sqlite", "outbox.sqlite", "relay.sqlite", "tokens.json"] {
+                    let path = facts.stateDir + "/" + file
+                    guard FileManager.default.fileExists(atPath: path), access(path, W_OK) != 0 else { continue }
+                    var st = stat()
+                    let owner = stat(path, &st) == 0 ? (getpwuid(st.st_uid).map { String(cString: $0.pointee.pw_name) }
+                        ?? "user \(st.st_uid)") : "another user"
+                    let me = getpwuid(geteuid()).map { String(cString: $0.pointee.pw_name) } ?? "\(geteuid())"
+                    throw CommandFailure("\(file) there is \(owner)'s, not writable by this user; fix: sudo chown -R "
+                        + "\(me): \(facts.stateDir)")
+                }
+                if let free = SessionStore.freeBytes(facts.stateDir), facts.stateDirNote == nil {
+                    facts.stateDirNote = "writable, " + Self.size(free) + " free"
+                }
             } else {
                 let parent = StateDirectory.nearestExisting((facts.stateDir as NSString).deletingLastPathComponent)
                 guard FileManager.default.fileExists(atPath: parent, isDirectory: &isDirectory), isDirectory.boolValue
@@ -114,6 +132,11 @@ struct DoctorCommand: AsyncParsableCommand {
 
     /// What a command given no source option streams (the service's `stream`): `HR_GATEWAY_SOURCE` when set (it
     /// replaces the file's), else the configuration's devices; and the configured adapter and camera to check.
+    /// "512 MB", "12.3 GB".
+    static func size(_ bytes: Int64) -> String {
+        bytes >= 1 << 30 ? String(format: "%.1f GB", Double(bytes) / Double(1 << 30)) : "\(bytes >> 20) MB"
+    }
+
     static func sources(_ settings: GatewayConfiguration, into facts: inout DoctorFacts) {
         facts.configuredAdapter = settings.strapAdapter
         let environment = ProcessInfo.processInfo.environment["HR_GATEWAY_SOURCE"]?.trimmingCharacters(in: .whitespaces)

@@ -96,7 +96,10 @@ struct StoreOptions: ParsableArguments {
         let sessions: SessionStore
         let dir = StateDirectory.resolve(option: stateDir, configured: settings.stateDir)
         do { sessions = try SessionStore(directory: dir) } catch {
-            report("not recording this session: \(error)")
+            // A damaged file is no permission problem: say how to start afresh without losing what it holds.
+            let damaged = "\(error)".contains("malformed") || "\(error)".contains("not a database")
+            report("not recording this session: \(error)" + (damaged
+                ? " (the file is damaged: `hr-gateway doctor` says how to move it aside and recover its sessions)" : ""))
             return nil
         }
         if (try? sessions.session(id: config.sessionId)) != nil {

@@ -657,6 +657,11 @@ import Testing
         })
         #expect(states == ["root-1": "completed", "root-2": "interrupted", "svc-1": "completed"], "\(list.stdout)")
         #expect(try CLI.run(["sessions", "delete", "root-2", "--state-dir", dir], asUser: 65534).status == 0)
+        // A file of root's there (made by an older version, or by hand) is named by doctor, with the chown to run.
+        #expect(FileManager.default.createFile(atPath: dir + "/relay.sqlite", contents: Data()))
+        let doctor = try CLI.run(["doctor", "--state-dir", dir], asUser: 65534)
+        #expect(doctor.stdout.contains("relay.sqlite there is root's, not writable by this user"), "\(doctor.stdout)")
+        #expect(doctor.stdout.contains("sudo chown -R nobody: \(dir)"), "\(doctor.stdout)")
     }
 
     /// A team's sessions: two straps, whichever sent first at the top level.    /// A team's sessions: two straps, whichever sent first at the top level. The trend said one number that mixed

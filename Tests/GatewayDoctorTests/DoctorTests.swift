@@ -203,6 +203,18 @@ func tempStateDir() -> String {
         f.stateDirError = "session database: cannot open /srv/x/state/sessions.sqlite: file is not a database"
         let damaged = try #require(line(f.evaluate(), "state directory"))
         #expect(damaged.fix?.contains("move it aside") == true, "\(damaged.line)")
+        // SQLite's "malformed" is damage too (it was told to fix permissions), and the fix keeps -wal and -shm with
+        // the file and names .recover.
+        f.stateDirError = "session database: cannot open /srv/x/state/sessions.sqlite: database disk image is malformed"
+        let malformed = try #require(line(f.evaluate(), "state directory"))
+        #expect(malformed.fix?.contains("with its -wal and -shm") == true && malformed.fix?.contains(".recover") == true,
+                "\(String(describing: malformed.fix))")
+        f.stateDirError = "the disk holding it is full (12 KB free)"
+        #expect(line(f.evaluate(), "state directory")?.fix?.hasPrefix("free some space on that disk") == true)
+        f.stateDirError = "relay.sqlite there is root's, not writable by this user; fix: sudo chown -R hr-gateway: /srv/x/state"
+        let owned = try #require(line(f.evaluate(), "state directory"))
+        #expect(owned.fix == "sudo chown -R hr-gateway: /srv/x/state", "\(owned.line)")
+        #expect(owned.line.components(separatedBy: "chown").count == 2, "the fix said once: \(owned.line)")
     }
 
     /// A --face-cascade the user gave that does not load is theirs to fix: said in words, without reinstalling a package.
