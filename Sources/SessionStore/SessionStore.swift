@@ -339,14 +339,18 @@ public final class SessionStore: Sendable {
         }
     }
 
-    /// Deletes every finished session that started before `cutoffMs` (epoch ms); returns their ids.
+    /// Deletes every finished session that started before `cutoffMs` (epoch ms), and not before `floorMs`; returns
+    /// their ids.
     @discardableResult
-    public func prune(startedBeforeMs cutoffMs: Int64) throws(StoreError) -> [String] {
+    public func prune(startedBeforeMs cutoffMs: Int64, notBeforeMs floorMs: Int64 = .min) throws(StoreError) -> [String] {
         try markInterrupted()
         return try write { db in
             let ids = try String.fetchAll(
-                db, sql: "SELECT id FROM sessions WHERE started_at_ms < ? AND state != 'running' ORDER BY started_at_ms",
-                arguments: [cutoffMs])
+                db, sql: """
+                    SELECT id FROM sessions WHERE started_at_ms < ? AND started_at_ms >= ? AND state != 'running'
+                    ORDER BY started_at_ms
+                    """,
+                arguments: [cutoffMs, floorMs])
             for id in ids { try db.execute(sql: "DELETE FROM sessions WHERE id = ?", arguments: [id]) }
             return ids
         }
@@ -371,18 +375,7 @@ public final class SessionStore: Sendable {
         }
         let reference = min(nowMs, newest ?? nowMs)
         let cutoff = reference - Int64(keepDays) * 86_400_000
-        try markInterrupted()
-        let deleted = try write { db in
-            let ids = try String.fetchAll(
-                db, sql: """
-                    SELECT id FROM sessions WHERE started_at_ms < ? AND started_at_ms >= ? AND state != 'running'
-                    ORDER BY started_at_ms
-                    """,
-                arguments: [cutoff, Self.earliestPlausibleMs])
-            for id in ids { try db.execute(sql: "DELETE FROM sessions WHERE id = ?", arguments: [id]) }
-            return ids
-        }
-        return (deleted, nil)
+        return (try prune(startedBeforeMs: cutoff, notBeforeMs: Self.earliestPlausibleMs), nil)
     }
 
     static func isoDay(_ ms: Int64) -> String {
