@@ -194,8 +194,12 @@ public final class RelayTokenStore: Sendable {
             read = nil
             let message = error.description
             if lastFailure.withLock({ f in defer { f = message }; return f != message }) {
-                warn?("\(message) The tokens last read stay in use: a token created or revoked since does not count "
-                    + "until the file can be read.")
+                // Said as it is: with none ever read, "the tokens last read stay in use" was false.
+                let kept = cache.withLock { $0 != nil }
+                    ? "The tokens last read stay in use: a token created or revoked since does not count until the "
+                        + "file can be read."
+                    : "No token was ever read from it: every consumer is refused (401) until it can be."
+                warn?("\(message) \(kept)")
             }
         }
         let records = read ?? cache.withLock { $0?.records } ?? []

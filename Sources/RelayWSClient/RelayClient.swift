@@ -154,8 +154,13 @@ extension RelayClient {
                 if let io = failure.error as? IOError { return String(cString: strerror(io.errnoCode)) }
                 return "\(failure.error)"
             }
-            return "nothing answers on \(e.host):\(e.port) (\(Array(Set(reasons)).sorted().joined(separator: "; "))): check "
-                + "that the gateway runs with --listen on that address"
+            let said = Array(Set(reasons)).sorted().joined(separator: "; ")
+            // Only a refused or unreachable socket means nothing answers; a failure past it (TLS) is the connection's.
+            guard e.connectionErrors.allSatisfy({ $0.error is IOError }) else {
+                return "the connection to \(e.host):\(e.port) failed (\(said))"
+            }
+            return "nothing answers on \(e.host):\(e.port) (\(said)): check that the gateway runs with --listen on that "
+                + "address"
         }
         return "\(error)"
     }

@@ -209,5 +209,17 @@ import Testing
             + "revoked"), "\(refused.stderr)")
         server.signal(SIGTERM)
         _ = server.wait()
+
+        // A gateway that answers, over TLS its client does not trust yet (no --pin): not "nothing answers".
+        let tls = try RunningCLI(["serve", "--simulate", "--listen", "127.0.0.1:0", "--tls", "--state-dir", dir])
+        var secure: String?
+        while secure == nil, let line = tls.readLine() { secure = line.split(separator: " ").last.map(String.init).flatMap { $0.hasPrefix("wss://") ? $0 : nil } }
+        let wss = try #require(secure)
+        let untrusted = try CLI.run(["attach", wss, "--token", "not-a-token"])
+        #expect(untrusted.status == 1)
+        #expect(!untrusted.stderr.contains("nothing answers"), "\(untrusted.stderr)")
+        #expect(untrusted.stderr.contains("the connection to 127.0.0.1:"), "\(untrusted.stderr)")
+        tls.signal(SIGTERM)
+        _ = tls.wait()
     }
 }

@@ -108,6 +108,15 @@ import Testing
         try FileManager.default.copyItem(atPath: fresh.path, toPath: store.path)
         #expect(store.authenticate(token) == nil, "the file as it reads now")
         #expect(said.withLock { $0 }.count == 2 && said.withLock { $0 }.last?.contains("readable again") == true)
+
+        // Damaged before the gateway ever read it: nothing was kept, and the warning no longer says it was.
+        let never = Locked<[String]>([])
+        let damaged = RelayTokenStore(directory: directory + "-3", warn: { m in never.withLock { $0.append(m) } })
+        try FileManager.default.createDirectory(atPath: damaged.directory, withIntermediateDirectories: true)
+        try "{not json".write(toFile: damaged.path, atomically: true, encoding: .utf8)
+        #expect(damaged.authenticate(token) == nil)
+        #expect(never.withLock { $0 }.first?.contains("No token was ever read from it: every consumer is refused") == true,
+                "\(never.withLock { $0 })")
     }
 
     /// Token commands at the same moment (two administrators, a provisioning loop run in parallel) read, change and
