@@ -117,11 +117,11 @@ struct ServeCommand: AsyncParsableCommand {
             do { url = try parseWebhookURL(text) } catch {
                 throw CommandFailure("\(self.webhook == nil ? "webhook.url" : "--webhook"): \(error)")
             }
-            let forwarder = try WebhookDelivery.forwarder(
-                stateDir: try store.directory(), settings: settings, logger: Logger(label: "hr-gateway.webhook"))
-            webhook = ServeWebhook(WebhookDelivery(
-                forwarder: forwarder, url: url, samples: false, batchSize: settings.webhookBatchSize,
-                graceSec: settings.webhookGraceSec))
+            webhook = WebhookDelivery.forwarderForSession(stateDir: try store.directory(), settings: settings).map {
+                ServeWebhook(WebhookDelivery(
+                    forwarder: $0, url: url, samples: false, batchSize: settings.webhookBatchSize,
+                    graceSec: settings.webhookGraceSec))
+            }
             if settings.webhookSamples {
                 StandardStream.error.write(Data(("note: serve posts each session's summary to the webhook; sample "
                     + "batches (webhook.samples) are stream's\n").utf8))

@@ -207,11 +207,11 @@ struct StreamCommand: AsyncParsableCommand {
             let url: URL
             do { url = try parseWebhookURL(text) } catch { throw CommandFailure("\(error)") }
             let dir = StateDirectory.resolve(option: store.stateDir, configured: settings.stateDir)
-            delivery = WebhookDelivery(
-                forwarder: try WebhookDelivery.forwarder(
-                    stateDir: dir, settings: settings, logger: Logger(label: "hr-gateway.webhook")),
-                url: url, samples: webhookSamples || settings.webhookSamples, batchSize: settings.webhookBatchSize,
-                graceSec: webhookGrace ?? settings.webhookGraceSec)
+            delivery = WebhookDelivery.forwarderForSession(stateDir: dir, settings: settings).map { forwarder in
+                WebhookDelivery(
+                    forwarder: forwarder, url: url, samples: webhookSamples || settings.webhookSamples,
+                    batchSize: settings.webhookBatchSize, graceSec: webhookGrace ?? settings.webhookGraceSec)
+            }
         }
         let stateDirectory = try store.directory()
         let mqttSink = try mqtt.sink(sources: providers.map(\.name), settings: settings, stateDirectory: stateDirectory)

@@ -27,6 +27,19 @@ struct WebhookDelivery: Sendable {
             onWarning: { logger.warning("\($0)") })
     }
 
+    /// The forwarder for a session's command (`stream`, `serve`), or nil, said, when its outbox cannot be opened (a
+    /// full disk, a damaged file): the session goes on without the webhook, as it does without its recording, and
+    /// `webhook send` posts its summary later (a service stopped here, and restarted until systemd gave up).
+    static func forwarderForSession(stateDir: String, settings: GatewayConfiguration) -> WebhookForwarder? {
+        let logger = Logger(label: "hr-gateway.webhook")
+        do { return try forwarder(stateDir: stateDir, settings: settings, logger: logger) } catch {
+            let said = "\(error); the session goes on without the webhook: once the outbox can be opened, "
+                + "`hr-gateway webhook send SESSION_ID` posts a recorded session's summary"
+            logger.warning("\(said)")
+            return nil
+        }
+    }
+
     /// What one session needs: a sample tap, an event observer, and `finish()` after the session.
     final class Session: Sendable {
         let delivery: WebhookDelivery

@@ -88,6 +88,23 @@ import WebhookTestSupport
         #expect(ids == ["wh-option"])
     }
 
+    /// A webhook outbox that cannot be opened (a damaged file here; a full disk on a Pi) stopped the session, exit 1,
+    /// while the recording, relay and MQTT degrade with a warning: a service with a webhook restarted until systemd
+    /// gave up. The session now runs and is recorded, and the warning says how to post its summary later.
+    @Test func anOutboxThatCannotOpenLeavesTheSessionRunning() throws {
+        let (replay, config, stateDir) = try fixtures()
+        try "not a database".write(toFile: stateDir + "/outbox.sqlite", atomically: true, encoding: .utf8)
+        let run = try CLI.run(["stream", "--replay", replay, "--replay-speed", "100", "--format", "jsonl",
+                               "--session-id", "wh-broken", "--webhook", "http://127.0.0.1:9/hook", "--webhook-grace", "0",
+                               "--state-dir", stateDir, "--config", config])
+        #expect(run.status == 0, "\(run.stderr)")
+        #expect(run.stderr.contains("the session goes on without the webhook"), "\(run.stderr)")
+        #expect(run.stderr.contains("hr-gateway webhook send SESSION_ID"), "\(run.stderr)")
+        #expect(run.lines.last?.contains("\"session_summary\"") == true)
+        let list = try CLI.run(["sessions", "list", "--state-dir", stateDir, "--config", config])
+        #expect(list.stdout.contains("wh-broken") && list.stdout.contains("completed"), "\(list.stdout)")
+    }
+
     @Test func theSummaryReachesAFailingWebhookExactlyOnce() throws {
         let server = try FlakyServer(failing: 2)
         let (replay, config, stateDir) = try fixtures()
