@@ -68,6 +68,21 @@ public struct RecordedSession: Sendable, Equatable {
     public var lastSampleMs: Int64?
     /// The raw waveforms recorded ("ecg", "acc"): what `sessions export --format ecg-csv` (`acc-csv`) can write.
     public var waveforms: [String] = []
+    /// The summary's `duration_actual_sec` (measured on the monotonic clock), when the session has one.
+    public var durationActualSec: Int?
+
+    /// How long the session ran, ms: from its start to its end (or last sample) on the wall clock, or the summary's
+    /// duration where the wall clock says less than nothing or a minute more or less (it was stepped while the
+    /// session ran: a 20-s session showed 48 hours, or none). Nil when neither says.
+    public var durationMs: Int64? {
+        let wall = (endedAtMs ?? lastSampleMs).map { $0 - startedAtMs }
+        if let actual = durationActualSec.map({ Int64($0) * 1000 }),
+            wall.map({ $0 < 0 || abs($0 - actual) > 60_000 }) ?? true
+        {
+            return actual
+        }
+        return wall.flatMap { $0 >= 0 ? $0 : nil }
+    }
 
     /// The duration the session was started with, or nil when it was to run until stopped.
     public var plannedDurationSec: Int? {
@@ -610,7 +625,9 @@ public final class SessionStore: Sendable {
                 FROM samples WHERE session_id = s.id ORDER BY d)) AS devices,
             (SELECT COUNT(*) FROM events WHERE session_id = s.id) AS event_count,
             EXISTS (SELECT 1 FROM samples WHERE session_id = s.id AND ecg_uv IS NOT NULL) AS has_ecg,
-            EXISTS (SELECT 1 FROM samples WHERE session_id = s.id AND acc_g IS NOT NULL) AS has_acc
+            EXISTS (SELECT 1 FROM samples WHERE session_id = s.id AND acc_g IS NOT NULL) AS has_acc,
+            (SELECT json_extract(json, '$.duration_actual_sec') FROM events
+                WHERE session_id = s.id AND type = 'session_summary' ORDER BY id DESC LIMIT 1) AS duration_actual_sec
         FROM sessions s
         """
 
@@ -623,7 +640,8 @@ public final class SessionStore: Sendable {
             sampleCount: row["sample_count"], eventCount: row["event_count"], rrCount: row["rr_total"],
             devices: devices.map { $0.split(separator: "\n").map(String.init) } ?? [],
             lastSampleMs: row["last_sample_ms"],
-            waveforms: [("ecg", row["has_ecg"] as Bool), ("acc", row["has_acc"] as Bool)].filter(\.1).map(\.0))
+            waveforms: [("ecg", row["has_ecg"] as Bool), ("acc", row["has_acc"] as Bool)].filter(\.1).map(\.0),
+            durationActualSec: (row["duration_actual_sec"] as Int64?).map { Int($0) })
     }
 
     private static func sample(_ row: Row) -> BiosignalSample {

@@ -45,8 +45,8 @@ enum SessionText {
     }
 
     static func duration(_ s: RecordedSession) -> String {
-        guard let end = s.endedAtMs ?? s.lastSampleMs, end >= s.startedAtMs else { return "-" }
-        let sec = (end - s.startedAtMs) / 1000
+        guard let ms = s.durationMs else { return "-" }
+        let sec = ms / 1000
         return String(format: "%d:%02d:%02d", sec / 3600, sec / 60 % 60, sec % 60)
     }
 }

@@ -41,7 +41,7 @@ struct SessionsListCommand: ParsableCommand {
             // The table's columns: the duration (to the end, or the last sample) and the pacing summary too.
             print(JSONValue.array(sessions.map { s in
                 var o = s.jsonValue.objectValue ?? [:]
-                if let end = s.endedAtMs ?? s.lastSampleMs, end >= s.startedAtMs { o["duration_ms"] = .int(end - s.startedAtMs) }
+                if let ms = s.durationMs { o["duration_ms"] = .int(ms) }
                 if let pacing = opened.pacingSummary(s) { o["pacing"] = .string(pacing) }
                 return .object(o)
             }).jsonString)

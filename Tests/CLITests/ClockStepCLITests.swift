@@ -77,7 +77,7 @@ import Testing
             "FAKETIME_DONT_FAKE_MONOTONIC=1",
             "HR_GATEWAY_STATE_DIR=\(CLI.stateDir)", CLI.executable.path,
             "stream", "--simulate", "--model", "sdk-mock", "--format", "jsonl", "--emit-interval", "1",
-            "--duration", "10", "--no-record-db",
+            "--duration", "10", "--state-dir", dir.appendingPathComponent("state").path, "--session-id", "step",
         ]
         let out = Pipe()
         process.standardOutput = out
@@ -141,6 +141,12 @@ import Testing
             let took = started.at.duration(to: summary.at)
             #expect(took > .milliseconds(9_000) && took < .milliseconds(12_500), "session took \(took)")
         }
+        // Recorded: its duration is the ten seconds it ran (from the wall clock it showed an hour and ten seconds,
+        // or none).
+        let list = try CLI.run(["sessions", "list", "--json", "--state-dir", dir.appendingPathComponent("state").path])
+        let recorded = try JSONValue(parsing: list.stdout).arrayValue?.first
+        let ms = try #require(recorded?["duration_ms"]?.intValue, "\(list.stdout)")
+        #expect(ms >= 9_000 && ms <= 12_500, "\(list.stdout)")
     }
 
     /// A session recorded while the wall clock was two days ahead (a board that booted with a wrong time, set right
