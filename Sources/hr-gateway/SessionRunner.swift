@@ -261,7 +261,12 @@ final class TerminationSignals: Sendable {
                 switch action {
                 case .handle(let handler): handler(sig)
                 case .ignore: continue
-                case .exitNow: exit(128 + sig)
+                case .exitNow:
+                    // Said, since the shutdown it cuts short was delivering: what was committed stays where it is.
+                    StandardStream.error.write(Data(("second signal: exiting now; the session store keeps what it "
+                        + "recorded, and webhook and MQTT items not yet delivered stay in their outboxes for the next "
+                        + "start\n").utf8))
+                    exit(128 + sig)
                 }
             }
         }

@@ -167,7 +167,27 @@ import Testing
         try expectCleanEnd(cli, on: signal)
     }
 
-    /// Sends `signal`; the session must end with its summary last and the process with status 0.
+    /// A second signal during the shutdown (here, while the webhook's grace waits on a server that is not there)
+    /// exits at once, 128 + the signal, and says what stays where (it exited without a word).
+    @Test func aSecondSignalExitsAtOnceSayingWhatStays() throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("hrg-second-\(UUID().uuidString)").path
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        let stderr = dir + "/stderr"
+        let cli = try RunningCLI(["stream", "--simulate", "--model", "sdk-mock", "--format", "jsonl", "--state-dir", dir,
+                                  "--webhook", "http://127.0.0.1:9/hook", "--webhook-grace", "30"], errorTo: stderr)
+        #expect(try JSONValue(parsing: try #require(cli.readLine()))["type"] == .string("session_started"))
+        cli.signal(SIGTERM)
+        // The summary is out: the shutdown now waits on the webhook's grace.
+        var last = ""
+        while !last.contains("session_summary"), let line = cli.readLine() { last = line }
+        cli.signal(SIGINT)
+        #expect(cli.wait() == 128 + SIGINT)
+        let said = try String(contentsOfFile: stderr, encoding: .utf8)
+        #expect(said.contains("second signal: exiting now"), "\(said)")
+    }
+
+    /// Sends `signal`; the session must end with its summary last and the process with status 0.    /// Sends `signal`; the session must end with its summary last and the process with status 0.
     private func expectCleanEnd(_ cli: RunningCLI, on signal: Int32) throws {
         cli.signal(signal)
         var last = ""
