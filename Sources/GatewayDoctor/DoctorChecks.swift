@@ -390,8 +390,11 @@ public struct DoctorFacts: Sendable, Equatable {
             } else {
                 fix = StateDatabase.directoryAdvice
             }
-            checks.append(DoctorCheck(
-                "state directory", .warning, "\(stateDir): \(reason) (sessions will not be recorded)", fix: fix))
+            // A damaged database leaves the directory writable: sessions wait in their journals.
+            let consequence = damaged
+                ? "sessions are recorded into journal files only, imported once the database is replaced"
+                : "sessions will not be recorded"
+            checks.append(DoctorCheck("state directory", .warning, "\(stateDir): \(reason) (\(consequence))", fix: fix))
         } else {
             checks.append(DoctorCheck("state directory", .ok, "\(stateDir) \(stateDirNote ?? "writable")"))
         }

@@ -9,7 +9,8 @@ import Synchronization
 /// provider's thread: a `write(2)` to the end of a file cannot be stalled by another process holding the database.
 ///
 /// Lines (keys sorted, as every JSONValue is written):
-/// - `{"kind":"session","session_id":…}` first;
+/// - `{"kind":"session","session_id":…,"mode":…,"config_json":…,"started_at_ms":…}` first: what the store's row of
+///   the session holds, so that a journal kept while the database could not be opened becomes a session of its own;
 /// - `{"kind":"sample","sample":{…}}` for each sample, written on the provider's thread before the engine has it;
 /// - `{"kind":"event","json":"…","type":…}` for each event, written by the background writer;
 /// - `{"at_ms":…,"kind":"end","state":…}` when the recorder ends the session.
@@ -25,19 +26,32 @@ final class SessionJournal: Sendable {
     /// line of its own, so the fragment is one unreadable line, not glued to the next record and losing it too.
     private let torn = Mutex(false)
 
-    /// Creates the journal (refusing one that exists: that session id is already journaled).
-    init(path: String, sessionId: String) throws(StoreError) {
+    /// Creates the journal (refusing one that exists: that session id is already journaled), its first line naming
+    /// the session as the store's row does.
+    init(path: String, config: SessionConfig, startedAtMs: Int64) throws(StoreError) {
         self.path = path
         let dir = (path as NSString).deletingLastPathComponent
         try? FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true,
                                                  attributes: [.posixPermissions: 0o750])
         let fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_APPEND | O_CLOEXEC, 0o640)
         guard fd >= 0 else {
-            throw .io("cannot create the session journal \(path): \(String(cString: strerror(errno)))")
+            let code = errno
+            if code == EEXIST { throw .sessionExists(config.sessionId) }
+            throw .io("cannot create the session journal \(path): \(String(cString: strerror(code)))")
         }
         self.fd = fd
         StateOwnership.adopt(path)
-        try append(.object(["kind": .string("session"), "session_id": .string(sessionId)]))
+        do throws(StoreError) {
+            try append(.object([
+                "kind": .string("session"), "session_id": .string(config.sessionId), "mode": .string(config.mode.rawValue),
+                "config_json": .string(config.jsonValue.jsonString), "started_at_ms": .int(startedAtMs),
+            ]))
+        } catch {
+            // A journal without its first line names no session: nothing could ever import it. (`deinit` closes it:
+            // every property is set.)
+            unlink(path)
+            throw error
+        }
     }
 
     deinit { close(fd) }
@@ -80,6 +94,8 @@ final class SessionJournal: Sendable {
     /// What a journal holds, read back for import. A last line cut short by a crash is skipped.
     struct Contents {
         var sessionId: String?
+        /// The session's row (absent from journals of older versions).
+        var row: (mode: String, configJSON: String, startedAtMs: Int64)?
         var samples: [BiosignalSample] = []
         var events: [(type: String, json: String)] = []
         var end: (state: RecordedSessionState, atMs: Int64)?
@@ -91,7 +107,13 @@ final class SessionJournal: Sendable {
         for line in text.split(separator: "\n") {
             guard let v = try? JSONValue(parsing: String(line)) else { continue }
             switch v["kind"]?.stringValue {
-            case "session": c.sessionId = v["session_id"]?.stringValue
+            case "session":
+                c.sessionId = v["session_id"]?.stringValue
+                if let mode = v["mode"]?.stringValue, let config = v["config_json"]?.stringValue,
+                    let started = v["started_at_ms"]?.intValue
+                {
+                    c.row = (mode, config, started)
+                }
             case "sample":
                 if let s = v["sample"], let sample = try? BiosignalSample(json: s) { c.samples.append(sample) }
             case "event":

@@ -13,9 +13,15 @@ import GatewayStorage
 /// the journal once everything is in. If the process dies first, the next `SessionStore` opened on the directory
 /// imports the journal. A write that fails for another reason (disk full, a damaged file) never disturbs the
 /// session: `onFailure` is called once, the journal is kept, and recording carries on.
+///
+/// When the database cannot be opened at all (a damaged file), `init(journalingOnlyIn:…)` records into the journal
+/// alone: its first line holds the session's row, so the first `SessionStore` that opens the directory once the
+/// database is replaced imports it as a session of its own.
 public final class SessionRecorder: Sendable {
     public let sessionId: String
-    private let store: SessionStore
+    /// Nil when journaling only.
+    private let store: SessionStore?
+    private let directory: String
     /// The session's clock, for the time it ended (a faster replay's is the recording's time).
     private let clock: any SessionClock
     private let onFailure: @Sendable (String) -> Void
@@ -63,27 +69,59 @@ public final class SessionRecorder: Sendable {
     /// Adds the session to the store as `running`, holds its writer lock and opens its journal. When this fails
     /// (the id is already recorded, the database cannot be written) `onFailure` is called and the recorder records
     /// nothing.
-    public init(
+    public convenience init(
         store: SessionStore,
         config: SessionConfig,
         nowMs: Int64? = nil,
         clock: any SessionClock = SystemSessionClock(),
         onFailure: @escaping @Sendable (String) -> Void
     ) {
+        self.init(store: store, directory: store.directory, config: config, nowMs: nowMs, clock: clock,
+                  onFailure: onFailure)
+    }
+
+    /// Records into the session's journal in `directory` alone, for a store whose database cannot be opened: the
+    /// journal is kept when the session ends and imported by the first `SessionStore` opened on the directory once
+    /// the database can be. When even the journal cannot be made, `onFailure` is called and nothing is recorded.
+    public convenience init(
+        journalingOnlyIn directory: String,
+        config: SessionConfig,
+        clock: any SessionClock = SystemSessionClock(),
+        onFailure: @escaping @Sendable (String) -> Void
+    ) {
+        self.init(store: nil, directory: directory, config: config, nowMs: nil, clock: clock, onFailure: onFailure)
+    }
+
+    private init(
+        store: SessionStore?,
+        directory: String,
+        config: SessionConfig,
+        nowMs: Int64?,
+        clock: any SessionClock,
+        onFailure: @escaping @Sendable (String) -> Void
+    ) {
         let nowMs = nowMs ?? clock.nowMs()
         self.clock = clock
         self.sessionId = config.sessionId
         self.store = store
+        self.directory = directory
         self.onFailure = onFailure
         let opened = Result { () throws(StoreError) -> (FileLock, SessionJournal) in
             let acquired: FileLock?
-            do { acquired = try FileLock.tryAcquire(path: store.lockPath(sessionId: config.sessionId)) } catch {
+            let lockPath = SessionStore.lockPath(directory: directory, sessionId: config.sessionId)
+            if store == nil {
+                try? FileManager.default.createDirectory(
+                    atPath: (lockPath as NSString).deletingLastPathComponent, withIntermediateDirectories: true,
+                    attributes: [.posixPermissions: 0o750])
+            }
+            do { acquired = try FileLock.tryAcquire(path: lockPath) } catch {
                 throw StoreError.io("\(error)")
             }
             guard let lock = acquired else { throw StoreError.sessionRunning(config.sessionId) }
             do throws(StoreError) {
-                try store.insertSession(config, startedAtMs: nowMs)
-                return (lock, try SessionJournal(path: store.journalPath(sessionId: config.sessionId), sessionId: config.sessionId))
+                try store?.insertSession(config, startedAtMs: nowMs)
+                let path = SessionStore.journalPath(directory: directory, sessionId: config.sessionId)
+                return (lock, try SessionJournal(path: path, config: config, startedAtMs: nowMs))
             } catch {
                 lock.release(remove: false)
                 throw error
@@ -109,7 +147,13 @@ public final class SessionRecorder: Sendable {
     }
 
     /// The database the session is recorded into.
-    public var databasePath: String { store.databasePath }
+    public var databasePath: String { store?.databasePath ?? directory + "/sessions.sqlite" }
+
+    /// The session's journal (kept after the session when journaling only, or when the database failed).
+    public var journalPath: String? { journal?.path }
+
+    /// True when the session goes to its journal alone (the database could not be opened).
+    public var isJournalingOnly: Bool { store == nil && journal != nil }
 
     /// True when the session is being recorded (the initial insert succeeded and it has not ended).
     public var isRecording: Bool { state.withLock { $0.lock != nil && !$0.ended } }
@@ -165,7 +209,7 @@ public final class SessionRecorder: Sendable {
         guard running else { return }
         if done.wait(timeout: .now() + graceSec) == .timedOut {
             state.withLock { $0.abandon = true }
-            fail("recording to \(store.databasePath) is still waiting for the database; the rest stays in "
+            fail("recording to \(databasePath) is still waiting for the database; the rest stays in "
                 + "\(journal?.path ?? "the journal") and is imported at the next start")
         } else {
             done.signal()
@@ -179,6 +223,11 @@ public final class SessionRecorder: Sendable {
     public func discardUnstarted() {
         finish()
         guard began else { return }  // a session of that id recorded before is not this one's to remove
+        guard let store else {
+            // Journaling only: a journal with nothing but its session and its end would import an empty session.
+            if state.withLock({ $0.losses.journalOnly == (0, 0) && $0.losses.lost == (0, 0) }) { journal?.remove() }
+            return
+        }
         do { try store.deleteIfEmpty(id: sessionId) } catch { fail("could not remove the unstarted session: \(error)") }
     }
 
@@ -237,14 +286,19 @@ public final class SessionRecorder: Sendable {
             }
             return (s.lock, s.failed, s.losses)
         }
-        if let said = Self.describe(losses, sessionId: sessionId, journal: journal?.path) { onFailure(said) }
+        if let said = Self.describe(
+            losses, sessionId: sessionId, journal: journal?.path,
+            until: store == nil ? "once it can be opened (`hr-gateway doctor` says how)" : "once it has room")
+        {
+            onFailure(said)
+        }
         if !failed { journal?.remove() }
         lock?.release(remove: true)
         done.signal()
     }
 
     /// What `losses` says, or nil when nothing was kept out.
-    static func describe(_ losses: Losses, sessionId: String, journal: String?) -> String? {
+    static func describe(_ losses: Losses, sessionId: String, journal: String?, until: String = "once it has room") -> String? {
         func count(_ n: (samples: Int, events: Int)) -> String {
             [(n.samples, "sample"), (n.events, "event")].filter { $0.0 > 0 }
                 .map { "\($0.0) \($0.1)\($0.0 == 1 ? "" : "s")" }.joined(separator: " and ")
@@ -258,8 +312,7 @@ public final class SessionRecorder: Sendable {
         let waiting = losses.journalOnly.samples + losses.journalOnly.events
         if waiting > 0 {
             parts.append("\(count(losses.journalOnly)) \(waiting == 1 ? "is" : "are") in \(journal ?? "the journal") "
-                + "only, imported into the database by the next hr-gateway command that opens the store, once it has "
-                + "room")
+                + "only, imported into the database by the next hr-gateway command that opens the store, \(until)")
         }
         return parts.isEmpty ? nil : "recording of session \(sessionId): " + parts.joined(separator: "; ")
     }
@@ -267,6 +320,14 @@ public final class SessionRecorder: Sendable {
     /// Writes `batch` in one transaction, waiting out a database held by another process (`LockBackoff`). Returns
     /// false when `finish` gave up waiting.
     private func write(_ batch: [Item], unjournaled: Set<Int> = []) -> Bool {
+        guard let store else {
+            // Journaling only: everything journaled waits there for the database.
+            state.withLock { s in
+                s.failed = true
+                for (index, item) in batch.enumerated() { Self.tally(item, lineFailed: unjournaled.contains(index), &s.losses) }
+            }
+            return true
+        }
         var backoff = LockBackoff()
         while true {
             do {
@@ -284,18 +345,22 @@ public final class SessionRecorder: Sendable {
                 state.withLock { $0.failed = true }
                 fail("recording to \(store.databasePath) failed: \(error); the session goes on")
                 for (index, item) in batch.enumerated() where (try? store.write([item], sessionId: sessionId)) == nil {
-                    state.withLock { s in
-                        switch item {
-                        case .sample(_, let journaled):
-                            if journaled { s.losses.journalOnly.samples += 1 } else { s.losses.lost.samples += 1 }
-                        case .event:
-                            if unjournaled.contains(index) { s.losses.lost.events += 1 } else { s.losses.journalOnly.events += 1 }
-                        case .end: break
-                        }
-                    }
+                    state.withLock { Self.tally(item, lineFailed: unjournaled.contains(index), &$0.losses) }
                 }
                 return true
             }
+        }
+    }
+
+    /// Counts `item`, not in the database, as waiting in the journal, or lost when its journal line failed too
+    /// (`lineFailed`, for an event; a sample knows).
+    private static func tally(_ item: Item, lineFailed: Bool, _ losses: inout Losses) {
+        switch item {
+        case .sample(_, let journaled):
+            if journaled { losses.journalOnly.samples += 1 } else { losses.lost.samples += 1 }
+        case .event:
+            if lineFailed { losses.lost.events += 1 } else { losses.journalOnly.events += 1 }
+        case .end: break
         }
     }
 

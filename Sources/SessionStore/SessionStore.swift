@@ -169,10 +169,15 @@ public final class SessionStore: Sendable {
 
     /// Opens the store in `directory` to read it, creating nothing: nil when the directory holds no store. A store
     /// this user may write is opened as `init(directory:)` opens it (journals imported, sessions whose writer is gone
-    /// marked interrupted); one it may only read (the service's, readable by others) is read as it is.
+    /// marked interrupted); one it may only read (the service's, readable by others) is read as it is. Journals
+    /// waiting without a database (kept while it could not be opened, and it was moved aside since) are a store:
+    /// made and imported when this user may write the directory.
     public static func existing(directory: String) throws(StoreError) -> SessionStore? {
         let path = directory + "/sessions.sqlite"
-        guard access(path, F_OK) == 0 else { return nil }
+        if access(path, F_OK) != 0 {
+            guard access(directory, W_OK) == 0, hasJournals(directory) else { return nil }
+            return try SessionStore(directory: directory)
+        }
         if access(path, W_OK) == 0 && access(directory, W_OK) == 0 {
             do { return try SessionStore(directory: directory) } catch {
                 // A full disk: read as it stands, as a user who may not write would (listing and exporting are how
@@ -182,6 +187,13 @@ public final class SessionStore: Sendable {
             }
         }
         return try SessionStore(readingOnly: directory)
+    }
+
+    /// True when `directory` holds session journals (recorded, not yet in the database).
+    static func hasJournals(_ directory: String) -> Bool {
+        ((try? FileManager.default.contentsOfDirectory(atPath: directory + "/journal")) ?? []).contains {
+            $0.hasSuffix(".jsonl")
+        }
     }
 
     static let fullDiskAdvice = "Reading commands still work; free some space elsewhere before deleting sessions (a "
@@ -484,10 +496,18 @@ public final class SessionStore: Sendable {
     }
 
     /// The lock file of a session's writer.
-    func lockPath(sessionId: String) -> String { directory + "/locks/" + Self.fileName(sessionId) + ".lock" }
+    func lockPath(sessionId: String) -> String { Self.lockPath(directory: directory, sessionId: sessionId) }
+
+    static func lockPath(directory: String, sessionId: String) -> String {
+        directory + "/locks/" + fileName(sessionId) + ".lock"
+    }
 
     /// The journal of a session being recorded (see `SessionJournal`).
-    func journalPath(sessionId: String) -> String { directory + "/journal/" + Self.fileName(sessionId) + ".jsonl" }
+    func journalPath(sessionId: String) -> String { Self.journalPath(directory: directory, sessionId: sessionId) }
+
+    static func journalPath(directory: String, sessionId: String) -> String {
+        directory + "/journal/" + fileName(sessionId) + ".jsonl"
+    }
 
     private static func fileName(_ sessionId: String) -> String {
         let bytes = Array(sessionId.utf8)
@@ -527,8 +547,15 @@ public final class SessionStore: Sendable {
             guard case .gone(let lock) = writer(of: id) else { continue }
             defer { lock?.release(remove: true) }
             try write { db in
-                guard try Bool.fetchOne(db, sql: "SELECT 1 FROM sessions WHERE id = ?", arguments: [id]) == true else {
-                    return
+                if try Bool.fetchOne(db, sql: "SELECT 1 FROM sessions WHERE id = ?", arguments: [id]) != true {
+                    // Kept while the database could not be opened: the journal holds the session's row too.
+                    guard let row = contents.row else { return }
+                    try db.execute(
+                        sql: """
+                            INSERT INTO sessions (id, mode, config_json, started_at_ms, state, writer_pid)
+                            VALUES (?, ?, ?, ?, 'running', NULL)
+                            """,
+                        arguments: [id, row.mode, row.configJSON, row.startedAtMs])
                 }
                 let stored = try Row.fetchAll(
                     db, sql: "SELECT * FROM samples WHERE session_id = ? ORDER BY id", arguments: [id]).map(Self.sample)

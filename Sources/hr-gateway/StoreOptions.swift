@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import Synchronization
 import GatewayConfig
 import GatewayEngine
 import GatewayLogging
@@ -98,9 +99,22 @@ struct StoreOptions: ParsableArguments {
         do { sessions = try SessionStore(directory: dir) } catch {
             // A damaged file is no permission problem: say how to start afresh without losing what it holds.
             let damaged = "\(error)".contains("malformed") || "\(error)".contains("not a database")
-            report("not recording this session: \(error)" + (damaged
-                ? " (the file is damaged: `hr-gateway doctor` says how to move it aside and recover its sessions)" : ""))
-            return nil
+            let why = "\(error)" + (damaged
+                ? " (the file is damaged: `hr-gateway doctor` says how to move it aside and recover its sessions)" : "")
+            // The journal alone keeps the session until the store opens again. Its own failure to start is not
+            // said: the store's is the cause.
+            let started = Mutex(false)
+            let journaling = SessionRecorder(journalingOnlyIn: dir, config: config, clock: clock) { message in
+                if started.withLock({ $0 }) { report(message) }
+            }
+            started.withLock { $0 = true }
+            guard journaling.isJournalingOnly, let journal = journaling.journalPath else {
+                report("not recording this session: \(why)")
+                return nil
+            }
+            report("the session store cannot be opened: \(why); recording this session into its journal, \(journal), "
+                + "which the first hr-gateway command to open the store once it can imports as a session of its own")
+            return journaling
         }
         if (try? sessions.session(id: config.sessionId)) != nil {
             throw CommandFailure("session \(config.sessionId) is already in the store (\(dir)): choose another "

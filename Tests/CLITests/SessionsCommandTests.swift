@@ -264,6 +264,38 @@ import Testing
         #expect(warnings.first?.contains("not recording this session") == true)
     }
 
+    /// A damaged sessions.sqlite ran every session unrecorded (exit 0, a warning a headless service's operator may
+    /// not read for weeks). The session now goes to its journal alone, and once the damaged file is moved aside (as
+    /// `doctor` says), the next command that reads the store imports it as a session of its own.
+    @Test func aSessionRecordedWhileTheDatabaseIsDamagedIsImportedOnceItIsMovedAside() throws {
+        let dir = tempDir()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let beats = dir + "/beats.jsonl"
+        let written = try writeBeats(beats)
+        try FileManager.default.createDirectory(atPath: dir + "/state", withIntermediateDirectories: true)
+        try String(repeating: "not a database, ", count: 300).write(
+            toFile: dir + "/state/sessions.sqlite", atomically: true, encoding: .utf8)
+        let r = try CLI.run(["stream", "--replay", beats, "--replay-speed", "1000", "--format", "jsonl",
+                             "--session-id", "kept", "--state-dir", dir + "/state"])
+        #expect(r.status == 0, "\(r.stderr)")
+        #expect(r.lines.last.map { $0.contains("session_summary") } == true)
+        #expect(r.stderr.contains("recording this session into its journal"), "\(r.stderr)")
+        #expect(r.stderr.contains("only, imported into the database"), "the end says what waits: \(r.stderr)")
+        // Still damaged: the reading commands say so, and the journal waits.
+        let refused = try CLI.run(["sessions", "list", "--state-dir", dir + "/state"])
+        #expect(refused.status != 0 && refused.stderr.contains("not a database"), "\(refused.stderr)")
+        try FileManager.default.moveItem(atPath: dir + "/state/sessions.sqlite", toPath: dir + "/state/damaged-sessions.sqlite")
+        let list = try CLI.run(["sessions", "list", "--json", "--state-dir", dir + "/state"])
+        #expect(list.status == 0, "\(list.stderr)")
+        let sessions = try #require(try JSONValue(parsing: list.stdout).arrayValue)
+        #expect(sessions.count == 1 && sessions.first?["session_id"]?.stringValue == "kept", "\(list.stdout)")
+        #expect(sessions.first?["state"]?.stringValue == "completed", "\(list.stdout)")
+        let samples = try CLI.run(["sessions", "export", "kept", "--format", "jsonl", "--state-dir", dir + "/state"])
+        #expect(samples.status == 0 && samples.lines.count == written.count, "every beat of the file: \(samples.lines.count)")
+        #expect(((try? FileManager.default.contentsOfDirectory(atPath: dir + "/state/journal")) ?? []).isEmpty,
+                "imported, the journal is gone")
+    }
+
     @Test func anEDFExportIsWrittenToTheFileAsked() throws {
         let dir = tempDir()
         defer { try? FileManager.default.removeItem(atPath: dir) }

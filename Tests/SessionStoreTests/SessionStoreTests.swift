@@ -156,6 +156,41 @@ final class Seen: Sendable {
         #expect(try store.samples(sessionId: "torn") == samples, "every sample once, in order")
     }
 
+    /// A session recorded while the database could not be opened goes to its journal alone, which holds the
+    /// session's row: the first store opened once the database can be imports it as a session of its own (it was
+    /// never recorded). One that ended before anything was recorded leaves no journal behind.
+    @Test func aJournalOnlyRecordingBecomesASessionOfItsOwn() throws {
+        let dir = tempDir()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let clock = ManualSessionClock(startMs: 1_700_000_000_000)
+        let config = SessionConfig(sessionId: "alone", mode: .breathing, durationSec: 60)
+        let said = Locked([String]())
+        let recorder = SessionRecorder(journalingOnlyIn: dir, config: config, clock: clock) { m in said.withLock { $0.append(m) } }
+        #expect(recorder.isJournalingOnly && recorder.isRecording)
+        let samples = (0..<4).map {
+            BiosignalSample(timestampMs: 1_700_000_001_000 + Int64($0) * 1000, bpm: 60, rrIntervalsMs: [1000],
+                            deviceId: "A0", source: "ble_hrm", sequence: UInt64($0))
+        }
+        for s in samples { recorder.record(s) }
+        clock.advance(byMs: 5_000)
+        recorder.finish()
+        #expect(said.withLock { $0 }.count == 1 && said.withLock { $0 }.first?.contains("4 samples are in") == true,
+                "\(said.withLock { $0 })")
+        #expect(SessionStore.hasJournals(dir), "kept for the database")
+        let store = try #require(try SessionStore.existing(directory: dir), "the waiting journal makes a store")
+        let session = try #require(try store.session(id: "alone"))
+        #expect(session.mode == "breathing" && session.startedAtMs == 1_700_000_000_000, "\(session)")
+        #expect(session.state == .stopped && session.endedAtMs == 1_700_000_005_000, "\(session)")
+        #expect(try SessionConfig(json: JSONValue(parsing: session.configJSON)) == config)
+        #expect(try store.samples(sessionId: "alone") == samples)
+        #expect(!SessionStore.hasJournals(dir))
+
+        let empty = SessionRecorder(journalingOnlyIn: dir + "/other", config: SessionConfig(sessionId: "e", mode: .focus, durationSec: 60), clock: clock) { _ in }
+        #expect(empty.isJournalingOnly)
+        empty.discardUnstarted()
+        #expect(!SessionStore.hasJournals(dir + "/other"))
+    }
+
     /// A failing disk kept samples out of the recording, and only the first failure was said: the end now says how
     /// many are lost and how many wait in the journal.
     @Test func whatAFailingDiskKeptOutIsSaidAtTheEnd() {
