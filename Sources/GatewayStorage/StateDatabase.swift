@@ -12,6 +12,29 @@ public enum StateDatabase {
 
     /// Opens (creating when needed) the database at `path` and applies `migrations` in order.
     public static func open(path: String, migrations: [(name: String, sql: String)]) throws -> DatabaseQueue {
+        do { return try openAsIs(path: path, migrations: migrations) } catch {
+            // Another user's file: say whose, and how to run as them.
+            if let whose = StateOwnership.unwritable(path) { throw NotWritable(reason: whose) }
+            throw error
+        }
+    }
+
+    /// For a write refused as read-only (SQLite opens a file this user may not write read-only, and says only
+    /// "attempt to write a readonly database" at the first write): whose the file is and how to run as them.
+    public static func notWritable(_ error: any Error, path: String) -> NotWritable? {
+        guard let db = error as? DatabaseError, db.resultCode.primaryResultCode == .SQLITE_READONLY,
+            let whose = StateOwnership.unwritable(path)
+        else { return nil }
+        return NotWritable(reason: whose)
+    }
+
+    /// A state file this user may not write (`reason` names its owner).
+    public struct NotWritable: Error, CustomStringConvertible {
+        public let reason: String
+        public var description: String { reason }
+    }
+
+    private static func openAsIs(path: String, migrations: [(name: String, sql: String)]) throws -> DatabaseQueue {
         var config = Configuration()
         config.journalMode = .wal
         config.busyMode = .timeout(Double(busyTimeoutMs) / 1_000)
@@ -39,6 +62,7 @@ public enum StateDatabase {
     /// errors (creating the state directory) the system's reason with the path that failed, not a dump.
     public static func reason(_ error: any Error) -> String {
         if let db = error as? DatabaseError { return db.message ?? "\(db.resultCode)" }
+        if let notWritable = error as? NotWritable { return notWritable.reason }
         let ns = error as NSError
         guard ns.domain == NSCocoaErrorDomain else { return "\(error)" }
         let path = (ns.userInfo[NSFilePathErrorKey] as? String).map { " (\($0))" } ?? ""

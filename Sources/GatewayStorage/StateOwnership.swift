@@ -25,6 +25,28 @@ public enum StateOwnership {
         _ = chown(path, owner.st_uid, owner.st_gid)
     }
 
+    /// Why this user may not write the state file at `path` (it, or its directory, is another user's: the
+    /// service's store, to an operator at a shell), naming the owner and how to run as them; nil when it may, or
+    /// when the file's directory does not exist (nothing to name yet). SQLite says only "attempt to write a
+    /// readonly database" or "unable to open database file".
+    public static func unwritable(_ path: String) -> String? {
+        let dir = parent(path)
+        let fileExists = access(path, F_OK) == 0
+        let blocked = fileExists && access(path, W_OK) != 0 ? path : access(dir, W_OK) != 0 ? dir : nil
+        guard let blocked, access(dir, F_OK) == 0 else { return nil }
+        var st = stat()
+        guard stat(blocked, &st) == 0 else { return nil }
+        let owner = name(st.st_uid)
+        let me = name(geteuid())
+        let run = st.st_uid == 0 ? "as root (sudo hr-gateway …)" : "as \(owner) (sudo -u \(owner) hr-gateway …) or as root"
+        let what = blocked == path ? "\(path) is" : "its directory, \(dir), is"
+        return "\(what) \(owner)'s and this user (\(me)) may not write it: run the command \(run)"
+    }
+
+    private static func name(_ uid: uid_t) -> String {
+        getpwuid(uid).map { String(cString: $0.pointee.pw_name) } ?? "uid \(uid)"
+    }
+
     private static func parent(_ path: String) -> String {
         guard let slash = path.lastIndex(of: "/") else { return "." }
         return slash == path.startIndex ? "/" : String(path[..<slash])

@@ -730,7 +730,10 @@ public final class SessionStore: Sendable {
     }
 
     private func write<T>(_ body: (Database) throws -> T) throws(StoreError) -> T {
-        do { return try dbQueue.write(body) } catch { throw Self.wrap(error) }
+        do { return try dbQueue.write(body) } catch {
+            if let notWritable = StateDatabase.notWritable(error, path: databasePath) { throw .database(notWritable.reason) }
+            throw Self.wrap(error)
+        }
     }
 
     private static func wrap(_ error: any Error) -> StoreError {

@@ -638,7 +638,7 @@ import Testing
     }
 
     /// Another user (a member of the service's group, say) reads a store it may not write: listed and exported as
-    /// it is, nothing written or created.
+    /// it is, nothing written or created; deleting is refused with whose the store is.
     @Test(.enabled(if: getuid() == 0, "runs the binary as user nobody with setpriv, which needs root"))
     func anotherUserReadsTheStoreWithoutWritingIt() throws {
         let dir = tempDir()
@@ -654,6 +654,12 @@ import Testing
         let export = try CLI.run(["sessions", "export", "ro-1", "--format", "csv", "--state-dir", dir], asUser: 65534)
         #expect(export.status == 0, "\(export.stderr)")
         #expect(export.stdout.contains("ro-1,simulated-strap,"), "\(export.stdout)")
+        // A writing command says whose the store is and how to run as them (it said SQLite's "attempt to write a
+        // readonly database").
+        let delete = try CLI.run(["sessions", "delete", "ro-1", "--state-dir", dir], asUser: 65534)
+        #expect(delete.status == 1, "\(delete.stderr)")
+        #expect(delete.stderr.contains("is root's and this user (nobody) may not write it: run the command as root"),
+                "\(delete.stderr)")
         #expect(try FileManager.default.contentsOfDirectory(atPath: dir).sorted() == before)
     }
 
