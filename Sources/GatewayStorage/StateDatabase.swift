@@ -28,6 +28,33 @@ public enum StateDatabase {
         return NotWritable(reason: whose)
     }
 
+    /// Below this many free bytes the disk is taken as full.
+    public static let fullBelowBytes: Int64 = 1 << 20
+
+    /// The bytes this user may still write on the file system holding `directory`.
+    public static func freeBytes(_ directory: String) -> Int64? {
+        var fs = statvfs()
+        guard statvfs(directory, &fs) == 0 else { return nil }
+        return Int64(fs.f_bavail) * Int64(fs.f_frsize)
+    }
+
+    /// Why the state file at `path` could not be opened, and what to do, for every store's message: a full disk
+    /// (SQLite says "disk I/O error" or "SQLite error 13 … while executing PRAGMA"), another user's file, a damaged
+    /// one, or else SQLite's words with the directory advice.
+    public static func whyNotOpened(_ error: any Error, path: String) -> String {
+        let dir = (path as NSString).deletingLastPathComponent
+        if let free = freeBytes(dir), free < fullBelowBytes {
+            return "the disk holding it is full (\(free / 1024) KB free): free some space on it, or choose another "
+                + "state directory with --state-dir or HR_GATEWAY_STATE_DIR"
+        }
+        if let notWritable = error as? NotWritable { return notWritable.reason }
+        let why = reason(error)
+        if why.contains("not a database") || why.contains("malformed") {
+            return why + " (the file is damaged: move it aside with its -wal and -shm, and a new one is made)"
+        }
+        return why + " (\(directoryAdvice))"
+    }
+
     /// A state file this user may not write (`reason` names its owner).
     public struct NotWritable: Error, CustomStringConvertible {
         public let reason: String

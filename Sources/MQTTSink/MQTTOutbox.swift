@@ -50,8 +50,7 @@ public final class MQTTOutbox: Sendable {
                 CREATE INDEX outbox_by_destination ON outbox(broker, gateway_id, id);
                 """)])
         } catch {
-            throw MQTTError(.outbox, "cannot open \(path): \(error) (choose another state directory with --state-dir or "
-                + "HR_GATEWAY_STATE_DIR, or fix its permissions)")
+            throw MQTTError(.outbox, "cannot open \(path): \(StateDatabase.whyNotOpened(error, path: path))")
         }
     }
 

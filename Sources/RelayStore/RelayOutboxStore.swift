@@ -69,7 +69,7 @@ public final class RelayOutboxStore: RelayOutbox {
             reservedThrough = Locked(reserved)
         } catch {
             lock.release(remove: false)
-            throw RelayOutboxStoreError("cannot open \(path): \(error)")
+            throw RelayOutboxStoreError("cannot open \(path): \(StateDatabase.whyNotOpened(error, path: path))")
         }
     }
 

@@ -156,7 +156,7 @@ public final class SessionStore: Sendable {
         } catch {
             // SQLite says "disk I/O error" when it cannot grow its shared-memory file: that reads as failing
             // hardware, where the disk is full.
-            if let free = Self.freeBytes(directory), free < Self.fullBelowBytes {
+            if let free = StateDatabase.freeBytes(directory), free < StateDatabase.fullBelowBytes {
                 throw .database("cannot open \(directory)/sessions.sqlite: the disk holding it is full (\(free / 1024) KB "
                     + "free). " + Self.fullDiskAdvice)
             }
@@ -182,7 +182,7 @@ public final class SessionStore: Sendable {
             do { return try SessionStore(directory: directory) } catch {
                 // A full disk: read as it stands, as a user who may not write would (listing and exporting are how
                 // an operator decides what to delete).
-                guard let free = freeBytes(directory), free < fullBelowBytes else { throw error }
+                guard let free = StateDatabase.freeBytes(directory), free < StateDatabase.fullBelowBytes else { throw error }
                 return try SessionStore(readingOnly: directory)
             }
         }
@@ -198,16 +198,6 @@ public final class SessionStore: Sendable {
 
     static let fullDiskAdvice = "Reading commands still work; free some space elsewhere before deleting sessions (a "
         + "delete needs a little room itself)"
-
-    /// Below this many free bytes the disk is taken as full.
-    public static let fullBelowBytes: Int64 = 1 << 20
-
-    /// The bytes this user may still write on the file system holding `directory`.
-    public static func freeBytes(_ directory: String) -> Int64? {
-        var fs = statvfs()
-        guard statvfs(directory, &fs) == 0 else { return nil }
-        return Int64(fs.f_bavail) * Int64(fs.f_frsize)
-    }
 
     private init(readingOnly directory: String) throws(StoreError) {
         self.directory = directory

@@ -90,7 +90,7 @@ public final class WebhookOutbox: Sendable {
                 CREATE INDEX batch_samples_by_batch ON batch_samples(url, session_id, id);
                 """)])
         } catch {
-            throw .outbox("cannot open \(path): \(Self.reason(error))")
+            throw .outbox("cannot open \(path): \(StateDatabase.whyNotOpened(error, path: path))")
         }
     }
 

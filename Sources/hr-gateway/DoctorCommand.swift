@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import GatewayConfig
 import GatewayDoctor
+import GatewayStorage
 import MQTTSink
 import LSLSink
 import SessionStore
@@ -75,7 +76,7 @@ struct DoctorCommand: AsyncParsableCommand {
                 try? FileManager.default.removeItem(atPath: probe)
                 // Writable, but not for a session: a full disk, or a store's file another user made (root typing a
                 // command in the service's directory) that this user may not write.
-                if let free = SessionStore.freeBytes(facts.stateDir), free < SessionStore.fullBelowBytes {
+                if let free = StateDatabase.freeBytes(facts.stateDir), free < StateDatabase.fullBelowBytes {
                     throw CommandFailure("the disk holding it is full (\(free / 1024) KB free)")
                 }
                 for file in ["sessions.sqlite", "outbox.sqlite", "relay.sqlite", "tokens.json"] {
@@ -88,7 +89,7 @@ struct DoctorCommand: AsyncParsableCommand {
                     throw CommandFailure("\(file) there is \(owner)'s, not writable by this user; fix: sudo chown -R "
                         + "\(me): \(facts.stateDir)")
                 }
-                if let free = SessionStore.freeBytes(facts.stateDir), facts.stateDirNote == nil {
+                if let free = StateDatabase.freeBytes(facts.stateDir), facts.stateDirNote == nil {
                     facts.stateDirNote = "writable, " + Self.size(free) + " free"
                 }
             } else {
