@@ -46,13 +46,19 @@ public struct ProviderSink: Sendable {
     /// The session this sink delivers into, as the engine started it (nil outside an engine). A provider that acts
     /// on the session's settings reads them here, as the simulated strap follows a phone-started breathing pattern.
     public let session: SessionConfig?
+    /// When that session started, on the session clock's monotonic and wall clocks (nil outside an engine): a
+    /// replay starts its recording there, not when it was itself started (at speed 1000 a millisecond of setup was a
+    /// second, and the recording's beats fell a second off the session's frames).
+    public let sessionStartedAt: (monotonicMs: Int64, wallMs: Int64)?
 
     public init(
         session: SessionConfig? = nil,
+        sessionStartedAt: (monotonicMs: Int64, wallMs: Int64)? = nil,
         onSample: @escaping @Sendable (BiosignalSample) -> Void,
         onStatus: @escaping @Sendable (SensorStatus) -> Void = { _ in }
     ) {
         self.session = session
+        self.sessionStartedAt = sessionStartedAt
         self.onSample = onSample
         self.onStatus = onStatus
     }

@@ -68,12 +68,41 @@ public struct SystemSessionClock: SessionClock {
 /// Until `sessionStarting()` (called by the engine as a session starts) it keeps `base`'s pace, so the time spent
 /// setting up is not multiplied into the session's timestamps. From then on the monotonic clock is scaled from that
 /// moment, and the wall clock is `base`'s plus the time gained (a wall-clock step still shows in timestamps as it
-/// would live). Timers are set on `base` at the real moment their scaled deadline is reached, never before it.
+/// would live).
+///
+/// Its timers run in lockstep, one at a time in deadline order, each seeing the clock at its own deadline, and the
+/// clock never reads past the deadline of a timer that has not run. A few milliseconds of real delay (a busy machine,
+/// a debug build) are seconds at speed 1000: with the timers set on `base` one by one, a late one read the time it
+/// fired at, so a replay at 1000 ran 71 to 106 s for a 60-s recording, lost frames and ended in the future. A machine
+/// slower than `rate` now slows the replay instead of bending its times.
 public struct ScaledSessionClock: SessionClock {
     public let base: any SessionClock
     public let rate: Double
-    /// `base`'s monotonic time when the session started; nil before.
-    private let origin = Locked<Int64?>(nil)
+
+    private struct Timer {
+        let id: UInt64
+        let deadline: Int64
+        let action: @Sendable () -> Void
+    }
+
+    private struct State {
+        /// `base`'s monotonic time when the session started; nil before.
+        var origin: Int64?
+        /// Timers not yet run, set after the session started.
+        var timers: [Timer] = []
+        var nextId: UInt64 = 0
+        /// The deadline of the timer running now: the time while it runs.
+        var running: Int64?
+        /// A thread is running due timers (one at a time).
+        var driving = false
+        /// The latest time read: never read back earlier.
+        var floor = Int64.min
+        /// The `base` timer set for the earliest deadline, and that deadline.
+        var wake: (any ScheduledAction)?
+        var wakeAt: Int64?
+    }
+
+    private let state = Locked(State())
 
     /// `rate` must be positive and finite.
     public init(base: any SessionClock, rate: Double) {
@@ -85,28 +114,118 @@ public struct ScaledSessionClock: SessionClock {
     /// Starts the faster pace (once: a later session goes on from where the clock stands).
     public func sessionStarting() {
         let now = base.monotonicMs()
-        origin.withLock { $0 = $0 ?? now }
+        state.withLock { $0.origin = $0.origin ?? now }
     }
 
-    public func monotonicMs() -> Int64 { scaled(base.monotonicMs()) }
+    public func monotonicMs() -> Int64 {
+        let real = base.monotonicMs()
+        return state.withLock { read(real, &$0) }
+    }
 
     public func nowMs() -> Int64 {
         let real = base.monotonicMs()
-        return base.nowMs() + (scaled(real) - real)
+        let wall = base.nowMs()
+        let mono = state.withLock { read(real, &$0) }
+        return wall + (mono - real)
     }
 
     public func schedule(atMonotonicMs deadlineMs: Int64, _ action: @escaping @Sendable () -> Void) -> any ScheduledAction {
-        guard let originMs = origin.withLock({ $0 }), deadlineMs > originMs else {
-            return base.schedule(atMonotonicMs: deadlineMs, action)
+        let id = state.withLock { s -> UInt64? in
+            guard let origin = s.origin, deadlineMs > origin else { return nil }
+            s.nextId += 1
+            s.timers.append(Timer(id: s.nextId, deadline: deadlineMs, action: action))
+            return s.nextId
         }
-        let real = originMs + Int64((Double(deadlineMs - originMs) / rate).rounded(.up))
-        return base.schedule(atMonotonicMs: real, action)
+        guard let id else { return base.schedule(atMonotonicMs: deadlineMs, action) }
+        // Never run here: the caller may hold a lock its action takes (the engine's).
+        arm()
+        return LockstepAction(clock: self, id: id)
     }
 
-    private func scaled(_ realMs: Int64) -> Int64 {
-        guard let originMs = origin.withLock({ $0 }), realMs > originMs else { return realMs }
+    /// The time at real time `real`: scaled, held at the deadline of the timer running or of the earliest not yet
+    /// run, never earlier than a time already read.
+    private func read(_ real: Int64, _ s: inout State) -> Int64 {
+        if let running = s.running { return running }
+        var t = scaled(real, s.origin)
+        if let earliest = s.timers.map(\.deadline).min() { t = min(t, earliest) }
+        t = max(t, s.floor)
+        s.floor = t
+        return t
+    }
+
+    /// Sets a `base` timer for the earliest deadline, unless one is set for it.
+    private func arm() {
+        let armed = state.withLock { s -> (deadline: Int64, origin: Int64, old: (any ScheduledAction)?)? in
+            guard let origin = s.origin, let earliest = s.timers.map(\.deadline).min(), s.wakeAt != earliest else {
+                return nil
+            }
+            defer { s.wake = nil }
+            s.wakeAt = earliest
+            return (earliest, origin, s.wake)
+        }
+        guard let armed else { return }
+        armed.old?.cancel()
+        let real = armed.origin + Int64((Double(armed.deadline - armed.origin) / rate).rounded(.up))
+        let wake = base.schedule(atMonotonicMs: real) { [self] in
+            state.withLock { s in
+                if s.wakeAt == armed.deadline {
+                    s.wakeAt = nil
+                    s.wake = nil
+                }
+            }
+            runDue()
+        }
+        let stale = state.withLock { s -> Bool in
+            guard s.wakeAt == armed.deadline, s.wake == nil else { return true }
+            s.wake = wake
+            return false
+        }
+        if stale { wake.cancel() }
+    }
+
+    /// Runs the timers that are due, one at a time in deadline order (ties in the order set), unless another
+    /// thread is at it; then arms the next.
+    private func runDue() {
+        enum Step { case run(Timer), busy, notDue }
+        while true {
+            let real = base.monotonicMs()
+            let step = state.withLock { s -> Step in
+                // The thread running a timer runs the rest once it returns, and arms the next.
+                guard !s.driving else { return .busy }
+                guard let next = s.timers.min(by: { ($0.deadline, $0.id) < ($1.deadline, $1.id) }),
+                    scaled(real, s.origin) >= next.deadline
+                else { return .notDue }
+                s.timers.removeAll { $0.id == next.id }
+                s.running = next.deadline
+                s.floor = max(s.floor, next.deadline)
+                s.driving = true
+                return .run(next)
+            }
+            guard case .run(let due) = step else {
+                if case .busy = step { return }
+                break
+            }
+            due.action()
+            state.withLock {
+                $0.running = nil
+                $0.driving = false
+            }
+        }
+        arm()
+    }
+
+    fileprivate func cancel(id: UInt64) { state.withLock { $0.timers.removeAll { $0.id == id } } }
+
+    private func scaled(_ realMs: Int64, _ origin: Int64?) -> Int64 {
+        guard let originMs = origin, realMs > originMs else { return realMs }
         // The millionth absorbs floating-point error, so a timer set for a deadline never fires a millisecond short.
         return originMs + Int64((Double(realMs - originMs) * rate + 1e-6).rounded(.down))
+    }
+
+    private struct LockstepAction: ScheduledAction {
+        let clock: ScaledSessionClock
+        let id: UInt64
+        func cancel() { clock.cancel(id: id) }
     }
 }
 

@@ -95,6 +95,7 @@ public final class SessionEngine: Sendable {
             respirationBandHz: config.mode == .breathing ? HRVOptions.pacedBreathingBandHz : 0.15...0.5
         )
         let generation: UInt64
+        var startedAt: (monotonicMs: Int64, wallMs: Int64)?
         clock.sessionStarting()
         while true {
             let claimed = try state.withLock { s throws(SessionError) -> UInt64? in
@@ -108,6 +109,7 @@ public final class SessionEngine: Sendable {
                     config: config, startedAt: SessionCore.Instant(clock), hsi: s.pendingHsi, hrvOptions: options)
                 s.pendingHsi = [:]
                 s.active = Active(core: core, generation: s.generation, continuation: continuation)
+                startedAt = (core.startedMonoMs, core.startedAtMs)
                 emit(core.started, to: continuation)
                 scheduleNext(&s)
                 return s.generation
@@ -124,6 +126,7 @@ public final class SessionEngine: Sendable {
         for provider in providers {
             let sink = ProviderSink(
                 session: config,
+                sessionStartedAt: startedAt,
                 onSample: { [weak self] sample in self?.ingest(sample, generation: generation) },
                 onStatus: { [weak self] status in self?.report(status, generation: generation) }
             )

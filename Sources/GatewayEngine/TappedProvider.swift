@@ -32,6 +32,7 @@ public struct TappedProvider: BiosignalProvider {
         let session = sink.session
         try await base.startStreaming(into: ProviderSink(
             session: session,
+            sessionStartedAt: sink.sessionStartedAt,
             onSample: { sample in
                 onSample(sample, session)
                 sink.send(sample)

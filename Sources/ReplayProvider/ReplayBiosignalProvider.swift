@@ -87,14 +87,15 @@ public final class ReplayBiosignalProvider: BiosignalProvider {
         guard let first = loaded.samples.first else {
             throw SessionError.sensorUnavailable("replay \(path): no samples recorded")
         }
-        let start = clock.nowMs()
+        // From the session's start (its setup multiplied by a fast replay's speed is seconds of the recording).
+        let start = sink.sessionStartedAt?.wallMs ?? clock.nowMs()
         let shift = start - (span?.startMs ?? first.timestampMs)
         let samples = loaded.samples.map { s -> BiosignalSample in
             var s = s
             s.timestampMs += shift
             return s
         }
-        let startMono = clock.monotonicMs()
+        let startMono = sink.sessionStartedAt?.monotonicMs ?? clock.monotonicMs()
         let endMs = span.map { $0.endMs + shift }
         run.withLock { $0 = Run(samples: samples, startMs: start, startMonoMs: startMono, sink: sink, endMs: endMs) }
         let notes = loaded.notes

@@ -66,4 +66,52 @@ import Testing
         #expect(metrics.sampleCount == 40)
         #expect(metrics.endMs == start + 39_000)
     }
+
+    struct SlowStart: BiosignalProvider {
+        let base: any BiosignalProvider
+        let clock: ManualSessionClock
+        var name: String { base.name }
+        var isAvailable: Bool { get async { true } }
+        func startStreaming(into sink: ProviderSink) async throws {
+            clock.stall(byMs: 2)
+            try await base.startStreaming(into: sink)
+        }
+        func stopStreaming() async { await base.stopStreaming() }
+    }
+
+    /// A few milliseconds of real delay are seconds at speed 1000: with each timer set on the base clock alone, a
+    /// late one read the time it fired at, so a replay of 40 s ran as long as the machine stalled, with frames lost
+    /// and the end in the future. Its timers now run in lockstep, each at its own deadline: a stall slows the replay
+    /// and bends none of its times.
+    @Test func aStalledMachineSlowsAFastReplayWithoutBendingItsTimes() async throws {
+        let base = ManualSessionClock(startMs: t0)
+        let clock = ScaledSessionClock(base: base, rate: 1000)
+        let recorded = (0..<40).map { i in
+            BiosignalSample(timestampMs: 1_600_000_000_000 + Int64(i) * 1000, bpm: 60, rrIntervalsMs: [1000],
+                            source: "ble_hrm")
+        }
+        // Two milliseconds of real time to start it: two seconds of the recording, which the replay started late
+        // by (its beats fell two seconds off the session's frames).
+        let replay = SlowStart(base: ReplayBiosignalProvider(samples: recorded, label: "test", clock: clock), clock: base)
+        let engine = SessionEngine(providers: [replay], clock: clock, correction: .none)
+        let log = EventLog(engine)
+        _ = try await engine.startSession(SessionConfig(
+            sessionId: "s", mode: .focus, durationSec: 40, profile: ComputeProfile(windowSec: 60, emitIntervalSec: 5)))
+        let start = t0
+        base.stall(byMs: 150)  // no CPU for 150 ms: 150 s of the recording's time at 1000
+        base.advance(byMs: 1)
+        await log.ended()
+
+        let frames = log.frames
+        #expect(frames.map(\.seq) == Array(1...8))
+        #expect(frames.map(\.emittedAtMs) == (1...8).map { start + Int64($0) * 5_000 }, "every 5 s of the recording")
+        guard case .summary(_, let duration, let metrics, _) = log.last else {
+            Issue.record("no summary: \(log.types)")
+            return
+        }
+        #expect(duration == 40)
+        #expect(metrics.sampleCount == 40)
+        #expect(metrics.endMs == start + 39_000, "the last sample")
+        #expect(clock.monotonicMs() >= start + 40_000)
+    }
 }
