@@ -102,7 +102,9 @@ final class SessionJournal: Sendable {
     }
 
     static func read(path: String) throws -> Contents {
-        let text = try String(contentsOfFile: path, encoding: .utf8)
+        // Decoded line by line, not as one UTF-8 text: a character torn by a full disk spoils its own line only
+        // (the whole file was refused, and never imported).
+        let text = String(decoding: try Data(contentsOf: URL(fileURLWithPath: path)), as: UTF8.self)
         var c = Contents()
         for line in text.split(separator: "\n") {
             guard let v = try? JSONValue(parsing: String(line)) else { continue }

@@ -528,7 +528,7 @@ public final class SessionStore: Sendable {
     public func recoverJournals() throws(StoreError) -> [String] {
         let dir = directory + "/journal"
         let files = ((try? FileManager.default.contentsOfDirectory(atPath: dir)) ?? []).filter { $0.hasSuffix(".jsonl") }
-        var imported: [String] = []
+        var importedIds: [String] = []
         for file in files.sorted() {
             let path = dir + "/" + file
             guard let contents = try? SessionJournal.read(path: path), let id = contents.sessionId else { continue }
@@ -536,10 +536,11 @@ public final class SessionStore: Sendable {
             // Its writer is alive: not ours to import.
             guard case .gone(let lock) = writer(of: id) else { continue }
             defer { lock?.release(remove: true) }
-            try write { db in
+            let imported = try write { db -> Bool in
                 if try Bool.fetchOne(db, sql: "SELECT 1 FROM sessions WHERE id = ?", arguments: [id]) != true {
-                    // Kept while the database could not be opened: the journal holds the session's row too.
-                    guard let row = contents.row else { return }
+                    // Kept while the database could not be opened: the journal holds the session's row too. One of
+                    // an older version names no row: kept, not deleted.
+                    guard let row = contents.row else { return false }
                     try db.execute(
                         sql: """
                             INSERT INTO sessions (id, mode, config_json, started_at_ms, state, writer_pid)
@@ -563,11 +564,13 @@ public final class SessionStore: Sendable {
                         arguments: [id, event.type, event.json])
                 }
                 if let end = contents.end { try Self.end(sessionId: id, state: end.state, atMs: end.atMs, db: db) }
+                return true
             }
+            guard imported else { continue }
             unlink(path)
-            imported.append(id)
+            importedIds.append(id)
         }
-        return imported
+        return importedIds
     }
 
     /// Two records of one arrival order, each possibly missing some of the other's (the database behind the

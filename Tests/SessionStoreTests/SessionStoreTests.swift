@@ -156,6 +156,39 @@ final class Seen: Sendable {
         #expect(try store.samples(sessionId: "torn") == samples, "every sample once, in order")
     }
 
+    /// A full disk that cut a line inside a multibyte character made the whole journal unreadable as UTF-8: it was
+    /// never imported, and nothing said so. The torn line alone is skipped now. A journal of an older version whose
+    /// session is not in the database (it names no row) is kept, not deleted.
+    @Test func aCharacterTornByAFullDiskSpoilsItsOwnLineOnly() throws {
+        let dir = tempDir()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let store = try SessionStore(directory: dir)
+        let config = SessionConfig(sessionId: "torn-utf8", mode: .focus, durationSec: 60)
+        let recorder = SessionRecorder(store: store, config: config) { _ in }
+        recorder.finish()
+        let samples = (0..<3).map {
+            BiosignalSample(timestampMs: 1_000 + Int64($0) * 1000, bpm: 60, rrIntervalsMs: [1000],
+                            deviceId: "Pulsgurt Jürgen", source: "ble_hrm", sequence: UInt64($0))
+        }
+        func line(_ s: BiosignalSample) -> Data {
+            Data((JSONValue.object(["kind": .string("sample"), "sample": s.jsonValue]).jsonString + "\n").utf8)
+        }
+        var journal = Data((JSONValue.object(["kind": .string("session"), "session_id": .string("torn-utf8")]).jsonString + "\n").utf8)
+        journal += line(samples[0])
+        journal += Data(#"{"kind":"event","type":"sensor_status","json":"{\"message\":\"caf"#.utf8) + Data([0xC3, 0x0A])
+        journal += line(samples[1]) + line(samples[2])
+        try FileManager.default.createDirectory(atPath: dir + "/journal", withIntermediateDirectories: true)
+        try journal.write(to: URL(fileURLWithPath: store.journalPath(sessionId: "torn-utf8")))
+        #expect(try store.recoverJournals() == ["torn-utf8"])
+        #expect(try store.samples(sessionId: "torn-utf8") == samples)
+
+        let orphan = store.journalPath(sessionId: "older")
+        try Data((JSONValue.object(["kind": .string("session"), "session_id": .string("older")]).jsonString + "\n").utf8
+                 + line(samples[0])).write(to: URL(fileURLWithPath: orphan))
+        #expect(try store.recoverJournals() == [])
+        #expect(FileManager.default.fileExists(atPath: orphan), "kept: it names no session to import into")
+    }
+
     /// A session recorded while the database could not be opened goes to its journal alone, which holds the
     /// session's row: the first store opened once the database can be imports it as a session of its own (it was
     /// never recorded). One that ended before anything was recorded leaves no journal behind.
