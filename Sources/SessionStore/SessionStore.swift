@@ -383,8 +383,8 @@ public final class SessionStore: Sendable {
     /// clock reading before it, nothing is deleted and `held` says why. Returns the ids deleted.
     public func prune(keepDays: Int, nowMs: Int64) throws(StoreError) -> (deleted: [String], held: String?) {
         guard nowMs >= Self.earliestPlausibleMs else {
-            return ([], "the clock reads \(Self.isoDay(nowMs)), so it is not set yet (no NTP): keep_days deletes "
-                + "nothing until it is")
+            return ([], "the clock reads \(Self.isoDay(nowMs)), so it is not set yet (no NTP): no session is pruned "
+                + "for its age until it is")
         }
         let newest = try read { db in
             try Int64.fetchOne(db, sql: "SELECT MAX(started_at_ms) FROM sessions WHERE started_at_ms >= ?",

@@ -11,6 +11,11 @@ struct SessionsPruneCommand: ParsableCommand {
             keep_days in the configuration file) does the same before each session; there 0 means keep every \
             session, so here --keep-days must be 1 or more, and --all deletes every finished session.
 
+            Like keep_days, --keep-days counts on a clock that may be wrong (a Raspberry Pi without a real-time \
+            clock): with the clock before 2025 (not set yet) nothing is deleted; with it ahead of the newest \
+            session, the days count back from that session's start; and sessions stamped before 2025 (recorded \
+            before the clock was set) have no known age and are kept (delete them by id, or with --all).
+
             Examples:
               hr-gateway sessions prune --keep-days 30
               hr-gateway sessions prune --all              (every finished session)
@@ -50,9 +55,17 @@ struct SessionsPruneCommand: ParsableCommand {
         // as NTP does to a Pi that booted without the time, or a fast replay's session on a loaded machine).
         // Any number of days past the epoch keeps everything (and 10^12 days overflowed the milliseconds: a crash).
         let days = min(keepDays ?? 0, Self.maxDays)
-        let cutoff = all ? Int64.max : Int64((Date().timeIntervalSince1970 - Double(days) * 86_400) * 1000)
         let sessions = try store.open()
-        let deleted = try sessions.prune(startedBeforeMs: cutoff)
+        let deleted: [String]
+        if all {
+            deleted = try sessions.prune(startedBeforeMs: .max)
+        } else {
+            // keep_days' rule: a clock not set, or ahead, deleted sessions of every age.
+            let held: String?
+            (deleted, held) = try sessions.prune(keepDays: days, nowMs: Int64(Date().timeIntervalSince1970 * 1000))
+            if let held { throw CommandFailure(held + "; `hr-gateway sessions prune --all` or `sessions delete ID` "
+                + "delete without a date") }
+        }
         for id in deleted { print("deleted \(id)") }
         print("\(deleted.count) session\(deleted.count == 1 ? "" : "s") deleted")
         if !deleted.isEmpty { SessionsDeleteCommand.compact(sessions) }

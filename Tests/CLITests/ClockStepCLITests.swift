@@ -171,6 +171,36 @@ import Testing
         #expect(all.stdout.contains("deleted ahead\n1 session deleted"), "\(all.stdout)")
     }
 
+    /// `sessions prune --keep-days`, the command-line form of keep_days, had none of its guards: it deleted the
+    /// sessions recorded before NTP set the clock (stamped 1970), and with the clock a year ahead every session.
+    @Test func pruneKeepDaysCountsOnAWrongClockAsKeepDaysDoes() throws {
+        let lib = try #require(Self.libfaketime, "libfaketime is missing: apt-get install faketime")
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("hrg-prune-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let shim = try #require(try Self.buildTimerfdShim(in: dir), "no C compiler (clang, cc) to build the timerfd shim")
+        func fake(_ time: String) -> [String: String] {
+            ["LD_PRELOAD": "\(shim):\(lib)", "FAKETIME": time, "FAKETIME_DONT_FAKE_MONOTONIC": "1"]
+        }
+        let epoch = try CLI.run(
+            ["stream", "--simulate", "--model", "sdk-mock", "--format", "jsonl", "--duration", "1", "--session-id",
+             "unset-clock", "--state-dir", dir.path], environment: fake("@1970-01-05 10:00:00"))
+        #expect(epoch.status == 0, "\(epoch.stderr)")
+        let recent = try CLI.run(["stream", "--simulate", "--model", "sdk-mock", "--format", "jsonl", "--duration", "1",
+                                  "--session-id", "recent", "--state-dir", dir.path])
+        #expect(recent.status == 0, "\(recent.stderr)")
+        let keep = try CLI.run(["sessions", "prune", "--keep-days", "30", "--state-dir", dir.path])
+        #expect(keep.status == 0 && keep.stdout.contains("0 sessions deleted"), "undated, kept: \(keep.stdout)")
+        let ahead = try CLI.run(["sessions", "prune", "--keep-days", "30", "--state-dir", dir.path],
+                                environment: fake("+400d"))
+        #expect(ahead.status == 0 && ahead.stdout.contains("0 sessions deleted"), "counted from the newest: \(ahead.stdout)")
+        let unset = try CLI.run(["sessions", "prune", "--keep-days", "30", "--state-dir", dir.path],
+                                environment: fake("@1970-01-02 00:00:00"))
+        #expect(unset.status == 1 && unset.stderr.contains("not set yet"), "\(unset.stderr)")
+        let list = try CLI.run(["sessions", "list", "--state-dir", dir.path])
+        #expect(list.stdout.contains("unset-clock") && list.stdout.contains("recent"), "\(list.stdout)")
+    }
+
     /// `--keep-days` (and `keep_days`) before a session says what it deleted: a recording gone without a word is one
     /// the user looks for later.
     @Test func keepDaysSaysWhichSessionsItDeleted() throws {
