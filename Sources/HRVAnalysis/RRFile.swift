@@ -7,6 +7,15 @@ public enum RRUnit: String, CaseIterable, Sendable {
     /// Seconds, as Kubios writes RR text files.
     case seconds = "s"
 
+    /// The unit as said to a reader: "ms", "1/1024 s", "s".
+    public var spoken: String {
+        switch self {
+        case .ms: "ms"
+        case .counts1024: "1/1024 s"
+        case .seconds: "s"
+        }
+    }
+
     public var column: String {
         switch self {
         case .ms: "rr_ms"
@@ -338,6 +347,20 @@ public struct RRFile: Sendable, Equatable {
         }
         let chosenDevice = deviceIndex != nil ? rows.first?.device : nil
         let implausible = rows.filter { !plausibleMs.contains($0.rrMs) }.map { Implausible(line: $0.line, ms: $0.rrMs) }
+        // Most of them no heartbeat: another unit, not artefacts (centiseconds read as ms gave "RMSSD 5.24 ms", half
+        // the values in seconds "99 % corrected").
+        if implausible.count * 2 > rows.count {
+            let sorted = rows.map(\.rrMs).sorted()
+            let median = sorted[sorted.count / 2]
+            throw RRFileError(
+                line: nil,
+                message: "\(implausible.count) of \(rows.count) RR values are outside \(Int(plausibleMs.lowerBound))-"
+                    + "\(Int(plausibleMs.upperBound)) ms once read in \(resolvedUnit.spoken) (median "
+                    + "\(String(format: "%g", median)) ms): they are not RR intervals in that unit; "
+                    + (column == nil
+                        ? "say their unit with --unit ms, s or 1024"
+                        : "name their column for its unit (rr_ms, rr_s or rr_1024), or say it with --unit"))
+        }
         guard timeIndex != nil || startIndex != nil else {
             var file = RRFile(rrMs: values, column: column, unit: resolvedUnit, device: chosenDevice)
             file.implausible = implausible

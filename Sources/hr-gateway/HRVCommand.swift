@@ -12,8 +12,8 @@ struct HRVCommand: ParsableCommand {
         commandName: "hrv",
         abstract: "HRV (time, frequency, nonlinear, DFA) and breathing rate from RR intervals or a recording.",
         discussion: """
-            FILE is either a CSV whose header names an rr_ms column (milliseconds; also RR, IBI, RR-interval [ms] \
-            and the like), an rr_1024 column (1/1024 s counts, the unit BLE heart-rate straps send) or an rr_s \
+            FILE is either a CSV whose header names an rr_ms column (milliseconds; also RR, RRI, IBI (ms), RR-interval [ms] \
+            and the like; a bare IBI is not read, being seconds in some devices' files), an rr_1024 column (1/1024 s counts, the unit BLE heart-rate straps send) or an rr_s \
             column (seconds); other columns are ignored and may come in any order; columns separated by \
             semicolons or tabs are read too, with decimal commas. A beat_time_ms column (as `sessions export \
             --format csv` writes) gives the beats their times: where the step from one beat to the next is not its \
@@ -435,7 +435,7 @@ struct HRVCommand: ParsableCommand {
     static func header(_ f: RRFile, file: String, correction: Correction) -> String {
         let seconds = f.rrMs.reduce(0, +) / 1000
         let source = f.column.map { $0.hasPrefix("R peaks") ? $0 : "column \($0)" }
-            ?? "one value per line, unit \(f.unit == .ms ? "ms" : "1/1024 s")"
+            ?? "one value per line, unit \(f.unit.spoken)"
         return "\(file): \(f.rrMs.count) RR interval\(f.rrMs.count == 1 ? "" : "s") (\(source)), \(fixed(seconds, 1)) s; correction: \(correction.rawValue)"
     }
 

@@ -189,6 +189,14 @@ import Testing
         #expect(seconds.status == 0, "\(seconds.stderr)")
         let o = try Self.json(try #require(seconds.stdout.split(separator: "\n").first))
         #expect(abs((o["mean_rr_ms"]?.doubleValue ?? 0) - 810) < 1e-9)
+        // The table says the unit it read (it said "1/1024 s" for seconds).
+        let table = try Self.run(["hrv", "--correct", "none", "--unit", "s", try Self.temporaryFile("0.8\n0.82\n0.81\n")])
+        #expect(table.stdout.contains("(one value per line, unit s)"), "\(table.stdout)")
+        // Mostly no heartbeat in the unit read: refused (centiseconds in an rr_ms column gave "RMSSD 5.24 ms").
+        let centi = try Self.run(["hrv", try Self.temporaryFile("rr_ms\n80.5\n82\n81\n79.5\n800\n")])
+        #expect(centi.status == 1, "\(centi.stdout)")
+        #expect(centi.stderr.contains("4 of 5 RR values are outside 250-3000 ms once read in ms (median 81 ms)"),
+                "\(centi.stderr)")
     }
 
     @Test func emptyFileAndMissingColumnSayWhatIsExpected() throws {
