@@ -41,12 +41,12 @@ public final class FileLock: Sendable {
     }
 
     /// A lock file this user may not open (another user's, 0640): whether the kernel's table of locks
-    /// (`/proc/locks`) has an flock on its inode.
+    /// (`/proc/locks`) has an flock on its inode. One this user may not even look at (in the service's `locks/`,
+    /// 0750) counts as held: nothing says otherwise, and a session being recorded was shown interrupted.
     static func heldByInode(_ path: String) -> Bool {
         var st = stat()
-        guard stat(path, &st) == 0, let table = try? String(contentsOfFile: "/proc/locks", encoding: .utf8) else {
-            return false
-        }
+        guard stat(path, &st) == 0 else { return errno == EACCES }
+        guard let table = try? String(contentsOfFile: "/proc/locks", encoding: .utf8) else { return false }
         let inode = ":\(st.st_ino)"
         return table.split(separator: "\n").contains { line in
             let fields = line.split(separator: " ", omittingEmptySubsequences: true)

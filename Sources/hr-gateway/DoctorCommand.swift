@@ -79,15 +79,29 @@ struct DoctorCommand: AsyncParsableCommand {
                 if let free = StateDatabase.freeBytes(facts.stateDir), free < StateDatabase.fullBelowBytes {
                     throw CommandFailure("the disk holding it is full (\(free / 1024) KB free)")
                 }
-                for file in ["sessions.sqlite", "outbox.sqlite", "relay.sqlite", "tokens.json"] {
+                // Its directories too: a locks/ or journal/ of root's left every session unrecorded.
+                let entries = ["sessions.sqlite", "outbox.sqlite", "relay.sqlite", "mqtt-outbox.sqlite", "tokens.json"]
+                    .map { ($0, W_OK) } + ["locks", "journal"].map { ($0, W_OK | X_OK) }
+                for (file, mode) in entries {
                     let path = facts.stateDir + "/" + file
-                    guard FileManager.default.fileExists(atPath: path), access(path, W_OK) != 0 else { continue }
+                    guard FileManager.default.fileExists(atPath: path), access(path, mode) != 0 else { continue }
                     var st = stat()
                     let owner = stat(path, &st) == 0 ? (getpwuid(st.st_uid).map { String(cString: $0.pointee.pw_name) }
                         ?? "user \(st.st_uid)") : "another user"
                     let me = getpwuid(geteuid()).map { String(cString: $0.pointee.pw_name) } ?? "\(geteuid())"
                     throw CommandFailure("\(file) there is \(owner)'s, not writable by this user; fix: sudo chown -R "
                         + "\(me): \(facts.stateDir)")
+                }
+                // A damaged outbox is not opened by a check (it would be made); its first bytes say it is none.
+                for file in ["outbox.sqlite", "relay.sqlite", "mqtt-outbox.sqlite"] {
+                    let path = facts.stateDir + "/" + file
+                    guard let head = FileHandle(forReadingAtPath: path).map({ h in
+                        defer { try? h.close() }
+                        return h.readData(ofLength: 16)
+                    }), !head.isEmpty, head != Data("SQLite format 3\0".utf8) else { continue }
+                    throw CommandFailure("\(file) there is damaged (file is not a database); fix: move it aside with "
+                        + "its -wal and -shm (cd \(facts.stateDir) && for f in \(file)*; do mv \"$f\" \"damaged-$f\"; "
+                        + "done) and a new one is made")
                 }
                 if let free = StateDatabase.freeBytes(facts.stateDir), facts.stateDirNote == nil {
                     facts.stateDirNote = "writable, " + Self.size(free) + " free"

@@ -661,6 +661,31 @@ import Testing
         #expect(delete.stderr.contains("is root's and this user (nobody) may not write it: run the command as root"),
                 "\(delete.stderr)")
         #expect(try FileManager.default.contentsOfDirectory(atPath: dir).sorted() == before)
+        // A session being recorded is shown running, though its lock is in locks/ (0750), where this user may not
+        // look (it was shown interrupted).
+        let live = try RunningCLI(["stream", "--simulate", "--format", "jsonl", "--state-dir", dir, "--session-id", "ro-live"])
+        #expect(live.readLine()?.contains("session_started") == true)
+        let running = try CLI.run(["sessions", "list", "--json", "--state-dir", dir], asUser: 65534)
+        let states = (try json(running.stdout).arrayValue ?? []).map {
+            ($0["session_id"]?.stringValue ?? "", $0["state"]?.stringValue ?? "")
+        }
+        #expect(states.contains { $0 == ("ro-live", "running") }, "\(running.stdout)")
+        live.signal(SIGINT)
+        _ = live.wait()
+        let ended = try CLI.run(["sessions", "show", "ro-live", "--state-dir", dir], asUser: 65534)
+        #expect(ended.stdout.contains("state     stopped") || ended.stdout.contains("state     completed"), "\(ended.stdout)")
+    }
+
+    /// A damaged webhook (or relay, or MQTT) outbox was not seen by doctor ("ok state directory"), and nothing
+    /// said how to get it back: every session then went without its webhook.
+    @Test func doctorNamesADamagedOutboxAndHowToReplaceIt() throws {
+        let dir = tempDir()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        try String(repeating: "x", count: 4096).write(toFile: dir + "/outbox.sqlite", atomically: true, encoding: .utf8)
+        let doctor = try CLI.run(["doctor", "--state-dir", dir])
+        #expect(doctor.stdout.contains("outbox.sqlite there is damaged"), "\(doctor.stdout)")
+        #expect(doctor.stdout.contains("mv \"$f\" \"damaged-$f\""), "\(doctor.stdout)")
     }
 
     /// Root typing commands in the service's state directory (owned by the service user) left its files root's: the
@@ -700,6 +725,11 @@ import Testing
         let doctor = try CLI.run(["doctor", "--state-dir", dir], asUser: 65534)
         #expect(doctor.stdout.contains("relay.sqlite there is root's, not writable by this user"), "\(doctor.stdout)")
         #expect(doctor.stdout.contains("sudo chown -R nobody: \(dir)"), "\(doctor.stdout)")
+        // Its directories too: a locks/ of root's left every session unrecorded while doctor said "writable".
+        try FileManager.default.removeItem(atPath: dir + "/relay.sqlite")
+        #expect(chown(dir + "/locks", 0, 0) == 0 && chmod(dir + "/locks", 0o750) == 0)
+        let locks = try CLI.run(["doctor", "--state-dir", dir], asUser: 65534)
+        #expect(locks.stdout.contains("locks there is root's, not writable by this user"), "\(locks.stdout)")
     }
 
     /// A team's sessions: two straps, whichever sent first at the top level.    /// A team's sessions: two straps, whichever sent first at the top level. The trend said one number that mixed
