@@ -38,6 +38,10 @@ public enum SampleFile {
         /// the first one's line.
         public var impossibleRR = 0
         public var impossibleRRFirstLine: Int?
+        /// Samples with more RR intervals than one notification can carry (`maxRRPerSample`): unreadable, skipped
+        /// (one with a million made every window's sample entropy run for hours).
+        public var overfull = 0
+        public var overfullFirstLine: Int?
         /// Samples more than `lateToleranceMs` earlier than a sample before them: replayed in file order (at once) and
         /// recorded as they are, but older than the window of the samples before them, so outside its metrics.
         public var late = 0
@@ -72,6 +76,10 @@ public enum SampleFile {
             if let line = impossibleRRFirstLine {
                 notes.append("\(impossibleRR) RR value\(impossibleRR == 1 ? "" : "s") of zero or less or over 60 s dropped "
                     + "(first on line \(line))")
+            }
+            if let line = overfullFirstLine {
+                notes.append("\(overfull) sample\(overfull == 1 ? "" : "s") with more than \(SampleFile.maxRRPerSample) RR "
+                    + "intervals (more than a notification carries) skipped (first on line \(line))")
             }
             if let line = lateFirstLine {
                 notes.append("\(late) sample\(late == 1 ? " is" : "s are") more than \(SampleFile.lateToleranceMs / 1000) s "
@@ -109,6 +117,10 @@ public enum SampleFile {
 
     /// The longest RR interval a sample may carry (as `hr-gateway hrv` reads RR files).
     public static let maxRRMs: Double = 60_000
+
+    /// The most RR intervals one sample can hold: a heart-rate notification carries at most 121 (2 bytes each in the
+    /// largest ATT payload, 244 bytes); the default MTU carries 9.
+    public static let maxRRPerSample = 128
 
     /// Reads every sample. A line that is not a sample is skipped and counted (`unreadable`, `eventLines`), a final
     /// line without its newline (what an interrupted recording leaves behind) is skipped and reported in
@@ -171,6 +183,11 @@ public enum SampleFile {
                 }
                 continue
             }
+            if (sample.rrIntervalsMs?.count ?? 0) > maxRRPerSample || (sample.rrRaw1024?.count ?? 0) > maxRRPerSample {
+                contents.overfull += 1
+                contents.overfullFirstLine = contents.overfullFirstLine ?? lineNumber
+                continue
+            }
             var impossible = 0
             if let rr = sample.rrIntervalsMs, rr.contains(where: { $0 <= 0 || $0 > maxRRMs }) {
                 impossible = rr.count { $0 <= 0 || $0 > maxRRMs }
@@ -200,6 +217,10 @@ public enum SampleFile {
         }
         if contents.samples.isEmpty {
             if let first = contents.firstUnreadable { throw first }
+            if let line = contents.overfullFirstLine {
+                throw ReadError(path: path, line: line, reason: "more than \(maxRRPerSample) RR intervals in one sample "
+                    + "(more than a notification carries), and no other sample")
+            }
             if contents.eventLines > 0 {
                 throw ReadError(path: path, line: nil, reason: "session events (the standard output of stream), not a "
                     + "recording of samples: record with --record FILE, or export a stored session with "

@@ -13,7 +13,6 @@ import ReplayProvider
 import ServiceLifecycle
 import SessionStore
 import StdoutSink
-import UnixSignals
 
 /// Wiring for one session on the command line: the sinks the options ask for, attached through `SessionOutputs`,
 /// the session as a service after them in one `ServiceGroup`, and SIGINT/SIGTERM turned into the group's graceful
@@ -216,14 +215,18 @@ extension SessionRunner {
     }
 }
 
-/// SIGINT, SIGTERM and SIGHUP through swift-service-lifecycle's `UnixSignalsSequence`: the first one calls the
+/// SIGINT, SIGTERM and SIGHUP through Dispatch signal sources on a queue of their own: the first one calls the
 /// handler (a graceful shutdown), any later one exits at once with status 128 + signal (except the same signal again
-/// within `sameRequestWindow`: one request delivered twice). SIGHUP is the terminal going
-/// away (an ssh connection dropped): the session ends as on Ctrl-C, with its summary, instead of being killed
-/// `interrupted`. A SIGHUP the process was started ignoring (`nohup`) stays ignored.
+/// within `sameRequestWindow`: one request delivered twice). SIGHUP is the terminal going away (an ssh connection
+/// dropped): the session ends as on Ctrl-C, with its summary, instead of being killed `interrupted`. A SIGHUP the
+/// process was started ignoring (`nohup`) stays ignored.
+///
+/// Not a task on the concurrency pool (swift-service-lifecycle's `UnixSignalsSequence` is read by one): on two cores
+/// the pool's two threads can both be busy (one computing under the engine's lock, one waiting for it), and then no
+/// signal was ever taken, the second one included: only `kill -9` stopped the process.
 ///
 /// The signals are also unblocked on the calling thread: a service manager or a test runner may start the process
-/// with them blocked, and on Linux the sequence reads them from the thread that does not block them.
+/// with them blocked, and on Linux they are read from the thread that does not block them.
 final class TerminationSignals: Sendable {
     private struct State: Sendable {
         var handler: (@Sendable (Int32) -> Void)?
@@ -241,48 +244,63 @@ final class TerminationSignals: Sendable {
         case exitNow
     }
 
-    private let state: Locked<State>
-    private let listener: Task<Void, Never>
+    /// Where the signals are taken: a serial queue, whose thread is Dispatch's, not the concurrency pool's.
+    private static let queue = DispatchQueue(label: "hr-gateway.signals")
 
-    private init(handler: @escaping @Sendable (Int32) -> Void, signals: UnixSignalsSequence) {
+    private let state: Locked<State>
+    /// Kept while the signals are taken (a source retains its handler until cancelled).
+    private let sources: Sources
+
+    /// @unchecked Sendable: the sources are set once, in `init`, and only cancelled afterwards (in `deinit`);
+    /// Dispatch sources may be cancelled from any thread.
+    private final class Sources: @unchecked Sendable {
+        let all: [any DispatchSourceSignal]
+        init(_ all: [any DispatchSourceSignal]) { self.all = all }
+        deinit { for source in all { source.cancel() } }
+    }
+
+    private init(handler: @escaping @Sendable (Int32) -> Void, signals: [Int32]) {
         let state = Locked(State(handler: handler))
         self.state = state
-        listener = Task {
-            for await signal in signals {
-                let sig = signal.rawValue
-                let now = ContinuousClock.now
-                let action = state.withLock { s -> Action in
-                    guard let first = s.first else {
-                        s.first = (sig, now)
-                        return s.handler.map(Action.handle) ?? .exitNow
-                    }
-                    return first.signal == sig && now - first.at < Self.sameRequestWindow ? .ignore : .exitNow
-                }
-                switch action {
-                case .handle(let handler): handler(sig)
-                case .ignore: continue
-                case .exitNow:
-                    // Said, since the shutdown it cuts short was delivering: what was committed stays where it is.
-                    StandardStream.error.write(Data(("second signal: exiting now; the session store keeps what it "
-                        + "recorded, and webhook and MQTT items not yet delivered stay in their outboxes for the next "
-                        + "start\n").utf8))
-                    exit(128 + sig)
-                }
+        sources = Sources(signals.map { sig in
+            let source = DispatchSource.makeSignalSource(signal: sig, queue: Self.queue)
+            source.setEventHandler { Self.take(sig, state) }
+            source.resume()
+            return source
+        })
+    }
+
+    private static func take(_ sig: Int32, _ state: Locked<State>) {
+        let now = ContinuousClock.now
+        let action = state.withLock { s -> Action in
+            guard let first = s.first else {
+                s.first = (sig, now)
+                return s.handler.map(Action.handle) ?? .exitNow
             }
+            return first.signal == sig && now - first.at < sameRequestWindow ? .ignore : .exitNow
+        }
+        switch action {
+        case .handle(let handler): handler(sig)
+        case .ignore: return
+        case .exitNow:
+            // Said, since the shutdown it cuts short was delivering: what was committed stays where it is.
+            StandardStream.error.write(Data(("second signal: exiting now; the session store keeps what it "
+                + "recorded, and webhook and MQTT items not yet delivered stay in their outboxes for the next "
+                + "start\n").utf8))
+            exit(128 + sig)
         }
     }
 
     /// Routes the next SIGINT, SIGTERM or SIGHUP to `handler` instead of the default action, until `finishing()`.
     static func onSignal(_ handler: @escaping @Sendable (Int32) -> Void) async -> TerminationSignals {
-        let hangUp = ignored(SIGHUP) ? [] : [UnixSignal.sighup]
-        let signals = await UnixSignalsSequence(trapping: [.sigint, .sigterm] + hangUp)
+        let hangUp = ignored(SIGHUP) ? [] : [SIGHUP]
         var set = sigset_t()
         sigemptyset(&set)
         sigaddset(&set, SIGINT)
         sigaddset(&set, SIGTERM)
         if !hangUp.isEmpty { sigaddset(&set, SIGHUP) }
         pthread_sigmask(SIG_UNBLOCK, &set, nil)
-        return TerminationSignals(handler: handler, signals: signals)
+        return TerminationSignals(handler: handler, signals: [SIGINT, SIGTERM] + hangUp)
     }
 
     /// Whether `signal` is ignored (SIG_IGN), as `nohup` leaves SIGHUP for the program it starts.

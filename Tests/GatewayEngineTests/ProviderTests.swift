@@ -203,6 +203,16 @@ import Testing
         #expect(odd.samples.count == 1)
         #expect(odd.firstUnreadable == SampleFile.ReadError(
             path: huge, line: 2, reason: "timestamp_ms -9223372036854775808 is not epoch milliseconds between 1970 and 9999"))
+
+        // More RR intervals in one sample than a notification carries (a million made every window's sample
+        // entropy run for hours, under the engine's lock): skipped and said.
+        let many = "[" + Array(repeating: "1000", count: SampleFile.maxRRPerSample + 1).joined(separator: ",") + "]"
+        try "{\"timestamp_ms\":1000,\"bpm\":60,\"rr_intervals_ms\":\(many)}\n{\"timestamp_ms\":2000,\"bpm\":60,\"rr_intervals_ms\":[1000]}\n"
+            .write(toFile: huge, atomically: true, encoding: .utf8)
+        let overfull = try SampleFile.read(path: huge)
+        #expect(overfull.samples.map(\.rrIntervalsMs) == [[1000]])
+        #expect(overfull.notes.first == "1 sample with more than 128 RR intervals (more than a notification carries) "
+            + "skipped (first on line 1)", "\(overfull.notes)")
     }
 
     /// A line that repeats a sample (a file joined to itself, an editor's paste) was replayed twice, counting its
