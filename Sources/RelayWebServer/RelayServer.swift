@@ -27,6 +27,10 @@ public struct RelayServerConfiguration: Sendable {
     /// Serve `wss://` with this PEM certificate chain and private key.
     public var tls: RelayTLSFiles?
     public var ping: Duration = .seconds(10)
+    /// A connection that has not sent its first request head within this is closed (1,100 connections that sent
+    /// half a request held every file descriptor of a service, locking every client out, for ever); one idle this
+    /// long between HTTP requests is closed too. WebSockets keep their own ping.
+    public var requestTimeout: Duration = .seconds(30)
     /// How often the token store is read again to end the connections of revoked tokens.
     public var tokenRecheck: Duration = .seconds(2)
     /// Serves `GET /metrics` (with the same token as the relay) with this Prometheus text; nil: no such page.
@@ -184,12 +188,13 @@ public struct RelayServer: Sendable {
                 inner: HTTP1WebSocketUpgradeChannel(
                     responder: responder,
                     webSocketResponder: wsResponder,
-                    configuration: .init(ws: .init(
-                        maxFrameSize: configuration.maxFrameBytes,
-                        autoPing: .enabled(timePeriod: configuration.ping)))
+                    configuration: .init(
+                        http1: .init(idleTimeout: TimeAmount(configuration.requestTimeout)),
+                        ws: .init(maxFrameSize: configuration.maxFrameBytes, autoPing: .enabled(timePeriod: configuration.ping)))
                 ),
                 admits: { head in server.admitsUpgrade(head) },
-                unused: unused
+                unused: unused,
+                firstRequestTimeout: TimeAmount(configuration.requestTimeout)
             )
         }
         let builder = try configuration.tls.map { try HTTPServerBuilder.tls(plain, tlsConfiguration: $0.serverConfiguration()) }

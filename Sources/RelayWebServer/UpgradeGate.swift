@@ -14,6 +14,9 @@ struct UpgradeGateChannel: ServerChildChannel {
     let inner: HTTP1WebSocketUpgradeChannel
     let admits: @Sendable (HTTPRequestHead) -> Bool
     let unused: UnusedConnections
+    /// A connection whose first request head has not come by then is closed (the upgrader's idle timeout starts
+    /// only after that head).
+    let firstRequestTimeout: TimeAmount
 
     func setup(channel: any Channel, logger: Logger) -> EventLoopFuture<Value> {
         let negotiated = inner.setup(channel: channel, logger: logger)
@@ -21,6 +24,8 @@ struct UpgradeGateChannel: ServerChildChannel {
             let decoder = try channel.pipeline.syncOperations.handler(type: ByteToMessageHandler<HTTPRequestDecoder>.self)
             try channel.pipeline.syncOperations.addHandler(UpgradeGate(admits: admits), position: .after(decoder))
             unused.track(channel)
+            let timeout = channel.eventLoop.scheduleTask(in: firstRequestTimeout) { UnusedConnections.closeIfUnused(channel) }
+            channel.closeFuture.whenComplete { _ in timeout.cancel() }
         } catch {
             channel.close(promise: nil)
         }
@@ -111,7 +116,7 @@ final class UnusedConnections: Sendable {
         channels.forEach(Self.closeIfUnused)
     }
 
-    private static func closeIfUnused(_ channel: any Channel) {
+    static func closeIfUnused(_ channel: any Channel) {
         channel.eventLoop.execute {
             if (try? channel.pipeline.syncOperations.handler(type: UpgradeGate.self)) != nil {
                 channel.close(promise: nil)

@@ -19,7 +19,7 @@ final class LiveRelay: Sendable {
     let observation: ObservationToken
     let directory: String
 
-    init(allowAnonymous: Bool = false, sessions: (any SessionArchive)? = nil) async throws {
+    init(allowAnonymous: Bool = false, sessions: (any SessionArchive)? = nil, requestTimeout: Duration = .seconds(30)) async throws {
         directory = NSTemporaryDirectory() + "relay-test-" + UUID().uuidString
         tokens = RelayTokenStore(directory: directory)
         engine = SessionEngine(providers: [SimulatedBiosignalProvider(seed: 5)])
@@ -28,6 +28,7 @@ final class LiveRelay: Sendable {
         var config = RelayServerConfiguration(host: "127.0.0.1", port: 0)
         config.allowAnonymous = allowAnonymous
         config.sessions = sessions
+        config.requestTimeout = requestTimeout
         let server = RelayServer(hub: hub, tokens: tokens, configuration: config)
         let (ports, continuation) = AsyncStream<Int>.makeStream()
         task = Task { try await server.run { port in continuation.yield(port) } }
@@ -284,6 +285,27 @@ func sendGet(port: Int, path: String, headers: [String] = []) throws -> Int32 {
         var byte: UInt8 = 0
         try #require(recv(fd, &byte, 1, 0) == 0, "the server kept a connection that never sent a request open")
         await stopping.value
+    }
+
+    /// 1,100 connections that sent half a request were kept for ever: with a service's 1,024 file descriptors,
+    /// every client was locked out. One whose first request head has not come within the timeout is closed.
+    @Test func aConnectionThatSendsHalfARequestIsClosedAfterTheTimeout() async throws {
+        let relay = try await LiveRelay(requestTimeout: .seconds(1))
+        let fd = try connectLoopback(port: relay.port)
+        defer { close(fd) }
+        let half = Array("GET / HTTP/1.1\r\nHost: x\r\n".utf8)
+        #expect(send(fd, half, half.count, 0) == half.count)
+        let started = ContinuousClock.now
+        // The 20 s receive timeout is only a watchdog: a server that never closes it fails here.
+        var timeout = timeval(tv_sec: 20, tv_usec: 0)
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        var byte: UInt8 = 0
+        #expect(recv(fd, &byte, 1, 0) == 0, "the server kept a connection with half a request open")
+        #expect(ContinuousClock.now - started < .seconds(10))
+        // A whole request on another connection is answered meanwhile.
+        let (_, head) = try await httpGet(port: relay.port, path: "/")
+        #expect(head.contains(" 200 "))
+        await relay.stop()
     }
 
     @Test func noAuthModeIsRefusedOffLoopback() async throws {
