@@ -65,7 +65,7 @@ public final class MQTTConnection: Sendable {
 
     private struct Handlers: Sendable {
         var acknowledged: (@Sendable (Int64) -> Void)?
-        var message: (@Sendable (String, [UInt8]) -> Void)?
+        var message: (@Sendable (String, [UInt8], Bool) -> Void)?
         var link: (@Sendable (LinkEvent) -> Void)?
         var subscriptions: [String] = []
     }
@@ -162,7 +162,8 @@ public final class MQTTConnection: Sendable {
             let bytes = message.pointee.payload.map {
                 Array(UnsafeRawBufferPointer(start: $0, count: count))
             } ?? []
-            Unmanaged<MQTTConnection>.fromOpaque(object).takeUnretainedValue().received(String(cString: topic), bytes)
+            Unmanaged<MQTTConnection>.fromOpaque(object).takeUnretainedValue()
+                .received(String(cString: topic), bytes, retained: message.pointee.retain)
         }
     }
 
@@ -172,8 +173,9 @@ public final class MQTTConnection: Sendable {
         handlers.withLock { $0.acknowledged = handler }
     }
 
-    /// Called for each message on a subscribed topic, on the network thread: it must not block.
-    public func onMessage(_ handler: @escaping @Sendable (_ topic: String, _ payload: [UInt8]) -> Void) {
+    /// Called for each message on a subscribed topic, on the network thread: it must not block. `retained`: the
+    /// broker kept it from before this subscription (sent again at every connection).
+    public func onMessage(_ handler: @escaping @Sendable (_ topic: String, _ payload: [UInt8], _ retained: Bool) -> Void) {
         handlers.withLock { $0.message = handler }
     }
 
@@ -379,7 +381,7 @@ public final class MQTTConnection: Sendable {
         handlers.withLock { $0.link }?(.failed(reason: error))
     }
 
-    private func received(_ topic: String, _ payload: [UInt8]) {
-        handlers.withLock { $0.message }?(topic, payload)
+    private func received(_ topic: String, _ payload: [UInt8], retained: Bool) {
+        handlers.withLock { $0.message }?(topic, payload, retained)
     }
 }

@@ -83,7 +83,7 @@ public final class MQTTSink: SessionSink {
         self.sources = sources
         self.logger = logger
         discovery = HomeAssistantDiscovery(topics: topics)
-        commands = AsyncStream.makeStream(of: [UInt8].self, bufferingPolicy: .bufferingNewest(256))
+        commands = AsyncStream.makeStream(of: [UInt8].self, bufferingPolicy: .bufferingNewest(Self.commandQueue))
         var outbox: MQTTOutbox?
         if let stateDirectory {
             do { outbox = try MQTTOutbox(directory: stateDirectory) } catch {
@@ -103,14 +103,42 @@ public final class MQTTSink: SessionSink {
         }
         connection.onLink { [weak self] event in self?.linkChanged(event) }
         let statusTopic = topics.status
-        connection.onMessage { [commands, weak self] topic, payload in
-            if topic == statusTopic { self?.sawStatus(payload) } else { commands.continuation.yield(payload) }
+        let dropped = Mutex(0)
+        connection.onMessage { [commands, weak self, logger] topic, payload, retained in
+            if topic == statusTopic {
+                self?.sawStatus(payload)
+                return
+            }
+            // A retained command is one published long ago, sent again at every connection: run once, it would run
+            // again after every restart.
+            guard !retained else {
+                let said = "mqtt: ignored a retained command on \(topic) (commands are published without retain; "
+                    + "clear it with: mosquitto_pub -t '\(topic)' -r -n)"
+                logger.warning("\(said)")
+                return
+            }
+            // Commands wait for their answers in a queue of 256: a faster burst drops the oldest, said and counted
+            // (707 of 1000 went without a word).
+            if case .dropped = commands.continuation.yield(payload) {
+                let count = dropped.withLock { n -> Int in
+                    n += 1
+                    return n
+                }
+                if count == 1 || count % 100 == 0 {
+                    let said = "mqtt: \(count) command\(count == 1 ? "" : "s") dropped unanswered: more than "
+                        + "\(Self.commandQueue) waiting (a burst faster than they are answered); the oldest go first"
+                    logger.warning("\(said)")
+                }
+            }
         }
         connection.subscribe(topics.status)
         if let failure = try connection.start() {
             logger.warning("mqtt: \(broker) not reachable yet (\(failure)); retrying, and holding messages until it is")
         }
     }
+
+    /// How many commands may wait for their answers; beyond, the oldest are dropped (said).
+    static let commandQueue = 256
 
     /// Answers commands from `hr-gateway/<ID>/cmd` with `handler` (a command's JSON text in, its `command_result`
     /// out, nil for none); results go to `hr-gateway/<ID>/cmd_result` at QoS 1. Call before the session runs.

@@ -72,7 +72,7 @@ struct FleetCommand: AsyncParsableCommand {
         let lastFailure = Mutex<String?>(nil)
         let connection = try MQTTConnection(
             clientId: "hr-gateway-fleet-\(getpid())", broker: broker, caFile: mqttCa ?? settings.mqttCAFile)
-        connection.onMessage { topic, payload in
+        connection.onMessage { topic, payload, _ in
             let now = Int64(Date().timeIntervalSince1970 * 1000)
             _ = board.withLock { $0.receive(topic: topic, payload: payload, nowMs: now) }
         }

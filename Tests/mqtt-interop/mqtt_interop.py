@@ -283,6 +283,11 @@ def main():
 
         # 5. Commands over MQTT to serve.
         ctl = Watcher(port, "ctl", "interop-ctl", ["hr-gateway/gw-c/cmd_result", "hr-gateway/gw-c/event"])
+        # A retained command (published long ago, sent again at every connection) is not run: it ran after every
+        # restart.
+        ctl.client.publish("hr-gateway/gw-c/cmd", json.dumps({"command": "start_session", "id": "r1",
+                                                             "session_id": "retained", "mode": "focus",
+                                                             "duration_sec": 60}), qos=1, retain=True).wait_for_publish(10)
         serve = gateway(["serve", "--simulate", "--mqtt", url("gw-c"), "--gateway-id", "gw-c"], os.path.join(root, "state-c"))
         online = Watcher(port, "watcher", "interop-online", ["hr-gateway/gw-c/status"])
         check(bool(online.wait_for(lambda m: '"online"' in m[1], 15)), "serve: status online")
@@ -318,8 +323,14 @@ def main():
         check(bool(stopped) and json.loads(stopped[0][1]).get("ok") is True, "serve: stop_session answered")
         check(bool(ctl.wait_for(lambda m: m[0].endswith("/event") and "session_summary" in m[1], 10)),
               "serve: the summary is published")
+        check(not ctl.all(lambda m: '"r1"' in m[1]) and
+              len(ctl.all(lambda m: m[0].endswith("/event") and "session_started" in m[1])) == 1,
+              "serve: a retained command is not run")
         serve.send_signal(signal.SIGINT)
-        serve.communicate(timeout=30)
+        _, serve_err = serve.communicate(timeout=30)
+        check("ignored a retained command on hr-gateway/gw-c/cmd" in serve_err,
+              f"serve: ... and says how to clear it: {serve_err[-300:]}")
+        ctl.client.publish("hr-gateway/gw-c/cmd", b"", qos=1, retain=True).wait_for_publish(10)
         ctl.close()
 
         # 6. TLS: a private CA, a server certificate for 127.0.0.1, a second mosquitto listening with TLS only.
