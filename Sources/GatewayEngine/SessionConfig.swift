@@ -90,6 +90,11 @@ public struct SessionConfig: Sendable, Equatable {
         guard !id.isEmpty, id.count <= Self.maxSessionIdLength else {
             throw .invalidState("session_id must be 1 to \(Self.maxSessionIdLength) characters, got \(id.count)")
         }
+        // It is printed in tables and file names: a line break or an escape sequence from the network reached the
+        // operator's terminal as it was.
+        guard !id.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) else {
+            throw .invalidState("session_id must not contain control characters (line breaks, tabs, escapes)")
+        }
         guard let modeString = json["mode"]?.stringValue, let mode = SessionMode(rawValue: modeString) else {
             throw .invalidState("Missing or invalid mode")
         }

@@ -148,6 +148,19 @@ extension SessionMetrics {
         return flat
     }
 
+    /// Why the HSI values the metrics would use cannot be heart-rate variability (a negative RMSSD, a pNN50 over
+    /// 100: they went into frames and the recorded summary as given), or nil.
+    public static func hsiOutOfRange(_ metrics: [String: JSONValue]) -> String? {
+        let limits: [(String, ClosedRange<Double>)] = [
+            ("hrv.sdnn_ms", 0...10_000), ("hrv.rmssd_ms", 0...10_000), ("hrv.pnn50", 0...100),
+        ]
+        for (key, range) in limits {
+            guard let v = metrics[key]?.doubleValue, !range.contains(v) else { continue }
+            return "\(key) must be \(Int(range.lowerBound)) to \(Int(range.upperBound)), got \(metrics[key]!.jsonString.prefix(40))"
+        }
+        return nil
+    }
+
     /// The keys of `hsiKeys` that `metrics` (flattened) gives a number for.
     public static func hsiUsedKeys(_ metrics: [String: JSONValue]) -> [String] {
         hsiKeys.filter { metrics[$0]?.doubleValue != nil }

@@ -542,6 +542,9 @@ public final class RelayHub: Sendable {
 
     // MARK: Commands
 
+    /// The longest string `id` a command may carry.
+    static let maxIdBytes = 200
+
     /// Handles one text frame from a consumer; any reply goes to its queue.
     public func handle(text: String, from connection: RelayConnection) async {
         let reply = await response(to: text, from: connection)
@@ -585,7 +588,13 @@ public final class RelayHub: Sendable {
         }
         let id = message["id"]
         switch id {
-        case nil, .string?, .int?: break
+        case nil, .int?: break
+        case .string(let text)?:
+            // Remembered for 10 minutes with its result: a 60-KB id a thousand times over held 160 MB.
+            guard text.utf8.count <= Self.maxIdBytes else {
+                return RelayCommandError("bad_request", "\"id\" must be at most \(Self.maxIdBytes) bytes, got "
+                    + "\(text.utf8.count).").result(id: nil, command: nil)
+            }
         default:
             return RelayCommandError("bad_request", "\"id\" must be a string or an integer.").result(id: nil, command: nil)
         }
@@ -687,6 +696,7 @@ public final class RelayHub: Sendable {
             // An HSI document nests its keys; the SDK reads them flat (`hrv.rmssd_ms`): both are taken, and the
             // reply says which keys the metrics use (none: the values frames show are the gateway's own).
             let flat = SessionMetrics.hsiFlattened(metrics)
+            if let problem = SessionMetrics.hsiOutOfRange(flat) { return .failure(RelayCommandError("bad_request", problem)) }
             let accepted = controller.ingestHsiMetrics(flat, sessionId: sid?.stringValue)
             return .success([
                 "accepted": .bool(accepted),
@@ -701,7 +711,13 @@ public final class RelayHub: Sendable {
     static func mistypedStart(_ m: JSONValue) -> String? {
         func whole(_ v: JSONValue?, _ name: String) -> String? {
             guard let v, v.intValue == nil else { return nil }
+            if let d = v.doubleValue, d.isFinite, d == d.rounded() {
+                return "\(name) is out of range, got \(v.jsonString.prefix(40))"
+            }
             return "\(name) must be a whole number of seconds, got \(v.jsonString.prefix(40))"
+        }
+        if let id = m["session_id"], id.stringValue == nil {
+            return "session_id must be a string, got \(id.jsonString.prefix(40))"
         }
         if let mode = m["mode"], mode.stringValue.flatMap(SessionMode.init(rawValue:)) == nil {
             return "mode must be one of \(SessionMode.allCases.map(\.rawValue).joined(separator: ", ")), got "

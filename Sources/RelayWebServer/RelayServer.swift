@@ -143,7 +143,7 @@ public struct RelayServer: Sendable {
                     status: .ok,
                     headers: [
                         .contentType: file.contentType, .cacheControl: "no-store",
-                        .contentDisposition: "attachment; filename=\"\(file.filename)\"",
+                        .contentDisposition: Self.attachment(file.filename),
                     ],
                     body: .init(byteBuffer: ByteBuffer(bytes: file.body)))
             }
@@ -373,5 +373,20 @@ public struct RelayServer: Sendable {
             connection.queue.close()
             group.cancelAll()
         }
+    }
+}
+
+extension RelayServer {
+    /// `Content-Disposition` for a download named `filename` (a session id from the network is in it): quotes,
+    /// backslashes, path separators and control characters become `_` in the plain name, and the name as given is
+    /// in `filename*` (RFC 6266, percent-encoded UTF-8).
+    static func attachment(_ filename: String) -> String {
+        let plain = String(String.UnicodeScalarView(filename.unicodeScalars.map { c -> Unicode.Scalar in
+            c == "\"" || c == "\\" || c == "/" || c.properties.generalCategory == .control || !c.isASCII ? "_" : c
+        }))
+        let allowed = CharacterSet.alphanumerics.intersection(CharacterSet(charactersIn: Unicode.Scalar(0)...Unicode.Scalar(127)))
+            .union(CharacterSet(charactersIn: "-._~"))
+        let encoded = filename.addingPercentEncoding(withAllowedCharacters: allowed) ?? plain
+        return "attachment; filename=\"\(plain)\"; filename*=UTF-8''\(encoded)"
     }
 }

@@ -131,6 +131,19 @@ func types(_ m: [[String: JSONValue]]) -> [String] { m.compactMap { $0["type"]?.
             #"{"command":"ingest_hsi_metrics","metrics":{"stress":0.4},"session_id":"s1","id":"x"}"#, phone))
         #expect(none["accepted"] == .bool(true))
         #expect(none["used"] == .array([]))
+        // A value no heart gives went into frames and the recorded summary as it was: refused, naming the key.
+        for (n, (metrics, message)) in [
+            (#"{"hrv":{"rmssd_ms":-42}}"#, "hrv.rmssd_ms must be 0 to 10000, got -42"),
+            (#"{"hrv.pnn50":1e300}"#, "hrv.pnn50 must be 0 to 100, got 1e+300"),
+        ].enumerated() {
+            let r = try #require(await rig.send(
+                #"{"command":"ingest_hsi_metrics","metrics":\#(metrics),"session_id":"s1","id":"r\#(n)"}"#, phone))
+            #expect(r["error_code"] == .string("bad_request") && r["message"] == .string(message), "\(r)")
+        }
+        rig.clock.advance(byMs: 5_000)
+        let after = try #require(try messages(phone.queue).last { $0["type"] == .string("session_frame") })
+        #expect(after["metrics"]?["rmssd_ms"]?.doubleValue.map { $0 >= 0 } == true, "\(after)")
+        #expect(after["metrics"]?["pnn50"]?.doubleValue.map { $0 <= 100 } == true, "the refused values changed nothing")
     }
 
     /// A mistyped `profile` key started a session with the default in its place (frames every 5 s for 2.5), and a
@@ -142,6 +155,7 @@ func types(_ m: [[String: JSONValue]]) -> [String] { m.compactMap { $0["type"]?.
             (#""duration_sec":60,"profile":{"window_sec":"60"}"#, #"profile.window_sec must be a whole number of seconds, got "60""#),
             (#""duration_sec":60,"profile":"fast""#, "profile must be an object"),
             (#""duration_sec":10.5"#, "duration_sec must be a whole number of seconds, got 10.5"),
+            (#""duration_sec":1e30"#, "duration_sec is out of range, got 1e+30"),
         ] {
             let rig = Rig()
             let c = rig.hub.connect(Rig.phone)
@@ -154,6 +168,19 @@ func types(_ m: [[String: JSONValue]]) -> [String] { m.compactMap { $0["type"]?.
         let r = try #require(await rig.send(
             #"{"command":"start_session","session_id":"m","mode":"sleep","duration_sec":60,"id":"x"}"#, rig.hub.connect(Rig.phone)))
         #expect(r["message"] == .string(#"mode must be one of focus, breathing, typing, got "sleep""#))
+        // A number for the id was "Missing session_id"; a line break in it reached terminals and download names.
+        let number = try #require(await rig.send(
+            #"{"command":"start_session","session_id":7,"mode":"focus","duration_sec":60,"id":"y"}"#, rig.hub.connect(Rig.phone)))
+        #expect(number["message"] == .string("session_id must be a string, got 7"))
+        let control = try #require(await rig.send(
+            #"{"command":"start_session","session_id":"a\"\r\nX-Evil: 1","mode":"focus","duration_sec":60,"id":"z"}"#,
+            rig.hub.connect(Rig.phone)))
+        #expect(control["error_code"] == .string("bad_request"))
+        #expect(control["message"]?.stringValue?.contains("control characters") == true, "\(control)")
+        // An id is remembered with its result for ten minutes: a long one is refused.
+        let long = try #require(await rig.send(
+            #"{"command":"get_status","id":"\#(String(repeating: "i", count: 201))"}"#, rig.hub.connect(Rig.phone)))
+        #expect(long["message"] == .string("\"id\" must be at most 200 bytes, got 201."))
     }
 
     @Test func reliableEventsMissedWhileAwayAreRedeliveredInOrderUntilAcknowledged() async throws {

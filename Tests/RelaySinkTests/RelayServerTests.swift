@@ -308,6 +308,13 @@ func sendGet(port: Int, path: String, headers: [String] = []) throws -> Int32 {
         await relay.stop()
     }
 
+    /// A download's name holds the session id: a quote, a line break or a path from the network went into the
+    /// header as it was.
+    @Test func aDownloadNameIsQuotedSafely() {
+        #expect(RelayServer.attachment("session-a\"\r\n/x é.csv")
+            == "attachment; filename=\"session-a____x _.csv\"; filename*=UTF-8''session-a%22%0D%0A%2Fx%20%C3%A9.csv")
+    }
+
     @Test func noAuthModeIsRefusedOffLoopback() async throws {
         var config = RelayServerConfiguration(host: "0.0.0.0", port: 0)
         config.allowAnonymous = true
