@@ -374,7 +374,7 @@ public struct DoctorFacts: Sendable, Equatable {
                 given = String(reason[r.upperBound...])
                 reason = String(reason[..<r.lowerBound])
             }
-            let damaged = reason.contains("not a database") || reason.contains("malformed")
+            let damaged = StateDatabase.isDamage(reason)
             let fix: String
             if let given {
                 fix = given

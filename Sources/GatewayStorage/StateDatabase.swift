@@ -49,10 +49,16 @@ public enum StateDatabase {
         }
         if let notWritable = error as? NotWritable { return notWritable.reason }
         let why = reason(error)
-        if why.contains("not a database") || why.contains("malformed") {
+        if isDamage(why) {
             return why + " (the file is damaged: move it aside with its -wal and -shm, and a new one is made)"
         }
         return why + " (\(directoryAdvice))"
+    }
+
+    /// Whether SQLite's (or GRDB's) words for a failure mean the file is damaged: not a database, a malformed
+    /// page, or a schema table cut short (a truncated file read its migrations table as NULLs).
+    public static func isDamage(_ reason: String) -> Bool {
+        reason.contains("not a database") || reason.contains("malformed") || reason.contains("could not decode")
     }
 
     /// A state file this user may not write (`reason` names its owner).

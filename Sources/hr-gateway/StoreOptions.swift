@@ -4,6 +4,7 @@ import Synchronization
 import GatewayConfig
 import GatewayEngine
 import GatewayLogging
+import GatewayStorage
 import Logging
 import SessionStore
 import StdoutSink
@@ -98,7 +99,7 @@ struct StoreOptions: ParsableArguments {
         let dir = StateDirectory.resolve(option: stateDir, configured: settings.stateDir)
         do { sessions = try SessionStore(directory: dir) } catch {
             // A damaged file is no permission problem: say how to start afresh without losing what it holds.
-            let damaged = "\(error)".contains("malformed") || "\(error)".contains("not a database")
+            let damaged = StateDatabase.isDamage("\(error)")
             let why = "\(error)" + (damaged
                 ? " (the file is damaged: `hr-gateway doctor` says how to move it aside and recover its sessions)" : "")
             // The journal alone keeps the session until the store opens again. Its own failure to start is not
@@ -147,7 +148,11 @@ struct StoreOptions: ParsableArguments {
         let dir = try directory()
         if let impossible = StateDirectory.impossibility(dir) { throw CommandFailure("state directory \(impossible)") }
         if let unreadable = StateDirectory.unreadable(dir) { throw CommandFailure("state directory: \(unreadable)") }
-        do { return try SessionStore.existing(directory: dir) } catch { throw CommandFailure("\(error)") }
+        do { return try SessionStore.existing(directory: dir) } catch {
+            // A damaged file: say where the way out is (reading commands said SQLite's words alone).
+            throw CommandFailure("\(error)" + (StateDatabase.isDamage("\(error)")
+                ? " (the file is damaged: `hr-gateway doctor` says how to move it aside and recover its sessions)" : ""))
+        }
     }
 
     /// As `existing()`, failing with what to do when there is no store.

@@ -209,6 +209,10 @@ func tempStateDir() -> String {
         let malformed = try #require(line(f.evaluate(), "state directory"))
         #expect(malformed.fix?.contains("with its -wal and -shm") == true && malformed.fix?.contains(".recover") == true,
                 "\(String(describing: malformed.fix))")
+        // A truncated file reads its migrations table as NULLs: GRDB's words, damage all the same.
+        f.stateDirError = "session database: cannot open /srv/x/state/sessions.sqlite: could not decode String from "
+            + "database value NULL - column: \"identifier\""
+        #expect(line(f.evaluate(), "state directory")?.fix?.contains("move it aside") == true)
         f.stateDirError = "the disk holding it is full (12 KB free)"
         #expect(line(f.evaluate(), "state directory")?.fix?.hasPrefix("free some space on that disk") == true)
         f.stateDirError = "relay.sqlite there is root's, not writable by this user; fix: sudo chown -R hr-gateway: /srv/x/state"
