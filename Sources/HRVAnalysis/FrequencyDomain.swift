@@ -37,6 +37,9 @@ public enum FrequencyDomain {
     public static let minimumSecondsLF = 120.0
     /// VLF and total power need this much (Task Force: 5 minutes; 4 allow a window of ~5 minutes of corrected data).
     public static let minimumSecondsVLF = 240.0
+    /// Band power (ms²) below which a band is taken as empty: a constant series gave LF/HF 0.135 and peaks from
+    /// powers of 1e-20 ms². Real LF and HF powers are tens to thousands of ms².
+    public static let noPowerMs2 = 1e-6
 
     /// Frequency-domain metrics of one uninterrupted series, or nil when it lasts under `minimumSecondsLF`.
     public static func analyze(_ rr: [Double], method: SpectrumMethod = .welch) -> FrequencyDomainResult? {
@@ -65,9 +68,13 @@ public enum FrequencyDomain {
         }
         let lf = band(lfBand)
         let hf = band(hfBand)
-        var r = FrequencyDomainResult(lfMs2: lf.power, hfMs2: hf.power, lfPeakHz: lf.peak, hfPeakHz: hf.peak)
-        if hf.power > 0 { r.lfHf = lf.power / hf.power }
-        if lf.power + hf.power > 0 {
+        // Below this a band holds rounding error, not variability (a constant series): no peak, no ratio of noise.
+        let none = Self.noPowerMs2
+        var r = FrequencyDomainResult(
+            lfMs2: lf.power, hfMs2: hf.power, lfPeakHz: lf.power > none ? lf.peak : nil,
+            hfPeakHz: hf.power > none ? hf.peak : nil)
+        if hf.power > none { r.lfHf = lf.power / hf.power }
+        if lf.power + hf.power > none {
             r.lfNu = 100 * lf.power / (lf.power + hf.power)
             r.hfNu = 100 * hf.power / (lf.power + hf.power)
         }

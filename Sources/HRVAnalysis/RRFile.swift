@@ -290,7 +290,10 @@ public struct RRFile: Sendable, Equatable {
             let text = separator == "," ? field : field.replacingOccurrences(of: ",", with: ".")
             // Decimal notation only: Swift's Double also reads hexadecimal ("0x320"), which no RR file means.
             guard !text.contains(where: { $0 == "x" || $0 == "X" }), let v = Double(text) else {
-                throw RRFileError(line: number, message: "'\(field)' is not a number")
+                // At most 40 characters of it, control characters shown as escapes: a 200-MB line came back whole.
+                let shown = field.prefix(40).unicodeScalars.map { $0.properties.generalCategory == .control
+                    ? $0.escaped(asASCII: true) : String($0) }.joined()
+                throw RRFileError(line: number, message: "'\(shown)\(field.count > 40 ? "…" : "")' is not a number")
             }
             guard v.isFinite else { throw RRFileError(line: number, message: "'\(field)' is not a finite number") }
             guard v > 0 else { throw RRFileError(line: number, message: "RR intervals must be positive, got \(field)") }

@@ -104,6 +104,29 @@ import Testing
         #expect(abs(l.lfMs2 / w.lfMs2 - 1) < 0.15)
     }
 
+    /// A constant series has no power in any band: its ratios and peaks were rounding error said as results
+    /// (LF/HF 0.135, a "peak" at 0.094 Hz from 1e-20 ms²).
+    @Test func aSeriesWithoutVariabilityHasNoRatiosOrPeaks() throws {
+        for method in [SpectrumMethod.welch, .lombScargle] {
+            let flat = try #require(FrequencyDomain.analyze(Array(repeating: 800, count: 600), method: method))
+            #expect(flat.lfMs2 < FrequencyDomain.noPowerMs2 && flat.hfMs2 < FrequencyDomain.noPowerMs2)
+            #expect(flat.lfHf == nil && flat.lfNu == nil && flat.hfNu == nil && flat.lfPeakHz == nil && flat.hfPeakHz == nil,
+                    "\(method): \(flat)")
+        }
+        let rr = try TestData.column("rr_nsrdb_short_pyhrv_raw.csv", "rr_ms")
+        let real = try #require(FrequencyDomain.analyze(rr, method: .welch))
+        #expect(real.lfHf != nil && real.lfPeakHz != nil && real.hfPeakHz != nil)
+        // A field that is no number is quoted, 40 characters at most and control characters escaped.
+        #expect {
+            try RRFile.parse("rr_ms\n800\n" + String(repeating: "8", count: 100) + "x\n")
+        } throws: { error in
+            "\(error)".contains("'" + String(repeating: "8", count: 40) + "…' is not a number")
+        }
+        #expect { try RRFile.parse("rr_ms\n800\n\u{0}\u{0}\n") } throws: { error in
+            "\(error)".contains(#"'\0\0' is not a number"#)
+        }
+    }
+
     @Test func medianCorrectorLeavesCleanSeriesAlone() throws {
         let rr = try TestData.column("rr_nsrdb_short_pyhrv_raw.csv", "rr_ms")
         let c = ArtifactCorrector.correct(rr)
