@@ -513,6 +513,15 @@ extension SessionStore {
         }
     }
 
+    /// `s` as `sessions list --json` and the relay's `GET /v1/sessions` list it: its JSON with the table's columns,
+    /// the duration (to the end, or the last sample) and the pacing summary (the relay's lacked the duration).
+    public func listed(_ s: RecordedSession) -> JSONValue {
+        var o = s.jsonValue.objectValue ?? [:]
+        if let ms = s.durationMs { o["duration_ms"] = .int(ms) }
+        if let pacing = pacingSummary(s) { o["pacing"] = .string(pacing) }
+        return .object(o)
+    }
+
     /// What paced a breathing session, for lists: "4-7-8 adherence 92 % RSA 8.1 bpm" for a pattern,
     /// "resonance 5.5/min" for a resonance assessment ("resonance ?" when it found none); nil otherwise.
     public func pacingSummary(_ s: RecordedSession) -> String? {

@@ -30,8 +30,8 @@ struct FleetCommand: AsyncParsableCommand {
     )
 
     @Option(help: ArgumentHelp(
-        "The broker: mqtt://[user[:password]@]HOST[:PORT] or mqtts://…. Default: the configuration's [mqtt] url, "
-            + "else $HR_GATEWAY_MQTT.", valueName: "url"))
+        "The broker: mqtt://[user[:password]@]HOST[:PORT] or mqtts://…. Default: $HR_GATEWAY_MQTT, else the "
+            + "configuration's [mqtt] url.", valueName: "url"))
     var mqtt: String?
 
     @Option(help: ArgumentHelp("With mqtts://: the CA certificate (PEM) to trust. Default: the system's.", valueName: "file"))

@@ -36,7 +36,7 @@ struct ServeCommand: AsyncParsableCommand {
             Every session a consumer starts is recorded into the session store, as `stream` records its own \
             (`hr-gateway sessions list`; each sample made durable as it arrives, so kill -9 loses nothing \
             received; store.keep_days prunes older ones first); --no-record-db or store.record = false turns \
-            that off. With --webhook URL (or the configuration's webhook.url, or $HR_GATEWAY_WEBHOOK), each \
+            that off. With --webhook URL (or $HR_GATEWAY_WEBHOOK, else the configuration's webhook.url), each \
             session's summary is posted there through the durable outbox, as `stream --webhook` posts its own \
             (sample batches are stream's).
 
@@ -72,7 +72,7 @@ struct ServeCommand: AsyncParsableCommand {
 
     @Option(help: ArgumentHelp(
         "POST each session's session_summary to this http:// or https:// URL, through a durable outbox retried "
-            + "until it answers 2xx (default: the configuration's webhook.url, or $HR_GATEWAY_WEBHOOK).",
+            + "until it answers 2xx (default: $HR_GATEWAY_WEBHOOK, else the configuration's webhook.url).",
         valueName: "url"))
     var webhook: String?
 

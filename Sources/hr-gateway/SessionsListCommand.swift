@@ -39,12 +39,7 @@ struct SessionsListCommand: ParsableCommand {
         let sessions = try opened.list()
         if json {
             // The table's columns: the duration (to the end, or the last sample) and the pacing summary too.
-            print(JSONValue.array(sessions.map { s in
-                var o = s.jsonValue.objectValue ?? [:]
-                if let ms = s.durationMs { o["duration_ms"] = .int(ms) }
-                if let pacing = opened.pacingSummary(s) { o["pacing"] = .string(pacing) }
-                return .object(o)
-            }).jsonString)
+            print(JSONValue.array(sessions.map(opened.listed)).jsonString)
             return
         }
         if sessions.isEmpty {

@@ -23,11 +23,7 @@ final class StoreSessionArchive: SessionArchive {
     func listJSON(limit: Int) throws -> String {
         let store = try store()
         let newest = try store.list().suffix(limit).reversed()
-        return JSONValue.array(newest.map { s in
-            guard case .object(var o) = s.jsonValue else { return s.jsonValue }
-            if let pacing = store.pacingSummary(s) { o["pacing"] = .string(pacing) }
-            return .object(o)
-        }).jsonString
+        return JSONValue.array(newest.map(store.listed)).jsonString
     }
 
     func export(id: String, format: String) throws -> SessionArchiveFile? {

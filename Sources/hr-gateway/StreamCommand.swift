@@ -133,7 +133,7 @@ struct StreamCommand: AsyncParsableCommand {
 
     @Option(help: ArgumentHelp(
         "POST the session_summary to this http:// or https:// URL, through a durable outbox retried until it "
-            + "answers 2xx (default: the configuration's webhook.url, or $HR_GATEWAY_WEBHOOK).",
+            + "answers 2xx (default: $HR_GATEWAY_WEBHOOK, else the configuration's webhook.url).",
         valueName: "url"))
     var webhook: String?
 

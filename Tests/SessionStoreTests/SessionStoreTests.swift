@@ -217,6 +217,8 @@ final class Seen: Sendable {
         #expect(try SessionConfig(json: JSONValue(parsing: session.configJSON)) == config)
         #expect(try store.samples(sessionId: "alone") == samples)
         #expect(!SessionStore.hasJournals(dir))
+        // Listed as `sessions list --json` and the relay's GET /v1/sessions list it (the relay's lacked the duration).
+        #expect(store.listed(session)["duration_ms"] == .int(5_000), "\(store.listed(session))")
 
         let empty = SessionRecorder(journalingOnlyIn: dir + "/other", config: SessionConfig(sessionId: "e", mode: .focus, durationSec: 60), clock: clock) { _ in }
         #expect(empty.isJournalingOnly)
