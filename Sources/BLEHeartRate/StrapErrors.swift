@@ -56,7 +56,9 @@ public enum BLEHeartRateError: Error, Sendable, Equatable, CustomStringConvertib
                 + "(it only advertises with skin contact), move it closer, and make sure no phone app holds its only "
                 + "connection"
         case .invalidSpec(let s):
-            "invalid strap spec \"\(s)\": give an address (AA:BB:CC:DD:EE:FF), a name prefix or auto"
+            StrapSpec.looksLikeAddress(s.trimmingCharacters(in: .whitespaces))
+                ? StrapSpecError(spec: s, notAnAddress: true).description
+                : "invalid strap spec \"\(s)\": give an address (AA:BB:CC:DD:EE:FF), a name prefix or auto"
         }
     }
 

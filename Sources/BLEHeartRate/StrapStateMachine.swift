@@ -15,6 +15,9 @@ public enum StrapSpec: Sendable, Equatable, CustomStringConvertible {
             self = .auto
         } else if Self.isAddress(t) {
             self = .address(t.uppercased())
+        } else if Self.looksLikeAddress(t) {
+            // A mistyped address read as a name was searched for for ever.
+            throw StrapSpecError(spec: text, notAnAddress: true)
         } else {
             self = .name(t)
         }
@@ -23,6 +26,12 @@ public enum StrapSpec: Sendable, Equatable, CustomStringConvertible {
     static func isAddress(_ s: String) -> Bool {
         let parts = s.split(separator: ":", omittingEmptySubsequences: false)
         return parts.count == 6 && parts.allSatisfy { $0.count == 2 && $0.allSatisfy(\.isHexDigit) }
+    }
+
+    /// Pairs of characters between colons, and no space: meant as an address (a name has words).
+    static func looksLikeAddress(_ s: String) -> Bool {
+        let parts = s.split(separator: ":", omittingEmptySubsequences: false)
+        return parts.count >= 4 && !s.contains(" ") && parts.allSatisfy { $0.count <= 2 }
     }
 
     /// Whether a discovered device is the one this spec asks for.
@@ -46,8 +55,14 @@ public enum StrapSpec: Sendable, Equatable, CustomStringConvertible {
 /// An empty strap spec.
 public struct StrapSpecError: Error, Sendable, Equatable, CustomStringConvertible {
     public var spec: String
+    /// Meant as an address, and not one (five pairs, a letter past F).
+    public var notAnAddress = false
     public var description: String {
-        "empty strap spec \"\(spec)\": give an address (AA:BB:CC:DD:EE:FF), a name prefix (\"Polar H10\") or auto"
+        if notAnAddress {
+            return "\"\(spec)\" is not a Bluetooth address: an address is six pairs of hex digits (AA:BB:CC:DD:EE:FF); "
+                + "`hr-gateway scan` lists the straps in range with theirs"
+        }
+        return "empty strap spec \"\(spec)\": give an address (AA:BB:CC:DD:EE:FF), a name prefix (\"Polar H10\") or auto"
     }
 }
 

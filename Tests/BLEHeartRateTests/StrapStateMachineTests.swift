@@ -313,6 +313,12 @@ struct StrapStateMachineTests {
         #expect(try StrapSpec(parsing: "auto") == .auto)
         #expect(try StrapSpec(parsing: "Polar H10") == .name("Polar H10"))
         #expect(throws: StrapSpecError.self) { try StrapSpec(parsing: "  ") }
+        // A mistyped address was taken as a name and searched for for ever.
+        for typo in ["AA:BB:CC:DD:EE", "A0:9E:1A:12:34:5G", "a0:9e:1a:00:00:01:02"] {
+            #expect { try StrapSpec(parsing: typo) } throws: { ($0 as? StrapSpecError)?.notAnAddress == true }
+        }
+        #expect(BLEHeartRateError.invalidSpec("AA:BB:CC:DD:EE").description.contains("`hr-gateway scan` lists"))
+        #expect(try StrapSpec(parsing: "HRM-Pro:123") == .name("HRM-Pro:123"))
         #expect(StrapSpec.auto.matches(address: "X", name: "TICKR 1", uuids: []))
         #expect(!StrapSpec.auto.matches(address: "X", name: "Mouse", uuids: []))
     }
