@@ -542,6 +542,9 @@ public final class RelayHub: Sendable {
 
     // MARK: Commands
 
+    /// The `profile` keys a session reads.
+    static let profileKeys: Set<String> = ["window_sec", "emit_interval_sec", "raw_emit_interval_sec"]
+
     /// The longest string `id` a command may carry.
     static let maxIdBytes = 200
 
@@ -664,7 +667,12 @@ public final class RelayHub: Sendable {
                 if m["include_raw_samples"] == nil && configuration.rawSamplesUnlessAsked { config.includeRawSamples = true }
                 try await controller.startSession(config)
                 await awaitPublished(.started(config.sessionId))
-                return .success(["session_id": .string(config.sessionId)])
+                // A misspelt profile key took its default without a word: said, not refused (the SDK's watch
+                // parser sends `edge_mode`, which this gateway has no use for either).
+                let ignored = (m["profile"]?.objectValue?.keys.filter { !Self.profileKeys.contains($0) } ?? []).sorted()
+                var reply: [String: JSONValue] = ["session_id": .string(config.sessionId)]
+                if !ignored.isEmpty { reply["ignored"] = .array(ignored.map { .string("profile." + $0) }) }
+                return .success(reply)
             } catch {
                 return .failure(RelayCommandError(error.code.rawValue, error.message))
             }

@@ -168,6 +168,12 @@ func types(_ m: [[String: JSONValue]]) -> [String] { m.compactMap { $0["type"]?.
         let r = try #require(await rig.send(
             #"{"command":"start_session","session_id":"m","mode":"sleep","duration_sec":60,"id":"x"}"#, rig.hub.connect(Rig.phone)))
         #expect(r["message"] == .string(#"mode must be one of focus, breathing, typing, got "sleep""#))
+        // A misspelt profile key took its default without a word: the reply names it.
+        let other = Rig()
+        let misspelt = try #require(await other.send(
+            #"{"command":"start_session","session_id":"p","mode":"focus","duration_sec":60,"profile":{"window_secs":30,"emit_interval_sec":5},"id":"w"}"#,
+            other.hub.connect(Rig.phone)))
+        #expect(misspelt["ok"] == .bool(true) && misspelt["ignored"] == .array([.string("profile.window_secs")]), "\(misspelt)")
         // A number for the id was "Missing session_id"; a line break in it reached terminals and download names.
         let number = try #require(await rig.send(
             #"{"command":"start_session","session_id":7,"mode":"focus","duration_sec":60,"id":"y"}"#, rig.hub.connect(Rig.phone)))
