@@ -16,6 +16,18 @@ import Testing
         #expect(r.stderr.contains("--replay-speed sets the speed of --replay"), "\(r.stderr)")
     }
 
+    /// Options for an output that is not there ran without a word (as --replay-speed without --replay is refused).
+    @Test func anOptionForAnOutputThatIsNotThereIsRefused() throws {
+        for (option, message) in [
+            (["--tls"], "--tls is for the relay, and there is none"),
+            (["--mqtt-grace", "3"], "--mqtt-grace is for --mqtt URL"),
+            (["--webhook-samples"], "--webhook-samples is for --webhook URL"),
+        ] {
+            let r = try CLI.run(["stream", "--simulate", "--duration", "1", "--no-record-db"] + option)
+            #expect(r.status == 64 && r.stderr.contains(message), "\(option): \(r.stderr)")
+        }
+    }
+
     @Test func withoutASourceItSaysWhatToChoose() throws {
         let r = try CLI.run(["stream"])
         #expect(r.status != 0)
