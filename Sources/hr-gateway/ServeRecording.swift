@@ -31,6 +31,10 @@ final class ServeRecording: SessionSink {
     /// refuses it: the consumer is told (`invalid_state`) before anything runs, the earlier recording is kept, and
     /// no session runs unrecorded under a name that already means another one.
     func starting(_ config: SessionConfig) throws(SessionError) {
+        // The session running now: said as the engine says it (it was "already recorded…, delete the recording").
+        if recorders.withLock({ $0[config.sessionId] != nil }) {
+            throw .invalidState("Session \(config.sessionId) is already running")
+        }
         let recorder: SessionRecorder?
         do { recorder = try store.recorder(config, settings, clock: clock) } catch {
             logger.warning("refused to start session \(config.sessionId): it is already in the session store")

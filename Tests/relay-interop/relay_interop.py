@@ -154,6 +154,11 @@ async def test_phone_starts_and_stops_and_a_second_consumer_sees_it(g, t):
     # Idempotent by id: a retry answers the same and starts nothing new.
     await phone.send(start_cmd("p1", "go"))
     assert await phone.result("go") == r
+    # The running session's id under a new command id: said as running (it was "already recorded", "delete it").
+    await phone.send(start_cmd("p1", "go-again"))
+    again = await phone.result("go-again")
+    assert again["ok"] is False and again["error_code"] == "invalid_state", again
+    assert again["message"] == "Session p1 is already running", again
     await phone.until(lambda m: m["type"] == "session_frame")
     await phone.send({"command": "stop_session", "session_id": "p1", "id": "halt"})
     assert (await phone.result("halt"))["ok"] is True
