@@ -132,6 +132,14 @@ struct AnalyzeCommand: ParsableCommand {
                 StandardStream.error.write(Data(
                     "warning: \(file): --fps ignored: a video's frame times come from the file (--fps is for a trace without t_s)\n".utf8))
             }
+            // The file before the face detector: a missing video was answered with how to install OpenCV.
+            var isDirectory: ObjCBool = false
+            guard FileManager.default.fileExists(atPath: file, isDirectory: &isDirectory) else {
+                throw AnalyzeError("cannot read \(file): no such file")
+            }
+            guard !isDirectory.boolValue, FileManager.default.isReadableFile(atPath: file) else {
+                throw AnalyzeError("cannot read \(file): \(isDirectory.boolValue ? "a directory, not a video" : "permission denied")")
+            }
             if ((try? FileManager.default.attributesOfItem(atPath: file))?[.size] as? NSNumber)?.intValue == 0 {
                 throw AnalyzeError("\(file): the file is empty")
             }

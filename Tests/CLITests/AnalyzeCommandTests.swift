@@ -240,6 +240,13 @@ import Testing
         #expect(r.stderr.contains("shorter than the 5 s a first pulse window needs"), "\(r.stderr)")
     }
 
+    /// A missing video was answered with how to install the face detector's library.
+    @Test func aMissingVideoIsSaidBeforeTheFaceDetector() throws {
+        let r = try CLI.run(["analyze", "/nonexistent/face.mp4"], environment: ["HR_GATEWAY_OPENCV_LIBRARY": "/nonexistent/lib.so"])
+        #expect(r.status == 1)
+        #expect(r.stderr.contains("cannot read /nonexistent/face.mp4: no such file"), "\(r.stderr)")
+    }
+
     @Test func badCSVNamesTheLine() throws {
         let dir = try Self.tempDir()
         defer { try? FileManager.default.removeItem(at: dir) }
