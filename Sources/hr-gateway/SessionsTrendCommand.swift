@@ -59,7 +59,12 @@ struct SessionsTrendCommand: ParsableCommand {
         // Any number of days past the epoch is every session (10^12 days overflowed the milliseconds: a crash).
         let since = days.map { Int64(Date().timeIntervalSince1970 * 1000) - Int64(min($0, SessionsPruneCommand.maxDays)) * 86_400_000 }
             ?? .min
-        let recorded = try store.existing()?.summariesWithDevices(device: device) ?? []
+        guard let opened = try store.existing() else {
+            // As `sessions list` says it: a mistyped --state-dir read as "no value for rmssd".
+            if json { print("[]") } else { print("No sessions: nothing has been recorded in \(try store.directory()) yet.") }
+            return
+        }
+        let recorded = try opened.summariesWithDevices(device: device)
         let sessions = recorded.map { (startedAtMs: $0.startedAtMs, summary: $0.summary) }
         let trend = SessionTrends.days(metric, sessions: sessions, sinceMs: since, minDurationSec: minDurationSec)
         let short = SessionTrends.tooShort(metric, sessions: sessions, sinceMs: since, minDurationSec: minDurationSec)
