@@ -141,12 +141,29 @@ public struct RelayClient: Sendable {
 
 /// Why a relay client gave up.
 extension RelayClient {
+    /// The path of a ws:// or wss:// URL ("/" when it has none), without its query.
+    static func path(of url: String) -> String? {
+        guard let scheme = url.range(of: "://") else { return nil }
+        let rest = url[scheme.upperBound...]
+        guard let slash = rest.firstIndex(of: "/") else { return "/" }
+        return String(rest[slash...].prefix { $0 != "?" && $0 != "#" })
+    }
+
     /// What went wrong connecting to a relay, in words that say what to do (not the WebSocket or NIO error dump).
-    public static func explain(_ error: any Error) -> String {
+    /// With `url` and `tokenGiven`, a refused upgrade says which of its causes it is: no token given, another path
+    /// than the relay's, or else the token (one message said all three).
+    public static func explain(_ error: any Error, url: String? = nil, tokenGiven: Bool = true) -> String {
         if let e = error as? WebSocketClientError, e == .webSocketUpgradeFailed {
-            return "the relay refused the WebSocket connection: the token is missing, wrong or revoked (`hr-gateway "
-                + "token list` on the gateway shows them, `hr-gateway token create --name phone` makes one), or the address is "
-                + "not a relay's (the path is /v1/relay)"
+            let tokens = "(`hr-gateway token list` on the gateway shows them, `hr-gateway token create --name phone` "
+                + "makes one)"
+            if !tokenGiven {
+                return "the relay refused the WebSocket connection: no token was given (--token T, or "
+                    + "$HR_GATEWAY_TOKEN) \(tokens)"
+            }
+            if let url, let path = path(of: url), path != "/v1/relay" {
+                return "the relay refused the WebSocket connection: its path is /v1/relay, not \(path)"
+            }
+            return "the relay refused the WebSocket connection: the token is wrong or revoked \(tokens)"
         }
         if let e = error as? NIOConnectionError {
             if let dns = e.dnsAError ?? e.dnsAAAAError { return "\(e.host) does not resolve (\(dns))" }

@@ -90,7 +90,7 @@ struct AttachCommand: AsyncParsableCommand {
     }
 
     func run() async throws {
-        let token = self.token ?? ProcessInfo.processInfo.environment["HR_GATEWAY_TOKEN"]
+        let token = (self.token ?? ProcessInfo.processInfo.environment["HR_GATEWAY_TOKEN"]).flatMap { $0.isEmpty ? nil : $0 }
         let id = sessionId ?? UUID().uuidString.lowercased()
         var initial: [JSONValue] = []
         if let start {
@@ -144,7 +144,8 @@ struct AttachCommand: AsyncParsableCommand {
             if url.hasPrefix("wss://") && pin == nil {
                 hint = " A gateway with its own self-signed certificate (serve --tls) is trusted by fingerprint: add --pin SHA256."
             }
-            StandardStream.error.write(Data("Error: cannot attach to \(url): \(RelayClient.explain(error)).\(hint)\n".utf8))
+            let why = RelayClient.explain(error, url: url, tokenGiven: token != nil)
+            StandardStream.error.write(Data("Error: cannot attach to \(url): \(why).\(hint)\n".utf8))
             throw ExitCode(1)
         }
         if let code = status.withLock({ $0 }), code != 0 { throw ExitCode(code) }

@@ -205,8 +205,13 @@ import Testing
         #expect(url.hasPrefix("ws://127.0.0.1:"), "\(listening)")
         let refused = try CLI.run(["attach", url, "--token", "not-a-token"])
         #expect(refused.status == 1)
-        #expect(refused.stderr.contains("the relay refused the WebSocket connection: the token is missing, wrong or "
-            + "revoked"), "\(refused.stderr)")
+        #expect(refused.stderr.contains("the relay refused the WebSocket connection: the token is wrong or revoked"),
+                "\(refused.stderr)")
+        // Each cause of a refusal said as itself (one message said all three).
+        let untokened = try CLI.run(["attach", url], environment: ["HR_GATEWAY_TOKEN": ""])
+        #expect(untokened.stderr.contains("no token was given (--token T, or $HR_GATEWAY_TOKEN)"), "\(untokened.stderr)")
+        let elsewhere = try CLI.run(["attach", url.replacingOccurrences(of: "/v1/relay", with: "/relay"), "--token", "t"])
+        #expect(elsewhere.stderr.contains("its path is /v1/relay, not /relay"), "\(elsewhere.stderr)")
         server.signal(SIGTERM)
         _ = server.wait()
 
