@@ -310,6 +310,23 @@ public enum SessionExport {
         return last - first
     }
 
+    /// How many of `samples` an EDF export leaves out: stamped more than `earliestBeforeStartMs` before the
+    /// session's start (a replayed recording whose clock stepped back, a clock mapping gone wrong). Said by the
+    /// export and annotated in the file; the CSV and JSON lines exports hold them.
+    public static func edfLeftOut(session: RecordedSession, samples: [BiosignalSample]) -> Int {
+        let startMs = edfStartMs(session: session, samples: samples, beatTimes: BeatTimeline.beats(samples).map(\.timeMs))
+        return samples.count { $0.timestampMs < startMs }
+    }
+
+    /// The EDF's first record's time (ms, a whole second).
+    static func edfStartMs(session: RecordedSession, samples: [BiosignalSample], beatTimes: [Double]) -> Int64 {
+        let times = samples.map(\.timestampMs)
+        let earliest = ([session.startedAtMs] + times + beatTimes.map { Int64($0.rounded(.down)) }).min()!
+        let stepped = (session.endedAtMs ?? session.startedAtMs) < session.startedAtMs
+        let floor = stepped ? earliest : session.startedAtMs - earliestBeforeStartMs
+        return Int64((Double(max(earliest, floor)) / 1000).rounded(.down)) * 1000
+    }
+
     public static func edf(session: RecordedSession, samples: [BiosignalSample], events: [RecordedEvent]) -> [UInt8] {
         let beats = BeatTimeline.beats(samples)
         // A strap's first notification carries beats that ended before it, so before the session's start too (up to
@@ -320,10 +337,7 @@ public enum SessionExport {
         // the file holds them all, from the earliest (it began after all of them, with a negative length that
         // stopped the process). Otherwise it begins at most `earliestBeforeStartMs` before the start.
         let times = samples.map(\.timestampMs)
-        let earliest = ([session.startedAtMs] + times + beats.map { Int64($0.timeMs.rounded(.down)) }).min()!
-        let stepped = (session.endedAtMs ?? session.startedAtMs) < session.startedAtMs
-        let floor = stepped ? earliest : session.startedAtMs - earliestBeforeStartMs
-        let startMs = Int64((Double(max(earliest, floor)) / 1000).rounded(.down)) * 1000
+        let startMs = edfStartMs(session: session, samples: samples, beatTimes: beats.map(\.timeMs))
         let lastMs = ([session.endedAtMs, times.max(), beats.map { Int64($0.timeMs.rounded(.up)) }.max()]
             .compactMap { $0 } + [startMs]).max()!
         let records = Int((lastMs - startMs + 999) / 1000) + 1
@@ -459,6 +473,12 @@ public enum SessionExport {
                 }
                 previousEnd[c.device] = max(previousEnd[c.device] ?? end, end)
             }
+        }
+        // Samples stamped before the file's start are not in it: said at its start (they went without a word).
+        let leftOut = samples.count { $0.timestampMs < startMs }
+        if leftOut > 0 {
+            notes.append(.init(onsetSec: 0, text: "\(leftOut) sample\(leftOut == 1 ? "" : "s") stamped before this "
+                + "file's start left out (csv and jsonl exports hold them)"))
         }
         // A session that did not end (killed, power lost): where its recording stops.
         if !events.contains(where: { $0.type == "session_summary" || $0.type == "session_error" }),

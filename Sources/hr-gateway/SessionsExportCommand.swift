@@ -109,6 +109,14 @@ struct SessionsExportCommand: ParsableCommand {
         }
         let bytes: [UInt8]
         do { bytes = try sessions.export(id: id, format: format) } catch { throw CommandFailure("\(error)") }
+        if format == .edf, let session = try? sessions.session(id: id), let samples = try? sessions.samples(sessionId: id) {
+            let leftOut = SessionExport.edfLeftOut(session: session, samples: samples)
+            if leftOut > 0 {
+                StandardStream.error.write(Data(("note: \(leftOut) sample\(leftOut == 1 ? " is" : "s are") stamped more "
+                    + "than \(SessionExport.earliestBeforeStartMs / 1000) s before the session's start (its clock stepped "
+                    + "back?) and left out of the EDF (annotated at its start); --format csv or jsonl holds every one\n").utf8))
+            }
+        }
         if (try? sessions.session(id: id))??.state == .running {
             StandardStream.error.write(Data(("note: session \(id) is being recorded now: the export holds what was "
                 + "recorded until this moment; export it again after it ends for the whole session\n").utf8))

@@ -203,5 +203,11 @@ import Testing
         let bytes = SessionExport.edf(session: session(samples), samples: samples, events: [])
         let records = Int(String(decoding: bytes[236..<244], as: UTF8.self).trimmingCharacters(in: .whitespaces)) ?? 0
         #expect(records > 0 && records <= 10 + 10 + 2, "\(records) one-second records, not a day's")
+        // Left out, it is said: annotated at the file's start, and counted for the export command's note (a
+        // replayed recording whose clock stepped back lost half its samples from the EDF without a word).
+        #expect(SessionExport.edfLeftOut(session: session(samples), samples: samples) == 1)
+        #expect(String(decoding: bytes, as: UTF8.self).contains(
+            "1 sample stamped before this file's start left out (csv and jsonl exports hold them)"))
+        #expect(SessionExport.edfLeftOut(session: session([samples[1]]), samples: [samples[1]]) == 0)
     }
 }
