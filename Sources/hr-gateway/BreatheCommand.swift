@@ -153,7 +153,8 @@ struct BreatheCommand: AsyncParsableCommand {
     }
 
     func run() async throws {
-        try source.requireChosen()
+        // Said with this command's usage (thrown from run, ArgumentParser printed the top level's).
+        do { try source.requireChosen() } catch { throw Self.usageFailure(error) }
         let clock = source.sessionClock()
         let settings = try store.settings()
         let resonance = findResonance ? try plan() : nil

@@ -96,12 +96,13 @@ struct ServeCommand: AsyncParsableCommand {
 
     func run() async throws {
         // Here, not in validate(): ArgumentParser validates before it reports an unknown option (`--listne`).
-        try source.requireChosen()
+        // Said with this command's usage (thrown from run, ArgumentParser printed the top level's).
+        do { try source.requireChosen() } catch { throw Self.usageFailure(error) }
         let configuredBroker = try store.settings().mqttURL
         if relay.listen == nil && uplink.connect == nil && mqtt.mqtt == nil && configuredBroker == nil {
-            throw ValidationError(
+            throw Self.usageFailure(ValidationError(
                 "serve needs --listen HOST:PORT (such as 0.0.0.0:8765), --connect URL, --mqtt URL, or several of them "
-                    + "(or relay.listen or mqtt.url in the configuration file).")
+                    + "(or relay.listen or mqtt.url in the configuration file)."))
         }
         // A consumer or broker socket that goes away, or a closed standard output, must not end the service.
         StandardStream.ignoreBrokenPipe()

@@ -173,6 +173,17 @@ struct StoreOptions: ParsableArguments {
 
 
 /// A command that could not do its job; ArgumentParser prints it as `Error: …` and exits with status 1.
+extension ParsableCommand {
+    /// A usage error found in `run()` (after ArgumentParser has reported unknown options), said as a usage error of
+    /// this command, with its own help to read: thrown from `run()`, ArgumentParser named the top level's.
+    static func usageFailure(_ error: any Error) -> any Error {
+        let name = "hr-gateway " + (configuration.commandName ?? "")
+        StandardStream.error.write(Data(("Error: \(error)\nUsage: \(name) <options>\n  See '\(name) --help' for more "
+            + "information.\n").utf8))
+        return ExitCode.validationFailure
+    }
+}
+
 struct CommandFailure: Error, CustomStringConvertible {
     let description: String
     init(_ description: String) { self.description = description }

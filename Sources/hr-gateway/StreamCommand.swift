@@ -208,7 +208,8 @@ struct StreamCommand: AsyncParsableCommand {
     }
 
     func run() async throws {
-        try source.requireChosen()
+        // Said with this command's usage (thrown from run, ArgumentParser printed the top level's).
+        do { try source.requireChosen() } catch { throw Self.usageFailure(error) }
         let clock = source.sessionClock()
         let settings = try store.settings()
         let config = session.config(defaults: settings)

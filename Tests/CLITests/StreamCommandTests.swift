@@ -30,8 +30,12 @@ import Testing
 
     @Test func withoutASourceItSaysWhatToChoose() throws {
         let r = try CLI.run(["stream"])
-        #expect(r.status != 0)
+        #expect(r.status == 64)
         #expect(r.stderr.contains("Choose a source: --strap auto, --camera DEVICE"))
+        // This command's help, not the top level's.
+        #expect(r.stderr.contains("See 'hr-gateway stream --help'"), "\(r.stderr)")
+        let serve = try CLI.run(["serve", "--simulate"])
+        #expect(serve.status == 64 && serve.stderr.contains("See 'hr-gateway serve --help'"), "\(serve.stderr)")
     }
 
     /// A directory where a file is expected, or a file in a missing directory, is named with what is wrong.
