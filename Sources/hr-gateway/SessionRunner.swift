@@ -251,8 +251,8 @@ final class TerminationSignals: Sendable {
     /// Kept while the signals are taken (a source retains its handler until cancelled).
     private let sources: Sources
 
-    /// @unchecked Sendable: the sources are set once, in `init`, and only cancelled afterwards (in `deinit`);
-    /// Dispatch sources may be cancelled from any thread.
+    /// The signal sources, cancelled with their owner.
+    // @unchecked Sendable: set once, in `init`, and only cancelled afterwards (in `deinit`); a Dispatch source may be cancelled from any thread.
     private final class Sources: @unchecked Sendable {
         let all: [any DispatchSourceSignal]
         init(_ all: [any DispatchSourceSignal]) { self.all = all }
