@@ -33,6 +33,10 @@ struct HRGateway: AsyncParsableCommand {
     /// `> file`) fails (status 1, the reason on standard error) instead of exiting 0 with its output cut short.
     static func main() async {
         let arguments = CommandLine.arguments.isEmpty ? kernelArguments().map { Array($0.dropFirst()) } : nil
+        if let problem = CommandWords.problem(in: arguments ?? Array(CommandLine.arguments.dropFirst())) {
+            FileHandle.standardError.write(Data("Error: \(problem)\n".utf8))
+            Foundation.exit(ExitCode.validationFailure.rawValue)
+        }
         do {
             var command = try await asyncParseAsRoot(arguments)
             if var asyncCommand = command as? AsyncParsableCommand {

@@ -84,6 +84,28 @@ import Testing
         #expect(!r.stderr.contains("Missing value"), "\(r.stderr)")
     }
 
+    /// A mistyped command is answered with the command it most likely meant and the commands there are, at the
+    /// level it was typed; `help` of a command that does not exist is an error (it printed the top help, exit 0).
+    @Test func aMistypedCommandIsAnsweredWithTheNearestOne() throws {
+        for (words, guess) in [
+            (["strem"], "hr-gateway stream"), (["stearm", "--simulate"], "hr-gateway stream"),
+            (["sessions", "lst"], "hr-gateway sessions list"), (["webhook", "stauts"], "hr-gateway webhook status"),
+            (["help", "sessions", "exprot"], "hr-gateway sessions export"), (["sess", "list"], "hr-gateway sessions"),
+        ] {
+            let r = try CLI.run(words)
+            #expect(r.status == 64 && r.stderr.contains("Did you mean '\(guess)'?"), "\(words): \(r.stderr)")
+        }
+        let nothingNear = try CLI.run(["help", "xyzzy"])
+        #expect(nothingNear.status == 64 && !nothingNear.stderr.contains("Did you mean"), "\(nothingNear.stderr)")
+        #expect(nothingNear.stderr.contains("The commands of hr-gateway: stream, breathe, serve"))
+        #expect(nothingNear.stdout.isEmpty)
+        // Commands that exist still run, with their options and arguments.
+        let help = try CLI.run(["help", "sessions", "list"])
+        #expect(help.status == 0 && help.stdout.contains("List recorded sessions"), "\(help.stderr)")
+        let version = try CLI.run(["--version"])
+        #expect(version.status == 0 && !version.stdout.isEmpty)
+    }
+
     @Test func aMissingReplayFileIsReportedWithStreamsUsage() throws {
         let dir = tempDir()
         defer { try? FileManager.default.removeItem(atPath: dir) }
