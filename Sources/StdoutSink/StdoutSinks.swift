@@ -11,13 +11,31 @@ public final class JSONLinesSink: SessionSink {
     private let queue = SinkQueue<String>()
     private let onClosed: @Sendable () -> Void
     private let gone = Locked(false)
+    private let keeps: @Sendable (SessionEvent) -> Bool
 
-    public init(writer: JSONLinesWriter = JSONLinesWriter(), onClosed: @escaping @Sendable () -> Void = {}) {
+    /// `--format events`: every event but the frames that come every second or more often (`session_frame`,
+    /// `biosignal_frame`, `breathing_cue`): a session's start and end, its errors, sensor changes and DFA crossings,
+    /// a few lines an hour for a service's log.
+    public static let eventsOnly: @Sendable (SessionEvent) -> Bool = { event in
+        switch event {
+        case .frame, .biosignalFrame, .breathingCue: false
+        default: true
+        }
+    }
+
+    /// Writes the events `keeping` keeps (all of them by default).
+    public init(
+        writer: JSONLinesWriter = JSONLinesWriter(), keeping: @escaping @Sendable (SessionEvent) -> Bool = { _ in true },
+        onClosed: @escaping @Sendable () -> Void = {}
+    ) {
         self.writer = writer
+        self.keeps = keeping
         self.onClosed = onClosed
     }
 
-    public func receive(event: EncodedEvent) { queue.push(event.json) }
+    public func receive(event: EncodedEvent) {
+        if keeps(event.event) { queue.push(event.json) }
+    }
 
     public func run() async throws {
         await queue.drain { [self] line in

@@ -82,7 +82,7 @@ struct BreatheCommand: AsyncParsableCommand {
         valueName: "rate"))
     var simulatedResonance: Double?
 
-    @Option(help: ArgumentHelp("Output: pretty (live view) or jsonl. Default: pretty on a terminal, jsonl otherwise."))
+    @Option(help: ArgumentHelp("Output: pretty (live view), jsonl, or events (jsonl without frames and cues). Default: pretty on a terminal, jsonl otherwise."))
     var format: StreamCommand.OutputFormat?
 
     @Flag(help: "Do not record this session into the session store.")
@@ -182,7 +182,7 @@ struct BreatheCommand: AsyncParsableCommand {
             config: config,
             providers: providers,
             correction: .kubios,
-            output: output == .pretty ? .pretty : .jsonl,
+            output: output.output,
             recordPath: nil,
             recorder: recorder,
             stopWhenSourcesEnd: source.onlyReplay && duration == nil && resonance == nil,

@@ -18,7 +18,11 @@ import StdoutSink
 /// the session as a service after them in one `ServiceGroup`, and SIGINT/SIGTERM turned into the group's graceful
 /// shutdown (summary written, every sink drained; a second signal exits at once).
 struct SessionRunner {
-    enum Output { case jsonl, pretty }
+    enum Output {
+        case jsonl, pretty
+        /// jsonl without the frames (`JSONLinesSink.eventsOnly`).
+        case events
+    }
 
     let config: SessionConfig
     let providers: [any BiosignalProvider]
@@ -71,6 +75,8 @@ struct SessionRunner {
         switch output {
         case .jsonl:
             outputs.attach(JSONLinesSink(onClosed: { closing.yield() }))
+        case .events:
+            outputs.attach(JSONLinesSink(keeping: JSONLinesSink.eventsOnly, onClosed: { closing.yield() }))
         case .pretty:
             outputs.attach(PrettySink(
                 view: PrettyView(
@@ -82,7 +88,7 @@ struct SessionRunner {
         defer { outputs.detach() }
 
         // The live view shows a session error on its last screen; saying it on stderr too would repeat it.
-        let sayError = output == .jsonl
+        let sayError = output != .pretty
         let session = SessionService(engine: engine, config: config, stopWhenSourcesEnd: stopWhenSourcesEnd) { message in
             if sayError { StandardStream.error.write(Data("Error: \(message)\n".utf8)) }
         }
@@ -113,9 +119,9 @@ struct SessionRunner {
         let nothing = outputs.samplesReceived == 0
         let measuredNothing = session.exitStatus == 0 && nothing && StandardStream.outputFailureReason == nil
         let status = measuredNothing ? 1 : session.exitStatus
-        if output == .jsonl, measuredNothing {
+        if output != .pretty, measuredNothing {
             StandardStream.error.write(Data(("Error: " + PrettyView.nothingMeasuredNote + "\n").utf8))
-        } else if output == .jsonl, isatty(STDERR_FILENO) == 1 {
+        } else if output != .pretty, isatty(STDERR_FILENO) == 1 {
             let note = session.exitStatus != 0 && nothing ? PrettyView.nothingReceivedNote : endNote
             if let note { StandardStream.error.write(Data((note + "\n").utf8)) }
         }

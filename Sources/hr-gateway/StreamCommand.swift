@@ -83,7 +83,9 @@ struct StreamCommand: AsyncParsableCommand {
             summary.
 
             Output: --format pretty (the default on a terminal) is a live one-screen view; --format jsonl (the \
-            default in a pipe) writes one JSON event per line. When the program reading it exits (| head), the \
+            default in a pipe) writes one JSON event per line; --format events writes the same lines but the \
+            frames (session_frame, biosignal_frame, breathing_cue), for a service whose log is kept on an SD card \
+            (the session store has everything). When the program reading it exits (| head), the \
             session ends as on Ctrl-C, recorded with its summary; with another live output (--listen, --connect, \
             --webhook, --mqtt, --lsl) it goes on for that one.
 
@@ -111,7 +113,7 @@ struct StreamCommand: AsyncParsableCommand {
 
     @OptionGroup var session: SessionOptions
 
-    @Option(help: ArgumentHelp("Output: pretty (live view) or jsonl (one event per line). Default: pretty on a terminal, jsonl otherwise."))
+    @Option(help: ArgumentHelp("Output: pretty (live view), jsonl (one event per line) or events (jsonl without the frames sent every second or more often: what a service's log wants). Default: pretty on a terminal, jsonl otherwise."))
     var format: OutputFormat?
 
     @Option(help: ArgumentHelp(
@@ -162,7 +164,16 @@ struct StreamCommand: AsyncParsableCommand {
     @OptionGroup(title: "Metrics") var metrics: MetricsOptions
 
     enum OutputFormat: String, ExpressibleByArgument, CaseIterable {
-        case jsonl, pretty
+        case jsonl, pretty, events
+
+        /// The runner's output for this format.
+        var output: SessionRunner.Output {
+            switch self {
+            case .jsonl: .jsonl
+            case .pretty: .pretty
+            case .events: .events
+            }
+        }
     }
 
     mutating func validate() throws {
@@ -235,7 +246,7 @@ struct StreamCommand: AsyncParsableCommand {
             config: config,
             providers: providers,
             correction: session.correct,
-            output: output == .pretty ? .pretty : .jsonl,
+            output: output.output,
             recordPath: record,
             recorder: recorder,
             stopWhenSourcesEnd: source.onlyReplay && session.duration == nil,

@@ -35,7 +35,7 @@ import Testing
         // The face detector's library, where the installed binary looks for it (bin/../lib/hr-gateway/).
         #expect(FileManager.default.fileExists(atPath: stage + "/opt/hrg/lib/hr-gateway/libHRGatewayOpenCV.so"))
         let unit = try String(contentsOfFile: stage + "/etc/systemd/system/hr-gateway.service", encoding: .utf8)
-        #expect(unit.contains("ExecStart=/opt/hrg/bin/hr-gateway stream $HR_GATEWAY_SOURCE --format jsonl"))
+        #expect(unit.contains("ExecStart=/opt/hrg/bin/hr-gateway stream $HR_GATEWAY_SOURCE --format events"))
         #expect(!unit.contains("/usr/local/bin"), "every path follows --prefix")
         for line in ["User=hr-gateway", "SupplementaryGroups=bluetooth video", "NoNewPrivileges=yes",
                      "ProtectSystem=strict", "StateDirectory=hr-gateway", "PrivateTmp=yes",

@@ -38,6 +38,27 @@ import Testing
         #expect(serve.status == 64 && serve.stderr.contains("See 'hr-gateway serve --help'"), "\(serve.stderr)")
     }
 
+    /// `--format events` (the service's): the session's start, sensor changes and summary, none of the frames that
+    /// `--format jsonl` writes every second (a frame a second went to the journal on an SD card).
+    @Test func theEventsFormatLeavesOutTheFrames() throws {
+        func types(_ format: String) throws -> [String] {
+            let r = try CLI.run(["stream", "--simulate", "--duration", "3", "--emit-interval", "1", "--raw",
+                                 "--no-record-db", "--format", format])
+            #expect(r.status == 0, "\(r.stderr)")
+            return try events(r).compactMap { event -> String? in
+                if case .string(let type)? = event["type"] { return type }
+                return nil
+            }
+        }
+        let all = try types("jsonl")
+        #expect(all.contains("session_frame") && all.contains("biosignal_frame"), "\(all)")
+        let kept = try types("events")
+        #expect(kept.first == "session_started" && kept.last == "session_summary", "\(kept)")
+        #expect(kept.contains("sensor_status"), "\(kept)")
+        #expect(!kept.contains("session_frame") && !kept.contains("biosignal_frame"), "\(kept)")
+        #expect(kept == all.filter { !["session_frame", "biosignal_frame", "breathing_cue"].contains($0) })
+    }
+
     /// A directory where a file is expected, or a file in a missing directory, is named with what is wrong.
     @Test func recordingPathsThatAreNotFilesSayWhy() throws {
         let dir = FileManager.default.temporaryDirectory.appendingPathComponent("hrg-paths-\(UUID().uuidString)").path
