@@ -410,7 +410,7 @@ let package = Package(
             dependencies: [
                 "RelayCore", "RelayStore", "RelayWebServer", "RelayWSClient", "GatewayEngine", "SimulatedProvider",
                 "StorageTestSupport", .product(name: "HummingbirdWSClient", package: "hummingbird-websocket"),
-                .product(name: "NIOEmbedded", package: "swift-nio"),
+                .product(name: "NIOEmbedded", package: "swift-nio"), .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: strict
         ),

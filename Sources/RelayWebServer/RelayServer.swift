@@ -64,11 +64,17 @@ public struct RelayServer: Sendable {
     public let tokens: RelayTokenStore?
     public let configuration: RelayServerConfiguration
     public var logger: Logger
+    /// Consumers connecting and leaving, and requests refused for their token.
+    public let accessLog: RelayAccessLog
 
-    public init(hub: RelayHub, tokens: RelayTokenStore?, configuration: RelayServerConfiguration, logger: Logger? = nil) {
+    public init(
+        hub: RelayHub, tokens: RelayTokenStore?, configuration: RelayServerConfiguration, logger: Logger? = nil,
+        accessLog: RelayAccessLog = RelayAccessLog()
+    ) {
         self.hub = hub
         self.tokens = tokens
         self.configuration = configuration
+        self.accessLog = accessLog
         var l = logger ?? Logger(label: "hr-gateway.relay")
         // The server logs a cancelled connection at error level on every shutdown; only failures are worth a line.
         if logger == nil { l.logLevel = .critical }
@@ -87,7 +93,7 @@ public struct RelayServer: Sendable {
         }
         let server = self
         // Plain HTTP: what a refused upgrade falls through to, and the index page.
-        let router = Router()
+        let router = Router(context: RelayRequestContext.self)
         router.get("/") { _, _ -> Response in
             Response(
                 status: .ok,
@@ -101,8 +107,8 @@ public struct RelayServer: Sendable {
                 body: .init(byteBuffer: ByteBuffer(string: RelayClientScript.javascript)))
         }
         if let archive = configuration.sessions {
-            router.get("/v1/sessions") { request, _ -> Response in
-                guard server.authenticate(request) != nil else {
+            router.get("/v1/sessions") { request, context -> Response in
+                guard server.authenticate(request, context) != nil else {
                     throw HTTPError(.unauthorized, message: "A valid relay token is required (Authorization: Bearer TOKEN); create one with `hr-gateway token create`.")
                 }
                 // Said, not clamped: ?limit=0 gave one session without a word.
@@ -120,7 +126,7 @@ public struct RelayServer: Sendable {
                     body: .init(byteBuffer: ByteBuffer(string: text)))
             }
             router.get("/v1/sessions/:id/export") { request, context -> Response in
-                guard server.authenticate(request) != nil else {
+                guard server.authenticate(request, context) != nil else {
                     throw HTTPError(.unauthorized, message: "A valid relay token is required (Authorization: Bearer TOKEN); create one with `hr-gateway token create`.")
                 }
                 // The page encodes the ID (`encodeURIComponent`): spaces, accents, quotes and slashes arrive escaped.
@@ -155,8 +161,8 @@ public struct RelayServer: Sendable {
                 body: .init(byteBuffer: ByteBuffer(string: OverlayPage.html)))
         }
         if let metrics = configuration.metrics {
-            router.get("/metrics") { request, _ -> Response in
-                guard server.authenticate(request) != nil else {
+            router.get("/metrics") { request, context -> Response in
+                guard server.authenticate(request, context) != nil else {
                     throw HTTPError(.unauthorized, message: "A valid relay token is required (Authorization: Bearer TOKEN); create one with `hr-gateway token create`.")
                 }
                 return Response(
@@ -164,8 +170,8 @@ public struct RelayServer: Sendable {
                     body: .init(byteBuffer: ByteBuffer(string: metrics())))
             }
         }
-        router.get("/v1/relay") { request, _ -> Response in
-            guard server.authenticate(request) != nil else {
+        router.get("/v1/relay") { request, context -> Response in
+            guard server.authenticate(request, context) != nil else {
                 throw HTTPError(.unauthorized, message: "A valid relay token is required (Authorization: Bearer TOKEN); create one with `hr-gateway token create`.")
             }
             if !Self.speaksOurProtocol(Self.offeredProtocols(request)) {
@@ -173,12 +179,16 @@ public struct RelayServer: Sendable {
             }
             return Response(status: .upgradeRequired)
         }
-        let wsRouter = Router(context: BasicWebSocketRequestContext.self)
+        let wsRouter = Router(context: RelayRequestContext.self)
         wsRouter.ws("/v1/relay") { request, _ in
             guard server.authenticate(request) != nil else { return .dontUpgrade }
             return .upgrade(server.selectedProtocol(request))
         } onUpgrade: { inbound, outbound, context in
             guard let principal = server.authenticate(context.request) else { return }
+            let address = context.requestContext.remoteAddress
+            server.accessLog.connected(principal, from: address)
+            let start = ContinuousClock.now
+            defer { server.accessLog.disconnected(principal, from: address, after: start.duration(to: .now)) }
             try await server.serve(principal: principal, inbound: inbound, outbound: outbound)
         }
         let wsResponder = wsRouter.buildResponder()
@@ -231,6 +241,13 @@ public struct RelayServer: Sendable {
             hub.closeAll()
             unused.closeAll()
         }
+    }
+
+    /// `authenticate`, saying a refusal in the access log (a refused WebSocket upgrade is answered here too).
+    func authenticate(_ request: Request, _ context: RelayRequestContext) -> RelayPrincipal? {
+        if let principal = authenticate(request) { return principal }
+        accessLog.refused(path: request.uri.path, tokenGiven: Self.token(in: request) != nil, from: context.remoteAddress)
+        return nil
     }
 
     func authenticate(_ request: Request) -> RelayPrincipal? {

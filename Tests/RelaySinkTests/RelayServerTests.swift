@@ -19,7 +19,10 @@ final class LiveRelay: Sendable {
     let observation: ObservationToken
     let directory: String
 
-    init(allowAnonymous: Bool = false, sessions: (any SessionArchive)? = nil, requestTimeout: Duration = .seconds(30)) async throws {
+    init(
+        allowAnonymous: Bool = false, sessions: (any SessionArchive)? = nil, requestTimeout: Duration = .seconds(30),
+        accessLog: RelayAccessLog = RelayAccessLog()
+    ) async throws {
         directory = NSTemporaryDirectory() + "relay-test-" + UUID().uuidString
         tokens = RelayTokenStore(directory: directory)
         engine = SessionEngine(providers: [SimulatedBiosignalProvider(seed: 5)])
@@ -29,7 +32,7 @@ final class LiveRelay: Sendable {
         config.allowAnonymous = allowAnonymous
         config.sessions = sessions
         config.requestTimeout = requestTimeout
-        let server = RelayServer(hub: hub, tokens: tokens, configuration: config)
+        let server = RelayServer(hub: hub, tokens: tokens, configuration: config, accessLog: accessLog)
         let (ports, continuation) = AsyncStream<Int>.makeStream()
         task = Task { try await server.run { port in continuation.yield(port) } }
         var iterator = ports.makeAsyncIterator()

@@ -1,0 +1,106 @@
+import Foundation
+import GatewayEngine
+import Hummingbird
+import HummingbirdWebSocket
+import Logging
+import NIOCore
+import RelayCore
+import Synchronization
+
+/// Who connects to the relay, and who is refused: one line when a consumer connects and one when it leaves (its
+/// token's name, scope and address, how long it stayed), and one for a request refused for its token, with the
+/// address it came from. An operator sees which phone is on and finds a device with a revoked or mistyped token;
+/// nothing was logged before.
+///
+/// Refusals are counted per address and said at most once a minute for each: a client retrying every second with a
+/// wrong token (or someone guessing) makes one line a minute with the count, not a line a second in the journal.
+/// Tokens themselves are never logged.
+public final class RelayAccessLog: Sendable {
+    private let logger: Logger
+    private let now: @Sendable () -> ContinuousClock.Instant
+    /// Refusals from one address are said at most this often.
+    public let refusalInterval: Duration
+
+    private struct Refusals {
+        var lastSaid: ContinuousClock.Instant
+        var unsaid = 0
+    }
+
+    /// Addresses whose refusals are being counted; the oldest is forgotten beyond `maxAddresses`.
+    private let refusals = Mutex([String: Refusals]())
+    static let maxAddresses = 1024
+
+    public init(
+        logger: Logger = Logger(label: "hr-gateway.relay"), refusalInterval: Duration = .seconds(60),
+        now: @escaping @Sendable () -> ContinuousClock.Instant = { ContinuousClock.now }
+    ) {
+        self.logger = logger
+        self.refusalInterval = refusalInterval
+        self.now = now
+    }
+
+    /// A consumer's WebSocket was accepted.
+    public func connected(_ principal: RelayPrincipal, from address: SocketAddress?) {
+        logger.info("consumer connected: \(Self.describe(principal)) from \(Self.describe(address))")
+    }
+
+    /// A consumer's WebSocket ended after `duration`.
+    public func disconnected(_ principal: RelayPrincipal, from address: SocketAddress?, after duration: Duration) {
+        let seconds = Int(duration.components.seconds)
+        logger.info(
+            "consumer left: \(Self.describe(principal)) from \(Self.describe(address)) after \(Self.describe(seconds: seconds))")
+    }
+
+    /// A request to `path` was refused for its token: none given, or one no token of this gateway has.
+    public func refused(path: String, tokenGiven: Bool, from address: SocketAddress?) {
+        let key = address?.ipAddress ?? "an unknown address"
+        let at = now()
+        let earlier: Int? = refusals.withLock { table -> Int? in
+            if var entry = table[key] {
+                guard entry.lastSaid.duration(to: at) >= refusalInterval else {
+                    entry.unsaid += 1
+                    table[key] = entry
+                    return nil
+                }
+                table[key] = Refusals(lastSaid: at)
+                return entry.unsaid
+            }
+            if table.count >= Self.maxAddresses, let oldest = table.min(by: { $0.value.lastSaid < $1.value.lastSaid }) {
+                table.removeValue(forKey: oldest.key)
+            }
+            table[key] = Refusals(lastSaid: at)
+            return 0
+        }
+        guard let earlier else { return }
+        let why = tokenGiven
+            ? "a token this gateway does not have (mistyped, or revoked: `hr-gateway token list`)"
+            : "no token (Authorization: Bearer TOKEN, ?token=, or the bearer. subprotocol)"
+        let more = earlier > 0 ? "; \(earlier) more from there in the last \(Self.describe(seconds: Int(refusalInterval.components.seconds))) not logged" : ""
+        logger.warning("refused \(String(path.prefix(64))) from \(key): \(why)\(more)")
+    }
+
+    static func describe(_ principal: RelayPrincipal) -> String {
+        principal == .anonymous ? "anonymous (--no-auth)"
+            : "token \"\(principal.name)\" (\(principal.scope == .read ? "read-only" : "control"), consumer \(principal.consumerId))"
+    }
+
+    static func describe(_ address: SocketAddress?) -> String { address?.ipAddress ?? "an unknown address" }
+
+    static func describe(seconds: Int) -> String {
+        seconds < 120 ? "\(seconds) s" : seconds < 7200 ? "\(seconds / 60) min" : "\(seconds / 3600) h \(seconds % 3600 / 60) min"
+    }
+}
+
+/// The request context of the relay's HTTP routes and WebSocket upgrade: Hummingbird's, with the peer's address
+/// (for `RelayAccessLog`).
+struct RelayRequestContext: RequestContext, WebSocketRequestContext, RemoteAddressRequestContext {
+    var coreContext: CoreRequestContextStorage
+    let webSocket: WebSocketHandlerReference<Self>
+    let remoteAddress: SocketAddress?
+
+    init(source: ApplicationRequestContextSource) {
+        coreContext = .init(source: source)
+        webSocket = .init()
+        remoteAddress = source.channel.remoteAddress
+    }
+}

@@ -1,0 +1,85 @@
+import Foundation
+import Logging
+import NIOCore
+import Synchronization
+import Testing
+
+@testable import RelayCore
+@testable import RelayWebServer
+
+/// Log lines kept in memory, for the tests to read.
+final class CapturedLog: Sendable {
+    private let lines = Mutex([String]())
+
+    var all: [String] { lines.withLock { $0 } }
+
+    var logger: Logger {
+        Logger(label: "test.relay") { _ in Handler(log: self) }
+    }
+
+    struct Handler: LogHandler {
+        let log: CapturedLog
+        var metadata: Logger.Metadata = [:]
+        var logLevel: Logger.Level = .trace
+
+        subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+            get { metadata[key] }
+            set { metadata[key] = newValue }
+        }
+
+        func log(event: LogEvent) {
+            log.lines.withLock { $0.append("\(event.level) \(event.message)") }
+        }
+    }
+
+    /// Whether a line containing `text` is logged within 5 s, looked for every 10 ms: the line of a connection that
+    /// ended is written on the server's task after the peer has gone, which no clock of ours drives.
+    func eventually(contains text: String) async -> Bool {
+        for _ in 0..<500 {
+            if all.contains(where: { $0.contains(text) }) { return true }
+            try? await Task.sleep(for: .milliseconds(10))
+        }
+        return all.contains { $0.contains(text) }
+    }
+}
+
+@Suite struct RelayAccessLogTests {
+    /// Refusals from one address are said once a minute with how many were not; another address is said at once.
+    @Test func refusalsAreSaidOnceAMinutePerAddressWithTheCount() throws {
+        let captured = CapturedLog()
+        let clock = Mutex(ContinuousClock.now)
+        let log = RelayAccessLog(logger: captured.logger, now: { clock.withLock { $0 } })
+        let phone = try SocketAddress(ipAddress: "192.168.1.20", port: 50000)
+        let other = try SocketAddress(ipAddress: "192.168.1.21", port: 50001)
+        for _ in 0..<6 {
+            log.refused(path: "/v1/relay", tokenGiven: true, from: phone)
+            clock.withLock { $0 = $0.advanced(by: .seconds(5)) }
+        }
+        #expect(captured.all.count == 1)
+        #expect(captured.all[0].hasPrefix("warning refused /v1/relay from 192.168.1.20: a token this gateway does not have"))
+        log.refused(path: "/metrics", tokenGiven: false, from: other)
+        #expect(captured.all.count == 2 && captured.all[1].contains("192.168.1.21: no token"), "\(captured.all)")
+        clock.withLock { $0 = $0.advanced(by: .seconds(31)) }  // 61 s after the first line
+        log.refused(path: "/v1/relay", tokenGiven: true, from: phone)
+        #expect(captured.all.count == 3)
+        #expect(captured.all[2].hasSuffix("; 5 more from there in the last 60 s not logged"), "\(captured.all)")
+        log.refused(path: "/v1/relay", tokenGiven: true, from: phone)
+        #expect(captured.all.count == 3)
+    }
+
+    /// A consumer's connection and its end are logged with its token's name, scope and address; a wrong token's
+    /// upgrade and session list are logged as refused, and no token is ever written.
+    @Test func aRealServerLogsConsumersAndRefusals() async throws {
+        let captured = CapturedLog()
+        let relay = try await LiveRelay(accessLog: RelayAccessLog(logger: captured.logger))
+        let (token, record) = try relay.tokens.create(name: "kitchen tablet", scope: .read, nowMs: 0)
+        #expect(try upgradeStatus(port: relay.port, headers: ["Authorization: Bearer \(token)"]).contains(" 101 "))
+        let who = "token \"kitchen tablet\" (read-only, consumer \(record.id)) from 127.0.0.1"
+        #expect(await captured.eventually(contains: "info consumer connected: \(who)"), "\(captured.all)")
+        #expect(await captured.eventually(contains: "info consumer left: \(who) after "), "\(captured.all)")
+        #expect(try upgradeStatus(port: relay.port, headers: ["Authorization: Bearer hrg_mistyped"]).contains(" 401 "))
+        #expect(await captured.eventually(contains: "warning refused /v1/relay from 127.0.0.1: a token this gateway"))
+        #expect(!captured.all.contains { $0.contains(token) || $0.contains("hrg_mistyped") }, "\(captured.all)")
+        await relay.stop()
+    }
+}
