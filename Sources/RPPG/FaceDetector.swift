@@ -51,6 +51,13 @@ public struct FaceTrackingStats: Sendable, Equatable {
     public var framesNoFace = 0
     /// Frames with status ``ROIStatus/moving``.
     public var framesMoving = 0
+    /// Frames with a face box whose forehead and cheeks too few samples passed the skin-colour test (a greyscale
+    /// video, a strong colour cast, coloured light): status ``ROIStatus/tooFewSkinPixels``.
+    public var framesTooFewSkinPixels = 0
+    /// Frames whose skin was too dark to measure (``ROIStatus/tooDark``).
+    public var framesTooDark = 0
+    /// Frames whose face box was clipped white (``ROIStatus/tooBright``).
+    public var framesTooBright = 0
 
     public init() {}
 }

@@ -222,7 +222,13 @@ public struct FaceROITracker: Sendable {
         case .tracked: stats.framesTracked += 1
         case .none: stats.framesNoFace += 1
         }
-        if m.status == .moving { stats.framesMoving += 1 }
+        switch m.status {
+        case .moving: stats.framesMoving += 1
+        case .tooFewSkinPixels: stats.framesTooFewSkinPixels += 1
+        case .tooDark: stats.framesTooDark += 1
+        case .tooBright: stats.framesTooBright += 1
+        case .ok, .noFace: break
+        }
         return m
     }
 

@@ -19,6 +19,8 @@ public struct OfflineAnalysisResult: Sendable {
     public var droppedFrames: Int
     /// Time from the first to the last frame plus one frame interval, seconds.
     public var durationSeconds: Double
+    /// Time from the first to the last frame, seconds: what the estimator's windows can cover.
+    public var spanSeconds: Double
     /// The ROI stage as the run left it (video runs), for its statistics.
     public var tracker: FaceROITracker?
     /// A video that decoded with errors (truncated, damaged): what ffmpeg said, and how many frames the container
@@ -55,7 +57,7 @@ public enum OfflineAnalysis {
         }
         let duration = (rows.samples.last?.tSeconds ?? 0) - t0
         return OfflineAnalysisResult(estimates: estimates, frames: rows.samples.count, droppedFrames: rows.droppedRows,
-                                     durationSeconds: duration)
+                                     durationSeconds: duration, spanSeconds: duration)
     }
 
     /// Decodes a video with ffmpeg and runs every frame through a new estimator.
@@ -106,6 +108,7 @@ public enum OfflineAnalysis {
         guard kept > 0 else { throw AnalysisError("\(path): no frame has a usable time") }
         let duration = (last ?? 0) - (first ?? 0) + 1 / fps
         return OfflineAnalysisResult(estimates: estimates, frames: kept, droppedFrames: dropped, durationSeconds: duration,
+                                     spanSeconds: (last ?? 0) - (first ?? 0),
                                      tracker: estimator.tracker,
                                      decoderProblem: log.map { ($0, fromCaller ? 0 : times.count, decoded + dropped) })
     }

@@ -20,7 +20,8 @@ struct AnalyzeCommand: ParsableCommand {
             INPUT
               video file  anything ffmpeg reads, decoded to rgb24 through a pipe;
                           size from ffprobe, frame times from the container
-                          (frames repeating a time are dropped and counted).
+                          (frames repeating a time are dropped and counted), or
+                          from --frame-times when the camera's clock was kept.
                           Needs ffmpeg on PATH (Debian/Ubuntu: apt-get install ffmpeg).
               FILE.csv    mean skin RGB per frame: a header naming R, G, B (0-255)
                           and optionally t_s (seconds); other columns are ignored.
@@ -52,7 +53,9 @@ struct AnalyzeCommand: ParsableCommand {
               (the means absent when no window gave one)
               and for a video also "face_detector" (the cascade), "frames_face_detected"
               (detector ran and found the face: about 5 per second),
-              "frames_face_tracked" (box held between detections), "frames_no_face".
+              "frames_face_tracked" (box held between detections), "frames_no_face",
+              "frames_skin_colour_failed", "frames_too_dark", "frames_too_bright"
+              (the table says these with what to change when a fifth or more).
 
             FACE
               OpenCV's cascade face detector (Debian package opencv-data) 5 times a
@@ -63,6 +66,7 @@ struct AnalyzeCommand: ParsableCommand {
               hr-gateway analyze face.mkv --json > windows.jsonl
               hr-gateway analyze trace.csv --fps 15
               hr-gateway analyze exercise.mp4 --max-hz 4.0
+              hr-gateway analyze subject8.mp4 --frame-times subject8_frames.csv
             """
     )
 
@@ -78,12 +82,20 @@ struct AnalyzeCommand: ParsableCommand {
     @Option(help: ArgumentHelp("OpenCV face cascade file for videos (Debian package opencv-data).", valueName: "xml"))
     var faceCascade: String = CascadeFaceDetector.defaultCascadePath
 
+    @Option(help: ArgumentHelp(
+        "The capture time of each frame of a video, in seconds, one per frame: a CSV with a t_s column (a dataset's per-frame file) or one number per line. A video file's own frame times are often evenly spaced where the camera's were not, which shifts the pulse.",
+        valueName: "file"))
+    var frameTimes: String?
+
     @Flag(help: "Print JSON lines instead of a table.")
     var json = false
 
     func validate() throws {
         guard maxHz >= 2.0, maxHz <= 4.0 else { throw ValidationError("--max-hz must be within 2.0-4.0, got \(maxHz)") }
         if let fps, !(fps >= 5 && fps <= 1000) { throw ValidationError("--fps must be within 5-1000, got \(fps)") }
+        if frameTimes != nil, file.lowercased().hasSuffix(".csv") {
+            throw ValidationError("--frame-times is for a video: a trace gives its times in its t_s column")
+        }
     }
 
     func run() throws {
@@ -143,12 +155,22 @@ struct AnalyzeCommand: ParsableCommand {
             if ((try? FileManager.default.attributesOfItem(atPath: file))?[.size] as? NSNumber)?.intValue == 0 {
                 throw AnalyzeError("\(file): the file is empty")
             }
+            let times = try frameTimes.map(FrameTimesFile.read)
             result = try OfflineAnalysis.analyze(
-                video: file, configuration: config,
+                video: file, configuration: config, frameTimes: times,
                 estimator: OfflineAnalysis.makeVideoEstimator(configuration: config, faceCascade: faceCascade))
-            if result.droppedFrames > 0 {
+            let total = result.frames + result.droppedFrames
+            let pastEnd = times.map { max(0, total - $0.count) } ?? 0
+            if let times, pastEnd > 0 {
+                StandardStream.error.write(Data(("warning: \(file): --frame-times has \(times.count) times for "
+                    + "\(total) frames; the \(pastEnd) frame(s) past its end were left out\n").utf8))
+            } else if let times, times.count > total + 1 {
+                StandardStream.error.write(Data(("warning: \(file): --frame-times has \(times.count) times for "
+                    + "\(total) frames: is it this video's?\n").utf8))
+            }
+            if result.droppedFrames > pastEnd {
                 StandardStream.error.write(Data(
-                    "warning: \(file): dropped \(result.droppedFrames) frame(s) whose time does not increase\n".utf8))
+                    "warning: \(file): dropped \(result.droppedFrames - pastEnd) frame(s) whose time does not increase\n".utf8))
             }
             if let problem = result.decoderProblem {
                 // ffmpeg decodes what it can of a truncated or damaged file and exits 0: the analysis covers less.
@@ -160,10 +182,11 @@ struct AnalyzeCommand: ParsableCommand {
                     "warning: \(file): the file is damaged or truncated (\(count)); the analysis covers what decoded. ffmpeg: \(said)\n".utf8))
             }
         }
-        guard result.durationSeconds >= config.minimumWindowSeconds, !result.estimates.isEmpty else {
+        // The span from the first frame to the last is what a window can cover (a 5.0-s clip's last frame is at 4.97 s).
+        guard result.spanSeconds + 1e-6 >= config.minimumWindowSeconds, !result.estimates.isEmpty else {
             // Not "no confident HR": there was nothing to estimate from.
             throw AnalyzeError("\(file): \(result.frames) usable frame\(result.frames == 1 ? "" : "s") "
-                + "(\(String(format: "%.1f", result.durationSeconds)) s), shorter than the "
+                + "(\(String(format: "%.2f", result.spanSeconds)) s from the first to the last), shorter than the "
                 + "\(Int(config.minimumWindowSeconds)) s a first pulse window needs: nothing to estimate. Record longer "
                 + "(30 s or more gives steady readings).")
         }
@@ -231,6 +254,9 @@ struct AnalysisReport {
             o["frames_face_detected"] = .int(Int64(face.stats.framesDetected))
             o["frames_face_tracked"] = .int(Int64(face.stats.framesTracked))
             o["frames_no_face"] = .int(Int64(face.stats.framesNoFace))
+            o["frames_skin_colour_failed"] = .int(Int64(face.stats.framesTooFewSkinPixels))
+            o["frames_too_dark"] = .int(Int64(face.stats.framesTooDark))
+            o["frames_too_bright"] = .int(Int64(face.stats.framesTooBright))
         }
         if !confident.isEmpty {
             o["mean_hr_bpm"] = .double(round(confident.reduce(0, +) / Double(confident.count), 100))
@@ -242,6 +268,32 @@ struct AnalysisReport {
             o["mean_breathing_rate_bpm"] = .double(round(breaths.reduce(0, +) / Double(breaths.count), 100))
         }
         return .object(o)
+    }
+
+    /// Why the face gave little or nothing, with what to change: said when a reason held for a fifth of the frames
+    /// or more (a greyscale video, a dark room and a face out of frame all gave "no confident HR" alone).
+    func faceNotes(_ stats: FaceTrackingStats) -> [String] {
+        var notes: [String] = []
+        let frames = max(1, stats.frames)
+        func share(_ n: Int) -> String { "\(n) of \(stats.frames) frames" }
+        if stats.framesDetected == 0 {
+            notes.append("no face found: the face must be upright, whole in the frame, lit from the front and at "
+                + "least a tenth of the frame's width (the detector finds frontal faces). A video of skin without a "
+                + "face (a cropped forehead, a finger) is read as a mean-RGB trace (FILE.csv with R, G, B and t_s)")
+        } else if stats.framesNoFace * 5 >= frames {
+            notes.append("the face was lost in \(share(stats.framesNoFace)): keep it whole in the frame, facing the camera")
+        }
+        if stats.framesTooFewSkinPixels * 5 >= frames {
+            notes.append("the face's skin failed the colour test in \(share(stats.framesTooFewSkinPixels)): the pulse is read "
+                + "from skin colour, so a greyscale video, a strong colour cast or coloured light gives nothing")
+        }
+        if stats.framesTooDark * 5 >= frames {
+            notes.append("the face was too dark in \(share(stats.framesTooDark)): add steady light in front of the face")
+        }
+        if stats.framesTooBright * 5 >= frames {
+            notes.append("the face was overexposed in \(share(stats.framesTooBright)): less light on it, or lower the exposure")
+        }
+        return notes
     }
 
     func jsonLines() -> [String] {
@@ -276,10 +328,7 @@ struct AnalysisReport {
         if let face {
             out.append("face (\(face.detector)): \(face.stats.framesDetected) frames detected, "
                        + "\(face.stats.framesTracked) tracked, \(face.stats.framesNoFace) without a face")
-            if face.stats.framesDetected == 0 {
-                out.append("no face found: a video of skin without a face (a cropped forehead, a finger) is read as a "
-                    + "mean-RGB trace (FILE.csv with R, G, B columns and t_s)")
-            }
+            out.append(contentsOf: faceNotes(face.stats))
         }
         return out.joined(separator: "\n")
     }

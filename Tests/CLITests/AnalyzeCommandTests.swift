@@ -314,4 +314,62 @@ import Testing
             #expect(abs(v - hr) <= 3)
         }
     }
+
+    /// `--frame-times` replaces the file's frame times (a pulse at 84 bpm on frames 1/30 s apart, read on times
+    /// 1.25× as far apart, is 84/1.25 bpm); a greyscale video is said to have failed the skin-colour test, and a
+    /// 5.0-s clip (last frame at 4.97 s) as too short, not "no confident HR".
+    @Test(.enabled(if: AnalyzeCommandTests.ffmpegAvailable, "ffmpeg is not on PATH (apt-get install ffmpeg)"))
+    func frameTimesGreyscaleAndAFiveSecondClipAreSaid() throws {
+        let dir = try Self.tempDir()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        var v = SyntheticFaceVideo()
+        v.width = 320
+        v.height = 240
+        v.durationSeconds = 13
+        v.heartRateBpm = 84
+        v.pulseAmplitude = 0.008
+        v.faceStyle = .detailed
+        v.background = v.skin
+        var raw = Data()
+        for frame in v.frames(format: .rgb24) { raw.append(contentsOf: frame.bytes) }
+        let ffmpeg = URL(fileURLWithPath: try #require(Self.which("ffmpeg")))
+        func encode(_ name: String, _ extra: [String]) throws -> String {
+            let path = dir.appendingPathComponent(name).path
+            let enc = try Self.run(ffmpeg, ["-nostats", "-v", "error", "-f", "rawvideo", "-pix_fmt", "rgb24", "-s",
+                                            "\(v.width)x\(v.height)", "-r", "30", "-i", "-"] + extra + ["-c:v", "ffv1", path],
+                                   in: dir, stdin: raw)
+            try #require(enc.status == 0, "ffmpeg: \(enc.stderr)")
+            return path
+        }
+        let video = try encode("face.mkv", [])
+        let frames = Int(v.durationSeconds * v.framesPerSecond)
+        let times = "t_s,ppg\n" + (0..<frames).map { "\(Double($0) / 30 * 1.25),0" }.joined(separator: "\n")
+        let timesFile = dir.appendingPathComponent("frames.csv")
+        try times.write(to: timesFile, atomically: true, encoding: .utf8)
+        let stretched = try Self.analyze([video, "--frame-times", timesFile.path, "--json"], in: dir)
+        #expect(stretched.status == 0, "\(stretched.stderr)")
+        let late = try Self.parseLines(stretched.stdout).dropLast().filter { ($0["t_s"]?.doubleValue ?? 0) >= 12 }
+        #expect(!late.isEmpty)
+        for o in late {
+            let hr = try #require(o["hr_bpm"]?.doubleValue, "\(o)")
+            #expect(abs(hr - 84 / 1.25) <= 3, "\(o)")
+        }
+        let short = try Self.analyze([video, "--frame-times", timesFile.path + ".missing"], in: dir)
+        #expect(short.status == 1 && short.stderr.contains("cannot read --frame-times"), "\(short.stderr)")
+
+        let grey = try Self.analyze([try encode("grey.mkv", ["-vf", "format=gray", "-pix_fmt", "gray"])], in: dir)
+        #expect(grey.status == 0, "\(grey.stderr)")
+        #expect(grey.stdout.contains("no confident HR"), "\(grey.stdout)")
+        #expect(grey.stdout.contains("skin failed the colour test in 390 of 390 frames"), "\(grey.stdout)")
+
+        // Cut from the file: ffmpeg stopping early on standard input would leave the test a broken pipe.
+        let clipPath = dir.appendingPathComponent("clip.mkv").path
+        let cut = try Self.run(ffmpeg, ["-nostats", "-v", "error", "-i", video, "-t", "5", "-c:v", "ffv1", clipPath],
+                               in: dir)
+        try #require(cut.status == 0, "ffmpeg: \(cut.stderr)")
+        let clip = try Self.analyze([clipPath], in: dir)
+        #expect(clip.status == 1, "\(clip.stdout)")
+        #expect(clip.stderr.contains("150 usable frames (4.97 s from the first to the last), shorter than the 5 s"),
+                "\(clip.stderr)")
+    }
 }
