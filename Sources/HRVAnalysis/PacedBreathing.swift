@@ -106,15 +106,19 @@ public enum PacedBreathing {
         }
         guard let p = peak else { return nil }
         let peakHz = psd.f[p]
+        // The peak window covers at least the peak's neighbouring bins, however coarse the resolution. Bin edges are
+        // compared with a millionth of a bin to spare: a neighbour exactly one bin away (k·Δf computed two ways) fell
+        // out for some lengths and not others, and a steady 6 /min pacer's coherence flipped between 0.27 and 0.58
+        // from one frame to the next.
+        let bin = psd.f[1] - psd.f[0]
+        let slack = bin * 1e-6
         func power(_ lo: Double, _ hi: Double) -> Double {
             var total = 0.0
-            for i in 1..<psd.f.count where psd.f[i - 1] >= lo && psd.f[i] <= hi {
+            for i in 1..<psd.f.count where psd.f[i - 1] >= lo - slack && psd.f[i] <= hi + slack {
                 total += 0.5 * (psd.p[i - 1] + psd.p[i]) * (psd.f[i] - psd.f[i - 1])
             }
             return total
         }
-        // The peak window covers at least the peak's neighbouring bins, however coarse the resolution.
-        let bin = psd.f[1] - psd.f[0]
         let half = Swift.max(coherencePeakHalfWidthHz, bin)
         let total = power(FrequencyDomain.vlfBand.lowerBound, FrequencyDomain.hfBand.upperBound)
         guard total > 0 else { return nil }

@@ -113,9 +113,13 @@ public enum ResonanceAssessment {
             if peak == nil || psd.p[i] > psd.p[peak!] { peak = i }
         }
         guard let p = peak else { return nil }
-        let half = max(peakHalfWidthHz, psd.f[1] - psd.f[0])
+        let bin = psd.f[1] - psd.f[0]
+        let half = max(peakHalfWidthHz, bin)
+        // A millionth of a bin to spare: a neighbour exactly one bin away fell out for some lengths (as in
+        // `PacedBreathing.coherence`).
+        let slack = bin * 1e-6
         var total = 0.0
-        for i in 1..<psd.f.count where psd.f[i - 1] >= psd.f[p] - half && psd.f[i] <= psd.f[p] + half {
+        for i in 1..<psd.f.count where psd.f[i - 1] >= psd.f[p] - half - slack && psd.f[i] <= psd.f[p] + half + slack {
             total += 0.5 * (psd.p[i - 1] + psd.p[i]) * (psd.f[i] - psd.f[i - 1])
         }
         return (psd.f[p], total)

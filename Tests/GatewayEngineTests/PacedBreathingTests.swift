@@ -182,4 +182,24 @@ import Testing
         #expect(abs((later?.peakHz ?? 0) - pacedHz) < 0.01, "\(String(describing: later))")
         #expect((later?.score ?? 0) > 0.5, "\(String(describing: later))")
     }
+
+    /// A steady 6 /min rhythm scored over 60 to 70 s (around the live window): the score stays put. A neighbour
+    /// bin exactly one bin from the peak fell out of the peak window for some spectrum lengths (a float rounding at
+    /// the edge), and the score halved from one frame to the next (0.58, 0.27, 0.60, ...). Synthetic RR: this proves
+    /// the arithmetic of the window's edges.
+    @Test func coherenceDoesNotFlipWithTheSpectrumsLength() throws {
+        var scores: [Double] = []
+        for seconds in stride(from: 60.0, through: 70.0, by: 0.25) {
+            var rr: [Double] = []
+            var t = 0.0
+            while t < seconds {
+                let v = 850 + 60 * sin(2 * Double.pi * 0.1 * t) + 15 * sin(2 * Double.pi * 0.27 * t)
+                rr.append(v)
+                t += v / 1000
+            }
+            scores.append(try #require(PacedBreathing.coherence(rr, pacedHz: 0.1)).score)
+        }
+        let (low, high) = (scores.min()!, scores.max()!)
+        #expect(high - low < 0.1, "coherence over 60-70 s: \(scores.map { (($0 * 1000).rounded() / 1000) })")
+    }
 }
