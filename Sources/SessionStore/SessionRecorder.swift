@@ -280,10 +280,7 @@ public final class SessionRecorder: Sendable {
             if !write(batch, unjournaled: unjournaled) { break }
         }
         let (lock, failed, losses) = state.withLock { s -> (FileLock?, Bool, Losses) in
-            defer {
-                s.lock = nil
-                s.writerRunning = false
-            }
+            defer { s.lock = nil }
             return (s.lock, s.failed, s.losses)
         }
         if let said = Self.describe(
@@ -294,6 +291,9 @@ public final class SessionRecorder: Sendable {
         }
         if !failed { journal?.remove() }
         lock?.release(remove: true)
+        // Running until here: a `finish` that found the writer stopped returned at once, and the process could exit
+        // before the losses above were said (the note that a session waits in its journal went missing under load).
+        state.withLock { $0.writerRunning = false }
         done.signal()
     }
 
