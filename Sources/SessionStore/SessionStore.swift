@@ -380,8 +380,17 @@ public final class SessionStore: Sendable {
     /// `keep_days`, on a clock that may be wrong: deletes the finished sessions that started more than `keepDays`
     /// days before now, or before the newest session's start when now is later than it (a clock ahead would make
     /// every session old). Sessions stamped before `earliestPlausibleMs` have no known date and are kept; with a
-    /// clock reading before it, nothing is deleted and `held` says why. Returns the ids deleted.
-    public func prune(keepDays: Int, nowMs: Int64) throws(StoreError) -> (deleted: [String], held: String?) {
+    /// clock reading before it, nothing is deleted and `held` says why.
+    ///
+    /// A clock ahead also stamps the sessions recorded on it, and the newest of them then makes every real session
+    /// old (one session recorded a year ahead, and the next prune deleted all the others). So when every session
+    /// that would be kept started more than `keepDays` days after the newest one that would be deleted (the store's
+    /// record jumps by more than the retention itself, which a clock ahead does and daily use does not), nothing is
+    /// deleted and `held` says so, unless `acrossGap` (the user says the dates are right: a long pause). Returns the
+    /// ids deleted.
+    public func prune(keepDays: Int, nowMs: Int64, acrossGap: Bool = false) throws(StoreError)
+        -> (deleted: [String], held: String?)
+    {
         guard nowMs >= Self.earliestPlausibleMs else {
             return ([], "the clock reads \(Self.isoDay(nowMs)), so it is not set yet (no NTP): no session is pruned "
                 + "for its age until it is")
@@ -391,7 +400,23 @@ public final class SessionStore: Sendable {
                                arguments: [Self.earliestPlausibleMs])
         }
         let reference = min(nowMs, newest ?? nowMs)
-        let cutoff = reference - Int64(keepDays) * 86_400_000
+        let retentionMs = Int64(keepDays) * 86_400_000
+        let cutoff = reference - retentionMs
+        if !acrossGap {
+            let (lastOld, firstKept) = try read { db in
+                (try Int64.fetchOne(db, sql: "SELECT MAX(started_at_ms) FROM sessions WHERE started_at_ms < ? AND started_at_ms >= ?",
+                                    arguments: [cutoff, Self.earliestPlausibleMs]),
+                 try Int64.fetchOne(db, sql: "SELECT MIN(started_at_ms) FROM sessions WHERE started_at_ms >= ?",
+                                    arguments: [cutoff]))
+            }
+            if let lastOld, let firstKept, firstKept - lastOld > retentionMs {
+                return ([], "the sessions since \(Self.isoDay(firstKept)) started \((firstKept - lastOld) / 86_400_000) "
+                    + "days after the one before them (\(Self.isoDay(lastOld))), more than the \(keepDays) days kept: a "
+                    + "clock that jumped ahead stamps its sessions so, and counting from them would delete every "
+                    + "session before. Nothing is pruned for its age; if those dates are right (a long pause), run "
+                    + "`hr-gateway sessions prune --keep-days \(keepDays) --across-gap`")
+            }
+        }
         return (try prune(startedBeforeMs: cutoff, notBeforeMs: Self.earliestPlausibleMs), nil)
     }
 

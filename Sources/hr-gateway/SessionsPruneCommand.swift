@@ -14,7 +14,10 @@ struct SessionsPruneCommand: ParsableCommand {
             Like keep_days, --keep-days counts on a clock that may be wrong (a Raspberry Pi without a real-time \
             clock): with the clock before 2025 (not set yet) nothing is deleted; with it ahead of the newest \
             session, the days count back from that session's start; and sessions stamped before 2025 (recorded \
-            before the clock was set) have no known age and are kept (delete them by id, or with --all).
+            before the clock was set) have no known age and are kept (delete them by id, or with --all). A \
+            clock ahead also stamps the sessions recorded on it: when every session to keep started more than N \
+            days after the newest one to delete (a jump longer than what is kept), nothing is deleted and the \
+            command says so; --across-gap deletes anyway, when those dates are right (a long pause).
 
             Examples:
               hr-gateway sessions prune --keep-days 30
@@ -29,6 +32,9 @@ struct SessionsPruneCommand: ParsableCommand {
     @Flag(help: "Delete every finished session, whatever its age.")
     var all = false
 
+    @Flag(help: "With --keep-days: prune even when the sessions to keep started more than N days after the ones to delete (the dates are right: a long pause, not a clock that jumped ahead).")
+    var acrossGap = false
+
     @OptionGroup var store: StoreOptions
 
     func validate() throws {
@@ -42,6 +48,8 @@ struct SessionsPruneCommand: ParsableCommand {
                 + "session\" for stream --keep-days and keep_days. Use --all to delete every finished session.")
         case (let k?, false) where k < 0:
             throw ValidationError("--keep-days must be 1 or more (got \(k)).")
+        case (nil, true) where acrossGap:
+            throw ValidationError("--across-gap goes with --keep-days: --all deletes every finished session anyway.")
         default:
             break
         }
@@ -62,9 +70,12 @@ struct SessionsPruneCommand: ParsableCommand {
         } else {
             // keep_days' rule: a clock not set, or ahead, deleted sessions of every age.
             let held: String?
-            (deleted, held) = try sessions.prune(keepDays: days, nowMs: Int64(Date().timeIntervalSince1970 * 1000))
-            if let held { throw CommandFailure(held + "; `hr-gateway sessions prune --all` or `sessions delete ID` "
-                + "delete without a date") }
+            (deleted, held) = try sessions.prune(keepDays: days, nowMs: Int64(Date().timeIntervalSince1970 * 1000),
+                                                 acrossGap: acrossGap)
+            if let held {
+                throw CommandFailure(held + (held.contains("--across-gap") ? ""
+                    : "; `hr-gateway sessions prune --all` or `sessions delete ID` delete without a date"))
+            }
         }
         for id in deleted { print("deleted \(id)") }
         print("\(deleted.count) session\(deleted.count == 1 ? "" : "s") deleted")

@@ -197,8 +197,21 @@ import Testing
         let unset = try CLI.run(["sessions", "prune", "--keep-days", "30", "--state-dir", dir.path],
                                 environment: fake("@1970-01-02 00:00:00"))
         #expect(unset.status == 1 && unset.stderr.contains("not set yet"), "\(unset.stderr)")
+        // A session recorded on the clock a year ahead is the newest: counting from it deleted every real session.
+        let stamped = try CLI.run(
+            ["stream", "--simulate", "--model", "sdk-mock", "--format", "jsonl", "--duration", "1", "--session-id",
+             "stamped-ahead", "--state-dir", dir.path], environment: fake("+400d"))
+        #expect(stamped.status == 0, "\(stamped.stderr)")
+        let jumped = try CLI.run(["sessions", "prune", "--keep-days", "30", "--state-dir", dir.path],
+                                 environment: fake("+400d"))
+        #expect(jumped.status == 1 && jumped.stderr.contains("a clock that jumped ahead"), "\(jumped.stderr)")
+        #expect(jumped.stderr.contains("--across-gap") && !jumped.stdout.contains("deleted"), "\(jumped.stdout)")
         let list = try CLI.run(["sessions", "list", "--state-dir", dir.path])
         #expect(list.stdout.contains("unset-clock") && list.stdout.contains("recent"), "\(list.stdout)")
+        // The user says the dates are right (a long pause): the old sessions go.
+        let across = try CLI.run(["sessions", "prune", "--keep-days", "30", "--across-gap", "--state-dir", dir.path],
+                                 environment: fake("+400d"))
+        #expect(across.status == 0 && across.stdout.contains("deleted recent\n1 session deleted"), "\(across.stdout)")
     }
 
     /// `--keep-days` (and `keep_days`) before a session says what it deleted: a recording gone without a word is one
@@ -214,6 +227,12 @@ import Testing
              "--state-dir", dir.path],
             environment: ["LD_PRELOAD": "\(shim):\(lib)", "FAKETIME": "-3d", "FAKETIME_DONT_FAKE_MONOTONIC": "1"])
         #expect(old.status == 0, "\(old.stderr)")
+        // Used every day or so: no jump longer than the days kept (which would hold the prune, as a clock ahead).
+        let middle = try CLI.run(
+            ["stream", "--simulate", "--model", "sdk-mock", "--format", "jsonl", "--duration", "1", "--session-id",
+             "middle", "--state-dir", dir.path],
+            environment: ["LD_PRELOAD": "\(shim):\(lib)", "FAKETIME": "-36h", "FAKETIME_DONT_FAKE_MONOTONIC": "1"])
+        #expect(middle.status == 0, "\(middle.stderr)")
         let recent = try CLI.run(["stream", "--simulate", "--model", "sdk-mock", "--format", "jsonl", "--duration", "1",
                                   "--session-id", "recent", "--state-dir", dir.path])
         #expect(recent.status == 0, "\(recent.stderr)")
@@ -224,6 +243,7 @@ import Testing
         #expect(next.stderr.contains("deleted 1 session started more than 2 days ago (keep_days): old"), "\(next.stderr)")
         let list = try CLI.run(["sessions", "list", "--state-dir", dir.path])
         #expect(!list.stdout.contains("old") && list.stdout.contains("recent"), "\(list.stdout)")
+        #expect(list.stdout.contains("middle"), "\(list.stdout)")
     }
 
     /// keep_days on a clock that is wrong: a Pi without a real-time clock records before NTP sets it (1970), or a
@@ -249,10 +269,14 @@ import Testing
         #expect(ahead.status == 0 && !ahead.stderr.contains("deleted"), "\(ahead.stderr)")
         let synced = try run("synced", faked: nil)
         #expect(!synced.stderr.contains("deleted"), "the 1970 session has no known date: \(synced.stderr)")
+        // The clock ahead again, with a session already stamped by it: the newest no longer guards the others.
+        let again = try run("again", faked: "+400d")
+        #expect(again.status == 0 && !again.stderr.contains("deleted"), "\(again.stderr)")
+        #expect(again.stderr.contains("a clock that jumped ahead"), "\(again.stderr)")
         let unset = try run("unset", faked: "@1970-01-03 00:00:00")
         #expect(unset.stderr.contains("the clock reads 1970-01-03, so it is not set yet"), "\(unset.stderr)")
         #expect(!unset.stderr.contains("deleted"), "\(unset.stderr)")
         let list = try CLI.run(["sessions", "list", "--state-dir", dir.path])
-        for id in ["epoch", "today", "ahead", "synced", "unset"] { #expect(list.stdout.contains(id), "\(id): \(list.stdout)") }
+        for id in ["epoch", "today", "ahead", "synced", "again", "unset"] { #expect(list.stdout.contains(id), "\(id): \(list.stdout)") }
     }
 }
