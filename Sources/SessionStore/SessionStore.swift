@@ -520,7 +520,7 @@ public final class SessionStore: Sendable {
     /// The journal of a session being recorded (see `SessionJournal`).
     func journalPath(sessionId: String) -> String { Self.journalPath(directory: directory, sessionId: sessionId) }
 
-    static func journalPath(directory: String, sessionId: String) -> String {
+    public static func journalPath(directory: String, sessionId: String) -> String {
         directory + "/journal/" + fileName(sessionId) + ".jsonl"
     }
 

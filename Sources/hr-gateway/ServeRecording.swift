@@ -37,7 +37,11 @@ final class ServeRecording: SessionSink {
         }
         let recorder: SessionRecorder?
         do { recorder = try store.recorder(config, settings, clock: clock) } catch {
-            logger.warning("refused to start session \(config.sessionId): it is already in the session store")
+            logger.warning("refused to start session \(config.sessionId): \(error)")
+            if "\(error)".contains("in its journal") {
+                throw .invalidState("Session \(config.sessionId) is already recorded on this gateway, in a journal that "
+                    + "waits for the damaged session store: start it with another session_id.")
+            }
             throw .invalidState("Session \(config.sessionId) is already recorded on this gateway: start it with another "
                 + "session_id (or delete the recording first: hr-gateway sessions delete \(config.sessionId)).")
         }

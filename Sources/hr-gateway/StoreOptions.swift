@@ -102,15 +102,24 @@ struct StoreOptions: ParsableArguments {
             let damaged = StateDatabase.isDamage("\(error)")
             let why = "\(error)" + (damaged
                 ? " (the file is damaged: `hr-gateway doctor` says how to move it aside and recover its sessions)" : "")
-            // The journal alone keeps the session until the store opens again. Its own failure to start is not
-            // said: the store's is the cause.
+            // A session of this id already waits in its journal: the same refusal as a healthy store's (the second
+            // journal could not be made, and the session ran unrecorded after an "ok").
+            let waiting = SessionStore.journalPath(directory: dir, sessionId: config.sessionId)
+            if FileManager.default.fileExists(atPath: waiting) {
+                throw CommandFailure("session \(config.sessionId) is already recorded, in its journal \(waiting), which "
+                    + "waits for the session store (\(why)): choose another --session-id")
+            }
+            // The journal alone keeps the session until the store opens again. Its own failure to start is said
+            // after the store's, which is the cause.
             let started = Mutex(false)
+            let before = Mutex<String?>(nil)
             let journaling = SessionRecorder(journalingOnlyIn: dir, config: config, clock: clock) { message in
-                if started.withLock({ $0 }) { report(message) }
+                if started.withLock({ $0 }) { report(message) } else { before.withLock { $0 = $0 ?? message } }
             }
             started.withLock { $0 = true }
             guard journaling.isJournalingOnly, let journal = journaling.journalPath else {
-                report("not recording this session: \(why)")
+                let own = before.withLock { $0 }.map { "; nor into its journal: \($0)" } ?? ""
+                report("not recording this session: \(why)\(own)")
                 return nil
             }
             report("the session store cannot be opened: \(why); recording this session into its journal, \(journal), "

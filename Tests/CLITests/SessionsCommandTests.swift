@@ -284,6 +284,12 @@ import Testing
         // Still damaged: the reading commands say so, and the journal waits.
         let refused = try CLI.run(["sessions", "list", "--state-dir", dir + "/state"])
         #expect(refused.status != 0 && refused.stderr.contains("not a database"), "\(refused.stderr)")
+        // The same id again: refused as a healthy store refuses it (it ran unrecorded, its journal taken).
+        let again = try CLI.run(["stream", "--replay", beats, "--replay-speed", "1000", "--format", "jsonl",
+                                 "--session-id", "kept", "--state-dir", dir + "/state"])
+        #expect(again.status != 0 && again.stderr.contains("session kept is already recorded, in its journal"),
+                "\(again.stderr)")
+        #expect(again.stdout.isEmpty, "no session ran: \(again.stdout)")
         try FileManager.default.moveItem(atPath: dir + "/state/sessions.sqlite", toPath: dir + "/state/damaged-sessions.sqlite")
         let list = try CLI.run(["sessions", "list", "--json", "--state-dir", dir + "/state"])
         #expect(list.status == 0, "\(list.stderr)")
