@@ -15,7 +15,10 @@ public enum StrapSpec: Sendable, Equatable, CustomStringConvertible {
             self = .auto
         } else if Self.isAddress(t) {
             self = .address(t.uppercased())
-        } else if Self.looksLikeAddress(t) {
+        } else if let colons = Self.colonForm(t), Self.isAddress(colons) {
+            // Windows and Android write AA-BB-CC-DD-EE-FF, some tools AABBCCDDEEFF: searched for as names for ever.
+            self = .address(colons.uppercased())
+        } else if Self.looksLikeAddress(t) || Self.looksLikeAddress(t.replacingOccurrences(of: "-", with: ":")) {
             // A mistyped address read as a name was searched for for ever.
             throw StrapSpecError(spec: text, notAnAddress: true)
         } else {
@@ -26,6 +29,18 @@ public enum StrapSpec: Sendable, Equatable, CustomStringConvertible {
     static func isAddress(_ s: String) -> Bool {
         let parts = s.split(separator: ":", omittingEmptySubsequences: false)
         return parts.count == 6 && parts.allSatisfy { $0.count == 2 && $0.allSatisfy(\.isHexDigit) }
+    }
+
+    /// `AA-BB-CC-DD-EE-FF` or `AABBCCDDEEFF` written with colons; nil for anything else.
+    static func colonForm(_ s: String) -> String? {
+        if s.count == 17, s.split(separator: "-", omittingEmptySubsequences: false).count == 6 {
+            return s.replacingOccurrences(of: "-", with: ":")
+        }
+        if s.count == 12, s.allSatisfy(\.isHexDigit) {
+            let c = Array(s)
+            return stride(from: 0, to: 12, by: 2).map { String(c[$0...$0 + 1]) }.joined(separator: ":")
+        }
+        return nil
     }
 
     /// Pairs of characters between colons, and no space: meant as an address (a name has words).

@@ -314,7 +314,10 @@ struct StrapStateMachineTests {
         #expect(try StrapSpec(parsing: "Polar H10") == .name("Polar H10"))
         #expect(throws: StrapSpecError.self) { try StrapSpec(parsing: "  ") }
         // A mistyped address was taken as a name and searched for for ever.
-        for typo in ["AA:BB:CC:DD:EE", "A0:9E:1A:12:34:5G", "a0:9e:1a:00:00:01:02"] {
+        // Other ways of writing an address (Windows, Android, bare hex) are the address, not a name.
+        #expect(try StrapSpec(parsing: "a0-9e-1a-00-00-01") == .address("A0:9E:1A:00:00:01"))
+        #expect(try StrapSpec(parsing: "A09E1A000001") == .address("A0:9E:1A:00:00:01"))
+        for typo in ["AA:BB:CC:DD:EE", "A0:9E:1A:12:34:5G", "a0:9e:1a:00:00:01:02", "A0-9E-1A-12-34-5G", "AA-BB-CC-DD-EE"] {
             #expect { try StrapSpec(parsing: typo) } throws: { ($0 as? StrapSpecError)?.notAnAddress == true }
         }
         #expect(BLEHeartRateError.invalidSpec("AA:BB:CC:DD:EE").description.contains("`hr-gateway scan` lists"))
