@@ -221,14 +221,33 @@ import Testing
 
     /// An interval no heart beats at is read but listed with its line: a typo, or one value in another unit.
     @Test func implausibleIntervalsAreListedWithTheirLines() throws {
-        let f = try RRFile.parse("rr_ms\n800\n5\n900\n# a comment\n0.9\n3500\n1000\n")
-        #expect(f.rrMs == [800, 5, 900, 0.9, 3500, 1000])
+        let f = try RRFile.parse("rr_ms\n800\n5\n900\n# a comment\n0.9\n3500\n1000\n810\n820\n830\n840\n850\n860\n")
+        #expect(f.rrMs == [800, 5, 900, 0.9, 3500, 1000, 810, 820, 830, 840, 850, 860])
         #expect(f.implausible == [.init(line: 3, ms: 5), .init(line: 6, ms: 0.9), .init(line: 7, ms: 3500)])
         #expect(try RRFile.parse("800\n250\n3000\n").implausible.isEmpty)
         // Only the chosen device's rows.
         let csv = "device_id,rr_ms\nA,800\nB,5\nA,810\nB,820\n"
         #expect(try RRFile.parse(csv, device: "A").implausible.isEmpty)
         #expect(try RRFile.parse(csv, device: "B").implausible == [.init(line: 3, ms: 5)])
+    }
+
+    /// More than a quarter of the values no heartbeat in the unit read is refused: 199 of 400 beats in seconds among
+    /// milliseconds gave an analysis ("0.2 % corrected", SDNN 402 ms); a file in centiseconds is told to multiply
+    /// (no --unit reads them); a field quoted in an error is 40 characters at most, format characters escaped.
+    @Test func aFileMixingUnitsIsRefusedAndFieldsAreQuotedSafely() throws {
+        let beats = (0..<400).map { 800.0 + Double($0 % 7) * 10 }
+        let mixed = beats.enumerated().map { $0.offset < 201 ? String($0.element) : String($0.element / 1000) }
+        #expect { try RRFile.parse(mixed.joined(separator: "\n")) } throws: { error in
+            "\(error)".contains("199 of 400 RR values are outside 250-3000 ms") && "\(error)".contains("mixes units")
+        }
+        let centi = beats.map { String($0 / 10) }.joined(separator: "\n")
+        #expect { try RRFile.parse(centi) } throws: { "\($0)".contains("look like centiseconds: multiply them by 10") }
+        // A quarter exactly is still read, with its lines listed.
+        let quarter = beats.enumerated().map { $0.offset < 300 ? String($0.element) : String($0.element / 1000) }
+        #expect(try RRFile.parse(quarter.joined(separator: "\n")).implausible.count == 100)
+        let long = "800\n-" + String(repeating: "0", count: 100_000) + "1\n"
+        #expect { try RRFile.parse(long) } throws: { "\($0)".count < 200 && "\($0)".contains("must be positive") }
+        #expect { try RRFile.parse("800\n8\u{202E}00\n") } throws: { "\($0)".contains("\\u{202E}") }
     }
 }
 
