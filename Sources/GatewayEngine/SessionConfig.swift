@@ -87,14 +87,7 @@ public struct SessionConfig: Sendable, Equatable {
     public init(json: JSONValue) throws(SessionError) {
         guard let id = json["session_id"]?.stringValue else { throw .invalidState("Missing session_id") }
         // Beyond the SDK: an ID names the session in the store, exports and file names.
-        guard !id.isEmpty, id.count <= Self.maxSessionIdLength else {
-            throw .invalidState("session_id must be 1 to \(Self.maxSessionIdLength) characters, got \(id.count)")
-        }
-        // It is printed in tables and file names: a line break or an escape sequence from the network reached the
-        // operator's terminal as it was.
-        guard !id.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) else {
-            throw .invalidState("session_id must not contain control characters (line breaks, tabs, escapes)")
-        }
+        if let problem = Self.sessionIdProblem(id, named: "session_id") { throw .invalidState(problem) }
         guard let modeString = json["mode"]?.stringValue, let mode = SessionMode(rawValue: modeString) else {
             throw .invalidState("Missing or invalid mode")
         }
@@ -134,6 +127,27 @@ public struct SessionConfig: Sendable, Equatable {
     public static let maxWindowSec = 86_400
     /// The longest session ID taken (characters).
     public static let maxSessionIdLength = 200
+
+    /// Why `id` cannot name a session, or nil: it is printed in tables and terminals, file names and download
+    /// headers, and repeated in every frame. 1 to `maxSessionIdLength` bytes of UTF-8 (counted in characters, one
+    /// letter with 30 000 combining accents passed as one: 60 KB in every frame); no control characters (a line
+    /// break or an escape sequence reached the operator's terminal as it was) and no format characters (a
+    /// right-to-left override turned a download's name around). One rule for the relay, MQTT and the command line.
+    public static func sessionIdProblem(_ id: String, named name: String) -> String? {
+        let bytes = id.utf8.count
+        guard bytes > 0, bytes <= maxSessionIdLength else {
+            return "\(name) must be 1 to \(maxSessionIdLength) bytes (UTF-8), got \(bytes)"
+        }
+        let refused = id.unicodeScalars.contains { scalar in
+            switch scalar.properties.generalCategory {
+            case .control, .format: true
+            default: false
+            }
+        }
+        return refused
+            ? "\(name) must not contain control or format characters (line breaks, tabs, escapes, direction overrides)"
+            : nil
+    }
     public static let maxDurationSec = Int(Int32.max)
 
     /// Refuses values that cannot run: a duration, window or interval that is not positive or over its limit.

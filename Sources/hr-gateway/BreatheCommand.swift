@@ -96,6 +96,9 @@ struct BreatheCommand: AsyncParsableCommand {
     @OptionGroup(title: "Relay") var relay: RelayOptions
 
     mutating func validate() throws {
+        if let sessionId, let problem = SessionConfig.sessionIdProblem(sessionId, named: "--session-id") {
+            throw ValidationError(problem + ".")
+        }
         // The file's [strap], [camera] and [relay] fill in what the options leave out, before they are checked.
         let settings = try store.settings()
         source.adopt(settings)

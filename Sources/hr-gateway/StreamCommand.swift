@@ -341,6 +341,9 @@ struct SessionOptions: ParsableArguments {
         if let r = rawInterval, r <= 0 || r > day {
             throw ValidationError("--raw-interval must be 1 to \(day) seconds (a day), got \(r).")
         }
+        if let sessionId, let problem = SessionConfig.sessionIdProblem(sessionId, named: "--session-id") {
+            throw ValidationError(problem + ".")
+        }
         if let pattern {
             do { _ = try BreathingPattern(parsing: pattern) } catch { throw ValidationError("--pattern: \(error.message)") }
             if let mode, mode != .breathing {

@@ -438,6 +438,23 @@ import Testing
         #expect(try CLI.run(["sessions", "list", "--json", "--state-dir", dir]).stdout.contains(id))
     }
 
+    /// `--session-id` takes what the relay takes: a line break, an escape, a direction override or 201 bytes were
+    /// recorded from the command line, and printed into `sessions list` as they were.
+    @Test func aSessionIdTheRelayRefusesIsRefusedOnTheCommandLine() throws {
+        let dir = tempDir()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        for (id, says) in [("a\nb", "control or format"), ("a\u{1B}[31mb", "control or format"),
+                           ("abc\u{202E}fdp", "control or format"), (String(repeating: "é", count: 101), "got 202")] {
+            for command in ["stream", "breathe"] {
+                let r = try CLI.run([command, "--simulate", "--duration", "1", "--state-dir", dir, "--session-id", id])
+                #expect(r.status == 64 && r.stderr.contains("--session-id must") && r.stderr.contains(says),
+                        "\(command) \(id.debugDescription): \(r.stderr)")
+            }
+        }
+        let list = try CLI.run(["sessions", "list", "--json", "--state-dir", dir])
+        #expect(!list.stdout.contains("session_id"), "nothing recorded: \(list.stdout)")
+    }
+
     /// A recording whose samples span more than a session can last (one mistyped timestamp_ms, years ahead) was
     /// replayed into a "completed" session of 68 years that never replayed the samples after the jump, exit 0.
     @Test func aReplaySpanningYearsIsRefused() throws {

@@ -50,12 +50,22 @@ import Testing
         #expect(throws: SessionError.invalidState("duration_sec must be 1 to 2147483647 seconds, got 2147483648")) {
             try parse(#"{"session_id":"a","mode":"focus","duration_sec":2147483648}"#)
         }
-        #expect(throws: SessionError.invalidState("session_id must be 1 to 200 characters, got 0")) {
+        #expect(throws: SessionError.invalidState("session_id must be 1 to 200 bytes (UTF-8), got 0")) {
             try parse(#"{"session_id":"","mode":"focus","duration_sec":5}"#)
         }
         let long = String(repeating: "x", count: 201)
-        #expect(throws: SessionError.invalidState("session_id must be 1 to 200 characters, got 201")) {
+        #expect(throws: SessionError.invalidState("session_id must be 1 to 200 bytes (UTF-8), got 201")) {
             try parse(#"{"session_id":"\#(long)","mode":"focus","duration_sec":5}"#)
+        }
+        // One letter with 3 000 combining accents is one character and 6 001 bytes; a right-to-left override turns a
+        // download's name around.
+        let accents = "a" + String(repeating: "\u{0301}", count: 3000)
+        #expect(throws: SessionError.invalidState("session_id must be 1 to 200 bytes (UTF-8), got 6001")) {
+            try parse(#"{"session_id":"\#(accents)","mode":"focus","duration_sec":5}"#)
+        }
+        #expect(throws: SessionError.invalidState(
+            "session_id must not contain control or format characters (line breaks, tabs, escapes, direction overrides)")) {
+            try parse(#"{"session_id":"abc\#u{202E}fdp.exe","mode":"focus","duration_sec":5}"#)
         }
         #expect(throws: Never.self) {
             try parse(#"{"session_id":"a","mode":"focus","duration_sec":5,"profile":{"window_sec":86400,"emit_interval_sec":86400}}"#)

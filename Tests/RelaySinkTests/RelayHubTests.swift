@@ -182,7 +182,7 @@ func types(_ m: [[String: JSONValue]]) -> [String] { m.compactMap { $0["type"]?.
             #"{"command":"start_session","session_id":"a\"\r\nX-Evil: 1","mode":"focus","duration_sec":60,"id":"z"}"#,
             rig.hub.connect(Rig.phone)))
         #expect(control["error_code"] == .string("bad_request"))
-        #expect(control["message"]?.stringValue?.contains("control characters") == true, "\(control)")
+        #expect(control["message"]?.stringValue?.contains("control or format characters") == true, "\(control)")
         // An id is remembered with its result for ten minutes: a long one is refused.
         let long = try #require(await rig.send(
             #"{"command":"get_status","id":"\#(String(repeating: "i", count: 201))"}"#, rig.hub.connect(Rig.phone)))
