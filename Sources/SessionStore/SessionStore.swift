@@ -273,10 +273,18 @@ public final class SessionStore: Sendable {
 
     // MARK: Reading
 
-    /// Every session, oldest first.
-    public func list() throws(StoreError) -> [RecordedSession] {
+    /// Every session, oldest first; with `newest`, only that many of the latest. Each session's counts are read
+    /// from its samples, so the limit is applied first (a relay page of 20 counted the beats of every session).
+    public func list(newest limit: Int? = nil) throws(StoreError) -> [RecordedSession] {
         try read { db in
-            try Row.fetchAll(db, sql: Self.summarySQL + " ORDER BY s.started_at_ms, s.id").map(Self.session)
+            if let limit {
+                return try Row.fetchAll(
+                    db, sql: Self.summarySQL + """
+                         WHERE s.id IN (SELECT id FROM sessions ORDER BY started_at_ms DESC, id DESC LIMIT ?)
+                        ORDER BY s.started_at_ms, s.id
+                        """, arguments: [max(0, limit)]).map(Self.session)
+            }
+            return try Row.fetchAll(db, sql: Self.summarySQL + " ORDER BY s.started_at_ms, s.id").map(Self.session)
         }.map(observed)
     }
 

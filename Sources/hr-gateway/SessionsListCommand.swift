@@ -14,6 +14,7 @@ struct SessionsListCommand: ParsableCommand {
 
             Examples:
               hr-gateway sessions list
+              hr-gateway sessions list --last 20
               hr-gateway sessions list --json \\
                   | jq -r '.[] | select(.state=="interrupted") | .session_id'
             """
@@ -21,6 +22,13 @@ struct SessionsListCommand: ParsableCommand {
 
     @Flag(help: "Print a JSON array instead of a table.")
     var json = false
+
+    @Option(help: ArgumentHelp("Only the N sessions that started last (still oldest first).", valueName: "n"))
+    var last: Int?
+
+    func validate() throws {
+        if let last, last < 1 { throw ValidationError("--last must be 1 or more, got \(last).") }
+    }
 
     @OptionGroup var store: StoreOptions
 
@@ -36,7 +44,7 @@ struct SessionsListCommand: ParsableCommand {
             }
             return
         }
-        let sessions = try opened.list()
+        let sessions = try opened.list(newest: last)
         if json {
             // The table's columns: the duration (to the end, or the last sample) and the pacing summary too.
             print(JSONValue.array(sessions.map(opened.listed)).jsonString)

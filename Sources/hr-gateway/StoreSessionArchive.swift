@@ -22,7 +22,7 @@ final class StoreSessionArchive: SessionArchive {
 
     func listJSON(limit: Int) throws -> String {
         let store = try store()
-        let newest = try store.list().suffix(limit).reversed()
+        let newest = try store.list(newest: limit).reversed()
         return JSONValue.array(newest.map(store.listed)).jsonString
     }
 

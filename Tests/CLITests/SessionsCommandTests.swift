@@ -438,6 +438,24 @@ import Testing
         #expect(try CLI.run(["sessions", "list", "--json", "--state-dir", dir]).stdout.contains(id))
     }
 
+    /// `sessions list --last N` lists the N that started last, oldest first (a lab's store of thousands had no way to
+    /// show fewer); the relay's `?limit=` reads only those too.
+    @Test func listLastShowsTheNewestSessions() throws {
+        let dir = tempDir()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        for id in ["first", "second", "third"] {
+            let r = try CLI.run(["stream", "--simulate", "--duration", "1", "--format", "jsonl", "--state-dir", dir,
+                                 "--session-id", id])
+            #expect(r.status == 0 || r.status == 1, "\(r.stderr)")
+        }
+        let last = try CLI.run(["sessions", "list", "--last", "2", "--json", "--state-dir", dir])
+        let ids = try #require(try JSONValue(parsing: last.stdout).arrayValue).compactMap { $0["session_id"]?.stringValue }
+        #expect(ids == ["second", "third"], "\(last.stdout)")
+        let table = try CLI.run(["sessions", "list", "--last", "1", "--state-dir", dir])
+        #expect(table.lines.count == 2 && table.lines[1].hasPrefix("third"), "\(table.stdout)")
+        #expect(try CLI.run(["sessions", "list", "--last", "0", "--state-dir", dir]).status == 64)
+    }
+
     /// `--session-id` takes what the relay takes: a line break, an escape, a direction override or 201 bytes were
     /// recorded from the command line, and printed into `sessions list` as they were.
     @Test func aSessionIdTheRelayRefusesIsRefusedOnTheCommandLine() throws {
