@@ -70,6 +70,8 @@ public struct RecordedSession: Sendable, Equatable {
     public var waveforms: [String] = []
     /// The summary's `duration_actual_sec` (measured on the monotonic clock), when the session has one.
     public var durationActualSec: Int?
+    /// The process that records (or recorded) the session, when the store has it.
+    public var writerPid: Int64?
 
     /// How long the session ran, ms: from its start to its end (or last sample) on the wall clock, or the summary's
     /// duration where the wall clock says less than nothing or a minute more or less (it was stepped while the
@@ -298,7 +300,12 @@ public final class SessionStore: Sendable {
     /// `s` as it stands: read-only, a `running` session whose writer is gone is shown interrupted (a writable store
     /// marked it so when opened).
     private func observed(_ s: RecordedSession) -> RecordedSession {
-        guard isReadOnly, s.state == .running, !FileLock.isHeld(path: lockPath(sessionId: s.id)) else { return s }
+        guard isReadOnly, s.state == .running else { return s }
+        // A lock this user may not look at counts as held; a writer process that no longer exists holds nothing (a
+        // session killed with -9 was shown running to another user for ever). Another user's live process answers
+        // EPERM, not ESRCH.
+        let writerGone = s.writerPid.map { $0 > 0 && $0 <= Int64(Int32.max) && kill(pid_t($0), 0) == -1 && errno == ESRCH }
+        guard writerGone == true || !FileLock.isHeld(path: lockPath(sessionId: s.id)) else { return s }
         var shown = s
         shown.state = .interrupted
         return shown
@@ -694,7 +701,7 @@ public final class SessionStore: Sendable {
             devices: devices.map { $0.split(separator: "\n").map(String.init) } ?? [],
             lastSampleMs: row["last_sample_ms"],
             waveforms: [("ecg", row["has_ecg"] as Bool), ("acc", row["has_acc"] as Bool)].filter(\.1).map(\.0),
-            durationActualSec: (row["duration_actual_sec"] as Int64?).map { Int($0) })
+            durationActualSec: (row["duration_actual_sec"] as Int64?).map { Int($0) }, writerPid: row["writer_pid"])
     }
 
     private static func sample(_ row: Row) -> BiosignalSample {

@@ -716,6 +716,17 @@ import Testing
         _ = live.wait()
         let ended = try CLI.run(["sessions", "show", "ro-live", "--state-dir", dir], asUser: 65534)
         #expect(ended.stdout.contains("state     stopped") || ended.stdout.contains("state     completed"), "\(ended.stdout)")
+        // Killed, its lock file left where this user may not look: its writer is gone, so it is interrupted (it was
+        // shown running for ever).
+        let killed = try RunningCLI(["stream", "--simulate", "--format", "jsonl", "--state-dir", dir, "--session-id", "ro-killed"])
+        #expect(killed.readLine()?.contains("session_started") == true)
+        killed.signal(SIGKILL)
+        _ = killed.wait()
+        let after = try CLI.run(["sessions", "list", "--json", "--state-dir", dir], asUser: 65534)
+        let afterStates = (try json(after.stdout).arrayValue ?? []).map {
+            ($0["session_id"]?.stringValue ?? "", $0["state"]?.stringValue ?? "")
+        }
+        #expect(afterStates.contains { $0 == ("ro-killed", "interrupted") }, "\(after.stdout)")
     }
 
     /// A damaged webhook (or relay, or MQTT) outbox was not seen by doctor ("ok state directory"), and nothing
