@@ -390,9 +390,13 @@ public struct DoctorFacts: Sendable, Equatable {
             } else {
                 fix = StateDatabase.directoryAdvice
             }
-            // A damaged database leaves the directory writable: sessions wait in their journals.
-            let consequence = damaged
+            // A damaged session database leaves the directory writable: sessions wait in their journals. A damaged
+            // outbox keeps sessions recorded: only what it holds goes (it said journals, for a relay.sqlite).
+            let consequence = damaged && reason.contains("sessions.sqlite")
                 ? "sessions are recorded into journal files only, imported once the database is replaced"
+                : damaged
+                ? "sessions are recorded; what that outbox keeps (the relay's reliable events, MQTT or webhook "
+                    + "deliveries) is not kept until it is replaced"
                 : "sessions will not be recorded"
             checks.append(DoctorCheck("state directory", .warning, "\(stateDir): \(reason) (\(consequence))", fix: fix))
         } else {

@@ -93,15 +93,21 @@ struct DoctorCommand: AsyncParsableCommand {
                         + "\(me): \(facts.stateDir)")
                 }
                 // A damaged outbox is not opened by a check (it would be made); its first bytes say it is none.
-                for file in ["outbox.sqlite", "relay.sqlite", "mqtt-outbox.sqlite"] {
+                // Every damaged one is named (the first alone was, and the others were found one at a time).
+                let damaged = ["outbox.sqlite", "relay.sqlite", "mqtt-outbox.sqlite"].filter { file in
                     let path = facts.stateDir + "/" + file
                     guard let head = FileHandle(forReadingAtPath: path).map({ h in
                         defer { try? h.close() }
                         return h.readData(ofLength: 16)
-                    }), !head.isEmpty, head != Data("SQLite format 3\0".utf8) else { continue }
-                    throw CommandFailure("\(file) there is damaged (file is not a database); fix: move it aside with "
-                        + "its -wal and -shm (cd \(facts.stateDir) && for f in \(file)*; do mv \"$f\" \"damaged-$f\"; "
-                        + "done) and a new one is made")
+                    }) else { return false }
+                    return !head.isEmpty && head != Data("SQLite format 3\0".utf8)
+                }
+                if !damaged.isEmpty {
+                    let files = damaged.joined(separator: " and ")
+                    throw CommandFailure("\(files) there \(damaged.count == 1 ? "is" : "are") damaged (not a database); fix: "
+                        + "move \(damaged.count == 1 ? "it" : "them") aside with \(damaged.count == 1 ? "its" : "their") -wal "
+                        + "and -shm (cd \(facts.stateDir) && for f in \(damaged.map { $0 + "*" }.joined(separator: " ")); do "
+                        + "mv \"$f\" \"damaged-$f\"; done) and new ones are made")
                 }
                 if let free = StateDatabase.freeBytes(facts.stateDir), facts.stateDirNote == nil {
                     facts.stateDirNote = "writable, " + Self.size(free) + " free"

@@ -739,6 +739,12 @@ import Testing
         let doctor = try CLI.run(["doctor", "--state-dir", dir])
         #expect(doctor.stdout.contains("outbox.sqlite there is damaged"), "\(doctor.stdout)")
         #expect(doctor.stdout.contains("mv \"$f\" \"damaged-$f\""), "\(doctor.stdout)")
+        // Sessions are still recorded (it said "into journal files only"), and every damaged outbox is named.
+        #expect(doctor.stdout.contains("sessions are recorded; what that outbox keeps"), "\(doctor.stdout)")
+        try String(repeating: "y", count: 4096).write(toFile: dir + "/relay.sqlite", atomically: true, encoding: .utf8)
+        let both = try CLI.run(["doctor", "--state-dir", dir])
+        #expect(both.stdout.contains("outbox.sqlite and relay.sqlite there are damaged"), "\(both.stdout)")
+        #expect(both.stdout.contains("for f in outbox.sqlite* relay.sqlite*;"), "\(both.stdout)")
     }
 
     /// Root typing commands in the service's state directory (owned by the service user) left its files root's: the
