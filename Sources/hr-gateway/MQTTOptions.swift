@@ -32,6 +32,14 @@ struct MQTTOptions: ParsableArguments {
         valueName: "sec"))
     var mqttGrace: Int?
 
+    /// `--mqtt-grace` without a broker to wait for did nothing without a word.
+    func checkGraceHasABroker(_ settings: GatewayConfiguration) throws {
+        if mqttGrace != nil, mqtt == nil, settings.mqttURL == nil {
+            throw ValidationError("--mqtt-grace is for --mqtt URL; there is no --mqtt (nor HR_GATEWAY_MQTT, nor [mqtt] "
+                + "url in the configuration file).")
+        }
+    }
+
     func check() throws {
         if let mqtt {
             do { _ = try MQTTBrokerURL(parsing: mqtt) } catch { throw ValidationError("--mqtt: \(error)") }

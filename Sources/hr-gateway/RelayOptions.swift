@@ -40,6 +40,14 @@ struct RelayOptions: ParsableArguments {
         return files
     }
 
+    /// `--tls` without a relay to serve it did nothing without a word.
+    func checkTLSHasARelay(_ settings: GatewayConfiguration) throws {
+        if tls || tlsCert != nil, listen == nil, settings.relayListen == nil {
+            throw ValidationError("--tls is for the relay, and there is none: add --listen HOST:PORT (or [relay] "
+                + "listen in the configuration file).")
+        }
+    }
+
     func check() throws {
         if (tlsCert == nil) != (tlsKey == nil) { throw ValidationError("--tls-cert and --tls-key go together.") }
         if plain && (tls || tlsCert != nil) {

@@ -79,6 +79,9 @@ struct ServeCommand: AsyncParsableCommand {
     mutating func validate() throws {
         // The file's [strap], [camera] and [relay] fill in what the options leave out, before they are checked.
         let settings = try store.settings()
+        // An option for an output that is not there did nothing without a word, as in stream.
+        try relay.checkTLSHasARelay(settings)
+        try mqtt.checkGraceHasABroker(settings)
         source.adopt(settings)
         relay.adopt(settings)
         metrics.adopt(settings)

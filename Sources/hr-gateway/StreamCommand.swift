@@ -181,16 +181,11 @@ struct StreamCommand: AsyncParsableCommand {
         let settings = try store.settings()
         // An option for an output that is not there did nothing without a word (as --overwrite without --record
         // is refused).
-        if relay.tls || relay.tlsCert != nil, relay.listen == nil, settings.relayListen == nil {
-            throw ValidationError("--tls is for the relay, and there is none: add --listen HOST:PORT (or [relay] "
-                + "listen in the configuration file).")
-        }
-        if mqtt.mqttGrace != nil, mqtt.mqtt == nil, settings.mqttURL == nil {
-            throw ValidationError("--mqtt-grace is for --mqtt URL; there is no --mqtt.")
-        }
+        try relay.checkTLSHasARelay(settings)
+        try mqtt.checkGraceHasABroker(settings)
         if webhookSamples || webhookGrace != nil, webhook == nil, settings.webhookURL == nil {
             throw ValidationError("--\(webhookSamples ? "webhook-samples" : "webhook-grace") is for --webhook URL; there "
-                + "is no --webhook.")
+                + "is no --webhook (nor HR_GATEWAY_WEBHOOK, nor [webhook] url in the configuration file).")
         }
         source.adopt(settings)
         relay.adopt(settings)

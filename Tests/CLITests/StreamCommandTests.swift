@@ -26,6 +26,15 @@ import Testing
             let r = try CLI.run(["stream", "--simulate", "--duration", "1", "--no-record-db"] + option)
             #expect(r.status == 64 && r.stderr.contains(message), "\(option): \(r.stderr)")
         }
+        // serve too (a relay it may not have: a gateway steered over MQTT alone); the message names every way to
+        // give the output.
+        for (option, message) in [
+            (["--tls"], "--tls is for the relay, and there is none"),
+            (["--mqtt-grace", "3"], "there is no --mqtt (nor HR_GATEWAY_MQTT, nor [mqtt] url"),
+        ] {
+            let r = try CLI.run(["serve", "--simulate"] + option)
+            #expect(r.status == 64 && r.stderr.contains(message), "serve \(option): \(r.stderr)")
+        }
     }
 
     @Test func withoutASourceItSaysWhatToChoose() throws {
