@@ -10,7 +10,8 @@ import HRVAnalysis
 ///   rate and occasional ectopic beats, delivered as a strap does: one notification a second carrying the RR
 ///   intervals of the beats completed since the previous one. Source `simulated`, so HRV and breathing are exercised.
 /// - `exerciseRamp`: the same delivery, beats from `ExerciseRamp` (HR 100 -> 175 bpm over 20 minutes, beat-to-beat
-///   correlation falling so that live DFA alpha1 crosses 0.75 and then 0.5; docs/hrv.md §10), repeated after 20 min.
+///   correlation falling so that live DFA alpha1 crosses 0.75 and then 0.5; docs/hrv.md §10), then the same beats in
+///   reverse (a 20-minute cool-down, alpha1 rising back through 0.5 and 0.75), repeated.
 ///
 /// Both are deterministic for a given seed and clock.
 public final class SimulatedBiosignalProvider: BiosignalProvider {
@@ -170,7 +171,7 @@ public final class SimulatedBiosignalProvider: BiosignalProvider {
 
     public func startStreaming(into sink: ProviderSink) async throws {
         let start = clock.nowMs()
-        let ramp = model == .exerciseRamp ? ExerciseRamp(seed: seed).rrMs().map { $0.rounded() } : []
+        let ramp = model == .exerciseRamp ? Self.rampBeats(seed: seed) : []
         let startMono = clock.monotonicMs()
         var body = physiology
         if let resonance = followsSessionPacing, let session = sink.session {
@@ -225,6 +226,14 @@ public final class SimulatedBiosignalProvider: BiosignalProvider {
         guard let (sink, sample) = delivery else { return }
         sink.send(sample)
         scheduleNext()
+    }
+
+    /// The exercise-ramp model's beats, delivered in a loop: the ramp up, then the same beats back down. Repeating
+    /// the ramp alone jumped from 175 to 100 bpm in one beat every 20 minutes, and the window holding that step
+    /// published an alpha1 of 1.7 with "up" crossings of both thresholds at once.
+    static func rampBeats(seed: UInt64) -> [Double] {
+        let up = ExerciseRamp(seed: seed).rrMs().map { $0.rounded() }
+        return up + up.reversed()
     }
 
     /// Beats completed since the previous notification, as a strap notifies them: 0, 1 or 2 intervals a second,

@@ -36,7 +36,7 @@ struct SourceOptions: ParsableArguments {
     @Flag(help: "Use a simulated source (no hardware needed).")
     var simulate = false
 
-    @Option(help: ArgumentHelp("With --simulate: the model, realistic (RR with breathing and ectopic beats; the default), exercise-ramp (a 20-minute ramp for live DFA alpha1) or sdk-mock.", valueName: "model"))
+    @Option(help: ArgumentHelp("With --simulate: the model, realistic (RR with breathing and ectopic beats; the default), exercise-ramp (a 20-minute ramp for live DFA alpha1, then back down) or sdk-mock.", valueName: "model"))
     var model: SimulatedBiosignalProvider.Model?
 
     @Option(help: ArgumentHelp("With --simulate: the seed of the simulation, for repeatable runs (default 1).", valueName: "n"))

@@ -1,11 +1,22 @@
 import GatewayEngine
 import HRVAnalysis
-import SimulatedProvider
+@testable import SimulatedProvider
 import Testing
 
 /// Live DFA alpha1 in a session: the simulated exercise ramp crosses 0.75 then 0.5 (`dfa_threshold` events), frames
 /// carry the estimate, and the extended HRV names appear once the window is long enough.
 @Suite struct LiveDFATests {
+    /// The simulated ramp loops without a step: up, then back down, then up again (repeating the ramp alone jumped
+    /// from 175 to 100 bpm in one beat, and the window over that step published alpha1 1.7 with both thresholds
+    /// crossed upwards at once). Synthetic beats: this proves the loop's seam.
+    @Test func theSimulatedRampLoopsWithoutAStep() {
+        let beats = SimulatedBiosignalProvider.rampBeats(seed: 1)
+        let looped = beats + beats.prefix(10)
+        let largest = zip(looped, looped.dropFirst()).map { abs($0 - $1) }.max() ?? 0
+        #expect(largest < 100, "largest beat-to-beat step \(largest) ms")
+        #expect(abs(60000 / beats[beats.count / 2 - 1] - 175) < 10, "the top of the ramp halfway through")
+    }
+
     @Test func theExerciseRampCrossesBothThresholdsInASession() async throws {
         let clock = ManualSessionClock(startMs: 0)
         let sim = SimulatedBiosignalProvider(model: .exerciseRamp, seed: 1, clock: clock)
