@@ -613,6 +613,37 @@ public final class SessionStore: Sendable {
         return importedIds
     }
 
+    /// The journals left in `journal/` that no import takes, each with why and what it holds (a journal whose
+    /// writer is still alive is not one of them). Such a file was kept for ever without a word: every command,
+    /// `doctor` included, showed an empty, healthy store while samples waited in it.
+    public func journalsLeftOut() -> [String] {
+        let dir = directory + "/journal"
+        let files = ((try? FileManager.default.contentsOfDirectory(atPath: dir)) ?? []).filter { $0.hasSuffix(".jsonl") }
+        var out: [String] = []
+        for file in files.sorted() {
+            let path = dir + "/" + file
+            guard let contents = try? SessionJournal.read(path: path) else {
+                out.append("\(path): cannot be read")
+                continue
+            }
+            let holds = "\(contents.samples.count) sample\(contents.samples.count == 1 ? "" : "s") and "
+                + "\(contents.events.count) event\(contents.events.count == 1 ? "" : "s")"
+            guard let id = contents.sessionId else {
+                out.append("\(path) holds \(holds) but no line naming its session (its first line is missing or torn)")
+                continue
+            }
+            if FileLock.isHeld(path: lockPath(sessionId: id)) { continue }  // being written now
+            if journalPath(sessionId: id) != path {
+                out.append("\(path) holds \(holds) of session \(id), whose journal has another name")
+            } else if contents.row == nil, (try? session(id: id)) == nil {
+                out.append("\(path) holds \(holds) of session \(id), which is not in the database, from a version "
+                    + "whose journal did not hold the session's row")
+            }
+            // Otherwise it waits for the database (held by another process) and is imported at the next open.
+        }
+        return out
+    }
+
     /// Two records of one arrival order, each possibly missing some of the other's (the database behind the
     /// journal; the journal missing a torn line): every record of either once (a record in both, by `key`, once for
     /// each time it is in the fuller one), in that order.

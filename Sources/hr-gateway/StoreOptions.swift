@@ -157,7 +157,7 @@ struct StoreOptions: ParsableArguments {
         let dir = try directory()
         if let impossible = StateDirectory.impossibility(dir) { throw CommandFailure("state directory \(impossible)") }
         if let unreadable = StateDirectory.unreadable(dir) { throw CommandFailure("state directory: \(unreadable)") }
-        do { return try SessionStore.existing(directory: dir) } catch {
+        do { return try SessionStore.existing(directory: dir).map(Self.sayJournalsLeftOut) } catch {
             // A damaged file: say where the way out is (reading commands said SQLite's words alone).
             throw CommandFailure("\(error)" + (StateDatabase.isDamage("\(error)")
                 ? " (the file is damaged: `hr-gateway doctor` says how to move it aside and recover its sessions)" : ""))
@@ -176,7 +176,16 @@ struct StoreOptions: ParsableArguments {
     /// Opens the store, creating it when needed, or fails with a message that says what to do.
     func open() throws -> SessionStore {
         let dir = try directory()
-        do { return try SessionStore(directory: dir) } catch { throw CommandFailure("\(error)") }
+        do { return Self.sayJournalsLeftOut(try SessionStore(directory: dir)) } catch { throw CommandFailure("\(error)") }
+    }
+
+    /// Says on standard error each journal that no import takes (it waited for ever unseen), and returns `store`.
+    static func sayJournalsLeftOut(_ store: SessionStore) -> SessionStore {
+        for left in store.journalsLeftOut() {
+            StandardStream.error.write(Data(("warning: journal \(left): no command shows it; it is JSON lines, one "
+                + "sample or event per line, to read or move aside by hand\n").utf8))
+        }
+        return store
     }
 }
 

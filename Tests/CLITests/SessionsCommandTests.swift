@@ -438,6 +438,25 @@ import Testing
         #expect(try CLI.run(["sessions", "list", "--json", "--state-dir", dir]).stdout.contains(id))
     }
 
+    /// A journal no import takes (its first line lost, or of an older version for a session not in the database)
+    /// was kept for ever without a word: every command showed an empty, healthy store. Now each command that opens
+    /// the store says it, with what it holds.
+    @Test func aJournalThatCannotBeImportedIsSaid() throws {
+        let dir = tempDir()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let ran = try CLI.run(["stream", "--simulate", "--duration", "1", "--format", "jsonl", "--state-dir", dir,
+                               "--session-id", "present"])
+        #expect(ran.status == 0 || ran.status == 1, "\(ran.stderr)")
+        let sample = #"{"kind":"sample","sample":{"timestamp_ms":1796000000000,"bpm":60,"rr_intervals_ms":[1000],"source":"ble_hrm","device_id":"A0:9E:1A:00:00:01"}}"#
+        try FileManager.default.createDirectory(atPath: dir + "/journal", withIntermediateDirectories: true)
+        try (sample + "\n" + sample + "\n").write(toFile: dir + "/journal/headless.jsonl", atomically: true, encoding: .utf8)
+        let list = try CLI.run(["sessions", "list", "--state-dir", dir])
+        #expect(list.status == 0 && list.stdout.contains("present"), "\(list.stdout)")
+        #expect(list.stderr.contains("journal/headless.jsonl holds 2 samples and 0 events but no line naming its session"),
+                "\(list.stderr)")
+        #expect(FileManager.default.fileExists(atPath: dir + "/journal/headless.jsonl"), "kept, not deleted")
+    }
+
     /// `sessions list --last N` lists the N that started last, oldest first (a lab's store of thousands had no way to
     /// show fewer); the relay's `?limit=` reads only those too.
     @Test func listLastShowsTheNewestSessions() throws {
