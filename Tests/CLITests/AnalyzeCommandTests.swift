@@ -269,12 +269,9 @@ import Testing
         #expect(missing.stderr.contains("nope.csv"))
     }
 
-    @Test(.enabled(if: AnalyzeCommandTests.ffmpegAvailable, "ffmpeg is not on PATH (apt-get install ffmpeg)"))
-    func shortGeneratedVideoThroughFFmpeg() throws {
-        let dir = try Self.tempDir()
-        defer { try? FileManager.default.removeItem(at: dir) }
-        // A face the cascade finds, in front of a wall of the same skin colour (which the old skin-blob search took
-        // for the face).
+    /// 13 s of a face the cascade finds, its pulse at 84 bpm, in front of a wall of the same skin colour (which the
+    /// old skin-blob search took for the face), as raw rgb24 frames for ffmpeg.
+    static func syntheticFace() -> (SyntheticFaceVideo, Data) {
         var v = SyntheticFaceVideo()
         v.width = 320
         v.height = 240
@@ -283,10 +280,18 @@ import Testing
         v.pulseAmplitude = 0.008
         v.faceStyle = .detailed
         v.background = v.skin
-        let w = v.width, h = v.height, fps = v.framesPerSecond, seconds = v.durationSeconds, hr = 84.0
         var raw = Data()
-        raw.reserveCapacity(w * h * 3 * Int(seconds * fps))
+        raw.reserveCapacity(v.width * v.height * 3 * Int(v.durationSeconds * v.framesPerSecond))
         for frame in v.frames(format: .rgb24) { raw.append(contentsOf: frame.bytes) }
+        return (v, raw)
+    }
+
+    @Test(.enabled(if: AnalyzeCommandTests.ffmpegAvailable, "ffmpeg is not on PATH (apt-get install ffmpeg)"))
+    func shortGeneratedVideoThroughFFmpeg() throws {
+        let dir = try Self.tempDir()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let (v, raw) = Self.syntheticFace()
+        let w = v.width, h = v.height, fps = v.framesPerSecond, seconds = v.durationSeconds, hr = 84.0
         let video = dir.appendingPathComponent("face.mkv")
         let ffmpeg = URL(fileURLWithPath: try #require(Self.which("ffmpeg")))
         let enc = try Self.run(ffmpeg, ["-nostats", "-v", "error", "-f", "rawvideo", "-pix_fmt", "rgb24", "-s", "\(w)x\(h)",
@@ -322,16 +327,7 @@ import Testing
     func frameTimesGreyscaleAndAFiveSecondClipAreSaid() throws {
         let dir = try Self.tempDir()
         defer { try? FileManager.default.removeItem(at: dir) }
-        var v = SyntheticFaceVideo()
-        v.width = 320
-        v.height = 240
-        v.durationSeconds = 13
-        v.heartRateBpm = 84
-        v.pulseAmplitude = 0.008
-        v.faceStyle = .detailed
-        v.background = v.skin
-        var raw = Data()
-        for frame in v.frames(format: .rgb24) { raw.append(contentsOf: frame.bytes) }
+        let (v, raw) = Self.syntheticFace()
         let ffmpeg = URL(fileURLWithPath: try #require(Self.which("ffmpeg")))
         func encode(_ name: String, _ extra: [String]) throws -> String {
             let path = dir.appendingPathComponent(name).path
