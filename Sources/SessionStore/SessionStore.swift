@@ -622,6 +622,8 @@ public final class SessionStore: Sendable {
         var out: [String] = []
         for file in files.sorted() {
             let path = dir + "/" + file
+            // Being written now (its lock has the journal's name): not read (a day's journal is large).
+            if FileLock.isHeld(path: directory + "/locks/" + file.dropLast(".jsonl".count) + ".lock") { continue }
             guard let contents = try? SessionJournal.read(path: path) else {
                 out.append("\(path): cannot be read")
                 continue
@@ -632,7 +634,6 @@ public final class SessionStore: Sendable {
                 out.append("\(path) holds \(holds) but no line naming its session (its first line is missing or torn)")
                 continue
             }
-            if FileLock.isHeld(path: lockPath(sessionId: id)) { continue }  // being written now
             if journalPath(sessionId: id) != path {
                 out.append("\(path) holds \(holds) of session \(id), whose journal has another name")
             } else if contents.row == nil, (try? session(id: id)) == nil {
