@@ -3,9 +3,9 @@ import HRVAnalysis
 /// Live DFA alpha1 for a session (docs/hrv.md §10): keeps the RR-carrying samples of the last `LiveDFA.windowS`
 /// seconds (its own buffer, independent of the profile's window length) and, when asked at least `LiveDFA.stepS` after
 /// the previous estimate, computes a new one for every device with beats in it (a team's riders each have their own
-/// alpha1) and reports each device's 0.75 / 0.5 crossings since its own last published value: a crossing is one
-/// heart's, never one person's alpha1 against another's. The top level's estimate is the session's primary device's
-/// (`PrimaryDevice`; without one, the device with the most RR).
+/// alpha1) and reports each device's 0.75 / 0.5 crossings once its own next estimate confirms them
+/// (`DFACrossingDetector`): a crossing is one heart's, never one person's alpha1 against another's. The top level's
+/// estimate is the session's primary device's (`PrimaryDevice`; without one, the device with the most RR).
 struct LiveDFATracker: Sendable {
     private(set) var samples: [BiosignalSample] = []
     /// The top level's estimate.
@@ -14,7 +14,7 @@ struct LiveDFATracker: Sendable {
     private(set) var latestByDevice: [String: DFAEstimate] = [:]
     private var lastEstimateMs: Int64?
     private var firstSampleMs: Int64?
-    private var lastPublished: [String: Double] = [:]
+    private var detectors: [String: DFACrossingDetector] = [:]
 
     mutating func append(_ sample: BiosignalSample) {
         guard sample.source != SessionMetrics.cameraSource else { return }
@@ -40,14 +40,13 @@ struct LiveDFATracker: Sendable {
             let estimate = LiveDFA.estimate(segments: SessionMetrics.rrSegments(g.samples), endS: Double(nowMs) / 1000)
             estimates[g.id] = estimate
             guard let a = estimate.alpha1 else { continue }
-            if let p = lastPublished[g.id] {
-                crossings += LiveDFA.crossings(from: p, to: a, at: estimate.endS).map { c in
-                    var c = c
-                    c.deviceId = g.id
-                    return c
-                }
+            var detector = detectors[g.id] ?? DFACrossingDetector()
+            crossings += detector.feed(alpha1: a, atS: estimate.endS).map { c in
+                var c = c
+                c.deviceId = g.id
+                return c
             }
-            lastPublished[g.id] = a
+            detectors[g.id] = detector
         }
         let estimate = top.flatMap { estimates[$0.id] }
             ?? LiveDFA.estimate(segments: [], endS: Double(nowMs) / 1000)

@@ -83,6 +83,8 @@ public enum SessionEvent: Sendable, Equatable {
             o["direction"] = .string(c.direction.rawValue)
             o["dfa_alpha1"] = .double(c.alpha1)
             o["previous_dfa_alpha1"] = .double(c.previousAlpha1)
+            // The first estimate past the threshold; the event comes with the next one, which confirms it.
+            o["crossed_at_ms"] = .int(Int64((c.atS * 1000).rounded()))
             if let d = c.deviceId { o["device_id"] = .string(d) }
         case .breathingCue(_, let at, let cue):
             o["emitted_at_ms"] = .int(at)

@@ -12,7 +12,7 @@ public struct DFAEstimate: Sendable, Equatable {
     public var withheldReason: String?
 }
 
-/// A crossing of an alpha1 threshold between two published estimates.
+/// A crossing of an alpha1 threshold by the published estimates (`DFACrossingDetector`).
 public struct DFAThresholdCrossing: Sendable, Equatable {
     public enum Direction: String, Sendable { case down, up }
     public var threshold: Double
@@ -93,28 +93,58 @@ public enum LiveDFA {
         return out
     }
 
-    /// Threshold crossings between consecutive published (not withheld) estimates.
+    /// Threshold crossings of the published (not withheld) estimates, each confirmed by the next one
+    /// (`DFACrossingDetector`).
     public static func crossings(_ estimates: [DFAEstimate], thresholds: [Double] = thresholds) -> [DFAThresholdCrossing] {
-        var out: [DFAThresholdCrossing] = []
-        var previous: Double?
-        for e in estimates {
-            guard let a = e.alpha1 else { continue }
-            if let p = previous { out += crossings(from: p, to: a, at: e.endS, thresholds: thresholds) }
-            previous = a
-        }
-        return out
+        var detector = DFACrossingDetector(thresholds: thresholds)
+        return estimates.flatMap { e in e.alpha1.map { detector.feed(alpha1: $0, atS: e.endS) } ?? [] }
+    }
+}
+
+/// Threshold crossings that hold: alpha1 past a threshold in `confirmations` published estimates in a row (40 s of
+/// them at one every 20 s), the crossing dated at the first of them, with its value and the estimate before it.
+///
+/// Consecutive estimates share 100 of their 120 s of beats, yet alpha1 from 2 minutes of beats moves by a few
+/// hundredths from one to the next; while it hovers at a threshold, every estimate either side of it was a crossing
+/// (0.75 crossed 7 times in 4 minutes of the simulated ramp), each one an event for the phone and an EDF annotation.
+/// One estimate past the threshold and back is not a crossing; a value equal to a threshold counts as at or above it.
+/// Withheld estimates are not fed, so they neither confirm nor cancel one.
+public struct DFACrossingDetector: Sendable {
+    public static let confirmations = 2
+    public let thresholds: [Double]
+    /// The side of each threshold alpha1 was last confirmed on (true: at or above).
+    private var above: [Double: Bool] = [:]
+    /// A crossing waiting for its confirmation, and the estimates past the threshold so far.
+    private var pending: [Double: (crossing: DFAThresholdCrossing, count: Int)] = [:]
+    private var previous: Double?
+
+    public init(thresholds: [Double] = LiveDFA.thresholds) {
+        self.thresholds = thresholds
     }
 
-    /// The thresholds crossed going from `p` to `a`; a value equal to a threshold counts as at or above it.
-    public static func crossings(from p: Double, to a: Double, at t: Double, thresholds: [Double] = thresholds)
-        -> [DFAThresholdCrossing]
-    {
+    /// The crossings confirmed by the estimate `alpha1` ending at `atS`.
+    public mutating func feed(alpha1 a: Double, atS t: Double) -> [DFAThresholdCrossing] {
+        defer { previous = a }
         var out: [DFAThresholdCrossing] = []
         for th in thresholds {
-            if p >= th && a < th {
-                out.append(DFAThresholdCrossing(threshold: th, direction: .down, atS: t, alpha1: a, previousAlpha1: p))
-            } else if p < th && a >= th {
-                out.append(DFAThresholdCrossing(threshold: th, direction: .up, atS: t, alpha1: a, previousAlpha1: p))
+            let nowAbove = a >= th
+            guard let side = above[th], let before = previous else {
+                above[th] = nowAbove
+                continue
+            }
+            guard nowAbove != side else {
+                pending[th] = nil
+                continue
+            }
+            var p = pending[th] ?? (DFAThresholdCrossing(
+                threshold: th, direction: nowAbove ? .up : .down, atS: t, alpha1: a, previousAlpha1: before), 0)
+            p.count += 1
+            if p.count >= Self.confirmations {
+                out.append(p.crossing)
+                above[th] = nowAbove
+                pending[th] = nil
+            } else {
+                pending[th] = p
             }
         }
         return out

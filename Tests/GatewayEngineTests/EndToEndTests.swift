@@ -152,7 +152,10 @@ import Testing
         let zone = alpha1 >= 0.75 ? "aerobic" : alpha1 >= 0.5 ? "past the aerobic threshold" : "past the anaerobic threshold"
         #expect(view.render().contains("DFA alpha1   \(String(format: "%.2f", alpha1)) (\(zone))   "
             + "\(String(format: "%.1f", estimate.artifactPercent)) % corrected\n"), "\(view.render())")
-        let crossing = try #require(LiveDFA.crossings(from: 0.8, to: 0.7, at: 200).first)
+        var detector = DFACrossingDetector()
+        _ = detector.feed(alpha1: 0.8, atS: 180)
+        _ = detector.feed(alpha1: 0.7, atS: 200)
+        let crossing = try #require(detector.feed(alpha1: 0.7, atS: 220).first)
         view.update(.dfaThreshold(sessionId: "v4", emittedAtMs: 200_000, crossing: crossing))
         #expect(view.render().contains("% corrected   crossed 0.75 down at 00:03:20\n"), "\(view.render())")
         m.liveDFA = LiveDFA.estimate(segments: [Array(rr.prefix(20))], endS: 220)

@@ -38,6 +38,11 @@ import Testing
         let event = try #require(log.all.first { $0.type == "dfa_threshold" })
         let json = try #require(event.jsonValue.objectValue)
         #expect(json["threshold"] != nil && json["direction"] != nil && json["dfa_alpha1"] != nil)
+        // Announced with the estimate that confirms it: 20 s after the one that crossed, at the first frame due (a frame
+        // every 10 s here), on the newest sample's time.
+        let crossed = try #require(json["crossed_at_ms"]?.intValue)
+        let emitted = try #require(json["emitted_at_ms"]?.intValue)
+        #expect(emitted - crossed >= 20_000 && emitted - crossed < 30_000, "crossed \(crossed), emitted \(emitted)")
 
         let metrics = log.frames.compactMap { e -> SessionMetrics? in
             if case .frame(_, _, _, let m, _) = e { m } else { nil }

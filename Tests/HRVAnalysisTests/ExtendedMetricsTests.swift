@@ -199,6 +199,51 @@ import Testing
         #expect((estimates.last?.alpha1 ?? 1) < 0.5)
     }
 
+    /// A crossing is announced when the next published estimate is past the threshold too, dated at the first; one
+    /// estimate past it and back is not a crossing (every estimate either side of 0.75 was one, 7 in 4 minutes).
+    @Test func aThresholdCrossingIsConfirmedByTheNextEstimate() {
+        func estimates(_ values: [Double?]) -> [DFAEstimate] {
+            values.enumerated().map { i, a in
+                DFAEstimate(endS: 120 + 20 * Double(i), alpha1: a, artifactPercent: 0, rrCount: 150,
+                            withheldReason: a == nil ? "withheld" : nil)
+            }
+        }
+        // Hovering: past 0.75 for one estimate at a time, never two in a row.
+        #expect(LiveDFA.crossings(estimates([0.80, 0.74, 0.76, 0.74, 0.77, 0.70, 0.75])).isEmpty)
+        // Two in a row: one crossing, dated at the first, with the estimate before it; a withheld one in between
+        // neither confirms nor cancels.
+        let down = LiveDFA.crossings(estimates([0.80, 0.76, 0.74, nil, 0.73, 0.72, 0.76, 0.74]))
+        #expect(down == [DFAThresholdCrossing(threshold: 0.75, direction: .down, atS: 160, alpha1: 0.74, previousAlpha1: 0.76)])
+        // Back up, confirmed: an up crossing; both thresholds at once when alpha1 falls through both.
+        let both = LiveDFA.crossings(estimates([0.72, 0.70, 0.78, 0.80, 0.45, 0.44]))
+        #expect(both.map { "\($0.threshold) \($0.direction.rawValue) \($0.atS)" } == ["0.75 up 160.0", "0.75 down 200.0", "0.5 down 200.0"])
+        // A value equal to a threshold is at or above it.
+        #expect(LiveDFA.crossings(estimates([0.7, 0.75, 0.75])).map(\.direction) == [.up])
+    }
+
+    /// The synthetic ramp (its beats prove the arithmetic only): alpha1 falls from about 1.2 to 0.4 with a few
+    /// hundredths of noise from one estimate to the next. Each threshold is first crossed downwards, its crossings
+    /// alternate, and over ten seeds there are about half as many as when every estimate either side was one
+    /// (measured: 23 against 45).
+    @Test func theRampsCrossingsAlternateAndHalveWithConfirmation() {
+        var confirmed = 0
+        var unconfirmed = 0
+        for seed: UInt64 in 1...10 {
+            let estimates = LiveDFA.timeline(HRVAnalyzer.beats(fromRR: ExerciseRamp(seed: seed).rrMs()))
+            let crossings = LiveDFA.crossings(estimates)
+            for th in LiveDFA.thresholds {
+                let directions = crossings.filter { $0.threshold == th }.map(\.direction)
+                #expect(directions.enumerated().allSatisfy { $1 == ($0 % 2 == 0 ? .down : .up) }, "seed \(seed) \(th): \(directions)")
+            }
+            #expect(crossings.contains { $0.threshold == 0.75 && $0.direction == .down }, "seed \(seed)")
+            confirmed += crossings.count
+            let values = estimates.compactMap(\.alpha1)
+            unconfirmed += LiveDFA.thresholds.map { th in zip(values, values.dropFirst()).filter { ($0 >= th) != ($1 >= th) }.count }
+                .reduce(0, +)
+        }
+        #expect(confirmed * 3 < unconfirmed * 2, "\(confirmed) crossings confirmed, \(unconfirmed) one estimate at a time")
+    }
+
     @Test func liveDFAIsWithheldAboveTheArtefactLimit() throws {
         let clean = Array(ExerciseRamp(durationS: 130, startBpm: 120, endBpm: 120).rrMs())
         var corrupted = clean
