@@ -36,14 +36,7 @@ struct SessionsListCommand: ParsableCommand {
     static let idWidth = 36
 
     func run() throws {
-        guard let opened = try store.existing() else {
-            if json {
-                print("[]")
-            } else {
-                print("No sessions: nothing has been recorded in \(try store.directory()) yet.")
-            }
-            return
-        }
+        guard let opened = try store.existing() else { return try store.sayNoStore(json: json) }
         let sessions = try opened.list(newest: last)
         if json {
             // The table's columns: the duration (to the end, or the last sample) and the pacing summary too.

@@ -61,8 +61,7 @@ struct SessionsTrendCommand: ParsableCommand {
             ?? .min
         guard let opened = try store.existing() else {
             // As `sessions list` says it: a mistyped --state-dir read as "no value for rmssd".
-            if json { print("[]") } else { print("No sessions: nothing has been recorded in \(try store.directory()) yet.") }
-            return
+            return try store.sayNoStore(json: json)
         }
         let recorded = try opened.summariesWithDevices(device: device)
         let sessions = recorded.map { (startedAtMs: $0.startedAtMs, summary: $0.summary) }

@@ -167,10 +167,34 @@ struct StoreOptions: ParsableArguments {
     /// As `existing()`, failing with what to do when there is no store.
     func openForReading() throws -> SessionStore {
         guard let store = try existing() else {
-            throw CommandFailure("No session store in \(try directory()): nothing has been recorded there (stream and "
-                + "breathe record into the state directory; --state-dir or HR_GATEWAY_STATE_DIR chooses another).")
+            let dir = try directory()
+            throw CommandFailure("No session store in \(dir)\(Self.isMissing(dir) ? ", which does not exist" : ""): "
+                + "nothing has been recorded there (stream and breathe record into the state directory; --state-dir or "
+                + "HR_GATEWAY_STATE_DIR chooses another).")
         }
         return store
+    }
+
+    /// What `sessions list` and `trend` say when there is no store: a directory that does not exist is named as such
+    /// (a mistyped --state-dir read as "nothing recorded yet"); with `json`, said on standard error beside the `[]`.
+    func sayNoStore(json: Bool) throws {
+        let dir = try directory()
+        if json {
+            print("[]")
+            if Self.isMissing(dir) {
+                StandardStream.error.write(Data("warning: \(dir) does not exist: no session store there\n".utf8))
+            }
+        } else if Self.isMissing(dir) {
+            print("No sessions: \(dir) does not exist (stream and breathe create it when they record; --state-dir or "
+                + "HR_GATEWAY_STATE_DIR chooses the state directory).")
+        } else {
+            print("No sessions: nothing has been recorded in \(dir) yet.")
+        }
+    }
+
+    static func isMissing(_ dir: String) -> Bool {
+        var isDirectory: ObjCBool = false
+        return !FileManager.default.fileExists(atPath: dir, isDirectory: &isDirectory)
     }
 
     /// Opens the store, creating it when needed, or fails with a message that says what to do.

@@ -610,20 +610,29 @@ import Testing
         defer { try? FileManager.default.removeItem(atPath: (dir as NSString).deletingLastPathComponent) }
         let list = try CLI.run(["sessions", "list", "--state-dir", dir])
         #expect(list.status == 0)
-        #expect(list.stdout.contains("No sessions: nothing has been recorded in \(dir) yet."), "\(list.stdout)")
-        #expect(try CLI.run(["sessions", "list", "--json", "--state-dir", dir]).stdout == "[]\n")
+        // A directory that does not exist is said to be missing (a mistyped --state-dir read as "nothing recorded
+        // yet"); an existing one without a store has nothing recorded yet.
+        #expect(list.stdout.contains("No sessions: \(dir) does not exist (stream and breathe create it"), "\(list.stdout)")
+        let listed = try CLI.run(["sessions", "list", "--json", "--state-dir", dir])
+        #expect(listed.stdout == "[]\n")
+        #expect(listed.stderr.contains("warning: \(dir) does not exist: no session store there"), "\(listed.stderr)")
         let show = try CLI.run(["sessions", "show", "abc", "--state-dir", dir])
         #expect(show.status == 1)
-        #expect(show.stderr.contains("No session store in \(dir)"), "\(show.stderr)")
+        #expect(show.stderr.contains("No session store in \(dir), which does not exist: nothing has been recorded"), "\(show.stderr)")
         let webhook = try CLI.run(["webhook", "status", "--state-dir", dir])
         #expect(webhook.stdout.contains("No webhook outbox in \(dir)"), "\(webhook.stdout)")
         let trend = try CLI.run(["sessions", "trend", "--metric", "rsa", "--state-dir", dir])
         #expect(trend.status == 0, "no sessions yet, as list says: \(trend.stderr)")
         // The directory named, as list names it (a mistyped --state-dir read as "no value for rsa").
-        #expect(trend.stdout.contains("No sessions: nothing has been recorded in \(dir) yet."), "\(trend.stdout)")
+        #expect(trend.stdout.contains("No sessions: \(dir) does not exist"), "\(trend.stdout)")
         let empty = try CLI.run(["sessions", "show", "", "--state-dir", dir])
         #expect(empty.status == 64 && empty.stderr.contains("A session id is empty"), "\(empty.stderr)")
         #expect(!FileManager.default.fileExists(atPath: dir))
+        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        let existing = try CLI.run(["sessions", "list", "--state-dir", dir])
+        #expect(existing.stdout.contains("No sessions: nothing has been recorded in \(dir) yet."), "\(existing.stdout)")
+        let existingJSON = try CLI.run(["sessions", "list", "--json", "--state-dir", dir])
+        #expect(existingJSON.stdout == "[]\n" && existingJSON.stderr.isEmpty, "\(existingJSON.stderr)")
     }
 
     /// A user who cannot look into the state directory (the service's, mode 0750) is told so, exit 1, by the
