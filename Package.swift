@@ -213,7 +213,9 @@ let package = Package(
             swiftSettings: strict
         ),
         // The POSIX calls made in several targets, each once: EINTR retried, failures as values with their errno.
-        .target(name: "SystemCalls", swiftSettings: strict),
+        .target(name: "SystemCalls", dependencies: ["CTimex"], swiftSettings: strict),
+        // <sys/timex.h>: whether the system clock is synchronized (keep_days counts from today only then).
+        .systemLibrary(name: "CTimex"),
 
         // MARK: Session store (SQLite through GRDB; libsqlite3-dev)
         .target(

@@ -392,47 +392,80 @@ public final class SessionStore: Sendable {
     /// Raspberry Pi without a real-time clock, before NTP), and a session stamped earlier has no known date.
     public static let earliestPlausibleMs: Int64 = 1_735_689_600_000
 
-    /// `keep_days`, on a clock that may be wrong: deletes the finished sessions that started more than `keepDays`
-    /// days before now, or before the newest session's start when now is later than it (a clock ahead would make
-    /// every session old). Sessions stamped before `earliestPlausibleMs` have no known date and are kept; with a
-    /// clock reading before it, nothing is deleted and `held` says why.
+    /// What `prune(keepDays:nowMs:clockSynchronized:trustClock:)` did.
+    public struct PruneOutcome: Sendable, Equatable {
+        /// The ids deleted.
+        public var deleted: [String] = []
+        /// Why nothing was deleted for its age (a clock not set, or a jump in the sessions' dates), when so.
+        public var held: String?
+        /// Sessions older than the days kept by the clock's date that were kept, and why (the clock is not
+        /// synchronized, so the days counted back from the newest session).
+        public var kept: String?
+    }
+
+    /// `keep_days`: deletes the finished sessions that started more than `keepDays` days before now.
     ///
-    /// A clock ahead also stamps the sessions recorded on it, and the newest of them then makes every real session
-    /// old (one session recorded a year ahead, and the next prune deleted all the others). So when every session
-    /// that would be kept started more than `keepDays` days after the newest one that would be deleted (the store's
-    /// record jumps by more than the retention itself, which a clock ahead does and daily use does not), nothing is
-    /// deleted and `held` says so, unless `acrossGap` (the user says the dates are right: a long pause). Returns the
-    /// ids deleted.
-    public func prune(keepDays: Int, nowMs: Int64, acrossGap: Bool = false) throws(StoreError)
-        -> (deleted: [String], held: String?)
+    /// Today is the clock's date when the clock is synchronized (`clockSynchronized`: an NTP client keeps it) or the
+    /// user says it is right (`trustClock`). Otherwise the clock may be anything, and a clock ahead would make every
+    /// session old, so:
+    /// - with the clock before `earliestPlausibleMs` (not set yet), nothing is deleted and `held` says why;
+    /// - with it later than the newest session's start, the days count back from that start, and `kept` says how many
+    ///   sessions the clock's date would have deleted (a user who stopped recording keeps them until a synchronized
+    ///   clock or `--trust-clock`);
+    /// - a clock ahead also stamps the sessions recorded on it, and the newest of them then makes every real session
+    ///   old (one session recorded a year ahead, and the next prune deleted all the others): when every session that
+    ///   would be kept started more than `keepDays` days after the newest one that would be deleted (the store's
+    ///   record jumps by more than the retention itself), nothing is deleted and `held` says so.
+    /// Sessions stamped before `earliestPlausibleMs` have no known date and are always kept.
+    public func prune(keepDays: Int, nowMs: Int64, clockSynchronized: Bool, trustClock: Bool = false)
+        throws(StoreError) -> PruneOutcome
     {
+        let retentionMs = Int64(keepDays) * 86_400_000
+        let today = "\(Self.isoDay(nowMs)) by this clock"
+        let trust = "`hr-gateway sessions prune --keep-days \(keepDays) --trust-clock`"
         guard nowMs >= Self.earliestPlausibleMs else {
-            return ([], "the clock reads \(Self.isoDay(nowMs)), so it is not set yet (no NTP): no session is pruned "
-                + "for its age until it is")
+            return PruneOutcome(held: "the clock reads \(Self.isoDay(nowMs)), so it is not set yet (no NTP): no session "
+                + "is pruned for its age until it is")
+        }
+        if clockSynchronized || trustClock {
+            return PruneOutcome(deleted: try prune(startedBeforeMs: nowMs - retentionMs, notBeforeMs: Self.earliestPlausibleMs))
         }
         let newest = try read { db in
             try Int64.fetchOne(db, sql: "SELECT MAX(started_at_ms) FROM sessions WHERE started_at_ms >= ?",
                                arguments: [Self.earliestPlausibleMs])
         }
         let reference = min(nowMs, newest ?? nowMs)
-        let retentionMs = Int64(keepDays) * 86_400_000
         let cutoff = reference - retentionMs
-        if !acrossGap {
-            let (lastOld, firstKept) = try read { db in
-                (try Int64.fetchOne(db, sql: "SELECT MAX(started_at_ms) FROM sessions WHERE started_at_ms < ? AND started_at_ms >= ?",
-                                    arguments: [cutoff, Self.earliestPlausibleMs]),
-                 try Int64.fetchOne(db, sql: "SELECT MIN(started_at_ms) FROM sessions WHERE started_at_ms >= ?",
-                                    arguments: [cutoff]))
+        let (lastOld, firstKept) = try read { db in
+            (try Int64.fetchOne(db, sql: "SELECT MAX(started_at_ms) FROM sessions WHERE started_at_ms < ? AND started_at_ms >= ?",
+                                arguments: [cutoff, Self.earliestPlausibleMs]),
+             try Int64.fetchOne(db, sql: "SELECT MIN(started_at_ms) FROM sessions WHERE started_at_ms >= ?",
+                                arguments: [cutoff]))
+        }
+        if let lastOld, let firstKept, firstKept - lastOld > retentionMs {
+            return PruneOutcome(held: "the sessions since \(Self.isoDay(firstKept)) started "
+                + "\((firstKept - lastOld) / 86_400_000) days after the one before them (\(Self.isoDay(lastOld))), more than "
+                + "the \(keepDays) days kept, and the system clock is not synchronized (no NTP client keeps it): a clock "
+                + "that jumped ahead stamps its sessions so, and counting from them would delete every session before. "
+                + "Nothing is pruned for its age; if today is \(today) and those dates are right (a long pause), "
+                + "run \(trust)")
+        }
+        var outcome = PruneOutcome(deleted: try prune(startedBeforeMs: cutoff, notBeforeMs: Self.earliestPlausibleMs))
+        if reference < nowMs, let newest {
+            let older = try read { db in
+                try Int.fetchOne(db, sql: """
+                    SELECT COUNT(*) FROM sessions WHERE started_at_ms < ? AND started_at_ms >= ? AND state != 'running'
+                    """, arguments: [nowMs - retentionMs, Self.earliestPlausibleMs]) ?? 0
             }
-            if let lastOld, let firstKept, firstKept - lastOld > retentionMs {
-                return ([], "the sessions since \(Self.isoDay(firstKept)) started \((firstKept - lastOld) / 86_400_000) "
-                    + "days after the one before them (\(Self.isoDay(lastOld))), more than the \(keepDays) days kept: a "
-                    + "clock that jumped ahead stamps its sessions so, and counting from them would delete every "
-                    + "session before. Nothing is pruned for its age; if those dates are right (a long pause), run "
-                    + "`hr-gateway sessions prune --keep-days \(keepDays) --across-gap`")
+            if older > 0 {
+                outcome.kept = "kept \(older) session\(older == 1 ? "" : "s") started more than \(keepDays) "
+                    + "day\(keepDays == 1 ? "" : "s") before today (\(today)): the system clock is not synchronized (no "
+                    + "NTP client keeps it), so the days count back from the newest session (\(Self.isoDay(newest))), as a "
+                    + "clock ahead would make every session old. If today is right, \(trust) deletes them; an NTP client "
+                    + "(systemd-timesyncd, chrony) makes keep_days count from today"
             }
         }
-        return (try prune(startedBeforeMs: cutoff, notBeforeMs: Self.earliestPlausibleMs), nil)
+        return outcome
     }
 
     static func isoDay(_ ms: Int64) -> String {

@@ -1,4 +1,5 @@
 #if canImport(Glibc)
+import CTimex
 import Glibc
 #elseif canImport(Darwin)
 import Darwin
@@ -29,6 +30,19 @@ public enum SystemCall {
         try text.withUTF8 { utf8 in
             Result { () throws(SystemCallError) in try writeAll(fd, UnsafeRawBufferPointer(utf8)) }
         }.get()
+    }
+
+    /// Whether the kernel counts the system clock as synchronized: an NTP client (systemd-timesyncd, chrony, ntpd)
+    /// disciplines it, what `timedatectl` shows as "System clock synchronized: yes". A board without a real-time
+    /// clock, or with no time service, is not, and its date may be anything. `adjtimex` with no mode set only reads.
+    public static func clockIsSynchronized() -> Bool {
+        #if canImport(Glibc)
+        var t = timex()
+        let state = adjtimex(&t)
+        return state >= 0 && state != TIME_ERROR
+        #else
+        return false
+        #endif
     }
 
     /// This machine's host name ("gateway" when it has none): it names a gateway to fleets (MQTT) and labs (LSL).

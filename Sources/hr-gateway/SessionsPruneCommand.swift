@@ -1,6 +1,8 @@
 import ArgumentParser
 import Foundation
 import SessionStore
+import StdoutSink
+import SystemCalls
 
 struct SessionsPruneCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
@@ -11,13 +13,16 @@ struct SessionsPruneCommand: ParsableCommand {
             keep_days in the configuration file) does the same before each session; there 0 means keep every \
             session, so here --keep-days must be 1 or more, and --all deletes every finished session.
 
-            Like keep_days, --keep-days counts on a clock that may be wrong (a Raspberry Pi without a real-time \
-            clock): with the clock before 2025 (not set yet) nothing is deleted; with it ahead of the newest \
-            session, the days count back from that session's start; and sessions stamped before 2025 (recorded \
-            before the clock was set) have no known age and are kept (delete them by id, or with --all). A \
-            clock ahead also stamps the sessions recorded on it: when every session to keep started more than N \
-            days after the newest one to delete (a jump longer than what is kept), nothing is deleted and the \
-            command says so; --across-gap deletes anyway, when those dates are right (a long pause).
+            Like keep_days, --keep-days counts from today when the system clock is synchronized (an NTP client \
+            such as systemd-timesyncd or chrony keeps it: `timedatectl` says "System clock synchronized: yes"). \
+            Otherwise the clock may be wrong (a Raspberry Pi without a real-time clock or a time service): with \
+            it before 2025 (not set yet) nothing is deleted; with it later than the newest session, the days \
+            count back from that session's start, and the command says how many older sessions it kept; and \
+            when every session to keep started more than N days after the newest one to delete (a jump longer \
+            than what is kept, as a clock ahead stamps its sessions), nothing is deleted and the command says \
+            so. --trust-clock counts from today by the clock anyway, when its date is right. Sessions stamped \
+            before 2025 (recorded before the clock was set) have no known age and are kept (delete them by id, \
+            or with --all).
 
             Examples:
               hr-gateway sessions prune --keep-days 30
@@ -32,8 +37,8 @@ struct SessionsPruneCommand: ParsableCommand {
     @Flag(help: "Delete every finished session, whatever its age.")
     var all = false
 
-    @Flag(help: "With --keep-days: prune even when the sessions to keep started more than N days after the ones to delete (the dates are right: a long pause, not a clock that jumped ahead).")
-    var acrossGap = false
+    @Flag(name: [.customLong("trust-clock"), .customLong("across-gap")], help: "With --keep-days: count the days from today by the system clock even when it is not synchronized (no NTP client keeps it), and prune even when the sessions to keep started more than N days after the ones to delete (a long pause, not a clock that jumped ahead).")
+    var trustClock = false
 
     @OptionGroup var store: StoreOptions
 
@@ -48,8 +53,8 @@ struct SessionsPruneCommand: ParsableCommand {
                 + "session\" for stream --keep-days and keep_days. Use --all to delete every finished session.")
         case (let k?, false) where k < 0:
             throw ValidationError("--keep-days must be 1 or more (got \(k)).")
-        case (nil, true) where acrossGap:
-            throw ValidationError("--across-gap goes with --keep-days: --all deletes every finished session anyway.")
+        case (nil, true) where trustClock:
+            throw ValidationError("--trust-clock goes with --keep-days: --all deletes every finished session anyway.")
         default:
             break
         }
@@ -69,13 +74,15 @@ struct SessionsPruneCommand: ParsableCommand {
             deleted = try sessions.prune(startedBeforeMs: .max)
         } else {
             // keep_days' rule: a clock not set, or ahead, deleted sessions of every age.
-            let held: String?
-            (deleted, held) = try sessions.prune(keepDays: days, nowMs: Int64(Date().timeIntervalSince1970 * 1000),
-                                                 acrossGap: acrossGap)
-            if let held {
-                throw CommandFailure(held + (held.contains("--across-gap") ? ""
+            let outcome = try sessions.prune(
+                keepDays: days, nowMs: Int64(Date().timeIntervalSince1970 * 1000),
+                clockSynchronized: SystemCall.clockIsSynchronized(), trustClock: trustClock)
+            if let held = outcome.held {
+                throw CommandFailure(held + (held.contains("--trust-clock") ? ""
                     : "; `hr-gateway sessions prune --all` or `sessions delete ID` delete without a date"))
             }
+            if let kept = outcome.kept { StandardStream.error.write(Data("warning: \(kept)\n".utf8)) }
+            deleted = outcome.deleted
         }
         for id in deleted { print("deleted \(id)") }
         print("\(deleted.count) session\(deleted.count == 1 ? "" : "s") deleted")

@@ -8,6 +8,7 @@ import GatewayStorage
 import Logging
 import SessionStore
 import StdoutSink
+import SystemCalls
 
 /// The state directory (sessions, relay tokens and outbox, webhook outbox), the configuration file and the log level,
 /// shared by every command that keeps state.
@@ -133,8 +134,11 @@ struct StoreOptions: ParsableArguments {
         if let keepDays = keepDays ?? settings.keepDays, keepDays > 0 {
             do {
                 let nowMs = Int64(Date().timeIntervalSince1970 * 1000)
-                let (deleted, held) = try sessions.prune(keepDays: keepDays, nowMs: nowMs)
-                if let held { logger.warning("\(held)") }
+                let outcome = try sessions.prune(
+                    keepDays: keepDays, nowMs: nowMs, clockSynchronized: SystemCall.clockIsSynchronized())
+                let deleted = outcome.deleted
+                if let held = outcome.held { logger.warning("\(held)") }
+                if let kept = outcome.kept { logger.warning("\(kept)") }
                 if !deleted.isEmpty {
                     let shown = deleted.count <= 5 ? deleted.joined(separator: ", ")
                         : deleted.prefix(5).joined(separator: ", ") + " and \(deleted.count - 5) more"

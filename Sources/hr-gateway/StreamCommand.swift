@@ -129,7 +129,8 @@ struct StreamCommand: AsyncParsableCommand {
 
     @Option(parsing: .unconditional, help: ArgumentHelp(
         "Before starting, delete stored sessions that started more than N days ago (default: the configuration's "
-            + "store.keep_days; 0 keeps every session).",
+            + "store.keep_days; 0 keeps every session). From today when an NTP client keeps the clock; otherwise from the "
+            + "newest session, saying what it kept (`sessions prune --help`).",
         valueName: "n"))
     var keepDays: Int?
 

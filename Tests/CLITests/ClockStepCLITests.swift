@@ -23,13 +23,28 @@ import Testing
     /// (`clock_gettime(CLOCK_REALTIME)`, `gettimeofday`, `Date()`) is still faked, and so are libfaketime's other
     /// waits (nanosleep, poll, pthread_cond_timedwait on the real-time clock): a wait our code computed from the
     /// wall clock still shows up as a stall or an early fire.
+    ///
+    /// The shim also answers `adjtimex` (whether an NTP client keeps the clock synchronized, which decides how
+    /// keep_days counts) as `HRG_CLOCK_SYNCHRONIZED` says, 1 or 0, so that the rule is tested whatever this machine's
+    /// NTP state; unset, the kernel answers.
     static let timerfdShimSource = """
         #define _GNU_SOURCE
+        #include <stdlib.h>
+        #include <string.h>
         #include <sys/syscall.h>
+        #include <sys/timex.h>
         #include <unistd.h>
         struct itimerspec;
         int timerfd_settime(int fd, int flags, const struct itimerspec *new_value, struct itimerspec *old_value) {
             return (int)syscall(SYS_timerfd_settime, fd, flags, new_value, old_value);
+        }
+        int adjtimex(struct timex *t) {
+            const char *v = getenv("HRG_CLOCK_SYNCHRONIZED");
+            if (v && (strcmp(v, "1") == 0 || strcmp(v, "0") == 0)) {
+                memset(t, 0, sizeof *t);
+                return v[0] == '1' ? TIME_OK : TIME_ERROR;
+            }
+            return (int)syscall(SYS_adjtimex, t);
         }
         """
 
@@ -180,7 +195,8 @@ import Testing
         defer { try? FileManager.default.removeItem(at: dir) }
         let shim = try #require(try Self.buildTimerfdShim(in: dir), "no C compiler (clang, cc) to build the timerfd shim")
         func fake(_ time: String) -> [String: String] {
-            ["LD_PRELOAD": "\(shim):\(lib)", "FAKETIME": time, "FAKETIME_DONT_FAKE_MONOTONIC": "1"]
+            ["LD_PRELOAD": "\(shim):\(lib)", "FAKETIME": time, "FAKETIME_DONT_FAKE_MONOTONIC": "1",
+             "HRG_CLOCK_SYNCHRONIZED": "0"]
         }
         let epoch = try CLI.run(
             ["stream", "--simulate", "--model", "sdk-mock", "--format", "jsonl", "--duration", "1", "--session-id",
@@ -205,10 +221,11 @@ import Testing
         let jumped = try CLI.run(["sessions", "prune", "--keep-days", "30", "--state-dir", dir.path],
                                  environment: fake("+400d"))
         #expect(jumped.status == 1 && jumped.stderr.contains("a clock that jumped ahead"), "\(jumped.stderr)")
-        #expect(jumped.stderr.contains("--across-gap") && !jumped.stdout.contains("deleted"), "\(jumped.stdout)")
+        #expect(jumped.stderr.contains("--trust-clock") && !jumped.stdout.contains("deleted"), "\(jumped.stdout)")
         let list = try CLI.run(["sessions", "list", "--state-dir", dir.path])
         #expect(list.stdout.contains("unset-clock") && list.stdout.contains("recent"), "\(list.stdout)")
-        // The user says the dates are right (a long pause): the old sessions go.
+        // The user says the dates are right (a long pause): the old sessions go (--across-gap, the older name of
+        // --trust-clock, still works).
         let across = try CLI.run(["sessions", "prune", "--keep-days", "30", "--across-gap", "--state-dir", dir.path],
                                  environment: fake("+400d"))
         #expect(across.status == 0 && across.stdout.contains("deleted recent\n1 session deleted"), "\(across.stdout)")
@@ -260,7 +277,10 @@ import Testing
             try CLI.run(
                 ["stream", "--simulate", "--model", "sdk-mock", "--format", "jsonl", "--duration", "1", "--session-id", id,
                  "--state-dir", dir.path] + (keep ? ["--keep-days", "2"] : []),
-                environment: faked.map { ["LD_PRELOAD": "\(shim):\(lib)", "FAKETIME": $0, "FAKETIME_DONT_FAKE_MONOTONIC": "1"] } ?? [:])
+                environment: faked.map {
+                    ["LD_PRELOAD": "\(shim):\(lib)", "FAKETIME": $0, "FAKETIME_DONT_FAKE_MONOTONIC": "1",
+                     "HRG_CLOCK_SYNCHRONIZED": "0"]
+                } ?? [:])
         }
         let epoch = try run("epoch", faked: "@1970-01-02 00:00:00", keep: false)
         #expect(epoch.status == 0, "\(epoch.stderr)")
@@ -278,5 +298,52 @@ import Testing
         #expect(!unset.stderr.contains("deleted"), "\(unset.stderr)")
         let list = try CLI.run(["sessions", "list", "--state-dir", dir.path])
         for id in ["epoch", "today", "ahead", "synced", "again", "unset"] { #expect(list.stdout.contains(id), "\(id): \(list.stdout)") }
+    }
+
+    /// A user who stopped recording: sessions 40 and 45 days old, keep_days 30. With the clock synchronized (an NTP
+    /// client keeps it) they are deleted, by `sessions prune` and before the next session; without, they are kept
+    /// (the clock may be ahead) and the command says so and how: they were kept for ever without a word ("0 sessions
+    /// deleted"), since the days counted from the newest session, and after the next session a warning of a clock
+    /// ahead came before every session.
+    @Test func keepDaysCountsFromTodayWhenTheClockIsSynchronized() throws {
+        let lib = try #require(Self.libfaketime, "libfaketime is missing: apt-get install faketime")
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("hrg-pause-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let shim = try #require(try Self.buildTimerfdShim(in: dir), "no C compiler (clang, cc) to build the timerfd shim")
+        func stream(_ id: String, _ environment: [String: String], _ more: [String] = []) throws -> CLI.Result {
+            try CLI.run(["stream", "--simulate", "--model", "sdk-mock", "--format", "jsonl", "--duration", "1",
+                         "--session-id", id, "--state-dir", dir.path] + more, environment: environment)
+        }
+        func fake(_ time: String) -> [String: String] {
+            ["LD_PRELOAD": "\(shim):\(lib)", "FAKETIME": time, "FAKETIME_DONT_FAKE_MONOTONIC": "1", "HRG_CLOCK_SYNCHRONIZED": "0"]
+        }
+        let synced = ["LD_PRELOAD": shim, "HRG_CLOCK_SYNCHRONIZED": "1"]
+        let unsynced = ["LD_PRELOAD": shim, "HRG_CLOCK_SYNCHRONIZED": "0"]
+        for (id, ago) in [("first", "-45d"), ("second", "-40d")] {
+            let r = try stream(id, fake(ago))
+            #expect(r.status == 0, "\(r.stderr)")
+        }
+        let prune = ["sessions", "prune", "--keep-days", "30", "--state-dir", dir.path]
+        let kept = try CLI.run(prune, environment: unsynced)
+        #expect(kept.status == 0 && kept.stdout.contains("0 sessions deleted"), "\(kept.stdout)")
+        #expect(kept.stderr.contains("warning: kept 2 sessions started more than 30 days before today")
+                && kept.stderr.contains("not synchronized") && kept.stderr.contains("--trust-clock"), "\(kept.stderr)")
+        // Before a session, on a synchronized clock: deleted, and said.
+        let next = try stream("today", synced, ["--keep-days", "30"])
+        #expect(next.status == 0, "\(next.stderr)")
+        #expect(next.stderr.contains("deleted 2 sessions started more than 30 days ago (keep_days): first, second"),
+                "\(next.stderr)")
+        #expect(!next.stderr.contains("jumped ahead"), "\(next.stderr)")
+        // One more before the pause, with the session today: without NTP the jump holds the prune and says how.
+        let again = try stream("before-pause", fake("-40d"))
+        #expect(again.status == 0, "\(again.stderr)")
+        let held = try CLI.run(prune, environment: unsynced)
+        #expect(held.status == 1 && held.stderr.contains("not synchronized") && held.stderr.contains("--trust-clock"),
+                "\(held.stderr)")
+        let trusted = try CLI.run(prune + ["--trust-clock"], environment: unsynced)
+        #expect(trusted.status == 0 && trusted.stdout.contains("deleted before-pause\n1 session deleted"), "\(trusted.stdout)")
+        let list = try CLI.run(["sessions", "list", "--state-dir", dir.path])
+        #expect(list.stdout.contains("today") && !list.stdout.contains("first"), "\(list.stdout)")
     }
 }

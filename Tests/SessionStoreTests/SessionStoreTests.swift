@@ -344,6 +344,45 @@ final class Seen: Sendable {
         #expect(try store.list().map(\.id) == ["new"])
     }
 
+    /// keep_days counts from today when the clock is synchronized (a user who stopped recording had sessions 43 days
+    /// old kept with keep_days 30, for ever: the days counted from the newest session); without NTP it counts from the
+    /// newest session and says what it kept; the gap rule holds a clock ahead only when the clock is not synchronized
+    /// (with NTP, a long pause is a long pause).
+    @Test func keepDaysCountsFromTodayOnASynchronizedClock() throws {
+        let day: Int64 = 86_400_000
+        let now = SessionStore.earliestPlausibleMs + 400 * day
+        func store(_ sessions: [(String, Int64)]) throws -> (SessionStore, String) {
+            let dir = tempDir()
+            let store = try SessionStore(directory: dir)
+            for (id, at) in sessions {
+                SessionRecorder(store: store, config: SessionConfig(sessionId: id, mode: .focus, durationSec: 5), nowMs: at) { _ in }
+                    .finish()
+            }
+            return (store, dir)
+        }
+        // Nothing recorded for 40 days, keep_days 30.
+        let (paused, pausedDir) = try store([("a", now - 45 * day), ("b", now - 40 * day)])
+        defer { try? FileManager.default.removeItem(atPath: pausedDir) }
+        let unsynced = try paused.prune(keepDays: 30, nowMs: now, clockSynchronized: false)
+        #expect(unsynced.deleted.isEmpty && unsynced.held == nil)
+        let kept = try #require(unsynced.kept)
+        #expect(kept.contains("kept 2 sessions started more than 30 days before today") && kept.contains("--trust-clock"), "\(kept)")
+        #expect(try paused.prune(keepDays: 30, nowMs: now, clockSynchronized: true) == .init(deleted: ["a", "b"]))
+
+        // A pause longer than keep_days, then a session: the gap rule holds without NTP, not with it.
+        let (gap, gapDir) = try store([("old", now - 50 * day), ("today", now - 1_000)])
+        defer { try? FileManager.default.removeItem(atPath: gapDir) }
+        let held = try gap.prune(keepDays: 30, nowMs: now, clockSynchronized: false)
+        #expect(held.deleted.isEmpty && held.held?.contains("not synchronized") == true, "\(String(describing: held.held))")
+        #expect(try gap.prune(keepDays: 30, nowMs: now, clockSynchronized: false, trustClock: true).deleted == ["old"])
+
+        let (synced, syncedDir) = try store([("old", now - 50 * day), ("today", now - 1_000)])
+        defer { try? FileManager.default.removeItem(atPath: syncedDir) }
+        #expect(try synced.prune(keepDays: 30, nowMs: now, clockSynchronized: true) == .init(deleted: ["old"]))
+        // A clock not set yet deletes nothing, synchronized or not (it is not, whatever the kernel says).
+        #expect(try synced.prune(keepDays: 1, nowMs: 86_400_000, clockSynchronized: true).held?.contains("not set yet") == true)
+    }
+
     @Test func anUnwritableStateDirectoryIsAClearError() throws {
         let dir = tempDir()
         defer { try? FileManager.default.removeItem(atPath: dir) }
