@@ -143,7 +143,7 @@ let package = Package(
         .target(
             name: "RelayWebServer",
             dependencies: [
-                "RelayCore", "RelayStore", "GatewayEngine", "GatewayStorage",
+                "RelayCore", "RelayStore", "GatewayEngine", "GatewayStorage", "SystemCalls",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),

@@ -1,5 +1,6 @@
 import Foundation
 import GRDB
+import SystemCalls
 
 /// SQLite files in the state directory (sessions, webhook outbox, relay outbox) are opened alike: WAL, so that
 /// readers never wait for the writer and a killed process loses nothing committed; `synchronous=NORMAL` (a power
@@ -42,7 +43,7 @@ public enum StateDatabase {
     /// (SQLite says "disk I/O error" or "SQLite error 13 … while executing PRAGMA"), another user's file, a damaged
     /// one, or else SQLite's words with the directory advice.
     public static func whyNotOpened(_ error: any Error, path: String) -> String {
-        let dir = (path as NSString).deletingLastPathComponent
+        let dir = SystemCall.parentDirectory(of: path)
         if let free = freeBytes(dir), free < fullBelowBytes {
             return "the disk holding it is full (\(free / 1024) KB free): free some space on it, or choose another "
                 + "state directory with --state-dir or HR_GATEWAY_STATE_DIR"

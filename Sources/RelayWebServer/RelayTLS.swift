@@ -2,6 +2,7 @@ import Crypto
 import Foundation
 import NIOSSL
 import SwiftASN1
+import SystemCalls
 import X509
 
 /// A PEM certificate chain and private key for `wss://`.
@@ -61,7 +62,7 @@ public struct RelayTLSFiles: Sendable, Equatable {
         do { (certificatePEM, keyPEM) = try Self.makeSelfSigned(commonName: commonName, now: now) } catch {
             throw RelayServerError("Cannot make a self-signed certificate (\(error)); pass --tls-cert and --tls-key instead.")
         }
-        for dir in Set([certificatePath, keyPath].map { ($0 as NSString).deletingLastPathComponent }) {
+        for dir in Set([certificatePath, keyPath].map { SystemCall.parentDirectory(of: $0) }) {
             do {
                 try fm.createDirectory(atPath: dir, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
             } catch {
@@ -73,9 +74,9 @@ public struct RelayTLSFiles: Sendable, Equatable {
         // Made by root in a service's state directory (`sudo hr-gateway token create --tls`): the service's, as the
         // directory is, or the service could not read its key and made a new pair (a new fingerprint) at start.
         for file in [keyPath, certificatePath] {
-            let dir = (file as NSString).deletingLastPathComponent
+            let dir = SystemCall.parentDirectory(of: file)
             var owner = stat()
-            guard geteuid() == 0, stat((dir as NSString).deletingLastPathComponent, &owner) == 0, owner.st_uid != 0 else {
+            guard geteuid() == 0, stat(SystemCall.parentDirectory(of: dir), &owner) == 0, owner.st_uid != 0 else {
                 continue
             }
             _ = chown(dir, owner.st_uid, owner.st_gid)

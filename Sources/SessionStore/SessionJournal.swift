@@ -30,7 +30,7 @@ final class SessionJournal: Sendable {
     /// the session as the store's row does.
     init(path: String, config: SessionConfig, startedAtMs: Int64) throws(StoreError) {
         self.path = path
-        let dir = (path as NSString).deletingLastPathComponent
+        let dir = SystemCall.parentDirectory(of: path)
         try? FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true,
                                                  attributes: [.posixPermissions: 0o750])
         let fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_APPEND | O_CLOEXEC, 0o640)

@@ -1,6 +1,7 @@
 import Foundation
 import GatewayEngine
 import GatewayStorage
+import SystemCalls
 
 /// Records one session into a `SessionStore` as it runs: samples through a tap on each provider
 /// (`wrap(_:)` or `record(_:)` from an existing `TappedProvider` closure), events through `record(_:json:)` (the
@@ -111,7 +112,7 @@ public final class SessionRecorder: Sendable {
             let lockPath = SessionStore.lockPath(directory: directory, sessionId: config.sessionId)
             if store == nil {
                 try? FileManager.default.createDirectory(
-                    atPath: (lockPath as NSString).deletingLastPathComponent, withIntermediateDirectories: true,
+                    atPath: SystemCall.parentDirectory(of: lockPath), withIntermediateDirectories: true,
                     attributes: [.posixPermissions: 0o750])
             }
             do { acquired = try FileLock.tryAcquire(path: lockPath) } catch {

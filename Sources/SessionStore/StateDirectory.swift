@@ -1,4 +1,5 @@
 import Foundation
+import SystemCalls
 
 /// Where hr-gateway keeps its state (the session database): the first of
 /// `--state-dir`, `HR_GATEWAY_STATE_DIR`, the configuration file's `state_dir`, systemd's `STATE_DIRECTORY`
@@ -70,7 +71,7 @@ public enum StateDirectory {
     public static func nearestExisting(_ path: String) -> String {
         var path = path
         while !path.isEmpty, path != "/", path != ".", !FileManager.default.fileExists(atPath: path) {
-            path = (path as NSString).deletingLastPathComponent
+            path = SystemCall.parentDirectory(of: path)
         }
         return path.isEmpty ? "." : path
     }

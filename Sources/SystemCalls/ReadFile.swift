@@ -40,6 +40,32 @@ extension SystemCall {
         let fd = retryingInterrupts { open(path, O_RDONLY | O_CLOEXEC) }
         guard fd >= 0 else { throw failure(errno) }
         defer { close(fd) }
+        return try readAll(fd, limit: limit, failure: failure)
+    }
+
+    /// Reads all of standard input (`hrv -`), as `readFile` reads a file: closed (`<&-`) or a directory (`< /tmp`)
+    /// is an error with its reason, where Foundation's `readDataToEndOfFile` trapped.
+    public static func readStandardInput(notA what: String = "a file", limit: Int = 1 << 30)
+        throws(FileReadError) -> [UInt8]
+    {
+        let name = "standard input"
+        func failure(_ code: Int32) -> FileReadError {
+            let reason = switch code {
+            // Closed (`<&-`): the descriptor is gone (EBADF), or the runtime has reused it for one of its own that
+            // cannot be read (EINVAL: an eventfd).
+            case EBADF, EINVAL: "closed, or not a file or pipe (give the input with < FILE or a pipe)"
+            case EISDIR: "a directory, not \(what)"
+            case EFBIG: "longer than \(limit) bytes: not \(what)"
+            default: String(cString: strerror(code))
+            }
+            return FileReadError(path: name, code: code, reason: reason)
+        }
+        return try readAll(STDIN_FILENO, limit: limit, failure: failure)
+    }
+
+    private static func readAll(_ fd: Int32, limit: Int, failure: (Int32) -> FileReadError) throws(FileReadError)
+        -> [UInt8]
+    {
         var bytes: [UInt8] = []
         var chunk = [UInt8](repeating: 0, count: 65_536)
         while true {

@@ -6,6 +6,7 @@ import GatewayStorage
 import MQTTSink
 import LSLSink
 import SessionStore
+import SystemCalls
 
 struct DoctorCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
@@ -113,7 +114,7 @@ struct DoctorCommand: AsyncParsableCommand {
                     facts.stateDirNote = "writable, " + Self.size(free) + " free"
                 }
             } else {
-                let parent = StateDirectory.nearestExisting((facts.stateDir as NSString).deletingLastPathComponent)
+                let parent = StateDirectory.nearestExisting(SystemCall.parentDirectory(of: facts.stateDir))
                 guard FileManager.default.fileExists(atPath: parent, isDirectory: &isDirectory), isDirectory.boolValue
                 else { throw CommandFailure("cannot be made: \(parent) is a file, not a directory") }
                 guard access(parent, W_OK) == 0 else {

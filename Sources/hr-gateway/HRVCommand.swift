@@ -357,7 +357,9 @@ struct HRVCommand: ParsableCommand {
     static func readText(_ path: String) throws -> String {
         let data: Data
         if path == "-" {
-            data = FileHandle.standardInput.readDataToEndOfFile()
+            do { data = Data(try SystemCall.readStandardInput(notA: "an RR file")) } catch {
+                throw HRVCommandError(message: error.description)
+            }
         } else {
             do { data = Data(try SystemCall.readFile(path, notA: "an RR file")) } catch {
                 throw HRVCommandError(message: error.description)

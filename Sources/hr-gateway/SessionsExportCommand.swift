@@ -4,6 +4,7 @@ import GatewayStorage
 import ReplayProvider
 import SessionStore
 import StdoutSink
+import SystemCalls
 
 extension SessionExport.Format: ExpressibleByArgument {}
 
@@ -68,9 +69,13 @@ struct SessionsExportCommand: ParsableCommand {
     @Option(help: "csv, json, jsonl, edf, ecg-csv or acc-csv.")
     var format: SessionExport.Format = .csv
 
-    @Option(help: ArgumentHelp("Write to FILE instead of standard output. A file that holds data is refused unless "
-        + "--overwrite; the session store's own files always are.", valueName: "file"))
-    var output: String?
+    @Option(name: .customLong("output"), help: ArgumentHelp("Write to FILE instead of standard output (- is standard "
+        + "output). A file that holds data is refused unless --overwrite; the session store's own files always are.",
+        valueName: "file"))
+    var outputOption: String?
+
+    /// The file to write, nil for standard output (`--output -` is standard output, as for most tools).
+    var output: String? { outputOption == "-" ? nil : outputOption }
 
     @Flag(help: "With --output: replace what the file holds.")
     var overwrite = false
@@ -81,7 +86,9 @@ struct SessionsExportCommand: ParsableCommand {
         if id.trimmingCharacters(in: .whitespaces).isEmpty {
             throw ValidationError("A session id is empty: give one, or its first characters (see hr-gateway sessions list).")
         }
-        if overwrite && output == nil { throw ValidationError("--overwrite is for --output FILE; there is no --output.") }
+        if overwrite && output == nil {
+            throw ValidationError("--overwrite is for --output FILE; there is no --output\(outputOption == nil ? "" : " file").")
+        }
         if let output, !overwrite, let size = SampleFileWriter.heldBytes(output) {
             throw ValidationError("--output \(output) already holds \(size) bytes: write to another file, or add "
                 + "--overwrite to replace it.")
@@ -96,7 +103,7 @@ struct SessionsExportCommand: ParsableCommand {
         if let output {
             let own = ["sessions.sqlite", "sessions.sqlite-wal", "sessions.sqlite-shm"].map { sessions.directory + "/" + $0 }
             let journal = sessions.directory + "/journal"
-            let parent = (output as NSString).deletingLastPathComponent
+            let parent = SystemCall.parentDirectory(of: output)
             if own.contains(where: { SampleFileWriter.sameFile(output, $0) })
                 || SampleFileWriter.sameFile(parent.isEmpty ? "." : parent, journal)
             {

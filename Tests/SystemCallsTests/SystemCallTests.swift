@@ -115,3 +115,18 @@ import Testing
         }
     }
 }
+
+@Suite struct ParentDirectoryTests {
+    /// NSString's `deletingLastPathComponent` for paths it handles (measured with Foundation on Linux), and one
+    /// character, where it traps (SIGILL: `--output -`, `--state-dir q`).
+    @Test func theParentIsFoundationsWithoutItsTrap() {
+        let cases: [(String, String)] = [
+            ("ab", ""), ("/ab", "/"), ("ab/", ""), ("ab/cd", "ab"), ("ab//cd", "ab"), ("/", "/"), ("", ""),
+            ("ab/cd/", "ab"), ("//ab", "/"), ("./ab", "."), ("../ab", ".."), ("/ab/", "/"),
+            ("a", ""), ("-", ""), (".", ""), ("a/", ""), ("/a", "/"), ("a/b", "a"), ("x/-", "x"),
+        ]
+        for (path, parent) in cases {
+            #expect(SystemCall.parentDirectory(of: path) == parent, "\(path)")
+        }
+    }
+}

@@ -1,0 +1,74 @@
+import Foundation
+import Testing
+
+/// Inputs a script hands over without thinking: a one-character relative path (`--output -`, `--state-dir q`), which
+/// Foundation's path code trapped on (SIGILL, status 132, a backtrace), and a standard input that is closed or a
+/// directory, which `hrv -` trapped on.
+@Suite struct OddInputCLITests {
+    struct Shell {
+        let status: Int32
+        let stdout: String
+        let stderr: String
+    }
+
+    /// `script` through /bin/sh in `dir`, with `$HRG` the binary.
+    func sh(_ script: String, in dir: String) throws -> Shell {
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: "/bin/sh")
+        p.arguments = ["-c", script]
+        p.currentDirectoryURL = URL(fileURLWithPath: dir)
+        var env = CLI.environment([:])
+        env["HRG"] = CLI.executable.path
+        env.removeValue(forKey: "HR_GATEWAY_STATE_DIR")
+        p.environment = env
+        let out = FileManager.default.temporaryDirectory.appendingPathComponent("odd-\(UUID().uuidString)")
+        let err = out.appendingPathExtension("err")
+        try #require(FileManager.default.createFile(atPath: out.path, contents: nil))
+        try #require(FileManager.default.createFile(atPath: err.path, contents: nil))
+        defer {
+            try? FileManager.default.removeItem(at: out)
+            try? FileManager.default.removeItem(at: err)
+        }
+        p.standardOutput = try FileHandle(forWritingTo: out)
+        p.standardError = try FileHandle(forWritingTo: err)
+        p.standardInput = FileHandle.nullDevice
+        try p.run()
+        p.waitUntilExit()
+        return Shell(status: p.terminationStatus, stdout: try String(contentsOf: out, encoding: .utf8),
+                     stderr: try String(contentsOf: err, encoding: .utf8))
+    }
+
+    @Test func oneCharacterPathsAreNoCrash() throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("hrg-odd-\(UUID().uuidString)").path
+        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let recorded = try sh("\"$HRG\" stream --simulate --model sdk-mock --duration 2 --format events --session-id odd "
+            + "--state-dir s", in: dir)
+        #expect(recorded.status == 0, "\(recorded.stderr)")
+        let file = try sh("\"$HRG\" sessions export odd --output a --state-dir s", in: dir)
+        #expect(file.status == 0, "\(file.stderr)")
+        #expect(try String(contentsOfFile: dir + "/a", encoding: .utf8).hasPrefix("session_id,device_id,beat_time_ms"))
+        // `--output -` is standard output.
+        let dash = try sh("\"$HRG\" sessions export odd --output - --state-dir s", in: dir)
+        #expect(dash.status == 0 && dash.stdout.hasPrefix("session_id,device_id,beat_time_ms"), "\(dash.stderr)")
+        #expect(!FileManager.default.fileExists(atPath: dir + "/-"))
+        let list = try sh("\"$HRG\" sessions list --state-dir q", in: dir)
+        #expect(list.status == 0 && list.stdout.contains("No sessions: q does not exist"), "\(list.status) \(list.stderr)")
+        let tokens = try sh("\"$HRG\" token list --state-dir t", in: dir)
+        #expect(tokens.status == 0, "\(tokens.status) \(tokens.stderr)")
+        // doctor fails here for the missing Bluetooth adapter (1), not on its path (132).
+        let doctor = try sh("\"$HRG\" doctor --state-dir d", in: dir)
+        #expect(doctor.status <= 2 && doctor.stdout.contains("d"), "\(doctor.status) \(doctor.stderr)")
+        for r in [file, dash, list, tokens, doctor] { #expect(!r.stderr.contains("Program crashed"), "\(r.stderr)") }
+    }
+
+    @Test func hrvOfAClosedOrDirectoryStandardInputIsAnError() throws {
+        let closed = try sh("\"$HRG\" hrv - <&-", in: "/tmp")
+        #expect(closed.status == 1 && closed.stderr.contains("standard input: closed, or not a file or pipe"), "\(closed.status) \(closed.stderr)")
+        let directory = try sh("\"$HRG\" hrv - < /tmp", in: "/tmp")
+        #expect(directory.status == 1 && directory.stderr.contains("standard input: a directory, not an RR file"),
+                "\(directory.status) \(directory.stderr)")
+        let piped = try sh("printf '800\\n810\\n790\\n805\\n' | \"$HRG\" hrv - --json", in: "/tmp")
+        #expect(piped.status == 0 && piped.stdout.contains("\"rr_count\":4"), "\(piped.status) \(piped.stderr)")
+    }
+}
