@@ -249,6 +249,9 @@ public final class SampleFileWriter: Sendable {
         var handle: FileHandle?
         var failed = false
         var unwritten = 0
+        /// Bytes of whole lines written: a write that fails part-way (a full disk) is cut back to here, so the file
+        /// ends with a whole line (a torn last line broke a reader that parses every line).
+        var committed: Int64 = 0
     }
 
     public let path: String
@@ -286,25 +289,32 @@ public final class SampleFileWriter: Sendable {
     public var unwritten: Int { state.withLock { $0.unwritten } }
 
     public func append(_ sample: BiosignalSample) {
-        let line = Data((sample.jsonValue.jsonString + "\n").utf8)
-        let failure: String? = state.withLock { s in
+        let line = sample.jsonValue.jsonString + "\n"
+        let failure: String? = state.withLock { s -> String? in
             guard !s.failed else {
                 s.unwritten += 1
                 return nil
             }
             guard let h = s.handle else { return nil }
-            do {
-                try h.write(contentsOf: line)
+            let fd = h.fileDescriptor
+            do throws(SystemCallError) {
+                try SystemCall.writeAll(fd, line)
+                s.committed += Int64(line.utf8.count)
                 return nil
             } catch {
                 s.failed = true
                 s.unwritten += 1
-                return Self.reason(error)
+                // A regular file is cut back to its last whole line; a pipe or a device cannot be (nor is it torn
+                // for a reader that stops at the last newline).
+                var st = stat()
+                let regular = fstat(fd, &st) == 0 && (st.st_mode & S_IFMT) == S_IFREG
+                let whole = !regular || SystemCall.retryingInterrupts { ftruncate(fd, off_t(s.committed)) } == 0
+                let held = whole ? "what it holds is intact, whole lines" : "its last line may be cut short"
+                return "\(String(cString: strerror(error.code))); the recording stops here (\(held))"
             }
         }
         if let failure {
-            warn("--record \(path): \(failure); the recording stops here (what it holds is intact) "
-                + "and the session goes on")
+            warn("--record \(path): \(failure) and the session goes on")
         }
     }
 
@@ -316,15 +326,5 @@ public final class SampleFileWriter: Sendable {
             return s.unwritten
         }
         if unwritten > 0 { warn("--record \(path): \(unwritten) sample\(unwritten == 1 ? "" : "s") not written to it") }
-    }
-
-    /// The POSIX reason of a write error in a few words ("No space left on device"), not Foundation's dump.
-    private static func reason(_ error: any Error) -> String {
-        let ns = error as NSError
-        if let posix = ns.userInfo[NSUnderlyingErrorKey] as? NSError, posix.domain == NSPOSIXErrorDomain {
-            return String(cString: strerror(Int32(posix.code)))
-        }
-        if ns.domain == NSPOSIXErrorDomain { return String(cString: strerror(Int32(ns.code))) }
-        return ns.localizedDescription
     }
 }

@@ -1,4 +1,5 @@
 import Foundation
+import GatewayEngine
 import Testing
 
 /// Inputs a script hands over without thinking: a one-character relative path (`--output -`, `--state-dir q`), which
@@ -70,5 +71,43 @@ import Testing
                 "\(directory.status) \(directory.stderr)")
         let piped = try sh("printf '800\\n810\\n790\\n805\\n' | \"$HRG\" hrv - --json", in: "/tmp")
         #expect(piped.status == 0 && piped.stdout.contains("\"rr_count\":4"), "\(piped.status) \(piped.stderr)")
+    }
+}
+
+/// `--record FILE` on a disk that fills mid-line: the file is cut back to its last whole line, as the warning says
+/// (it ended in half a sample, which a reader parsing every line failed on). A real full file system: a 16-KB tmpfs.
+@Suite struct RecordOnAFullDiskTests {
+    @Test(.enabled(if: getuid() == 0, "mounts a tmpfs, which needs root"))
+    func aRecordingCutShortByAFullDiskEndsWithAWholeLine() throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("hrg-full-\(UUID().uuidString)").path
+        let tiny = dir + "/tiny"
+        try FileManager.default.createDirectory(atPath: tiny, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        func run(_ tool: String, _ args: [String]) throws -> Int32 {
+            let p = Process()
+            p.executableURL = URL(fileURLWithPath: tool)
+            p.arguments = args
+            try p.run()
+            p.waitUntilExit()
+            return p.terminationStatus
+        }
+        try #require(try run("/bin/mount", ["-t", "tmpfs", "-o", "size=16k", "tmpfs", tiny]) == 0, "mount a tmpfs")
+        defer { _ = try? run("/bin/umount", [tiny]) }
+        // Lines of about 190 bytes: a 16-KB file system fills part-way through one of them.
+        var lines = ""
+        for i in 0..<600 {
+            let s = BiosignalSample(timestampMs: 5_000_000 + Int64(i) * 1000, bpm: 60, rrIntervalsMs: [1000 + Double(i % 7)],
+                                    deviceId: "AA:BB:CC:DD:EE:FF", source: "ble_hrm", contact: .contact, sequence: UInt64(i))
+            lines += s.jsonValue.jsonString + "\n"
+        }
+        try lines.write(toFile: dir + "/long.jsonl", atomically: true, encoding: .utf8)
+        let r = try CLI.run(["stream", "--replay", dir + "/long.jsonl", "--replay-speed", "1000", "--format", "events",
+                             "--record", tiny + "/r.jsonl", "--no-record-db"])
+        #expect(r.status == 0, "\(r.stderr)")
+        #expect(r.stderr.contains("No space left on device; the recording stops here (what it holds is intact, whole lines)"),
+                "\(r.stderr)")
+        let recorded = try String(contentsOfFile: tiny + "/r.jsonl", encoding: .utf8)
+        #expect(recorded.count > 1_000 && recorded.hasSuffix("\n"), "\(recorded.suffix(80))")
+        for line in recorded.split(separator: "\n") { #expect((try? JSONValue(parsing: String(line))) != nil, "\(line)") }
     }
 }
