@@ -130,24 +130,40 @@ public struct SessionConfig: Sendable, Equatable {
 
     /// Why `id` cannot name a session, or nil: it is printed in tables and terminals, file names and download
     /// headers, and repeated in every frame. 1 to `maxSessionIdLength` bytes of UTF-8 (counted in characters, one
-    /// letter with 30 000 combining accents passed as one: 60 KB in every frame); no control characters (a line
-    /// break or an escape sequence reached the operator's terminal as it was) and no format characters (a
-    /// right-to-left override turned a download's name around). One rule for the relay, MQTT and the command line.
+    /// letter with 30 000 combining accents passed as one: 60 KB in every frame); not spaces alone (such a session
+    /// was recorded, and no command could name it again); no control characters (a line break or an escape sequence
+    /// reached the operator's terminal as it was) and no format characters (a right-to-left override turned a
+    /// download's name around) but those that writing needs: the zero-width joiner and non-joiner (Persian, Indic
+    /// scripts, emoji sequences such as 👩‍👩‍👧) and the tag characters of subdivision flags. The refused character is
+    /// named. One rule for the relay, MQTT and the command line.
     public static func sessionIdProblem(_ id: String, named name: String) -> String? {
         let bytes = id.utf8.count
         guard bytes > 0, bytes <= maxSessionIdLength else {
             return "\(name) must be 1 to \(maxSessionIdLength) bytes (UTF-8), got \(bytes)"
         }
-        let refused = id.unicodeScalars.contains { scalar in
+        guard !id.unicodeScalars.allSatisfy(\.properties.isWhitespace) else {
+            return "\(name) is only spaces: give it a letter or a digit"
+        }
+        let refused = id.unicodeScalars.enumerated().first { _, scalar in
             switch scalar.properties.generalCategory {
-            case .control, .format: true
+            case .control: true
+            case .format: !(scalar.value == 0x200C || scalar.value == 0x200D || (0xE0020...0xE007F).contains(scalar.value))
             default: false
             }
         }
-        return refused
-            ? "\(name) must not contain control or format characters (line breaks, tabs, escapes, direction overrides)"
-            : nil
+        guard let (index, scalar) = refused else { return nil }
+        let hex = String(scalar.value, radix: 16, uppercase: true)
+        let code = "U+" + String(repeating: "0", count: max(0, 4 - hex.count)) + hex
+        let what = scalar.properties.name.map { " \($0)" } ?? (scalar.properties.generalCategory == .control ? " (a control character)" : "")
+        return "\(name) must not contain control or format characters (line breaks, tabs, escapes, direction "
+            + "overrides): \(code)\(what) is its \(Self.ordinal(index + 1)) code point"
     }
+
+    private static func ordinal(_ n: Int) -> String {
+        let suffix = (11...13).contains(n % 100) ? "th" : [1: "st", 2: "nd", 3: "rd"][n % 10] ?? "th"
+        return "\(n)\(suffix)"
+    }
+
     public static let maxDurationSec = Int(Int32.max)
 
     /// Refuses values that cannot run: a duration, window or interval that is not positive or over its limit.

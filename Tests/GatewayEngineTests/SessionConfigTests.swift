@@ -63,9 +63,24 @@ import Testing
         #expect(throws: SessionError.invalidState("session_id must be 1 to 200 bytes (UTF-8), got 6001")) {
             try parse(#"{"session_id":"\#(accents)","mode":"focus","duration_sec":5}"#)
         }
+        // The refused character is named, with its place.
         #expect(throws: SessionError.invalidState(
-            "session_id must not contain control or format characters (line breaks, tabs, escapes, direction overrides)")) {
+            "session_id must not contain control or format characters (line breaks, tabs, escapes, direction overrides): "
+                + "U+202E RIGHT-TO-LEFT OVERRIDE is its 4th code point")) {
             try parse(#"{"session_id":"abc\#u{202E}fdp.exe","mode":"focus","duration_sec":5}"#)
+        }
+        #expect(SessionConfig.sessionIdProblem("a\u{1B}[2J", named: "id")?.hasSuffix("U+001B (a control character) is its 2nd code point") == true)
+        // Spaces alone were recorded, and no command could name the session again.
+        #expect(throws: SessionError.invalidState("session_id is only spaces: give it a letter or a digit")) {
+            try parse(#"{"session_id":"   ","mode":"focus","duration_sec":5}"#)
+        }
+        // The joiners that writing needs are format characters too: Persian with a zero-width non-joiner, an emoji
+        // family (zero-width joiners), a subdivision flag (tag characters).
+        for id in ["جلسه\u{200C}ی-اول", "👩\u{200D}👩\u{200D}👧", "🏴\u{E0067}\u{E0062}\u{E0073}\u{E0063}\u{E0074}\u{E007F}", " a b "] {
+            #expect(SessionConfig.sessionIdProblem(id, named: "id") == nil, "\(id.unicodeScalars.map { String($0.value, radix: 16) })")
+        }
+        for refused in ["a\u{200E}b", "a\u{FEFF}", "\u{2066}x", "a\u{00AD}b"] {
+            #expect(SessionConfig.sessionIdProblem(refused, named: "id") != nil, "\(refused.unicodeScalars.map { String($0.value, radix: 16) })")
         }
         #expect(throws: Never.self) {
             try parse(#"{"session_id":"a","mode":"focus","duration_sec":5,"profile":{"window_sec":86400,"emit_interval_sec":86400}}"#)
