@@ -32,8 +32,19 @@ public enum StateOwnership {
     public static func unwritable(_ path: String) -> String? {
         let dir = parent(path)
         let fileExists = access(path, F_OK) == 0
-        let blocked = fileExists && access(path, W_OK) != 0 ? path : access(dir, W_OK) != 0 ? dir : nil
+        var code: Int32 = 0
+        func writable(_ p: String) -> Bool {
+            if access(p, W_OK) == 0 { return true }
+            code = errno
+            return false
+        }
+        let blocked = fileExists && !writable(path) ? path : !writable(dir) ? dir : nil
         guard let blocked, access(dir, F_OK) == 0 else { return nil }
+        // No user may write a read-only file system (root neither): who owns the file is not the problem.
+        if code == EROFS {
+            return "\(blocked) is on a read-only file system: remount it read-write, or give a state directory on "
+                + "another one (--state-dir, HR_GATEWAY_STATE_DIR)"
+        }
         var st = stat()
         guard stat(blocked, &st) == 0 else { return nil }
         let owner = name(st.st_uid)

@@ -111,3 +111,47 @@ import Testing
         for line in recorded.split(separator: "\n") { #expect((try? JSONValue(parsing: String(line))) != nil, "\(line)") }
     }
 }
+
+/// A state directory on a read-only file system (a Pi's SD card remounted read-only after errors): no user may
+/// write it, root neither, and the message said the file was root's and to run as root.
+@Suite struct ReadOnlyStateDirectoryTests {
+    @Test(.enabled(if: getuid() == 0, "bind-mounts a directory read-only, which needs root"))
+    func aReadOnlyFileSystemIsSaidSo() throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("hrg-ro-\(UUID().uuidString)").path
+        let state = dir + "/state"
+        try FileManager.default.createDirectory(atPath: state, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let first = try CLI.run(["stream", "--simulate", "--model", "sdk-mock", "--duration", "1", "--format", "events",
+                                 "--session-id", "before", "--state-dir", state])
+        #expect(first.status == 0, "\(first.stderr)")
+        let outbox = try CLI.run(["webhook", "flush", "--state-dir", state])
+        #expect(outbox.status == 0, "\(outbox.stderr)")
+        func run(_ args: [String]) throws -> Int32 {
+            let p = Process()
+            p.executableURL = URL(fileURLWithPath: "/bin/mount")
+            p.arguments = args
+            try p.run()
+            p.waitUntilExit()
+            return p.terminationStatus
+        }
+        try #require(try run(["--bind", state, state]) == 0, "bind mount")
+        defer {
+            let p = Process()
+            p.executableURL = URL(fileURLWithPath: "/bin/umount")
+            p.arguments = [state]
+            try? p.run()
+            p.waitUntilExit()
+        }
+        try #require(try run(["-o", "remount,bind,ro", state]) == 0, "remount read-only")
+        let r = try CLI.run(["webhook", "status", "--state-dir", state])
+        #expect(r.status == 1 && r.stderr.contains("outbox.sqlite is on a read-only file system: remount it read-write"),
+                "\(r.stderr)")
+        #expect(!r.stderr.contains("may not write it"), "\(r.stderr)")
+        let stream = try CLI.run(["stream", "--simulate", "--model", "sdk-mock", "--duration", "1", "--format", "events",
+                                  "--session-id", "after", "--state-dir", state])
+        #expect(stream.stderr.contains("Read-only file system") && !stream.stderr.contains("may not write it"), "\(stream.stderr)")
+        // Reading still works.
+        let list = try CLI.run(["sessions", "list", "--state-dir", state])
+        #expect(list.status == 0 && list.stdout.contains("before"), "\(list.stderr)")
+    }
+}
