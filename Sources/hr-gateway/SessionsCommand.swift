@@ -37,10 +37,12 @@ struct SessionsCommand: ParsableCommand {
 
 /// Session listing helpers shared by the `sessions` subcommands.
 enum SessionText {
+    /// Local time with its offset from UTC: without it, the hour repeated when summer time ends read as two sessions
+    /// out of order, and a session ending before it started.
     static func time(_ ms: Int64) -> String {
         let f = DateFormatter()
         f.locale = Locale(identifier: "en_US_POSIX")
-        f.dateFormat = "yyyy-MM-dd HH:mm:ss"
+        f.dateFormat = "yyyy-MM-dd HH:mm:ss xxx"
         return f.string(from: Date(timeIntervalSince1970: Double(ms) / 1000))
     }
 

@@ -86,7 +86,8 @@ import Testing
         let table = try CLI.run(["sessions", "list", "--state-dir", dir])
         #expect(table.lines.count == 2)
         let columns = table.lines.last?.split(separator: " ").map(String.init) ?? []
-        #expect(columns.count == 10, "\(table.stdout)")
+        // Date, time and offset from UTC in STARTED.
+        #expect(columns.count == 11, "\(table.stdout)")
         #expect(columns.prefix(3) == ["rec-1", "completed", "focus"])
         #expect(columns.suffix(4) == ["120", "120", "AA:BB", "-"], "no pacing for a focus session")
 
@@ -874,6 +875,19 @@ import Testing
         #expect(bSessions == 2)
         let none = try CLI.run(["sessions", "trend", "--device", "C0:FF", "--state-dir", dir])
         #expect(none.stdout.contains("No recorded session has a value for rmssd of device C0:FF"), "\(none.stdout)")
+    }
+
+    /// Start and end times carry their offset from UTC: without it, the hour repeated when summer time ends showed
+    /// two sessions out of order and one ending before it started.
+    @Test func timesCarryTheirOffsetFromUTC() throws {
+        let dir = tempDir()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        try recordBeats(as: "zoned", in: dir)
+        let show = try CLI.run(["sessions", "show", "zoned", "--state-dir", dir], environment: ["TZ": "Asia/Kolkata"])
+        let started = try #require(show.stdout.split(separator: "\n").first { $0.hasPrefix("started ") }, "\(show.stdout)")
+        #expect(started.hasSuffix(" +05:30"), "\(started)")
+        let list = try CLI.run(["sessions", "list", "--state-dir", dir], environment: ["TZ": "UTC"])
+        #expect(list.stdout.contains(" +00:00 "), "\(list.stdout)")
     }
 
     @Test func pruneKeepsRecentSessions() throws {
