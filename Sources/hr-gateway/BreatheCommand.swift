@@ -180,6 +180,8 @@ struct BreatheCommand: AsyncParsableCommand {
         let relayDirectory = relay.listen == nil ? nil : try store.directory()
         let lslSink = lsl ? try StreamCommand.lslSink() : nil
         // Last before the session: a command that fails before this leaves nothing in the store.
+        // Signals are taken from before the recording exists (`SessionStop`).
+        let stop = await SessionStop.install()
         let recorder = noRecordDb || !settings.record ? nil : try store.recorder(config, settings, clock: clock)
         let exitCode = try await SessionRunner(
             config: config,
@@ -192,7 +194,8 @@ struct BreatheCommand: AsyncParsableCommand {
             relay: relayDirectory.map { (relay, $0) },
             lsl: lslSink,
             endNote: recorder.flatMap { $0.isRecording ? StreamCommand.recordedNote($0, stateDir: store.stateDir) : nil },
-            clock: clock
+            clock: clock,
+            stop: stop
         ).run()
         if exitCode != 0 { throw ExitCode(exitCode) }
     }

@@ -50,6 +50,8 @@ struct SessionRunner {
     var endNote: String? = nil
     /// The session's clock: the system's, or the recording's time for a faster replay (`SourceOptions.sessionClock`).
     var clock: any SessionClock = SystemSessionClock()
+    /// The signals, taken by the command from before it creates the recording; installed by `run()` without one.
+    var stop: SessionStop? = nil
 
     /// Returns the process exit status: 0 after a summary, 1 after a session error or a summary of a session that
     /// received no sample, 2 when it could not start.
@@ -59,6 +61,8 @@ struct SessionRunner {
         StandardStream.ignoreBrokenPipe()
         let outputs = SessionOutputs()
         let engine = SessionEngine(providers: providers.map(outputs.tap), clock: clock, correction: correction)
+        let stop = if let stop = self.stop { stop } else { await SessionStop.install() }
+        defer { stop.finishing() }
 
         do {
             try await attach(to: outputs, engine: engine)
@@ -67,6 +71,12 @@ struct SessionRunner {
             // started, so it does not stay behind in the store as an interrupted one.
             recorder?.discardUnstarted()
             throw error
+        }
+        if let sig = stop.requested {
+            // Stopped before the session started: nothing to keep.
+            recorder?.discardUnstarted()
+            StandardStream.error.write(Data("stopped by \(SessionStop.name(sig)) before the session started: nothing recorded\n".utf8))
+            return 128 + sig
         }
         // Standard output, attached last, is the first output to finish after the session.
         // Standard output closed by its reader (`| head`, a viewer that quit): told by the stdout sink, acted on once
@@ -98,10 +108,7 @@ struct SessionRunner {
                       failureTerminationBehavior: .gracefullyShutdownGroup, serviceName: "session"),
             ],
             logger: Logger(label: "hr-gateway.lifecycle")))
-        let signals = await TerminationSignals.onSignal { _ in
-            Task { await group.triggerGracefulShutdown() }
-        }
-        defer { signals.finishing() }
+        stop.bind(group)
         let (otherOutputs, recorded, sessionId) = (liveOutputs, recorder != nil, config.sessionId)
         let whenClosed = Task {
             for await _ in stdoutClosed {
@@ -221,6 +228,50 @@ extension SessionRunner {
     }
 }
 
+/// A session's SIGINT, SIGTERM and SIGHUP, taken from before its recording is created: one that came while the
+/// outputs started (a service stopped as it starts, a script's quick `kill`) killed the process by the default
+/// action and left an empty session behind as `interrupted`. A signal before the session's group runs is kept
+/// (`requested`: the session is not started, its recording discarded); after `bind`, it shuts the group down.
+final class SessionStop: Sendable {
+    private let state: Locked<(requested: Int32?, group: ServiceGroup?)>
+    private let signals: TerminationSignals
+
+    private init(state: Locked<(requested: Int32?, group: ServiceGroup?)>, signals: TerminationSignals) {
+        self.state = state
+        self.signals = signals
+    }
+
+    static func install() async -> SessionStop {
+        let state = Locked<(requested: Int32?, group: ServiceGroup?)>((nil, nil))
+        let logger = Logger(label: "hr-gateway")
+        let signals = await TerminationSignals.onSignal { sig in
+            let group = state.withLock { s -> ServiceGroup? in
+                if s.group == nil { s.requested = sig }
+                return s.group
+            }
+            logger.debug("\(Self.name(sig)) taken: \(group == nil ? "the session will not start" : "the session ends")")
+            if let group { Task { await group.triggerGracefulShutdown() } }
+        }
+        return SessionStop(state: state, signals: signals)
+    }
+
+    static func name(_ sig: Int32) -> String { sig == SIGTERM ? "SIGTERM" : sig == SIGINT ? "SIGINT" : "SIGHUP" }
+
+    /// The signal that came before `bind`, if one did.
+    var requested: Int32? { state.withLock { $0.requested } }
+
+    /// Later signals shut `group` down gracefully; one that came since `requested` was read does now.
+    func bind(_ group: ServiceGroup) {
+        let early = state.withLock { s -> Bool in
+            s.group = group
+            return s.requested != nil
+        }
+        if early { Task { await group.triggerGracefulShutdown() } }
+    }
+
+    func finishing() { signals.finishing() }
+}
+
 /// SIGINT, SIGTERM and SIGHUP through Dispatch signal sources on a queue of their own: the first one calls the
 /// handler (a graceful shutdown), any later one exits at once with status 128 + signal (except the same signal again
 /// within `sameRequestWindow`: one request delivered twice). SIGHUP is the terminal going away (an ssh connection
@@ -305,8 +356,11 @@ final class TerminationSignals: Sendable {
         sigaddset(&set, SIGINT)
         sigaddset(&set, SIGTERM)
         if !hangUp.isEmpty { sigaddset(&set, SIGHUP) }
+        // The sources first: a signal that waited blocked (sent while the process started) is then taken by them
+        // when unblocked, not by the default action.
+        let signals = TerminationSignals(handler: handler, signals: [SIGINT, SIGTERM] + hangUp)
         pthread_sigmask(SIG_UNBLOCK, &set, nil)
-        return TerminationSignals(handler: handler, signals: [SIGINT, SIGTERM] + hangUp)
+        return signals
     }
 
     /// Whether `signal` is ignored (SIG_IGN), as `nohup` leaves SIGHUP for the program it starts.

@@ -237,6 +237,8 @@ struct StreamCommand: AsyncParsableCommand {
         let stateDirectory = try store.directory()
         let mqttSink = try mqtt.sink(sources: providers.map(\.name), settings: settings, stateDirectory: stateDirectory)
         // Last before the session: a command that fails before this leaves nothing in the store.
+        // Signals are taken from before the recording exists (`SessionStop`).
+        let stop = await SessionStop.install()
         let recorder = noRecordDb || !settings.record ? nil : try store.recorder(config, settings, keepDays: keepDays, clock: clock)
         let exitCode = try await SessionRunner(
             config: config,
@@ -254,7 +256,8 @@ struct StreamCommand: AsyncParsableCommand {
                 ? nil : (GatewayMetrics(), metrics.metricsListen),
             lsl: lslSink,
             endNote: recorder.flatMap { $0.isRecording ? Self.recordedNote($0, stateDir: store.stateDir) : nil },
-            clock: clock
+            clock: clock,
+            stop: stop
         ).run()
         if exitCode != 0 { throw ExitCode(exitCode) }
     }

@@ -155,3 +155,56 @@ import Testing
         #expect(list.status == 0 && list.stdout.contains("before"), "\(list.stderr)")
     }
 }
+
+/// A stop that comes as the session starts (a service stopped right after it was started, a script's quick
+/// `kill`): the session had not begun, so nothing stays behind. The signal came before the handler was installed
+/// (after the outputs started) and killed the process by its default action, leaving an empty `interrupted`
+/// session for every such stop. Here the outputs are held starting: `--record` names a FIFO, whose opening for
+/// writing waits for a reader; SIGTERM is sent once the session's recording exists (its lock file), then the FIFO
+/// is opened so the start can go on.
+@Suite struct EarlyStopTests {
+    @Test func aStopSentAsTheSessionStartsLeavesNothingBehind() throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("hrg-early-\(UUID().uuidString)").path
+        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let fifo = dir + "/record.fifo"
+        try #require(mkfifo(fifo, 0o600) == 0)
+        let p = Process()
+        p.executableURL = CLI.executable
+        p.arguments = ["stream", "--simulate", "--model", "sdk-mock", "--duration", "30", "--format", "jsonl",
+                       "--session-id", "early", "--record", fifo, "--state-dir", dir, "--log-level", "debug"]
+        p.environment = CLI.environment([:])
+        let err = Pipe()
+        p.standardOutput = FileHandle.nullDevice
+        p.standardError = err
+        p.standardInput = FileHandle.nullDevice
+        try p.run()
+        defer { if p.isRunning { kill(p.processIdentifier, SIGKILL) } }
+        // The recording exists once its lock does (a condition polled, with a deadline).
+        let deadline = ContinuousClock.now + .seconds(30)
+        func locked() -> Bool {
+            ((try? FileManager.default.contentsOfDirectory(atPath: dir + "/locks")) ?? []).contains { $0.hasSuffix(".lock") }
+        }
+        while !locked(), ContinuousClock.now < deadline, p.isRunning { usleep(10_000) }
+        try #require(locked(), "the session's recording was created")
+        kill(p.processIdentifier, SIGTERM)
+        // Taken (said at debug level) before the start goes on.
+        let lines = PipeLines(err.fileHandleForReading)
+        var said: [String] = []
+        while let line = lines.next() {
+            said.append(line)
+            if line.contains("SIGTERM taken") { break }
+        }
+        #expect(said.last?.contains("SIGTERM taken: the session will not start") == true, "\(said)")
+        let reader = open(fifo, O_RDONLY)
+        defer { if reader >= 0 { close(reader) } }
+        var rest: [String] = []
+        while let line = lines.next() { rest.append(line) }
+        let stderr = rest.joined(separator: "\n")
+        p.waitUntilExit()
+        #expect(p.terminationReason == .exit && p.terminationStatus == 143, "\(p.terminationReason) \(p.terminationStatus): \(stderr)")
+        #expect(stderr.contains("stopped by SIGTERM before the session started: nothing recorded"), "\(stderr)")
+        let list = try CLI.run(["sessions", "list", "--json", "--state-dir", dir])
+        #expect(list.stdout == "[]\n", "\(list.stdout)")
+    }
+}
