@@ -13,6 +13,12 @@ struct HRGateway: AsyncParsableCommand {
             `hr-gateway stream --strap auto`. No strap at hand: `hr-gateway stream --simulate`. A phone app \
             connects to `hr-gateway serve --strap auto --listen 0.0.0.0:8765` with a token from \
             `hr-gateway token create`. Every subcommand has its own --help with examples.
+
+            Exit status: 0 done; 64 a usage error (the message names the option); 1 a failure while running (a \
+            session without a single sample from its sources, output that did not arrive, a file or device that \
+            could not be used); 2 a session that could not start; 143, 130 or 129 after SIGTERM, SIGINT or \
+            SIGHUP before a session started; 128 + N after a second signal N. Machine-readable output (--json, \
+            --format jsonl) goes to standard output only; warnings and logs to standard error.
             """,
         version: GatewayVersion.current,
         subcommands: [
