@@ -46,6 +46,9 @@ struct TokenCommand: ParsableCommand {
         @Flag(help: "Also make the relay's self-signed TLS certificate now if there is none yet (as `serve --tls` would on first use), so that its fingerprint is printed for the phone to pin.")
         var tls = false
 
+        @Flag(help: "Print one JSON object: id, name, scope (control or read-only), created_at_ms, token and, when the relay has a TLS certificate, tls_fingerprint.")
+        var json = false
+
         @OptionGroup var state: StoreOptions
 
         func validate() throws {
@@ -62,9 +65,17 @@ struct TokenCommand: ParsableCommand {
                 try store.create(name: name ?? "consumer", scope: readOnly ? RelayScope.read : RelayScope.control,
                                  nowMs: SystemSessionClock().nowMs(), numbered: name == nil)
             }
-            print("created \(record.scope == RelayScope.read ? "read-only" : "control") token \(record.id) '\(record.name)' in \(store.path)")
+            let fingerprint = try? tlsFiles.fingerprint()
+            if json {
+                var o = List.object(record)
+                o["token"] = .string(token)
+                if let fingerprint { o["tls_fingerprint"] = .string(fingerprint) }
+                print(JSONValue.object(o).jsonString)
+                return
+            }
+            print("created \(List.scopeName(record)) token \(record.id) '\(record.name)' in \(store.path)")
             print("connect with: Authorization: Bearer <token>   (the token is not stored and is shown only now)")
-            if let fingerprint = try? tlsFiles.fingerprint() {
+            if let fingerprint {
                 print("pin the relay's TLS certificate (SHA-256): \(fingerprint)")
             }
             print(token)
@@ -79,11 +90,24 @@ struct TokenCommand: ParsableCommand {
     struct List: ParsableCommand {
         static let configuration = CommandConfiguration(abstract: "List tokens: id, scope, creation time (UTC), name.")
 
+        @Flag(help: "Print a JSON array of {id, name, scope (control or read-only), created_at_ms}; [] when there are none.")
+        var json = false
+
         @OptionGroup var state: StoreOptions
+
+        static func scopeName(_ r: RelayTokenRecord) -> String { r.scope == RelayScope.read ? "read-only" : "control" }
+
+        static func object(_ r: RelayTokenRecord) -> [String: JSONValue] {
+            ["id": .string(r.id), "name": .string(r.name), "scope": .string(scopeName(r)), "created_at_ms": .int(r.createdAtMs)]
+        }
 
         func run() throws {
             let store = try state.tokens()
             let records = try Create.wrap { try store.list() }
+            if json {
+                print(JSONValue.array(records.map { .object(Self.object($0)) }).jsonString)
+                return
+            }
             if records.isEmpty {
                 print("no tokens in \(store.path); create one with `hr-gateway token create --name phone`")
                 return
@@ -91,7 +115,7 @@ struct TokenCommand: ParsableCommand {
             let formatter = ISO8601DateFormatter()
             for r in records {
                 let created = formatter.string(from: Date(timeIntervalSince1970: Double(r.createdAtMs) / 1000))
-                let scope = r.scope == RelayScope.read ? "read-only" : "control"
+                let scope = Self.scopeName(r)
                 print("\(r.id)  \(scope.padding(toLength: 9, withPad: " ", startingAt: 0))  \(created)  \(r.name)")
             }
         }

@@ -7,6 +7,24 @@ import Testing
         FileManager.default.temporaryDirectory.appendingPathComponent("hrg-relay-\(UUID().uuidString)").path
     }
 
+    /// For scripts: `token create --json` gives the token with its record, `token list --json` the records (never a
+    /// token), `[]` when there are none.
+    @Test func tokenCreateAndListSpeakJSON() throws {
+        let dir = stateDir()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let none = try CLI.run(["token", "list", "--json", "--state-dir", dir])
+        #expect(none.status == 0 && none.stdout == "[]\n", "\(none.stdout) \(none.stderr)")
+        let created = try CLI.run(["token", "create", "--json", "--read-only", "--name", "dash", "--state-dir", dir])
+        #expect(created.status == 0, "\(created.stderr)")
+        let record = try JSONValue(parsing: created.stdout)
+        let token = try #require(record["token"]?.stringValue)
+        #expect(token.hasPrefix("hrg_") && record["name"]?.stringValue == "dash" && record["scope"]?.stringValue == "read-only")
+        let list = try CLI.run(["token", "list", "--json", "--state-dir", dir])
+        let listed = try #require(try JSONValue(parsing: list.stdout).arrayValue)
+        #expect(listed.count == 1 && listed.first?["id"] == record["id"] && listed.first?["created_at_ms"] == record["created_at_ms"])
+        #expect(!list.stdout.contains(token))
+    }
+
     @Test func tokenCreatePrintsTheTokenLastAndListAndRevokeNeverShowIt() throws {
         let dir = stateDir()
         defer { try? FileManager.default.removeItem(atPath: dir) }
