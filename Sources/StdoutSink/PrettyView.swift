@@ -227,22 +227,37 @@ public struct PrettyView: Sendable {
 /// Redraws a `PrettyView` on a terminal.
 public final class PrettyTerminal: Sendable {
     private let view: Locked<PrettyView>
+    /// A terminal that takes no cursor movement (TERM=dumb: an editor's shell buffer, a serial console): each screen
+    /// is printed after the last, on events and frames only (not on every sample), with a blank line between.
+    private let dumb: Bool
 
-    public init(view: PrettyView) { self.view = Locked(view) }
+    public init(view: PrettyView, dumb: Bool = ProcessInfo.processInfo.environment["TERM"] == "dumb") {
+        self.view = Locked(view)
+        self.dumb = dumb
+    }
 
     /// Each answers false when standard output's reader has gone.
     @discardableResult public func handle(_ event: SessionEvent) -> Bool { draw { $0.update(event) } }
-    @discardableResult public func handle(_ sample: BiosignalSample) -> Bool { draw { $0.update(sample) } }
+    @discardableResult public func handle(_ sample: BiosignalSample) -> Bool {
+        guard !dumb else {
+            view.withLock { $0.update(sample) }
+            return true
+        }
+        return draw { $0.update(sample) }
+    }
 
     private func draw(_ change: (inout PrettyView) -> Void) -> Bool {
         let text = view.withLock { v -> String in
             change(&v)
             return v.render()
         }
+        if dumb { return StandardStream.output.write(Data((text + (text.hasSuffix("\n") ? "" : "\n") + "\n").utf8)) }
         // Home, draw, clear to the end of the screen: no flicker.
         return StandardStream.output.write(
             Data(("\u{1B}[H" + text.replacingOccurrences(of: "\n", with: "\u{1B}[K\n") + "\u{1B}[J").utf8))
     }
 
-    @discardableResult public func begin() -> Bool { StandardStream.output.write(Data("\u{1B}[2J\u{1B}[H".utf8)) }
+    @discardableResult public func begin() -> Bool {
+        dumb ? true : StandardStream.output.write(Data("\u{1B}[2J\u{1B}[H".utf8))
+    }
 }

@@ -208,3 +208,20 @@ import Testing
         #expect(list.stdout == "[]\n", "\(list.stdout)")
     }
 }
+
+/// The live view on a terminal that takes no cursor movement (TERM=dumb: an editor's shell buffer): screens one
+/// after the other, without escape sequences (they came through as `[2J [H [K`).
+@Suite struct DumbTerminalTests {
+    @Test func theLiveViewOnADumbTerminalHasNoEscapes() throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("hrg-dumb-\(UUID().uuidString)").path
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let r = try CLI.run(["stream", "--simulate", "--model", "sdk-mock", "--duration", "3", "--emit-interval", "1",
+                             "--format", "pretty", "--state-dir", dir], environment: ["TERM": "dumb"])
+        #expect(r.status == 0, "\(r.stderr)")
+        #expect(!r.stdout.contains("\u{1B}"), "\(r.stdout.prefix(200).debugDescription)")
+        #expect(r.stdout.components(separatedBy: "hr-gateway  session ").count >= 4, "a screen per frame: \(r.stdout)")
+        let normal = try CLI.run(["stream", "--simulate", "--model", "sdk-mock", "--duration", "2", "--format", "pretty",
+                                  "--state-dir", dir], environment: ["TERM": "xterm"])
+        #expect(normal.stdout.contains("\u{1B}[H"))
+    }
+}
