@@ -21,7 +21,7 @@ struct BreatheCommand: AsyncParsableCommand {
             it paces 6.5, 6, 5.5, 5 and 4.5 breaths/min (--rates) for 2 minutes each (--step-sec), inhale as long \
             as exhale, and ranks the rates by the low-frequency peak of the heart-rate spectrum and the RSA \
             amplitude (docs/hrv.md §13). The session ends by itself after the last step and prints the table and \
-            your resonance rate (in the live view; with --format jsonl the summary's resonance_assessment holds \
+            your resonance rate (in the live view; with --format jsonl the summary's metrics.resonance_assessment holds \
             them); it is stored with the session (`hr-gateway sessions show ID` prints the table). Stopped before \
             its end, it names no rate: a rate not measured may be yours. Breathe with the \
             pacer, relaxed, through the nose if you can; sit still, and keep the strap on skin: a step with lost \
