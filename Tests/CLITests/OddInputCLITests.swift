@@ -74,6 +74,16 @@ import Testing
     }
 }
 
+/// Runs a system tool (mount, umount) to its end; its exit status.
+func runTool(_ tool: String, _ args: [String]) throws -> Int32 {
+    let p = Process()
+    p.executableURL = URL(fileURLWithPath: tool)
+    p.arguments = args
+    try p.run()
+    p.waitUntilExit()
+    return p.terminationStatus
+}
+
 /// `--record FILE` on a disk that fills mid-line: the file is cut back to its last whole line, as the warning says
 /// (it ended in half a sample, which a reader parsing every line failed on). A real full file system: a 16-KB tmpfs.
 @Suite struct RecordOnAFullDiskTests {
@@ -83,16 +93,8 @@ import Testing
         let tiny = dir + "/tiny"
         try FileManager.default.createDirectory(atPath: tiny, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(atPath: dir) }
-        func run(_ tool: String, _ args: [String]) throws -> Int32 {
-            let p = Process()
-            p.executableURL = URL(fileURLWithPath: tool)
-            p.arguments = args
-            try p.run()
-            p.waitUntilExit()
-            return p.terminationStatus
-        }
-        try #require(try run("/bin/mount", ["-t", "tmpfs", "-o", "size=16k", "tmpfs", tiny]) == 0, "mount a tmpfs")
-        defer { _ = try? run("/bin/umount", [tiny]) }
+        try #require(try runTool("/bin/mount", ["-t", "tmpfs", "-o", "size=16k", "tmpfs", tiny]) == 0, "mount a tmpfs")
+        defer { _ = try? runTool("/bin/umount", [tiny]) }
         // Lines of about 190 bytes: a 16-KB file system fills part-way through one of them.
         var lines = ""
         for i in 0..<600 {
@@ -126,23 +128,9 @@ import Testing
         #expect(first.status == 0, "\(first.stderr)")
         let outbox = try CLI.run(["webhook", "flush", "--state-dir", state])
         #expect(outbox.status == 0, "\(outbox.stderr)")
-        func run(_ args: [String]) throws -> Int32 {
-            let p = Process()
-            p.executableURL = URL(fileURLWithPath: "/bin/mount")
-            p.arguments = args
-            try p.run()
-            p.waitUntilExit()
-            return p.terminationStatus
-        }
-        try #require(try run(["--bind", state, state]) == 0, "bind mount")
-        defer {
-            let p = Process()
-            p.executableURL = URL(fileURLWithPath: "/bin/umount")
-            p.arguments = [state]
-            try? p.run()
-            p.waitUntilExit()
-        }
-        try #require(try run(["-o", "remount,bind,ro", state]) == 0, "remount read-only")
+        try #require(try runTool("/bin/mount", ["--bind", state, state]) == 0, "bind mount")
+        defer { _ = try? runTool("/bin/umount", [state]) }
+        try #require(try runTool("/bin/mount", ["-o", "remount,bind,ro", state]) == 0, "remount read-only")
         let r = try CLI.run(["webhook", "status", "--state-dir", state])
         #expect(r.status == 1 && r.stderr.contains("outbox.sqlite is on a read-only file system: remount it read-write"),
                 "\(r.stderr)")
