@@ -65,7 +65,7 @@ import Testing
 
     @Test func hrvOfAClosedOrDirectoryStandardInputIsAnError() throws {
         let closed = try sh("\"$HRG\" hrv - <&-", in: "/tmp")
-        #expect(closed.status == 1 && closed.stderr.contains("standard input: closed, or not a file or pipe"), "\(closed.status) \(closed.stderr)")
+        #expect(closed.status == 1 && closed.stderr.contains("standard input: closed (give the input with < FILE or a pipe)"), "\(closed.status) \(closed.stderr)")
         let directory = try sh("\"$HRG\" hrv - < /tmp", in: "/tmp")
         #expect(directory.status == 1 && directory.stderr.contains("standard input: a directory, not an RR file"),
                 "\(directory.status) \(directory.stderr)")
