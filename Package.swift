@@ -213,9 +213,10 @@ let package = Package(
             swiftSettings: strict
         ),
         // The POSIX calls made in several targets, each once: EINTR retried, failures as values with their errno.
-        .target(name: "SystemCalls", dependencies: ["CTimex"], swiftSettings: strict),
-        // <sys/timex.h>: whether the system clock is synchronized (keep_days counts from today only then).
-        .systemLibrary(name: "CTimex"),
+        .target(name: "SystemCalls", dependencies: ["CSystemCalls"], swiftSettings: strict),
+        // Whether the system clock is synchronized (<sys/timex.h>: keep_days counts from today only then); standard
+        // descriptors closed at start opened on /dev/null before anything else runs.
+        .target(name: "CSystemCalls"),
 
         // MARK: Session store (SQLite through GRDB; libsqlite3-dev)
         .target(

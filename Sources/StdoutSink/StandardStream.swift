@@ -29,7 +29,7 @@ public enum StandardStream: Sendable {
     public func write(_ text: String) -> Bool { write(Data(text.utf8)) }
 
     /// The first error a write to standard output met, other than a reader that went away (EPIPE: `| head` has read
-    /// what it wanted) or an output closed on purpose (EBADF: `>&-`).
+    /// what it wanted) or an output closed (EBADF; one closed at start, `>&-`, is /dev/null since: `CSystemCalls`).
     private static let outputFailure = Locked<Int32?>(nil)
 
     private static func noteOutputFailure(_ code: Int32) {

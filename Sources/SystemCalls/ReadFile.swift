@@ -49,12 +49,12 @@ extension SystemCall {
         throws(FileReadError) -> [UInt8]
     {
         let name = "standard input"
+        let closed = "closed (give the input with < FILE or a pipe)"
+        // Closed at start (`<&-`): /dev/null since, which would read as an empty file.
+        guard !startedClosed(STDIN_FILENO) else { throw FileReadError(path: name, code: EBADF, reason: closed) }
         func failure(_ code: Int32) -> FileReadError {
             let reason = switch code {
-            // Closed (`<&-`): the descriptor is gone (EBADF), or the runtime has reused it for one of its own (an
-            // eventfd or epoll descriptor, which answers EINVAL or EAGAIN).
             case EBADF: closed
-            case _ where reusedByTheRuntime(STDIN_FILENO): closed
             case EISDIR: "a directory, not \(what)"
             case EFBIG: "longer than \(limit) bytes: not \(what)"
             default: String(cString: strerror(code))
@@ -62,17 +62,6 @@ extension SystemCall {
             return FileReadError(path: name, code: code, reason: reason)
         }
         return try readAll(STDIN_FILENO, limit: limit, failure: failure)
-    }
-
-    private static let closed = "closed (give the input with < FILE or a pipe)"
-
-    /// Whether `fd` is one of the runtime's own descriptors (an eventfd, epoll or timerfd: "anon_inode:…" in /proc),
-    /// which it took because the process started with `fd` closed.
-    private static func reusedByTheRuntime(_ fd: Int32) -> Bool {
-        var target = [CChar](repeating: 0, count: 256)
-        let n = readlink("/proc/self/fd/\(fd)", &target, target.count - 1)
-        guard n > 0 else { return false }
-        return String(decoding: target[0..<n].map { UInt8(bitPattern: $0) }, as: UTF8.self).hasPrefix("anon_inode:")
     }
 
     private static func readAll(_ fd: Int32, limit: Int, failure: (Int32) -> FileReadError) throws(FileReadError)

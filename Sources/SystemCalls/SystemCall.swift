@@ -1,5 +1,5 @@
 #if canImport(Glibc)
-import CTimex
+import CSystemCalls
 import Glibc
 #elseif canImport(Darwin)
 import Darwin
@@ -40,6 +40,16 @@ public enum SystemCall {
         var t = timex()
         let state = adjtimex(&t)
         return state >= 0 && state != TIME_ERROR
+        #else
+        return false
+        #endif
+    }
+
+    /// Whether the process started with standard input (0), output (1) or error (2) closed (`<&-`, `>&-`): such a
+    /// descriptor was opened on /dev/null before anything else ran (`CSystemCalls`).
+    public static func startedClosed(_ fd: Int32) -> Bool {
+        #if canImport(Glibc)
+        return fd >= 0 && fd <= 2 && hrg_closed_standard_descriptors() & (1 << fd) != 0
         #else
         return false
         #endif

@@ -63,6 +63,24 @@ import Testing
         for r in [file, dash, list, tokens, doctor] { #expect(!r.stderr.contains("Program crashed"), "\(r.stderr)") }
     }
 
+    /// Standard output closed at start (`>&-`, a cron line): the command runs as with `> /dev/null` (it failed with
+    /// "Invalid argument", the runtime's own descriptor in its place), and no file the command opens takes its
+    /// number (a recording opened as descriptor 1 would get the JSON lines too).
+    @Test func aClosedStandardOutputIsNull() throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("hrg-closed-\(UUID().uuidString)").path
+        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let stream = try sh("\"$HRG\" stream --simulate --model sdk-mock --duration 2 --format jsonl --record r.jsonl "
+            + "--session-id closed --state-dir s >&-", in: dir)
+        #expect(stream.status == 0, "\(stream.stderr)")
+        let recorded = try String(contentsOfFile: dir + "/r.jsonl", encoding: .utf8)
+        #expect(!recorded.isEmpty && !recorded.contains("session_started") && !recorded.contains("\"type\""), "\(recorded.prefix(300))")
+        let list = try sh("\"$HRG\" sessions list --json --state-dir s >&-", in: dir)
+        #expect(list.status == 0, "\(list.stderr)")
+        let shown = try sh("\"$HRG\" sessions list --json --state-dir s", in: dir)
+        #expect(shown.stdout.contains("\"session_id\":\"closed\""), "\(shown.stdout)")
+    }
+
     @Test func hrvOfAClosedOrDirectoryStandardInputIsAnError() throws {
         let closed = try sh("\"$HRG\" hrv - <&-", in: "/tmp")
         #expect(closed.status == 1 && closed.stderr.contains("standard input: closed (give the input with < FILE or a pipe)"), "\(closed.status) \(closed.stderr)")

@@ -1,0 +1,15 @@
+// The C that SystemCalls needs beyond Swift's Glibc module.
+#ifndef CSYSTEMCALLS_H
+#define CSYSTEMCALLS_H
+
+// The kernel's clock discipline (<sys/timex.h>, which the Glibc module leaves out): whether an NTP client has
+// synchronized the system clock, as `timedatectl` reads it.
+#include <sys/timex.h>
+
+// Which of standard input, output and error (bits 0, 1, 2) the process started with closed (`<&-`, `>&-`): each
+// was opened on /dev/null before anything else ran, so that no file the program opens later takes its number (a
+// recording opened as descriptor 1 received the JSON lines meant for standard output, and the runtime's own
+// descriptors answered reads and writes with EINVAL).
+int hrg_closed_standard_descriptors(void);
+
+#endif
