@@ -146,7 +146,7 @@ public struct SessionConfig: Sendable, Equatable {
         }
         let refused = id.unicodeScalars.enumerated().first { _, scalar in
             switch scalar.properties.generalCategory {
-            case .control: true
+            case .control, .lineSeparator, .paragraphSeparator: true
             case .format: !(scalar.value == 0x200C || scalar.value == 0x200D || (0xE0020...0xE007F).contains(scalar.value))
             default: false
             }

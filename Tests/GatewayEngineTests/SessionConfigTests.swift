@@ -79,7 +79,7 @@ import Testing
         for id in ["جلسه\u{200C}ی-اول", "👩\u{200D}👩\u{200D}👧", "🏴\u{E0067}\u{E0062}\u{E0073}\u{E0063}\u{E0074}\u{E007F}", " a b "] {
             #expect(SessionConfig.sessionIdProblem(id, named: "id") == nil, "\(id.unicodeScalars.map { String($0.value, radix: 16) })")
         }
-        for refused in ["a\u{200E}b", "a\u{FEFF}", "\u{2066}x", "a\u{00AD}b"] {
+        for refused in ["a\u{200E}b", "a\u{FEFF}", "\u{2066}x", "a\u{00AD}b", "a\u{2028}b", "a\u{2029}"] {
             #expect(SessionConfig.sessionIdProblem(refused, named: "id") != nil, "\(refused.unicodeScalars.map { String($0.value, radix: 16) })")
         }
         #expect(throws: Never.self) {
