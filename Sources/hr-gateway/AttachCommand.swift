@@ -86,16 +86,22 @@ struct AttachCommand: AsyncParsableCommand {
             throw ValidationError("--emit-interval must be a positive number of seconds.")
         }
         if let window, window <= 0 { throw ValidationError("--window must be a positive number of seconds.") }
+        if let sessionId, let problem = SessionConfig.sessionIdProblem(sessionId, named: "--session-id") {
+            throw ValidationError(problem + ".")
+        }
         if pin != nil && !url.hasPrefix("wss://") { throw ValidationError("--pin is for a wss:// address.") }
     }
 
     func run() async throws {
         let token = (self.token ?? ProcessInfo.processInfo.environment["HR_GATEWAY_TOKEN"]).flatMap { $0.isEmpty ? nil : $0 }
         let id = sessionId ?? UUID().uuidString.lowercased()
+        // The command's own id, short whatever the session's (a 190-byte session id made it longer than the relay
+        // takes, and the refusal, which then carries no id, was never matched: attach waited for ever).
+        let commandId = "attach-start-" + UUID().uuidString.lowercased().prefix(8)
         var initial: [JSONValue] = []
         if let start {
             initial.append(.object([
-                "command": .string("start_session"), "id": .string("attach-start-\(id)"),
+                "command": .string("start_session"), "id": .string(commandId),
                 "session_id": .string(id), "mode": .string(start.rawValue), "duration_sec": .int(Int64(duration ?? StartDefault.durationSec)),
                 "profile": .object([
                     "window_sec": .int(Int64(window ?? StartDefault.windowSec)), "emit_interval_sec": .int(Int64(emitInterval ?? StartDefault.emitIntervalSec)),
@@ -112,7 +118,7 @@ struct AttachCommand: AsyncParsableCommand {
                 if !(hideHeartbeats && type == "heartbeat") {
                     StandardStream.output.write(Data((m.jsonString + "\n").utf8))
                 }
-                if type == "command_result", m["ok"] == .bool(false), m["id"] == .string("attach-start-\(id)") {
+                if type == "command_result", m["ok"] == .bool(false), m["id"] == .string(commandId) {
                     // Said on stderr too: a script reading only the exit status and stderr learns why.
                     let code = m["error_code"]?.stringValue ?? "refused"
                     StandardStream.error.write(Data(

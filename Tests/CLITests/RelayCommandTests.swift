@@ -186,6 +186,14 @@ import Testing
         #expect(again.status != 0, "\(again.stdout)")
         #expect(again.stderr.contains("Session ph-1 is already recorded on this gateway"), "\(again.stderr)")
         #expect(!again.stdout.contains("\"session_started\""), "\(again.stdout)")
+        // A long session id runs (its command id made the start command's id longer than the relay takes, and attach
+        // waited for ever on a refusal it did not recognise); one over 200 bytes is refused before connecting.
+        let long = String(repeating: "a", count: 190)
+        let longRun = try CLI.run(["attach", url, "--token", token, "--start", "focus", "--duration", "2", "--session-id", long])
+        #expect(longRun.status == 0 && longRun.stdout.contains("\"session_summary\""), "\(longRun.stderr)")
+        let tooLong = try CLI.run(["attach", url, "--token", token, "--start", "focus", "--duration", "2",
+                                   "--session-id", long + String(repeating: "a", count: 11)])
+        #expect(tooLong.status == 64 && tooLong.stderr.contains("--session-id must be 1 to 200 bytes"), "\(tooLong.stderr)")
         let stopped = try RunningCLI(["attach", url, "--token", token, "--start", "focus", "--duration", "600",
                                       "--session-id", "ph-4"])
         framed = false
