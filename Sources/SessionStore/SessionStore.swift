@@ -392,6 +392,11 @@ public final class SessionStore: Sendable {
     /// Raspberry Pi without a real-time clock, before NTP), and a session stamped earlier has no known date.
     public static let earliestPlausibleMs: Int64 = 1_735_689_600_000
 
+    /// The shortest jump in the sessions' dates taken for a clock that jumped ahead, when the clock is not
+    /// synchronized (and when it is longer than the days kept). A clock set wrong is months or years off; people
+    /// who record every ten days with keep_days 7, or come back after a few weeks, were never pruned.
+    public static let clockJumpMs: Int64 = 90 * 86_400_000
+
     /// What `prune(keepDays:nowMs:clockSynchronized:trustClock:)` did.
     public struct PruneOutcome: Sendable, Equatable {
         /// The ids deleted.
@@ -414,8 +419,9 @@ public final class SessionStore: Sendable {
     ///   clock or `--trust-clock`);
     /// - a clock ahead also stamps the sessions recorded on it, and the newest of them then makes every real session
     ///   old (one session recorded a year ahead, and the next prune deleted all the others): when every session that
-    ///   would be kept started more than `keepDays` days after the newest one that would be deleted (the store's
-    ///   record jumps by more than the retention itself), nothing is deleted and `held` says so.
+    ///   would be kept started more than `keepDays` days, and more than `clockJumpMs`, after the newest one that would
+    ///   be deleted (the store's record jumps by more than the retention itself), nothing is deleted and `held` says
+    ///   so.
     /// Sessions stamped before `earliestPlausibleMs` have no known date and are always kept.
     public func prune(keepDays: Int, nowMs: Int64, clockSynchronized: Bool, trustClock: Bool = false)
         throws(StoreError) -> PruneOutcome
@@ -442,10 +448,11 @@ public final class SessionStore: Sendable {
              try Int64.fetchOne(db, sql: "SELECT MIN(started_at_ms) FROM sessions WHERE started_at_ms >= ?",
                                 arguments: [cutoff]))
         }
-        if let lastOld, let firstKept, firstKept - lastOld > retentionMs {
+        if let lastOld, let firstKept, firstKept - lastOld > max(retentionMs, Self.clockJumpMs) {
             return PruneOutcome(held: "the sessions since \(Self.isoDay(firstKept)) started "
                 + "\((firstKept - lastOld) / 86_400_000) days after the one before them (\(Self.isoDay(lastOld))), more than "
-                + "the \(keepDays) days kept, and the system clock is not synchronized (no NTP client keeps it): a clock "
+                + "the \(keepDays) days kept and than \(Self.clockJumpMs / 86_400_000) days, and the system clock is not "
+                + "synchronized (no NTP client keeps it): a clock "
                 + "that jumped ahead stamps its sessions so, and counting from them would delete every session before. "
                 + "Nothing is pruned for its age; if today is \(today) and those dates are right (a long pause), "
                 + "run \(trust)")

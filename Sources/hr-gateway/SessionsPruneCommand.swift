@@ -18,8 +18,8 @@ struct SessionsPruneCommand: ParsableCommand {
             Otherwise the clock may be wrong (a Raspberry Pi without a real-time clock or a time service): with \
             it before 2025 (not set yet) nothing is deleted; with it later than the newest session, the days \
             count back from that session's start, and the command says how many older sessions it kept; and \
-            when every session to keep started more than N days after the newest one to delete (a jump longer \
-            than what is kept, as a clock ahead stamps its sessions), nothing is deleted and the command says \
+            when every session to keep started more than N days, and more than 90, after the newest one to \
+            delete (a jump longer than what is kept, as a clock ahead stamps its sessions), nothing is deleted and the command says \
             so. --trust-clock counts from today by the clock anyway, when its date is right. Sessions stamped \
             before 2025 (recorded before the clock was set) have no known age and are kept (delete them by id, \
             or with --all).
@@ -37,7 +37,7 @@ struct SessionsPruneCommand: ParsableCommand {
     @Flag(help: "Delete every finished session, whatever its age.")
     var all = false
 
-    @Flag(name: [.customLong("trust-clock"), .customLong("across-gap")], help: "With --keep-days: count the days from today by the system clock even when it is not synchronized (no NTP client keeps it), and prune even when the sessions to keep started more than N days after the ones to delete (a long pause, not a clock that jumped ahead).")
+    @Flag(name: [.customLong("trust-clock"), .customLong("across-gap")], help: "With --keep-days: count the days from today by the system clock even when it is not synchronized (no NTP client keeps it), and prune even when the sessions to keep started more than N days and 90 days after the ones to delete (a long pause, not a clock that jumped ahead).")
     var trustClock = false
 
     @OptionGroup var store: StoreOptions

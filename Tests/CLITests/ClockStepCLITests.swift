@@ -335,8 +335,9 @@ import Testing
         #expect(next.stderr.contains("deleted 2 sessions started more than 30 days ago (keep_days): first, second"),
                 "\(next.stderr)")
         #expect(!next.stderr.contains("jumped ahead"), "\(next.stderr)")
-        // One more before the pause, with the session today: without NTP the jump holds the prune and says how.
-        let again = try stream("before-pause", fake("-40d"))
+        // One more before a long pause (over 90 days), with the session today: without NTP the jump holds the prune
+        // and says how.
+        let again = try stream("before-pause", fake("-100d"))
         #expect(again.status == 0, "\(again.stderr)")
         let held = try CLI.run(prune, environment: unsynced)
         #expect(held.status == 1 && held.stderr.contains("not synchronized") && held.stderr.contains("--trust-clock"),

@@ -369,14 +369,21 @@ final class Seen: Sendable {
         #expect(kept.contains("kept 2 sessions started more than 30 days before today") && kept.contains("--trust-clock"), "\(kept)")
         #expect(try paused.prune(keepDays: 30, nowMs: now, clockSynchronized: true) == .init(deleted: ["a", "b"]))
 
-        // A pause longer than keep_days, then a session: the gap rule holds without NTP, not with it.
-        let (gap, gapDir) = try store([("old", now - 50 * day), ("today", now - 1_000)])
+        // Sessions every ten days, keep_days 7, without NTP: the older ones go (a jump of ten days held every prune).
+        let (rhythm, rhythmDir) = try store([("d40", now - 40 * day), ("d30", now - 30 * day), ("d20", now - 20 * day),
+                                             ("d10", now - 10 * day)])
+        defer { try? FileManager.default.removeItem(atPath: rhythmDir) }
+        let pruned = try rhythm.prune(keepDays: 7, nowMs: now, clockSynchronized: false)
+        #expect(pruned.deleted == ["d40", "d30", "d20"] && pruned.held == nil, "\(pruned)")
+
+        // A jump longer than keep_days and 90 days, then a session: the gap rule holds without NTP, not with it.
+        let (gap, gapDir) = try store([("old", now - 120 * day), ("today", now - 1_000)])
         defer { try? FileManager.default.removeItem(atPath: gapDir) }
         let held = try gap.prune(keepDays: 30, nowMs: now, clockSynchronized: false)
         #expect(held.deleted.isEmpty && held.held?.contains("not synchronized") == true, "\(String(describing: held.held))")
         #expect(try gap.prune(keepDays: 30, nowMs: now, clockSynchronized: false, trustClock: true).deleted == ["old"])
 
-        let (synced, syncedDir) = try store([("old", now - 50 * day), ("today", now - 1_000)])
+        let (synced, syncedDir) = try store([("old", now - 120 * day), ("today", now - 1_000)])
         defer { try? FileManager.default.removeItem(atPath: syncedDir) }
         #expect(try synced.prune(keepDays: 30, nowMs: now, clockSynchronized: true) == .init(deleted: ["old"]))
         // A clock not set yet deletes nothing, synchronized or not (it is not, whatever the kernel says).
