@@ -105,3 +105,45 @@ import Testing
         #expect(meanDifference < 3, "mean difference \(meanDifference) per channel from the upright frame")
     }
 }
+
+/// `analyze --frame-times`: times written with decimal commas are read (`0,036` was read as 0 and every later frame
+/// dropped, giving a confident wrong pulse); milliseconds are refused with the unit named; a field quoted in an
+/// error is cut and escaped.
+@Suite struct FrameTimesFileTests {
+    func file(_ text: String) throws -> String {
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("frames-\(UUID().uuidString).csv").path
+        try text.write(toFile: path, atomically: true, encoding: .utf8)
+        return path
+    }
+
+    @Test func decimalCommasAreRead() throws {
+        let plain = try file("0,000\n0,033\n0,067\n0,100\n")
+        defer { try? FileManager.default.removeItem(atPath: plain) }
+        #expect(try FrameTimesFile.read(plain) == [0, 0.033, 0.067, 0.1])
+        let semicolons = try file("frame;t_s;ppg\n0;0,000;1,5\n1;0,033;1,6\n2;0,067;1,4\n")
+        defer { try? FileManager.default.removeItem(atPath: semicolons) }
+        #expect(try FrameTimesFile.read(semicolons) == [0, 0.033, 0.067])
+        let points = try file("t_s,ppg\n0.0,1\n0.033,2\n")
+        defer { try? FileManager.default.removeItem(atPath: points) }
+        #expect(try FrameTimesFile.read(points) == [0, 0.033])
+    }
+
+    @Test func millisecondsAndBadFieldsAreSaid() throws {
+        let ms = try file((0..<90).map { String(Double($0) * 33.3) }.joined(separator: "\n"))
+        defer { try? FileManager.default.removeItem(atPath: ms) }
+        #expect(throws: AnalysisError.self) { try FrameTimesFile.read(ms) }
+        do { _ = try FrameTimesFile.read(ms) } catch {
+            #expect("\(error)".contains("are they milliseconds? Give seconds"), "\(error)")
+        }
+        let bidi = try file("0.0\nabc\u{202E}" + String(repeating: "x", count: 100) + "\n")
+        defer { try? FileManager.default.removeItem(atPath: bidi) }
+        do {
+            _ = try FrameTimesFile.read(bidi)
+            Issue.record("read a field that is no number")
+        } catch {
+            let said = "\(error)"
+            #expect(said.contains("line 2: \"abc\\u{202E}xxx") && said.contains("…\" is not a time in seconds"), "\(said)")
+            #expect(!said.unicodeScalars.contains("\u{202E}") && said.count < 200, "\(said)")
+        }
+    }
+}
