@@ -181,14 +181,23 @@ public struct RRFile: Sendable, Equatable {
 
     /// A field as an error quotes it: 40 characters at most, control and format characters (a right-to-left
     /// override) as escapes. A 5-MB field came back whole, and a bidi override reordered the terminal's line.
-    static func quoted<S: StringProtocol>(_ field: S) -> String {
+    /// Device names as an error lists them: each quoted (cut, escaped), at most ten of them.
+    static func listed(_ devices: [String]) -> String {
+        let shown = devices.prefix(10).map { $0.isEmpty ? "(empty)" : Self.shown($0) }.joined(separator: ", ")
+        return shown + (devices.count > 10 ? " and \(devices.count - 10) more" : "")
+    }
+
+    static func quoted<S: StringProtocol>(_ field: S) -> String { "'" + shown(field) + "'" }
+
+    /// `quoted` without the quotes: a name or a number in a sentence.
+    static func shown<S: StringProtocol>(_ field: S) -> String {
         let shown = field.prefix(40).unicodeScalars.map { scalar -> String in
             switch scalar.properties.generalCategory {
-            case .control, .format: scalar.escaped(asASCII: true)
+            case .control, .format, .lineSeparator, .paragraphSeparator: scalar.escaped(asASCII: true)
             default: String(scalar)
             }
         }.joined()
-        return "'\(shown)\(field.count > 40 ? "…" : "")'"
+        return shown + (field.count > 40 ? "…" : "")
     }
 
     public static func parse(
@@ -310,13 +319,13 @@ public struct RRFile: Sendable, Equatable {
             }
             let ms = resolvedUnit.milliseconds(v)
             guard ms <= maximumMs else {
-                throw RRFileError(line: number, message: "\(field) is not a plausible RR interval (over 60 s)")
+                throw RRFileError(line: number, message: "\(Self.shown(field)) is not a plausible RR interval (over 60 s)")
             }
             var time: Double?
             if let timeIndex {
                 let t = timeIndex < fields.count ? fields[timeIndex] : ""
                 guard !t.contains(where: { $0 == "x" || $0 == "X" }), let v = Double(t), v.isFinite else {
-                    throw RRFileError(line: number, message: "'\(t)' is not a \(beatTimeColumn) (milliseconds)")
+                    throw RRFileError(line: number, message: "\(Self.quoted(t)) is not a \(beatTimeColumn) (milliseconds)")
                 }
                 time = v
             }
@@ -330,14 +339,14 @@ public struct RRFile: Sendable, Equatable {
             let chosen: String
             if let device {
                 guard let match = Self.matching(device, in: devices) else {
-                    throw RRFileError(line: nil, message: "no rows of device \(device) (the \(deviceColumn) column holds "
-                        + "\(devices.map { $0.isEmpty ? "(empty)" : $0 }.joined(separator: ", ")))")
+                    throw RRFileError(line: nil, message: "no rows of device \(Self.shown(device)) (the \(deviceColumn) column "
+                        + "holds \(Self.listed(devices)))")
                 }
                 chosen = match
             } else {
                 guard devices.count <= 1 else {
                     throw RRFileError(line: nil, message: "the file holds the beats of \(devices.count) devices "
-                        + "(\(devices.map { $0.isEmpty ? "(empty)" : $0 }.joined(separator: ", "))): \(choose)")
+                        + "(\(Self.listed(devices))): \(choose)")
                 }
                 chosen = devices.first ?? ""
             }

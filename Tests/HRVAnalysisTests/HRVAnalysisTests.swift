@@ -273,3 +273,26 @@ import Testing
         }
     }
 }
+
+/// Every field an `hrv` error repeats is cut to 40 characters with control and format characters escaped: a
+/// 200,000-character value, a 100-KB beat time and device names with a right-to-left override came back whole.
+@Suite struct RRFileQuotingTests {
+    @Test func everyRepeatedFieldIsCutAndEscaped() {
+        let long = String(repeating: "0", count: 200_000) + "70000"
+        let bidi = "dev\u{202E}" + String(repeating: "x", count: 100)
+        let inputs = [
+            "rr_ms\n800\n\(long)\n",
+            "beat_time_ms,rr_ms\n1000,800\n\(bidi),810\n",
+            "device_id,rr_ms\nA,800\n\(bidi),810\n",
+        ]
+        for text in inputs {
+            do {
+                _ = try RRFile.parse(text, device: nil, choose: "pick one")
+                Issue.record("parsed \(text.prefix(30))")
+            } catch {
+                let said = "\(error)"
+                #expect(said.count < 400 && !said.unicodeScalars.contains("\u{202E}"), "\(said.prefix(300))")
+            }
+        }
+    }
+}
