@@ -69,7 +69,7 @@ struct DoctorCommand: AsyncParsableCommand {
             if FileManager.default.fileExists(atPath: facts.stateDir, isDirectory: &isDirectory) {
                 guard isDirectory.boolValue else { throw CommandFailure("a file, not a directory") }
                 // An existing store is opened, so a damaged one shows here.
-                _ = try SessionStore.existing(directory: facts.stateDir)
+                let sessions = try SessionStore.existing(directory: facts.stateDir)
                 let probe = facts.stateDir + "/.doctor-\(getpid())"
                 guard FileManager.default.createFile(atPath: probe, contents: Data()) else {
                     throw CommandFailure("not writable by this user")
@@ -112,6 +112,12 @@ struct DoctorCommand: AsyncParsableCommand {
                 }
                 if let free = StateDatabase.freeBytes(facts.stateDir), facts.stateDirNote == nil {
                     facts.stateDirNote = "writable, " + Self.size(free) + " free"
+                }
+                // Journals no import takes wait for a person (the commands that open the store say them too).
+                if let left = sessions?.journalsLeftOut(), !left.isEmpty {
+                    facts.stateDirNote = (facts.stateDirNote.map { $0 + "; " } ?? "") + "\(left.count) journal"
+                        + "\(left.count == 1 ? "" : "s") no command imports, to read or move aside by hand: "
+                        + left.joined(separator: "; ")
                 }
             } else {
                 let parent = StateDirectory.nearestExisting(SystemCall.parentDirectory(of: facts.stateDir))

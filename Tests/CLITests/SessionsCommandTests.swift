@@ -456,6 +456,10 @@ import Testing
         #expect(list.stderr.contains("journal/headless.jsonl holds 2 samples and 0 events but no line naming its session"),
                 "\(list.stderr)")
         #expect(FileManager.default.fileExists(atPath: dir + "/journal/headless.jsonl"), "kept, not deleted")
+        // doctor says it on the state directory's line (it said the store was fine).
+        let doctor = try CLI.run(["doctor", "--state-dir", dir])
+        #expect(doctor.stdout.contains("1 journal no command imports, to read or move aside by hand:")
+                && doctor.stdout.contains("journal/headless.jsonl"), "\(doctor.stdout)")
     }
 
     /// `sessions list --last N` lists the N that started last, oldest first (a lab's store of thousands had no way to
