@@ -371,10 +371,12 @@ public struct RRFile: Sendable, Equatable {
         let chosenDevice = deviceIndex != nil ? rows.first?.device : nil
         let implausible = rows.filter { !plausibleMs.contains($0.rrMs) }.map { Implausible(line: $0.line, ms: $0.rrMs) }
         // Many of them no heartbeat: another unit, or two, not artefacts (centiseconds read as ms gave "RMSSD 5.24
-        // ms"; half the values in seconds "99 % corrected", and 199 of 400 in seconds an analysis with "0.2 %
-        // corrected" and an SDNN of 402 ms). Real recordings have a few in a thousand; a file of a few values (a
-        // test, a snippet) is judged by the half as before.
-        if implausible.count * 2 > rows.count || (rows.count >= 20 && implausible.count * 4 > rows.count) {
+        // ms"; half the values in seconds "99 % corrected", 199 of 400 in seconds an analysis with "0.2 % corrected"
+        // and an SDNN of 402 ms, and 100 of 400 "0 corrected" and 371 ms: the correction's thresholds come from the
+        // series, which is then two series). Real recordings have a few in a thousand, and one with more than one in
+        // twenty beyond the heart's range has no HRV worth the name (Kubios calls 5 % of artefacts the limit); a
+        // file of a few values (a test, a snippet) is judged by the half as before.
+        if implausible.count * 2 > rows.count || (rows.count >= 20 && implausible.count * 20 > rows.count) {
             let sorted = rows.map(\.rrMs).sorted()
             let median = sorted[sorted.count / 2]
             // Centiseconds have no --unit: say what to do with them.

@@ -231,7 +231,7 @@ import Testing
         #expect(try RRFile.parse(csv, device: "B").implausible == [.init(line: 3, ms: 5)])
     }
 
-    /// More than a quarter of the values no heartbeat in the unit read is refused: 199 of 400 beats in seconds among
+    /// More than one in twenty of the values no heartbeat in the unit read is refused: 199 of 400 beats in seconds among
     /// milliseconds gave an analysis ("0.2 % corrected", SDNN 402 ms); a file in centiseconds is told to multiply
     /// (no --unit reads them); a field quoted in an error is 40 characters at most, format characters escaped.
     @Test func aFileMixingUnitsIsRefusedAndFieldsAreQuotedSafely() throws {
@@ -242,9 +242,16 @@ import Testing
         }
         let centi = beats.map { String($0 / 10) }.joined(separator: "\n")
         #expect { try RRFile.parse(centi) } throws: { "\($0)".contains("look like centiseconds: multiply them by 10") }
-        // A quarter exactly is still read, with its lines listed.
-        let quarter = beats.enumerated().map { $0.offset < 300 ? String($0.element) : String($0.element / 1000) }
-        #expect(try RRFile.parse(quarter.joined(separator: "\n")).implausible.count == 100)
+        // A quarter, and a tenth, are refused too (100 of 400 in seconds gave SDNN 371 ms, "0 corrected"); one in
+        // twenty exactly is still read, with its lines listed.
+        for seconds in [100, 40, 21] {
+            let some = beats.enumerated().map { $0.offset >= seconds ? String($0.element) : String($0.element / 1000) }
+            #expect { try RRFile.parse(some.joined(separator: "\n")) } throws: {
+                "\($0)".contains("\(seconds) of 400 RR values are outside") && "\($0)".contains("mixes units")
+            }
+        }
+        let twentieth = beats.enumerated().map { $0.offset >= 20 ? String($0.element) : String($0.element / 1000) }
+        #expect(try RRFile.parse(twentieth.joined(separator: "\n")).implausible.count == 20)
         let long = "800\n-" + String(repeating: "0", count: 100_000) + "1\n"
         #expect { try RRFile.parse(long) } throws: { "\($0)".count < 200 && "\($0)".contains("must be positive") }
         #expect { try RRFile.parse("800\n8\u{202E}00\n") } throws: { "\($0)".contains("\\u{202E}") }
