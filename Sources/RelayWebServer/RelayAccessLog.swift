@@ -23,7 +23,9 @@ public final class RelayAccessLog: Sendable {
 
     private struct Refusals {
         var lastSaid: ContinuousClock.Instant
-        var unsaid = 0
+        /// Refusals since `lastSaid` not logged: with a token this gateway does not have, and without one.
+        var unsaidWrong = 0
+        var unsaidNone = 0
     }
 
     /// Addresses whose refusals are being counted; the oldest is forgotten beyond `maxAddresses`.
@@ -55,27 +57,35 @@ public final class RelayAccessLog: Sendable {
     public func refused(path: String, tokenGiven: Bool, from address: SocketAddress?) {
         let key = address?.ipAddress ?? "an unknown address"
         let at = now()
-        let earlier: Int? = refusals.withLock { table -> Int? in
+        let earlier: Refusals?? = refusals.withLock { table -> Refusals?? in
             if var entry = table[key] {
                 guard entry.lastSaid.duration(to: at) >= refusalInterval else {
-                    entry.unsaid += 1
+                    if tokenGiven { entry.unsaidWrong += 1 } else { entry.unsaidNone += 1 }
                     table[key] = entry
-                    return nil
+                    return .none
                 }
                 table[key] = Refusals(lastSaid: at)
-                return entry.unsaid
+                return .some(entry)
             }
             if table.count >= Self.maxAddresses, let oldest = table.min(by: { $0.value.lastSaid < $1.value.lastSaid }) {
                 table.removeValue(forKey: oldest.key)
             }
             table[key] = Refusals(lastSaid: at)
-            return 0
+            return .some(nil)
         }
         guard let earlier else { return }
         let why = tokenGiven
             ? "a token this gateway does not have (mistyped, or revoked: `hr-gateway token list`)"
             : "no token (Authorization: Bearer TOKEN, ?token=, or the bearer. subprotocol)"
-        let more = earlier > 0 ? "; \(earlier) more from there in the last \(Self.describe(seconds: Int(refusalInterval.components.seconds))) not logged" : ""
+        // What came since the last line from there, however long ago it was (it was said as "in the last 60 s"), by
+        // kind (wrong-token refusals were said under a "no token" line).
+        var more = ""
+        if let e = earlier, e.unsaidWrong + e.unsaidNone > 0 {
+            let kinds = [(e.unsaidWrong, "with a token it does not have"), (e.unsaidNone, "without a token")]
+                .filter { $0.0 > 0 }.map { "\($0.0) \($0.1)" }.joined(separator: ", ")
+            let ago = Self.describe(seconds: Int(e.lastSaid.duration(to: at).components.seconds))
+            more = "; since its line \(ago) ago, \(kinds) not logged"
+        }
         logger.warning("refused \(String(path.prefix(64))) from \(key): \(why)\(more)")
     }
 

@@ -62,9 +62,17 @@ final class CapturedLog: Sendable {
         clock.withLock { $0 = $0.advanced(by: .seconds(31)) }  // 61 s after the first line
         log.refused(path: "/v1/relay", tokenGiven: true, from: phone)
         #expect(captured.all.count == 3)
-        #expect(captured.all[2].hasSuffix("; 5 more from there in the last 60 s not logged"), "\(captured.all)")
+        #expect(captured.all[2].hasSuffix("; since its line 61 s ago, 5 with a token it does not have not logged"), "\(captured.all)")
         log.refused(path: "/v1/relay", tokenGiven: true, from: phone)
         #expect(captured.all.count == 3)
+        // Counted by kind, and since the last line however long ago (they were said as "in the last 60 s").
+        log.refused(path: "/v1/relay", tokenGiven: false, from: phone)
+        clock.withLock { $0 = $0.advanced(by: .seconds(150)) }
+        log.refused(path: "/metrics", tokenGiven: false, from: phone)
+        #expect(captured.all.count == 4)
+        #expect(captured.all[3].contains("192.168.1.20: no token")
+                && captured.all[3].hasSuffix("; since its line 2 min ago, 1 with a token it does not have, 1 without a token not logged"),
+                "\(captured.all)")
     }
 
     /// A consumer's connection and its end are logged with its token's name, scope and address; a wrong token's
