@@ -43,10 +43,14 @@ public enum StrapSpec: Sendable, Equatable, CustomStringConvertible {
         return nil
     }
 
-    /// Pairs of characters between colons, and no space: meant as an address (a name has words).
+    /// Meant as an address (a name has words): four parts or more between colons (or dashes), none longer than two
+    /// characters and all but one a pair of hex digits (`AA:BB:CC:DD:EE`, `A0:9E:1A:12:34:5G`), or 10 to 14 hex
+    /// digits alone (`AABBCCDDEEF`, one short). `HR-1-2-3` is a name.
     static func looksLikeAddress(_ s: String) -> Bool {
+        if (10...14).contains(s.count), s.allSatisfy(\.isHexDigit) { return true }
         let parts = s.split(separator: ":", omittingEmptySubsequences: false)
-        return parts.count >= 4 && !s.contains(" ") && parts.allSatisfy { $0.count <= 2 }
+        let pairs = parts.filter { $0.count == 2 && $0.allSatisfy(\.isHexDigit) }.count
+        return parts.count >= 4 && !s.contains(" ") && parts.allSatisfy { $0.count <= 2 } && pairs >= parts.count - 1
     }
 
     /// Whether a discovered device is the one this spec asks for.

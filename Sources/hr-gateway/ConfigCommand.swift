@@ -1,4 +1,5 @@
 import ArgumentParser
+import BLEHeartRate
 import Foundation
 import GatewayConfig
 import SessionStore
@@ -59,6 +60,18 @@ struct ConfigCheckCommand: ParsableCommand {
             let all = error.all
             for e in all { StandardStream.error.write(Data("\(e)\n".utf8)) }
             StandardStream.error.write(Data("\(path): \(all.count) error\(all.count == 1 ? "" : "s")\n".utf8))
+            throw ExitCode.failure
+        }
+        // A strap that `stream` would refuse (a mistyped address): the unit's check passed and the service failed.
+        let straps = loaded.0.strapDevices.compactMap { device -> String? in
+            do throws(StrapSpecError) {
+                _ = try StrapSpec(parsing: device)
+                return nil
+            } catch { return "\(path): strap.devices: \(error)" }
+        }
+        if !straps.isEmpty {
+            for e in straps { StandardStream.error.write(Data("\(e)\n".utf8)) }
+            StandardStream.error.write(Data("\(path): \(straps.count) error\(straps.count == 1 ? "" : "s")\n".utf8))
             throw ExitCode.failure
         }
         for w in loaded.warnings { print("warning: \(w)") }

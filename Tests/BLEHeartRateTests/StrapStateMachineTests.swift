@@ -317,11 +317,13 @@ struct StrapStateMachineTests {
         // Other ways of writing an address (Windows, Android, bare hex) are the address, not a name.
         #expect(try StrapSpec(parsing: "a0-9e-1a-00-00-01") == .address("A0:9E:1A:00:00:01"))
         #expect(try StrapSpec(parsing: "A09E1A000001") == .address("A0:9E:1A:00:00:01"))
-        for typo in ["AA:BB:CC:DD:EE", "A0:9E:1A:12:34:5G", "a0:9e:1a:00:00:01:02", "A0-9E-1A-12-34-5G", "AA-BB-CC-DD-EE"] {
+        for typo in ["AA:BB:CC:DD:EE", "A0:9E:1A:12:34:5G", "a0:9e:1a:00:00:01:02", "A0-9E-1A-12-34-5G", "AA-BB-CC-DD-EE",
+                     "AABBCCDDEEF", "AABBCCDDEEFF0"] {
             #expect { try StrapSpec(parsing: typo) } throws: { ($0 as? StrapSpecError)?.notAnAddress == true }
         }
         #expect(BLEHeartRateError.invalidSpec("AA:BB:CC:DD:EE").description.contains("`hr-gateway scan` lists"))
         #expect(try StrapSpec(parsing: "HRM-Pro:123") == .name("HRM-Pro:123"))
+        #expect(try StrapSpec(parsing: "HR-1-2-3") == .name("HR-1-2-3"), "a name with dashes")
         #expect(StrapSpec.auto.matches(address: "X", name: "TICKR 1", uuids: []))
         #expect(!StrapSpec.auto.matches(address: "X", name: "Mouse", uuids: []))
     }

@@ -35,6 +35,22 @@ import Testing
         #expect(serve.status == 64 && serve.stderr.contains("Unknown option '--listne'"), "\(serve.stderr)")
     }
 
+    /// A strap `stream` refuses (a mistyped address) fails `config check`, which the unit runs before the service
+    /// (it said "valid", and the service failed); `stream` names the address problem, not a generic "invalid spec".
+    @Test func aMistypedStrapAddressFailsTheCheck() throws {
+        let dir = tempDir()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let file = dir + "/gw.toml"
+        try "[strap]\ndevices = [\"Polar H10\", \"AA-BB-CC-DD-EE\"]\n".write(toFile: file, atomically: true, encoding: .utf8)
+        let check = try CLI.run(["config", "check", file])
+        #expect(check.status == 1 && !check.stdout.contains("valid"), "\(check.stdout)")
+        #expect(check.stderr.contains("strap.devices: \"AA-BB-CC-DD-EE\" is not a Bluetooth address"), "\(check.stderr)")
+        try "[strap]\ndevices = [\"Polar H10\", \"AA-BB-CC-DD-EE-FF\"]\n".write(toFile: file, atomically: true, encoding: .utf8)
+        #expect(try CLI.run(["config", "check", file]).status == 0)
+        let stream = try CLI.run(["stream", "--strap", "AA-BB-CC-DD-EE", "--duration", "1", "--no-record-db"])
+        #expect(stream.status != 0 && stream.stderr.contains("\"AA-BB-CC-DD-EE\" is not a Bluetooth address"), "\(stream.stderr)")
+    }
+
     @Test func checkReportsTheLineOfAnError() throws {
         let dir = tempDir()
         defer { try? FileManager.default.removeItem(atPath: dir) }
