@@ -668,6 +668,8 @@ public final class SessionStore: Sendable {
                 out.append("\(path): cannot be read")
                 continue
             }
+            // Empty (a journal begun as the disk filled or the process died): nothing waits in it to be said.
+            if contents.sessionId == nil, contents.samples.isEmpty, contents.events.isEmpty { continue }
             let holds = "\(contents.samples.count) sample\(contents.samples.count == 1 ? "" : "s") and "
                 + "\(contents.events.count) event\(contents.events.count == 1 ? "" : "s")"
             guard let id = contents.sessionId else {
