@@ -54,7 +54,7 @@ struct SessionRunner {
     var stop: SessionStop? = nil
 
     /// Returns the process exit status: 0 after a summary, 1 after a session error or a summary of a session that
-    /// received no sample, 2 when it could not start.
+    /// received no sample, 2 when it could not start, 128 + N when signal N came before it started.
     func run() async throws -> Int32 {
         // A reader that goes away (standard output's, a TLS broker's socket written by OpenSSL without MSG_NOSIGNAL)
         // is an error to handle, not the end of the process: the session ends properly or goes on.

@@ -23,7 +23,7 @@ struct SessionsListCommand: ParsableCommand {
     @Flag(help: "Print a JSON array instead of a table.")
     var json = false
 
-    @Option(help: ArgumentHelp("Only the N sessions that started last (still oldest first).", valueName: "n"))
+    @Option(parsing: .unconditional, help: ArgumentHelp("Only the N sessions that started last (still oldest first).", valueName: "n"))
     var last: Int?
 
     func validate() throws {

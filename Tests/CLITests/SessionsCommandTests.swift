@@ -456,6 +456,10 @@ import Testing
         #expect(list.stderr.contains("journal/headless.jsonl holds 2 samples and 0 events but no line naming its session"),
                 "\(list.stderr)")
         #expect(FileManager.default.fileExists(atPath: dir + "/journal/headless.jsonl"), "kept, not deleted")
+        // An empty journal holds nothing to say (it was warned about on every command for ever).
+        #expect(FileManager.default.createFile(atPath: dir + "/journal/empty.jsonl", contents: Data()))
+        let again = try CLI.run(["sessions", "list", "--state-dir", dir])
+        #expect(again.stderr.contains("headless.jsonl") && !again.stderr.contains("empty.jsonl"), "\(again.stderr)")
         // doctor says it on the state directory's line (it said the store was fine).
         let doctor = try CLI.run(["doctor", "--state-dir", dir])
         #expect(doctor.stdout.contains("1 journal no command imports, to read or move aside by hand:")
@@ -478,6 +482,9 @@ import Testing
         let table = try CLI.run(["sessions", "list", "--last", "1", "--state-dir", dir])
         #expect(table.lines.count == 2 && table.lines[1].hasPrefix("third"), "\(table.stdout)")
         #expect(try CLI.run(["sessions", "list", "--last", "0", "--state-dir", dir]).status == 64)
+        // A negative count is said to be one (the parser read -1 as an option: "Missing value").
+        let negative = try CLI.run(["sessions", "list", "--last", "-1", "--state-dir", dir])
+        #expect(negative.status == 64 && negative.stderr.contains("--last must be 1 or more, got -1"), "\(negative.stderr)")
     }
 
     /// `--session-id` takes what the relay takes: a line break, an escape, a direction override or 201 bytes were
