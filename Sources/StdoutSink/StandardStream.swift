@@ -14,7 +14,9 @@ public enum StandardStream: Sendable {
     /// Writes all of `data`; false when the stream cannot take it (its reader closed it, or another error).
     @discardableResult
     public func write(_ data: Data) -> Bool {
-        data.withUnsafeBytes { raw in
+        if self == .output { Self.outputWriteStarted.withLock { $0 = ContinuousClock.now } }
+        defer { if self == .output { Self.outputWriteStarted.withLock { $0 = nil } } }
+        return data.withUnsafeBytes { raw in
             do throws(SystemCallError) {
                 try SystemCall.writeAll(descriptor, raw)
                 return true
@@ -23,6 +25,15 @@ public enum StandardStream: Sendable {
                 return false
             }
         }
+    }
+
+    /// When the write to standard output under way began; nil when none is.
+    private static let outputWriteStarted = Locked<ContinuousClock.Instant?>(nil)
+
+    /// How long the write to standard output under way has waited: a reader that stopped reading (a full pipe) blocks
+    /// it for ever. Zero when none is under way.
+    public static var outputWriteWaiting: Duration {
+        outputWriteStarted.withLock { $0 }.map { $0.duration(to: .now) } ?? .zero
     }
 
     @discardableResult

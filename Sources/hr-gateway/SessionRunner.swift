@@ -251,8 +251,29 @@ final class SessionStop: Sendable {
             }
             logger.debug("\(Self.name(sig)) taken: \(group == nil ? "the session will not start" : "the session ends")")
             if let group { Task { await group.triggerGracefulShutdown() } }
+            watchStandardOutput(after: sig)
         }
         return SessionStop(state: state, signals: signals)
+    }
+
+    /// How long a write to standard output may stay blocked once a stop was asked for.
+    static let blockedOutputLimit: Duration = .seconds(10)
+
+    /// After a stop was asked for, a write to standard output blocked for `blockedOutputLimit` (its reader stopped
+    /// reading: a full pipe) ends the process with 128 + `sig`, saying so. The session's end waited on it for ever,
+    /// recorded already, until a second signal (a script that stops reading, then terminates and waits, hung).
+    private static func watchStandardOutput(after sig: Int32) {
+        // A thread of its own: the concurrency pool's may all be waiting on the blocked write.
+        Thread.detachNewThread {
+            while true {
+                Thread.sleep(forTimeInterval: 1)
+                guard StandardStream.outputWriteWaiting >= blockedOutputLimit else { continue }
+                StandardStream.error.write(Data(("stopping: standard output has not been read for "
+                    + "\(blockedOutputLimit.components.seconds) s (its reader stopped reading); exiting, what was "
+                    + "recorded is kept\n").utf8))
+                exit(128 + sig)
+            }
+        }
     }
 
     static func name(_ sig: Int32) -> String { sig == SIGTERM ? "SIGTERM" : sig == SIGINT ? "SIGINT" : "SIGHUP" }

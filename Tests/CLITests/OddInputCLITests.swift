@@ -231,3 +231,69 @@ func runTool(_ tool: String, _ args: [String]) throws -> Int32 {
         #expect(normal.stdout.contains("\u{1B}[H"))
     }
 }
+
+/// SIGTERM while standard output's reader has stopped reading (a full pipe: a script that stops reading, then
+/// terminates the gateway and waits): the write of the summary blocked for ever, the session recorded already,
+/// until a second signal. Now a write blocked for 10 s after the stop ends the process, saying so.
+@Suite struct BlockedOutputStopTests {
+    @Test func aStopWhileStandardOutputIsNotReadEnds() throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("hrg-blocked-\(UUID().uuidString)").path
+        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        var lines = ""
+        for i in 0..<3600 {
+            let s = BiosignalSample(timestampMs: 5_000_000 + Int64(i) * 1000, bpm: 60, rrIntervalsMs: [1000 + Double(i % 7)],
+                                    deviceId: "AA:BB:CC:DD:EE:FF", source: "ble_hrm", contact: .contact, sequence: UInt64(i))
+            lines += s.jsonValue.jsonString + "\n"
+        }
+        try lines.write(toFile: dir + "/long.jsonl", atomically: true, encoding: .utf8)
+        let fifo = dir + "/out.fifo"
+        try #require(mkfifo(fifo, 0o600) == 0)
+        // A reader that never reads.
+        let reader = open(fifo, O_RDONLY | O_NONBLOCK)
+        try #require(reader >= 0)
+        defer { close(reader) }
+        let p = Process()
+        p.executableURL = CLI.executable
+        p.arguments = ["stream", "--replay", dir + "/long.jsonl", "--replay-speed", "100", "--format", "jsonl", "--raw",
+                       "--session-id", "blocked", "--state-dir", dir + "/s"]
+        p.environment = CLI.environment([:])
+        let err = Pipe()
+        p.standardOutput = try FileHandle(forWritingTo: URL(fileURLWithPath: fifo))
+        p.standardError = err
+        p.standardInput = FileHandle.nullDevice
+        try p.run()
+        let pid = p.processIdentifier
+        let killer = DispatchWorkItem { kill(pid, SIGKILL) }
+        DispatchQueue.global().asyncAfter(deadline: .now() + 90, execute: killer)
+        defer { killer.cancel() }
+        // Blocked: a thread of the gateway waits in write(2) on descriptor 1 with the pipe nearly full (a condition
+        // polled, with a deadline; /proc/PID/task/*/syscall names the call and its first argument).
+        #if arch(arm64)
+        let write = "64"
+        #else
+        let write = "1"
+        #endif
+        func blocked() -> Bool {
+            var unread: Int32 = 0
+            _ = ioctl(reader, UInt(FIONREAD), &unread)
+            guard unread >= 32_768 else { return false }
+            let tasks = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/task")) ?? []
+            return tasks.contains { task in
+                ((try? String(contentsOfFile: "/proc/\(pid)/task/\(task)/syscall", encoding: .utf8)) ?? "")
+                    .hasPrefix("\(write) 0x1 ")
+            }
+        }
+        let deadline = ContinuousClock.now + .seconds(30)
+        while ContinuousClock.now < deadline, p.isRunning, !blocked() { usleep(20_000) }
+        try #require(blocked(), "the gateway blocked writing to standard output")
+        let stopped = ContinuousClock.now
+        kill(pid, SIGTERM)
+        let stderr = String(decoding: err.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        p.waitUntilExit()
+        let took = stopped.duration(to: .now)
+        #expect(p.terminationReason == .exit && p.terminationStatus == 143, "\(p.terminationReason) \(p.terminationStatus): \(stderr)")
+        #expect(stderr.contains("standard output has not been read for 10 s"), "\(stderr)")
+        #expect(took >= .seconds(9) && took < .seconds(60), "\(took)")
+    }
+}
