@@ -104,6 +104,8 @@ struct AnalyzeCommand: ParsableCommand {
         config.sampleRateHz = max(30, (2.2 * maxHz).rounded(.up))
         let isCSV = file.lowercased().hasSuffix(".csv")
         let result: OfflineAnalysisResult
+        // Frames past the end of --frame-times: left out (said), not "dropped (time not increasing)".
+        var pastEndOfTimes = 0
         if isCSV {
             let data: [UInt8]
             do { data = try SystemCall.readFile(file, notA: "a trace (CSV)") } catch {
@@ -161,6 +163,7 @@ struct AnalyzeCommand: ParsableCommand {
                 estimator: OfflineAnalysis.makeVideoEstimator(configuration: config, faceCascade: faceCascade))
             let total = result.frames + result.droppedFrames
             let pastEnd = times.map { max(0, total - $0.count) } ?? 0
+            pastEndOfTimes = pastEnd
             if let times, pastEnd > 0 {
                 StandardStream.error.write(Data(("warning: \(file): --frame-times has \(times.count) times for "
                     + "\(total) frames; the \(pastEnd) frame(s) past its end were left out\n").utf8))
@@ -190,7 +193,8 @@ struct AnalyzeCommand: ParsableCommand {
                 + "\(Int(config.minimumWindowSeconds)) s a first pulse window needs: nothing to estimate. Record longer "
                 + "(30 s or more gives steady readings).")
         }
-        var report = AnalysisReport(estimates: result.estimates, frames: result.frames, droppedFrames: result.droppedFrames,
+        var report = AnalysisReport(estimates: result.estimates, frames: result.frames,
+                                    droppedFrames: result.droppedFrames - pastEndOfTimes,
                                     durationSeconds: result.durationSeconds, source: isCSV ? "csv" : "video")
         if let tracker = result.tracker { report.face = (tracker.detectorName, tracker.stats) }
         if json {

@@ -350,6 +350,12 @@ import Testing
             let hr = try #require(o["hr_bpm"]?.doubleValue, "\(o)")
             #expect(abs(hr - 84 / 1.25) <= 3, "\(o)")
         }
+        // Frames past the end of the times are left out and said, not counted as dropped for their time.
+        let fewer = dir.appendingPathComponent("fewer.csv")
+        try ("t_s\n" + (0..<(frames - 5)).map { "\(Double($0) / 30)" }.joined(separator: "\n")).write(to: fewer, atomically: true, encoding: .utf8)
+        let fewerRun = try Self.analyze([video, "--frame-times", fewer.path, "--json"], in: dir)
+        #expect(fewerRun.stderr.contains("the 5 frame(s) past its end were left out"), "\(fewerRun.stderr)")
+        #expect(try Self.parseLines(fewerRun.stdout).last?["dropped_frames"]?.intValue == 0, "\(fewerRun.stdout.suffix(400))")
         let short = try Self.analyze([video, "--frame-times", timesFile.path + ".missing"], in: dir)
         #expect(short.status == 1 && short.stderr.contains("cannot read --frame-times"), "\(short.stderr)")
 
