@@ -385,10 +385,14 @@ public struct RelayServer: Sendable {
                     }
                 }
             }
-            // The first child to end (the peer closed, or the queue overflowed) ends the connection.
+            // The first child to end ends the connection: the peer closed, the queue overflowed, or the peer went
+            // without a close frame (a reset, a half frame, a TLS peer vanishing), when reading throws. Then too the
+            // queue closes: the writer waits on it, not on cancellation, and would hold the consumer for good.
+            defer {
+                connection.queue.close()
+                group.cancelAll()
+            }
             _ = try await group.next()
-            connection.queue.close()
-            group.cancelAll()
         }
     }
 }

@@ -91,3 +91,45 @@ final class CapturedLog: Sendable {
         await relay.stop()
     }
 }
+
+/// Connects with `token` and completes the WebSocket upgrade; the caller closes the socket.
+private func upgradedSocket(port: Int, token: String) throws -> Int32 {
+    let fd = try connectLoopback(port: port)
+    let request = ["GET /v1/relay HTTP/1.1", "Host: 127.0.0.1:\(port)", "Upgrade: websocket", "Connection: Upgrade",
+                   "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==", "Sec-WebSocket-Version: 13",
+                   "Authorization: Bearer \(token)", "", ""].joined(separator: "\r\n")
+    _ = request.withCString { send(fd, $0, strlen($0), 0) }
+    var timeout = timeval(tv_sec: 10, tv_usec: 0)
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+    var got: [UInt8] = []
+    var byte: UInt8 = 0
+    // Up to the end of the response head, byte by byte: what follows is the relay's first frame.
+    while !(got.count >= 4 && got.suffix(4) == [13, 10, 13, 10]) {
+        guard recv(fd, &byte, 1, 0) == 1 else { break }
+        got.append(byte)
+    }
+    return fd
+}
+
+@Suite(.serialized) struct RelayAbnormalCloseTests {
+    /// A consumer whose connection ends without a close frame (reset mid-frame: a phone losing its network, a TLS
+    /// peer vanishing) is let go at once: it was kept connected on an idle gateway, its writer waiting for a frame
+    /// that never came, and every such consumer held a socket and its memory for good.
+    @Test func aConsumerResetMidFrameIsLetGo() async throws {
+        let captured = CapturedLog()
+        let relay = try await LiveRelay(accessLog: RelayAccessLog(logger: captured.logger))
+        let (token, _) = try relay.tokens.create(name: "phone", scope: .read, nowMs: 0)
+        let fd = try upgradedSocket(port: relay.port, token: token)
+        #expect(await captured.eventually(contains: "info consumer connected"), "\(captured.all)")
+        #expect(relay.hub.connectionCount == 1)
+        // The first bytes of a masked 100-byte text frame, then a reset (SO_LINGER 0).
+        let half: [UInt8] = [0x81, 0x80 | 100, 1, 2, 3, 4, 0x41, 0x42]
+        _ = half.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, 0) }
+        var linger = Glibc.linger(l_onoff: 1, l_linger: 0)
+        setsockopt(fd, SOL_SOCKET, SO_LINGER, &linger, socklen_t(MemoryLayout<Glibc.linger>.size))
+        close(fd)
+        #expect(await captured.eventually(contains: "info consumer left"), "\(captured.all)")
+        #expect(relay.hub.connectionCount == 0)
+        await relay.stop()
+    }
+}
