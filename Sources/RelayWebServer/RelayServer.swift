@@ -200,7 +200,10 @@ public struct RelayServer: Sendable {
                     webSocketResponder: wsResponder,
                     configuration: .init(
                         http1: .init(idleTimeout: TimeAmount(configuration.requestTimeout)),
-                        ws: .init(maxFrameSize: configuration.maxFrameBytes, autoPing: .enabled(timePeriod: configuration.ping)))
+                        ws: .init(
+                            maxFrameSize: configuration.maxFrameBytes, autoPing: .enabled(timePeriod: configuration.ping),
+                            // A text frame that is not UTF-8 closes with 1007 (RFC 6455 §8.1), not read as U+FFFD.
+                            validateUTF8: true))
                 ),
                 admits: { head in server.admitsUpgrade(head) },
                 unused: unused,
@@ -358,6 +361,10 @@ public struct RelayServer: Sendable {
                 while let text = await connection.queue.next() {
                     try await outbound.write(.text(text))
                 }
+                // Ended by the connection's end (below): the peer closed, or its connection failed, and the
+                // WebSocket handler answers with the code that says why (1007 for text that is not UTF-8, 1009 for
+                // a message too long), or there is no one left to tell.
+                if Task.isCancelled { return }
                 switch connection.closeReason.withLock({ $0 }) {
                 case .revoked?:
                     try? await outbound.close(.policyViolation, reason: "token revoked; ask for a new one")
@@ -389,8 +396,8 @@ public struct RelayServer: Sendable {
             // without a close frame (a reset, a half frame, a TLS peer vanishing), when reading throws. Then too the
             // queue closes: the writer waits on it, not on cancellation, and would hold the consumer for good.
             defer {
-                connection.queue.close()
                 group.cancelAll()
+                connection.queue.close()
             }
             _ = try await group.next()
         }

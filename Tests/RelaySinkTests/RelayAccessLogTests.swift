@@ -133,3 +133,46 @@ private func upgradedSocket(port: Int, token: String) throws -> Int32 {
         await relay.stop()
     }
 }
+
+/// The close code of the first close frame the server sends on `fd`, reading (and skipping) the frames before it.
+private func closeCode(on fd: Int32) -> Int? {
+    func read(_ count: Int) -> [UInt8]? {
+        var out = [UInt8](repeating: 0, count: count)
+        var got = 0
+        while got < count {
+            let n = out.withUnsafeMutableBytes { recv(fd, $0.baseAddress! + got, count - got, 0) }
+            if n <= 0 { return nil }
+            got += n
+        }
+        return out
+    }
+    while let head = read(2) {
+        var length = Int(head[1] & 0x7F)
+        if length == 126 { guard let l = read(2) else { return nil }; length = Int(l[0]) << 8 | Int(l[1]) }
+        if length == 127 { guard let l = read(8) else { return nil }; length = l.reduce(0) { $0 << 8 | Int($1) } }
+        guard let payload = read(length) else { return nil }
+        if head[0] & 0x0F == 0x8 { return payload.count >= 2 ? Int(payload[0]) << 8 | Int(payload[1]) : nil }
+    }
+    return nil
+}
+
+@Suite(.serialized) struct RelayTextFrameTests {
+    /// A text frame that is not UTF-8 is a protocol error the peer is told of (close 1007), not a command read
+    /// with U+FFFD in place of its bytes.
+    @Test func aTextFrameThatIsNotUTF8ClosesWith1007() async throws {
+        let captured = CapturedLog()
+        let relay = try await LiveRelay(accessLog: RelayAccessLog(logger: captured.logger))
+        let (token, _) = try relay.tokens.create(name: "phone", scope: .control, nowMs: 0)
+        let fd = try upgradedSocket(port: relay.port, token: token)
+        defer { close(fd) }
+        let payload: [UInt8] = Array(#"{"command":"hello","x":""#.utf8) + [0xFF, 0xFE] + Array(#""}"#.utf8)
+        let mask: [UInt8] = [9, 8, 7, 6]
+        let frame = [0x81, 0x80 | UInt8(payload.count)] + mask + payload.enumerated().map { $0.element ^ mask[$0.offset % 4] }
+        _ = frame.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, 0) }
+        // Read on a thread of its own: blocking one of the pool's threads (as many as cores) could stall the server.
+        let code = await withCheckedContinuation { done in Thread.detachNewThread { done.resume(returning: closeCode(on: fd)) } }
+        #expect(code == 1007)
+        #expect(await captured.eventually(contains: "info consumer left"), "\(captured.all)")
+        await relay.stop()
+    }
+}
