@@ -44,8 +44,44 @@ public struct RelayServerConfiguration: Sendable {
         self.port = port
     }
 
-    public var isLoopback: Bool {
-        host == "localhost" || host == "::1" || host.hasPrefix("127.")
+    public var isLoopback: Bool { Self.isLoopbackName(host) }
+
+    /// Whether `name` names this machine's loopback: `localhost`, an IPv4 address in 127.0.0.0/8 or `::1`. A host
+    /// name that only starts like one (`127.0.0.1.example.com`, `127.attacker.net`) resolves to whatever its owner
+    /// chooses, and is not.
+    public static func isLoopbackName(_ name: String) -> Bool {
+        var name = name.lowercased()
+        if name.hasSuffix(".") { name.removeLast() }
+        if name.hasPrefix("[") && name.hasSuffix("]") { name = String(name.dropFirst().dropLast()) }
+        if name == "localhost" { return true }
+        var v4 = in_addr()
+        if inet_pton(AF_INET, name, &v4) == 1 { return UInt32(bigEndian: v4.s_addr) >> 24 == 127 }
+        var v6 = in6_addr()
+        if inet_pton(AF_INET6, name, &v6) == 1 { return withUnsafeBytes(of: &v6) { Array($0) } == Array(repeating: 0, count: 15) + [1] }
+        return false
+    }
+
+    /// The host of an HTTP authority (`Host` header, or an `Origin` without its scheme): `name`, `name:port`,
+    /// `[v6]` or `[v6]:port`.
+    static func hostOfAuthority(_ authority: Substring) -> String {
+        if authority.hasPrefix("["), let end = authority.firstIndex(of: "]") {
+            return String(authority[...end])
+        }
+        let colons = authority.filter { $0 == ":" }.count
+        return colons == 1 ? String(authority.prefix { $0 != ":" }) : String(authority)
+    }
+
+    /// Whether a request without a token may be served in no-auth mode, from its `Host` and `Origin` headers. A
+    /// page on any web site the user visits can open a WebSocket to 127.0.0.1 (the browser sends its own Origin), or
+    /// have its own name resolve to 127.0.0.1 after loading (DNS rebinding: its Host is then that name): either
+    /// would control the session and read every recorded one. Programs that send no Origin (scripts, `attach`)
+    /// and the dashboard served from the relay itself are let in.
+    static func isLocalRequest(host: String?, origin: String?) -> Bool {
+        if let host, !host.isEmpty, !isLoopbackName(hostOfAuthority(Substring(host))) { return false }
+        guard let origin else { return true }
+        guard let scheme = origin.range(of: "://") else { return false }  // "null": a sandboxed or file: page
+        let authority = origin[scheme.upperBound...].prefix { $0 != "/" }
+        return isLoopbackName(hostOfAuthority(authority))
     }
 }
 
@@ -257,8 +293,13 @@ public struct RelayServer: Sendable {
         if let token = Self.token(in: request), let tokens {
             return tokens.authenticate(token)
         }
-        return configuration.allowAnonymous ? .anonymous : nil
+        guard configuration.allowAnonymous,
+            RelayServerConfiguration.isLocalRequest(host: request.head.authority, origin: request.headers[Self.originHeader])
+        else { return nil }
+        return .anonymous
     }
+
+    static let originHeader = HTTPField.Name("Origin")!
 
     /// Whether the upgrade gate lets a WebSocket upgrade through: to the relay's path, offering the relay's
     /// subprotocol (or none), with a valid token. Any other is answered as a plain `GET` says: 404 for another path,
@@ -302,6 +343,7 @@ public struct RelayServer: Sendable {
         }
         if let token, let tokens { return tokens.authenticate(token) != nil }
         return configuration.allowAnonymous
+            && RelayServerConfiguration.isLocalRequest(host: head.headers["host"].first, origin: head.headers["origin"].first)
     }
 
     static let protocolHeader = HTTPField.Name("Sec-WebSocket-Protocol")!

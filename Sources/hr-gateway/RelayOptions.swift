@@ -16,7 +16,7 @@ struct RelayOptions: ParsableArguments {
         valueName: "host:port"))
     var listen: String?
 
-    @Flag(help: "Development only: accept consumers without a token. Refused unless --listen is a loopback address.")
+    @Flag(help: "Development only: accept consumers without a token. Refused unless --listen is a loopback address; a browser page is let in only when served from a loopback address itself (its Origin and Host), so that a web site cannot reach the relay through your browser.")
     var noAuth = false
 
     @Flag(help: "Serve wss:// with the certificate in the state directory (tls/cert.pem, tls/key.pem), made self-signed (swift-certificates) on first use. Clients pin its SHA-256 fingerprint, printed at start and by `token create`. Default: the configuration's relay.tls.")

@@ -69,10 +69,10 @@ func connectLoopback(port: Int) throws -> Int32 {
 }
 
 /// The status line of a raw HTTP/1.1 WebSocket upgrade request.
-func upgradeStatus(port: Int, headers: [String] = [], path: String = "/v1/relay") throws -> String {
+func upgradeStatus(port: Int, headers: [String] = [], path: String = "/v1/relay", host: String? = nil) throws -> String {
     let fd = try connectLoopback(port: port)
     defer { close(fd) }
-    let request = (["GET \(path) HTTP/1.1", "Host: 127.0.0.1:\(port)", "Upgrade: websocket", "Connection: Upgrade",
+    let request = (["GET \(path) HTTP/1.1", "Host: \(host ?? "127.0.0.1:\(port)")", "Upgrade: websocket", "Connection: Upgrade",
                     "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==", "Sec-WebSocket-Version: 13"] + headers + ["", ""])
         .joined(separator: "\r\n")
     _ = request.withCString { send(fd, $0, strlen($0), 0) }
@@ -92,8 +92,10 @@ func httpGet(port: Int, path: String, headers: [String] = [], timeoutSeconds: In
 }
 
 /// `httpGet` on the calling thread.
-func httpGetNow(port: Int, path: String, headers: [String] = [], timeoutSeconds: Int = 30) throws -> (String, String) {
-    let fd = try sendGet(port: port, path: path, headers: headers)
+func httpGetNow(
+    port: Int, path: String, headers: [String] = [], timeoutSeconds: Int = 30, host: String = "127.0.0.1"
+) throws -> (String, String) {
+    let fd = try sendGet(port: port, path: path, headers: headers, host: host)
     defer { close(fd) }
     // A server that never answers fails the test instead of hanging it.
     var timeout = timeval(tv_sec: timeoutSeconds, tv_usec: 0)
@@ -111,9 +113,9 @@ func httpGetNow(port: Int, path: String, headers: [String] = [], timeoutSeconds:
 }
 
 /// Connects and sends a GET; the caller reads the answer (or not) and closes the socket.
-func sendGet(port: Int, path: String, headers: [String] = []) throws -> Int32 {
+func sendGet(port: Int, path: String, headers: [String] = [], host: String = "127.0.0.1") throws -> Int32 {
     let fd = try connectLoopback(port: port)
-    let request = (["GET \(path) HTTP/1.1", "Host: 127.0.0.1", "Connection: close"] + headers + ["", ""])
+    let request = (["GET \(path) HTTP/1.1", "Host: \(host)", "Connection: close"] + headers + ["", ""])
         .joined(separator: "\r\n")
     _ = request.withCString { send(fd, $0, strlen($0), 0) }
     return fd
@@ -390,6 +392,47 @@ func sendGet(port: Int, path: String, headers: [String] = []) throws -> Int32 {
         }
         #expect(reply.withLock { $0 }?["error_code"] == .string("forbidden"))
         #expect(relay.engine.getStatus() == nil)
+        await relay.stop()
+    }
+}
+
+@Suite(.serialized) struct RelayNoAuthTests {
+    /// Only addresses are loopback: a name that starts like one resolves where its owner says.
+    @Test func loopbackIsAnAddressNotAPrefix() {
+        for name in ["127.0.0.1", "127.1.2.3", "localhost", "LOCALHOST", "localhost.", "::1", "[::1]", "0:0:0:0:0:0:0:1"] {
+            #expect(RelayServerConfiguration.isLoopbackName(name), "\(name)")
+        }
+        for name in ["127.attacker.net", "127.0.0.1.example.com", "0.0.0.0", "::", "192.168.1.2", "128.0.0.1", "", "localhost.evil"] {
+            #expect(!RelayServerConfiguration.isLoopbackName(name), "\(name)")
+        }
+        #expect(RelayServerConfiguration(host: "127.0.0.1", port: 0).isLoopback)
+        #expect(!RelayServerConfiguration(host: "127.evil.example", port: 0).isLoopback)
+    }
+
+    /// Without a token, a page of another site (its Origin), a sandboxed or file: page (Origin: null) and a request
+    /// for another name that resolved here (DNS rebinding: its Host) are refused; a script (no Origin), the dashboard
+    /// served from loopback, and a token holder's request are not.
+    @Test func noAuthServesOnlyLocalPages() async throws {
+        let relay = try await LiveRelay(allowAnonymous: true, sessions: RelayServerTests.TwoSessions())
+        let port = relay.port
+        #expect(try upgradeStatus(port: port).contains(" 101 "))
+        #expect(try upgradeStatus(port: port, headers: ["Origin: http://127.0.0.1:\(port)"]).contains(" 101 "))
+        #expect(try upgradeStatus(port: port, headers: ["Origin: http://localhost:\(port)"], host: "localhost:\(port)").contains(" 101 "))
+        #expect(try upgradeStatus(port: port, headers: ["Origin: http://[::1]:\(port)"], host: "[::1]:\(port)").contains(" 101 "))
+        #expect(try upgradeStatus(port: port, headers: ["Origin: https://evil.example"]).contains(" 401 "))
+        #expect(try upgradeStatus(port: port, headers: ["Origin: null"]).contains(" 401 "))
+        #expect(try upgradeStatus(port: port, headers: ["Origin: http://127.0.0.1.evil.example"]).contains(" 401 "))
+        #expect(try upgradeStatus(port: port, host: "rebound.evil.example:\(port)").contains(" 401 "))
+        let page = try httpGetNow(port: port, path: "/", headers: ["Origin: http://127.0.0.1:\(port)"])
+        #expect(page.1.contains(" 200 "), "\(page.1)")
+        #expect(try httpGetNow(port: port, path: "/v1/sessions").1.contains(" 200 "))
+        let rebound = try httpGetNow(port: port, path: "/v1/sessions", host: "rebound.evil.example:\(port)")
+        #expect(rebound.1.contains(" 401 "), "\(rebound.1)")
+        let foreign = try httpGetNow(port: port, path: "/v1/sessions", headers: ["Origin: https://evil.example"])
+        #expect(foreign.1.contains(" 401 "), "\(foreign.1)")
+        let (token, _) = try relay.tokens.create(name: "page", scope: .read, nowMs: 0)
+        let withToken = try httpGetNow(port: port, path: "/v1/sessions", headers: ["Origin: https://evil.example", "Authorization: Bearer \(token)"])
+        #expect(withToken.1.contains(" 200 "), "\(withToken.1)")
         await relay.stop()
     }
 }
