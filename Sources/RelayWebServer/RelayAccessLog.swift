@@ -89,6 +89,36 @@ public final class RelayAccessLog: Sendable {
         logger.warning("refused \(String(path.prefix(64))) from \(key): \(why)\(more)")
     }
 
+    /// Connections closed at once because their address, or the relay, held too many, by address: said at most
+    /// once per `refusalInterval` each, with how many since the last line.
+    private let crowded = Mutex([String: (lastSaid: ContinuousClock.Instant, unsaid: Int)]())
+
+    /// A connection from `address` was closed as soon as it was accepted (`ConnectionSlots`).
+    func closedOverLimit(_ refusal: ConnectionSlots.Refusal, from address: SocketAddress?) {
+        let key = address?.ipAddress ?? "an unknown address"
+        let at = now()
+        let unsaid: Int? = crowded.withLock { table -> Int? in
+            if let entry = table[key], entry.lastSaid.duration(to: at) < refusalInterval {
+                table[key] = (entry.lastSaid, entry.unsaid + 1)
+                return nil
+            }
+            if table[key] == nil, table.count >= Self.maxAddresses,
+                let oldest = table.min(by: { $0.value.lastSaid < $1.value.lastSaid }) {
+                table.removeValue(forKey: oldest.key)
+            }
+            let earlier = table[key]?.unsaid ?? 0
+            table[key] = (at, 0)
+            return earlier
+        }
+        guard let unsaid else { return }
+        let why = switch refusal {
+        case .address(let open): "it holds \(open) connections already, the most one address may (closing some lets it in again)"
+        case .total(let open): "the relay holds \(open) connections already, the most it takes (raise `ulimit -n`, LimitNOFILE in the unit, to allow more)"
+        }
+        let more = unsaid > 0 ? "; \(unsaid) more closed since its last line" : ""
+        logger.warning("closed a connection from \(key) as it was accepted: \(why)\(more)")
+    }
+
     static func describe(_ principal: RelayPrincipal) -> String {
         principal == .anonymous ? "anonymous (--no-auth)"
             : "token \"\(principal.name)\" (\(principal.scope == .read ? "read-only" : "control"), consumer \(principal.consumerId))"

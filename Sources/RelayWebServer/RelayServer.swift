@@ -31,6 +31,14 @@ public struct RelayServerConfiguration: Sendable {
     /// half a request held every file descriptor of a service, locking every client out, for ever); one idle this
     /// long between HTTP requests is closed too. WebSockets keep their own ping.
     public var requestTimeout: Duration = .seconds(30)
+    /// Connections one peer address may hold open (WebSockets and HTTP requests together; a dashboard takes two or
+    /// three), and all peers together (less under a low `ulimit -n`: `ConnectionSlots.total`). One over either is
+    /// closed as soon as it is accepted, and said in the log.
+    public var maxConnectionsPerAddress = 32
+    public var maxConnections = 1024
+    /// Loopback peers are not held to `maxConnectionsPerAddress` nor counted in `maxConnections` (a reverse proxy
+    /// on this machine brings every client from 127.0.0.1).
+    public var connectionLimitsExemptLoopback = true
     /// How often the token store is read again to end the connections of revoked tokens.
     public var tokenRecheck: Duration = .seconds(2)
     /// Serves `GET /metrics` (with the same token as the relay) with this Prometheus text; nil: no such page.
@@ -57,7 +65,12 @@ public struct RelayServerConfiguration: Sendable {
         var v4 = in_addr()
         if inet_pton(AF_INET, name, &v4) == 1 { return UInt32(bigEndian: v4.s_addr) >> 24 == 127 }
         var v6 = in6_addr()
-        if inet_pton(AF_INET6, name, &v6) == 1 { return withUnsafeBytes(of: &v6) { Array($0) } == Array(repeating: 0, count: 15) + [1] }
+        if inet_pton(AF_INET6, name, &v6) == 1 {
+            let bytes = withUnsafeBytes(of: &v6) { Array($0) }
+            // ::1, or an IPv4 loopback address mapped (a dual-stack socket sees 127.0.0.1 as ::ffff:127.0.0.1).
+            return bytes == Array(repeating: 0, count: 15) + [1]
+                || (bytes.prefix(10).allSatisfy { $0 == 0 } && bytes[10] == 0xff && bytes[11] == 0xff && bytes[12] == 127)
+        }
         return false
     }
 
@@ -229,6 +242,10 @@ public struct RelayServer: Sendable {
         }
         let wsResponder = wsRouter.buildResponder()
         let unused = UnusedConnections()
+        let slots = ConnectionSlots(
+            perAddress: configuration.maxConnectionsPerAddress,
+            total: ConnectionSlots.total(configured: configuration.maxConnections),
+            exemptsLoopback: configuration.connectionLimitsExemptLoopback)
         let plain = HTTPServerBuilder { responder in
             UpgradeGateChannel(
                 inner: HTTP1WebSocketUpgradeChannel(
@@ -243,7 +260,9 @@ public struct RelayServer: Sendable {
                 ),
                 admits: { head in server.admitsUpgrade(head) },
                 unused: unused,
-                firstRequestTimeout: TimeAmount(configuration.requestTimeout)
+                firstRequestTimeout: TimeAmount(configuration.requestTimeout),
+                slots: slots,
+                accessLog: accessLog
             )
         }
         let builder = try configuration.tls.map { try HTTPServerBuilder.tls(plain, tlsConfiguration: $0.serverConfiguration()) }

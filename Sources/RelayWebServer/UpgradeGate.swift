@@ -17,9 +17,22 @@ struct UpgradeGateChannel: ServerChildChannel {
     /// A connection whose first request head has not come by then is closed (the upgrader's idle timeout starts
     /// only after that head).
     let firstRequestTimeout: TimeAmount
+    /// Connections open per address and in all; one over either limit is closed as soon as it is set up.
+    let slots: ConnectionSlots
+    let accessLog: RelayAccessLog
 
     func setup(channel: any Channel, logger: Logger) -> EventLoopFuture<Value> {
         let negotiated = inner.setup(channel: channel, logger: logger)
+        let peer = channel.remoteAddress
+        if let refusal = slots.take(peer?.ipAddress) {
+            accessLog.closedOverLimit(refusal, from: peer)
+            // Closed once registered and active (the channel is neither while it is set up), and set up all the
+            // same (its handler then sees the negotiation fail and returns): a setup that fails would be an error
+            // of the listening socket's.
+            try? channel.pipeline.syncOperations.addHandler(CloseWhenActive(), position: .first)
+            return negotiated
+        }
+        channel.closeFuture.whenComplete { [slots] _ in slots.release(peer?.ipAddress) }
         do {
             let decoder = try channel.pipeline.syncOperations.handler(type: ByteToMessageHandler<HTTPRequestDecoder>.self)
             try channel.pipeline.syncOperations.addHandler(UpgradeGate(admits: admits), position: .after(decoder))
@@ -76,6 +89,21 @@ final class UpgradeGate: ChannelInboundHandler, RemovableChannelHandler {
 
 // The gate's state is immutable and it runs on its channel's event loop only.
 extension UpgradeGate: @unchecked Sendable {}
+
+/// Closes its connection as soon as it is active: one refused by `ConnectionSlots`.
+final class CloseWhenActive: ChannelInboundHandler {
+    typealias InboundIn = NIOAny
+
+    func handlerAdded(context: ChannelHandlerContext) {
+        if context.channel.isActive { context.close(promise: nil) }
+    }
+
+    func channelActive(context: ChannelHandlerContext) {
+        context.close(promise: nil)
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {}
+}
 
 /// Every connection from its setup until it closes, so that stopping the server closes those that never sent a
 /// request: also one accepted but not yet handed to its handler when the server stopped (the accepted connections

@@ -21,7 +21,7 @@ final class LiveRelay: Sendable {
 
     init(
         allowAnonymous: Bool = false, sessions: (any SessionArchive)? = nil, requestTimeout: Duration = .seconds(30),
-        accessLog: RelayAccessLog = RelayAccessLog()
+        accessLog: RelayAccessLog = RelayAccessLog(), connectionsPerAddress: Int? = nil
     ) async throws {
         directory = NSTemporaryDirectory() + "relay-test-" + UUID().uuidString
         tokens = RelayTokenStore(directory: directory)
@@ -32,6 +32,11 @@ final class LiveRelay: Sendable {
         config.allowAnonymous = allowAnonymous
         config.sessions = sessions
         config.requestTimeout = requestTimeout
+        if let connectionsPerAddress {
+            // The tests connect from 127.0.0.1, which the relay otherwise does not count.
+            config.maxConnectionsPerAddress = connectionsPerAddress
+            config.connectionLimitsExemptLoopback = false
+        }
         let server = RelayServer(hub: hub, tokens: tokens, configuration: config, accessLog: accessLog)
         let (ports, continuation) = AsyncStream<Int>.makeStream()
         task = Task { try await server.run { port in continuation.yield(port) } }
@@ -399,10 +404,10 @@ func sendGet(port: Int, path: String, headers: [String] = [], host: String = "12
 @Suite(.serialized) struct RelayNoAuthTests {
     /// Only addresses are loopback: a name that starts like one resolves where its owner says.
     @Test func loopbackIsAnAddressNotAPrefix() {
-        for name in ["127.0.0.1", "127.1.2.3", "localhost", "LOCALHOST", "localhost.", "::1", "[::1]", "0:0:0:0:0:0:0:1"] {
+        for name in ["127.0.0.1", "127.1.2.3", "localhost", "LOCALHOST", "localhost.", "::1", "[::1]", "0:0:0:0:0:0:0:1", "::ffff:127.0.0.1"] {
             #expect(RelayServerConfiguration.isLoopbackName(name), "\(name)")
         }
-        for name in ["127.attacker.net", "127.0.0.1.example.com", "0.0.0.0", "::", "192.168.1.2", "128.0.0.1", "", "localhost.evil"] {
+        for name in ["127.attacker.net", "127.0.0.1.example.com", "0.0.0.0", "::", "192.168.1.2", "128.0.0.1", "", "localhost.evil", "::ffff:10.0.0.1", "::2"] {
             #expect(!RelayServerConfiguration.isLoopbackName(name), "\(name)")
         }
         #expect(RelayServerConfiguration(host: "127.0.0.1", port: 0).isLoopback)
