@@ -13,10 +13,29 @@ public enum StateDatabase {
 
     /// Opens (creating when needed) the database at `path` and applies `migrations` in order.
     public static func open(path: String, migrations: [(name: String, sql: String)]) throws -> DatabaseQueue {
+        keepFromOthers(path)
         do { return try openAsIs(path: path, migrations: migrations) } catch {
             // Another user's file: say whose, and how to run as them.
             if let whose = StateOwnership.unwritable(path) { throw NotWritable(reason: whose) }
             throw error
+        }
+    }
+
+    /// State files are for their owner and group only (0640, as the journals; SQLite gives its -wal and -shm the
+    /// database's mode): made with SQLite's 0644 under the usual umask, the sessions (heart data, ECG) and the
+    /// relay's outbox were readable by every user of a shared machine whenever the state directory was (it is
+    /// 0755 outside the service). A missing file is made so; one of this user's that others may read (made before)
+    /// loses those bits, with its -wal and -shm. Anything that fails here is left to the open to say.
+    static func keepFromOthers(_ path: String) {
+        let fd = SystemCall.retryingInterrupts { Glibc.open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0o640) }
+        if fd >= 0 {
+            close(fd)
+            return
+        }
+        for file in [path, path + "-wal", path + "-shm"] {
+            var st = stat()
+            guard stat(file, &st) == 0, st.st_uid == geteuid(), st.st_mode & 0o007 != 0 else { continue }
+            _ = chmod(file, st.st_mode & 0o770)
         }
     }
 
