@@ -89,15 +89,14 @@ public final class RelayAccessLog: Sendable {
         logger.warning("refused \(String(path.prefix(64))) from \(key): \(why)\(more)")
     }
 
-    /// Connections closed at once because their address, or the relay, held too many, by address: said at most
-    /// once per `refusalInterval` each, with how many since the last line.
-    private let crowded = Mutex([String: (lastSaid: ContinuousClock.Instant, unsaid: Int)]())
+    /// Connections closed at once (too many from their address, or plain HTTP on the TLS port), by kind and
+    /// address: said at most once per `refusalInterval` each, with how many since the last line.
+    private let closedEarly = Mutex([String: (lastSaid: ContinuousClock.Instant, unsaid: Int)]())
 
-    /// A connection from `address` was closed as soon as it was accepted (`ConnectionSlots`).
-    func closedOverLimit(_ refusal: ConnectionSlots.Refusal, from address: SocketAddress?) {
-        let key = address?.ipAddress ?? "an unknown address"
+    /// How many like it were not said since the last line for `key`, or nil when this one is not to be said.
+    private func sayClosed(_ key: String) -> Int? {
         let at = now()
-        let unsaid: Int? = crowded.withLock { table -> Int? in
+        return closedEarly.withLock { table -> Int? in
             if let entry = table[key], entry.lastSaid.duration(to: at) < refusalInterval {
                 table[key] = (entry.lastSaid, entry.unsaid + 1)
                 return nil
@@ -110,13 +109,27 @@ public final class RelayAccessLog: Sendable {
             table[key] = (at, 0)
             return earlier
         }
-        guard let unsaid else { return }
+    }
+
+    /// A connection from `address` was closed as soon as it was accepted (`ConnectionSlots`).
+    func closedOverLimit(_ refusal: ConnectionSlots.Refusal, from address: SocketAddress?) {
+        let key = Self.describe(address)
+        guard let unsaid = sayClosed("limit " + key) else { return }
         let why = switch refusal {
         case .address(let open): "it holds \(open) connections already, the most one address may (closing some lets it in again)"
         case .total(let open): "the relay holds \(open) connections already, the most it takes (raise `ulimit -n`, LimitNOFILE in the unit, to allow more)"
         }
         let more = unsaid > 0 ? "; \(unsaid) more closed since its last line" : ""
         logger.warning("closed a connection from \(key) as it was accepted: \(why)\(more)")
+    }
+
+    /// A connection from `address` to the TLS port spoke plain HTTP, and was answered 400 saying so.
+    func plainHTTPOnTLSPort(from address: SocketAddress?) {
+        let key = Self.describe(address)
+        guard let unsaid = sayClosed("plain " + key) else { return }
+        let more = unsaid > 0 ? "; \(unsaid) more since its last line" : ""
+        logger.warning(
+            "plain HTTP from \(key) on the TLS port: answered 400 (its address should start https:// or wss://)\(more)")
     }
 
     static func describe(_ principal: RelayPrincipal) -> String {

@@ -262,7 +262,8 @@ public struct RelayServer: Sendable {
                 unused: unused,
                 firstRequestTimeout: TimeAmount(configuration.requestTimeout),
                 slots: slots,
-                accessLog: accessLog
+                accessLog: accessLog,
+                speaksTLS: configuration.tls != nil
             )
         }
         let builder = try configuration.tls.map { try HTTPServerBuilder.tls(plain, tlsConfiguration: $0.serverConfiguration()) }

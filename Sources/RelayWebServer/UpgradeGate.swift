@@ -20,6 +20,8 @@ struct UpgradeGateChannel: ServerChildChannel {
     /// Connections open per address and in all; one over either limit is closed as soon as it is set up.
     let slots: ConnectionSlots
     let accessLog: RelayAccessLog
+    /// The port speaks TLS (the server builder put its handler first): a request in plain text is answered 400.
+    let speaksTLS: Bool
 
     func setup(channel: any Channel, logger: Logger) -> EventLoopFuture<Value> {
         let negotiated = inner.setup(channel: channel, logger: logger)
@@ -34,6 +36,9 @@ struct UpgradeGateChannel: ServerChildChannel {
         }
         channel.closeFuture.whenComplete { [slots] _ in slots.release(peer?.ipAddress) }
         do {
+            if speaksTLS {
+                try channel.pipeline.syncOperations.addHandler(PlainHTTPOnTLSPort(accessLog: accessLog), position: .first)
+            }
             let decoder = try channel.pipeline.syncOperations.handler(type: ByteToMessageHandler<HTTPRequestDecoder>.self)
             try channel.pipeline.syncOperations.addHandler(UpgradeGate(admits: admits), position: .after(decoder))
             unused.track(channel)
@@ -103,6 +108,44 @@ final class CloseWhenActive: ChannelInboundHandler {
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {}
+}
+
+/// On a `--tls` port, answers a connection whose first bytes are a plain HTTP request (`http://` typed for
+/// `https://`, `ws://` for `wss://`) with a 400 that says so, in plain text, and closes it: the TLS handshake failed
+/// on it and the client was closed without a word (curl: "Empty reply from server"), the log saying nothing. A TLS
+/// connection starts with a handshake record (0x16); a request starts with its method's capital letter.
+final class PlainHTTPOnTLSPort: ChannelInboundHandler, RemovableChannelHandler {
+    typealias InboundIn = ByteBuffer
+    typealias OutboundOut = ByteBuffer
+
+    private let accessLog: RelayAccessLog
+    /// Answered already: the rest of the request is dropped while the connection closes.
+    private var answered = false
+
+    init(accessLog: RelayAccessLog) { self.accessLog = accessLog }
+
+    static let answer: String = {
+        let body = "This port speaks TLS (hr-gateway serve --tls): use https:// for the dashboard and wss:// for the "
+            + "relay, trusting the certificate by the SHA-256 fingerprint serve printed.\n"
+        return "HTTP/1.1 400 Bad Request\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: \(body.utf8.count)\r\n"
+            + "Connection: close\r\n\r\n" + body
+    }()
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        if answered { return }
+        let bytes = unwrapInboundIn(data)
+        guard let first = bytes.getInteger(at: bytes.readerIndex, as: UInt8.self), (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains(first)
+        else {
+            context.fireChannelRead(data)
+            context.pipeline.syncOperations.removeHandler(context: context, promise: nil)
+            return
+        }
+        answered = true
+        accessLog.plainHTTPOnTLSPort(from: context.channel.remoteAddress)
+        // Written from the front of the pipeline: straight to the socket, not through TLS.
+        let answer = context.channel.allocator.buffer(string: Self.answer)
+        context.writeAndFlush(wrapOutboundOut(answer)).assumeIsolated().whenComplete { _ in context.close(promise: nil) }
+    }
 }
 
 /// Every connection from its setup until it closes, so that stopping the server closes those that never sent a

@@ -21,7 +21,7 @@ final class LiveRelay: Sendable {
 
     init(
         allowAnonymous: Bool = false, sessions: (any SessionArchive)? = nil, requestTimeout: Duration = .seconds(30),
-        accessLog: RelayAccessLog = RelayAccessLog(), connectionsPerAddress: Int? = nil
+        accessLog: RelayAccessLog = RelayAccessLog(), connectionsPerAddress: Int? = nil, tls: Bool = false
     ) async throws {
         directory = NSTemporaryDirectory() + "relay-test-" + UUID().uuidString
         tokens = RelayTokenStore(directory: directory)
@@ -32,6 +32,11 @@ final class LiveRelay: Sendable {
         config.allowAnonymous = allowAnonymous
         config.sessions = sessions
         config.requestTimeout = requestTimeout
+        if tls {
+            let files = RelayTLSFiles.inStateDirectory(directory)
+            try files.createSelfSignedIfMissing()
+            config.tls = files
+        }
         if let connectionsPerAddress {
             // The tests connect from 127.0.0.1, which the relay otherwise does not count.
             config.maxConnectionsPerAddress = connectionsPerAddress

@@ -230,6 +230,22 @@ import Testing
         #expect(RelayPinning.normalized("3a:1f:00") != RelayPinning.normalized("3A1F01"))
     }
 
+    /// Plain HTTP on the TLS port (http:// typed for https://) is answered 400 in plain text saying what to use, and
+    /// logged; a TLS handshake on the same port still completes (the certificate pinned by its fingerprint).
+    @Test func plainHTTPOnTheTLSPortIsToldToUseTLS() async throws {
+        let captured = CapturedLog()
+        let relay = try await LiveRelay(accessLog: RelayAccessLog(logger: captured.logger), tls: true)
+        for _ in 0..<2 {
+            let (body, head) = try await httpGet(port: relay.port, path: "/", timeoutSeconds: 10)
+            #expect(head.hasPrefix("HTTP/1.1 400 "), "\(head)")
+            #expect(body.contains("This port speaks TLS") && body.contains("https://") && body.contains("wss://"), "\(body)")
+        }
+        #expect(captured.all.filter { $0.contains("plain HTTP from 127.0.0.1 on the TLS port") }.count == 1, "\(captured.all)")
+        let fingerprint = try RelayTLSFiles.inStateDirectory(relay.directory).fingerprint()
+        _ = try await RelayPinning.configuration(host: "127.0.0.1", port: relay.port, fingerprint: fingerprint)
+        await relay.stop()
+    }
+
     @Test func aShortPinIsRefusedBeforeAnyConnection() async {
         await #expect(throws: RelayPinningError.self) {
             _ = try await RelayPinning.configuration(host: "127.0.0.1", port: 9, fingerprint: "AB:CD")
