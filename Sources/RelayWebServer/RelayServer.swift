@@ -143,10 +143,13 @@ public struct RelayServer: Sendable {
         let server = self
         // Plain HTTP: what a refused upgrade falls through to, and the index page.
         let router = Router(context: RelayRequestContext.self)
+        router.add(middleware: PageSecurityMiddleware())
+        let dashboardHeaders = PageSecurity.headers(for: DashboardPage.html, frameable: false)
+        let overlayHeaders = PageSecurity.headers(for: OverlayPage.html, frameable: true)
         router.get("/") { _, _ -> Response in
             Response(
                 status: .ok,
-                headers: [.contentType: "text/html; charset=utf-8", .cacheControl: "no-store"],
+                headers: [.contentType: "text/html; charset=utf-8", .cacheControl: "no-store"] + dashboardHeaders,
                 body: .init(byteBuffer: ByteBuffer(string: DashboardPage.html)))
         }
         router.get("/relay.js") { _, _ -> Response in
@@ -206,7 +209,7 @@ public struct RelayServer: Sendable {
         router.get("/overlay") { _, _ -> Response in
             Response(
                 status: .ok,
-                headers: [.contentType: "text/html; charset=utf-8", .cacheControl: "no-store"],
+                headers: [.contentType: "text/html; charset=utf-8", .cacheControl: "no-store"] + overlayHeaders,
                 body: .init(byteBuffer: ByteBuffer(string: OverlayPage.html)))
         }
         if let metrics = configuration.metrics {

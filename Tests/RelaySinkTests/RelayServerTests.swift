@@ -446,3 +446,26 @@ func sendGet(port: Int, path: String, headers: [String] = [], host: String = "12
         await relay.stop()
     }
 }
+
+@Suite(.serialized) struct PageSecurityTests {
+    /// The dashboard's policy runs its inline blocks by hash (no 'unsafe-inline'), may not be framed; the overlay
+    /// may; every answer, a refusal included, says nosniff and no-referrer.
+    @Test func pagesCarryTheirPolicyAndEveryAnswerNoSniff() async throws {
+        #expect(PageSecurity.inlineBlocks(of: "script", in: "<script src=\"/a.js\"></script><script>x()</script><script>y()</script>") == ["x()", "y()"])
+        let dashboardScripts = PageSecurity.inlineBlocks(of: "script", in: DashboardPage.html)
+        #expect(dashboardScripts.count == 1 && PageSecurity.inlineBlocks(of: "style", in: DashboardPage.html).count == 1)
+        let relay = try await LiveRelay(sessions: RelayServerTests.TwoSessions())
+        let (_, page) = try await httpGet(port: relay.port, path: "/")
+        let head = page.lowercased()
+        #expect(head.contains("content-security-policy: default-src 'self'; script-src 'self' 'sha256-"), "\(page)")
+        #expect(!head.contains("unsafe-inline") && head.contains("frame-ancestors 'none'") && head.contains("x-frame-options: deny"))
+        #expect(head.contains(PageSecurity.hashSource(dashboardScripts[0]).lowercased()))
+        let (_, overlay) = try await httpGet(port: relay.port, path: "/overlay")
+        #expect(overlay.lowercased().contains("content-security-policy:") && !overlay.lowercased().contains("frame-ancestors"))
+        for path in ["/", "/relay.js", "/v1/sessions", "/nowhere"] {
+            let (_, head) = try await httpGet(port: relay.port, path: path)
+            #expect(head.lowercased().contains("x-content-type-options: nosniff") && head.lowercased().contains("referrer-policy: no-referrer"), "\(path): \(head)")
+        }
+        await relay.stop()
+    }
+}

@@ -287,7 +287,7 @@ class Tab:
         target = (await cdp.call("Target.createTarget", params))["targetId"]
         tab.session = (await cdp.call("Target.attachToTarget", {"targetId": target, "flatten": True}))["sessionId"]
         cdp.handlers.append(tab._event)
-        for domain in ("Network", "Runtime", "Page"):
+        for domain in ("Network", "Runtime", "Page", "Log"):
             await tab.call(f"{domain}.enable")
         return tab
 
@@ -302,6 +302,9 @@ class Tab:
         elif m["method"] == "Runtime.exceptionThrown":
             d = p["exceptionDetails"]
             self.errors.append(d.get("exception", {}).get("description") or d.get("text"))
+        elif m["method"] == "Log.entryAdded" and "Content Security Policy" in p["entry"].get("text", ""):
+            # The page's own script or style refused by its policy (a hash that no longer matches).
+            self.errors.append(p["entry"]["text"])
 
     async def call(self, method, params=None):
         return await self.cdp.call(method, params, self.session)
@@ -794,6 +797,19 @@ async def run_checks(report, gw, tab, bad, overlay, token, empty_gw, empty_tab, 
     await check("two straps (60 and 150 bpm): the big number, the mean, live DFA alpha1 and the overlay are the "
                 "top-level strap's; ?device= shows the other", two_straps())
     await check("every request stays on 127.0.0.1:PORT (no CDN), no script errors", only_local_requests())
+    async def policy_refuses_injected_script():
+        # What the Content-Security-Policy is for: a script that reached the page as HTML does not run.
+        injected = ("(() => { const s = document.createElement('script'); s.textContent = 'window.__injected = 1';"
+                    " document.body.appendChild(s); return window.__injected === 1; })()")
+        ran = await tab.eval(injected)
+        assert ran is False, "an inline script injected into the dashboard ran: no Content-Security-Policy"
+        r = await tab.call("Runtime.evaluate", {"expression": "fetch('/').then(r => [r.headers.get('x-frame-options'), "
+                                                "r.headers.get('x-content-type-options')])",
+                                                "awaitPromise": True, "returnByValue": True})
+        assert r["result"].get("value") == ["DENY", "nosniff"], r
+
+    await check("an inline script injected into the dashboard does not run (its policy), and it may not be framed",
+                policy_refuses_injected_script())
     await check("SIGTERM ends the session; the page shows its summary", summary_on_sigterm())
 
 
