@@ -75,6 +75,13 @@ struct StoreOptions: ParsableArguments {
     /// with an error (being edited) does not keep an operator from revoking a token or listing sessions.
     func directory() throws -> String {
         if stateDir?.isEmpty == false || ProcessInfo.processInfo.environment["HR_GATEWAY_STATE_DIR"]?.isEmpty == false {
+            // Not read, so not refused; but a file named on the command line that is not there is a mistake worth
+            // a word (it was ignored in silence).
+            if let config, !FileManager.default.fileExists(atPath: config), Self.warned.withLock({ $0.insert(config).inserted }) {
+                let by = stateDir?.isEmpty == false ? "--state-dir" : "HR_GATEWAY_STATE_DIR"
+                StandardStream.error.write(Data(("warning: --config \(config): no such file; not needed "
+                    + "here, as \(by) gives the state directory\n").utf8))
+            }
             return StateDirectory.resolve(option: stateDir)
         }
         return StateDirectory.resolve(option: stateDir, configured: try settings().stateDir)

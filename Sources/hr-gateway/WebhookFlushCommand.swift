@@ -27,6 +27,12 @@ struct WebhookFlushCommand: AsyncParsableCommand {
     func run() async throws {
         let settings = try store.settings()
         let dir = StateDirectory.resolve(option: store.stateDir, configured: settings.stateDir)
+        if let unreadable = StateDirectory.unreadable(dir) { throw CommandFailure("state directory: \(unreadable)") }
+        // Nothing to deliver without an outbox: none is made (a mistyped --state-dir made a directory and an outbox).
+        guard FileManager.default.fileExists(atPath: dir + "/outbox.sqlite") else {
+            print("No webhook outbox in \(dir): nothing has been queued for a webhook there.")
+            return
+        }
         let forwarder = try WebhookDelivery.forwarder(
             stateDir: dir, settings: settings, logger: Logger(label: "hr-gateway.webhook"))
         let before: Int
