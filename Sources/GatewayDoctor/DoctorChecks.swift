@@ -25,10 +25,11 @@ public struct DoctorCheck: Sendable, Equatable {
         self.fix = fix
     }
 
-    /// `FAIL  bluetoothd      not running — fix: …`
+    /// `FAIL  bluetoothd        not running — fix: …`: columns parted by two spaces at least, for scripts that
+    /// split on them (the longest fixed name, "D-Bus permission", had one).
     public var line: String {
         let head = status.rawValue.padding(toLength: 5, withPad: " ", startingAt: 0)
-            + " " + name.padding(toLength: 16, withPad: " ", startingAt: 0) + " " + detail
+            + " " + name.padding(toLength: max(16, name.count), withPad: " ", startingAt: 0) + "  " + detail
         return fix.map { head + " — fix: " + $0 } ?? head
     }
 }

@@ -60,7 +60,10 @@ func tempStateDir() -> String {
         #expect(a.status == .failure)
         #expect(a.fix == "sudo rfkill unblock bluetooth")
         #expect(line(checks, "rfkill hci0")?.status == .warning)
-        #expect(a.line.hasPrefix("FAIL  adapter hci0     AA, off: blocked by rfkill"))
+        #expect(a.line.hasPrefix("FAIL  adapter hci0      AA, off: blocked by rfkill"))
+        // Two spaces at least between the name and its detail, whatever the name's length.
+        #expect(DoctorCheck("D-Bus permission", .ok, "fine").line == "ok    D-Bus permission  fine")
+        #expect(DoctorCheck("adapter my-long-usb-dongle", .ok, "fine").line == "ok    adapter my-long-usb-dongle  fine")
     }
 
     @Test func rfkillAlwaysHasALineBlockedOrNot() throws {
@@ -173,9 +176,9 @@ func tempStateDir() -> String {
         let r = try runGateway(["doctor", "--config", config, "--state-dir", tempStateDir()],
                                environment: ["HR_GATEWAY_SOURCE": ""])
         #expect(r.status == 1)
-        #expect(r.stdout.contains("ok    sources          --strap \"Polar H10\" --camera /dev/hrg-no-camera (\(config))"),
+        #expect(r.stdout.contains("ok    sources           --strap \"Polar H10\" --camera /dev/hrg-no-camera (\(config))"),
                 "\(r.stdout)")
-        #expect(r.stdout.contains("FAIL  camera.device    /dev/hrg-no-camera (in \(config)) does not exist"), "\(r.stdout)")
+        #expect(r.stdout.contains("FAIL  camera.device     /dev/hrg-no-camera (in \(config)) does not exist"), "\(r.stdout)")
     }
 
     /// A system bus address from DBUS_SYSTEM_BUS_ADDRESS that fails is the variable's to fix, not "start D-Bus".
@@ -260,18 +263,18 @@ func tempStateDir() -> String {
         defer { try? FileManager.default.removeItem(atPath: parent) }
         let missing = parent + "/a/state"
         let r = try runGateway(["doctor", "--state-dir", missing], environment: ["DBUS_SYSTEM_BUS_ADDRESS": daemon.address])
-        #expect(r.stdout.contains("ok    state directory  \(missing) not made yet: the first recorded session makes it "
+        #expect(r.stdout.contains("ok    state directory   \(missing) not made yet: the first recorded session makes it "
             + "(\(parent) writable)"), "\(r.stdout)")
         #expect(try FileManager.default.contentsOfDirectory(atPath: parent).isEmpty)
 
         let existing = try runGateway(["doctor", "--state-dir", parent], environment: ["DBUS_SYSTEM_BUS_ADDRESS": daemon.address])
-        #expect(existing.stdout.contains("ok    state directory  \(parent) writable"), "\(existing.stdout)")
+        #expect(existing.stdout.contains("ok    state directory   \(parent) writable"), "\(existing.stdout)")
         #expect(try FileManager.default.contentsOfDirectory(atPath: parent).isEmpty, "no sessions.sqlite, no locks/")
 
         try "x".write(toFile: parent + "/f", atomically: true, encoding: .utf8)
         let underFile = try runGateway(["doctor", "--state-dir", parent + "/f/state"],
                                        environment: ["DBUS_SYSTEM_BUS_ADDRESS": daemon.address])
-        #expect(underFile.stdout.contains("warn  state directory  \(parent)/f/state: cannot be made: \(parent)/f is a file"),
+        #expect(underFile.stdout.contains("warn  state directory   \(parent)/f/state: cannot be made: \(parent)/f is a file"),
                 "\(underFile.stdout)")
     }
 
@@ -302,7 +305,7 @@ func tempStateDir() -> String {
         let lines = r.stdout.split(separator: "\n").map(String.init)
         #expect(lines.contains { $0.hasPrefix("ok    system bus") }, "\(r.stdout)")
         #expect(lines.contains { $0.hasPrefix("FAIL  bluetoothd") && $0.contains("fix: ") }, "\(r.stdout)")
-        #expect(lines.contains { $0.hasPrefix("ok    state directory  \(state)") }, "\(r.stdout)")
+        #expect(lines.contains { $0.hasPrefix("ok    state directory   \(state)") }, "\(r.stdout)")
         #expect(lines.contains { $0.hasPrefix("ok    rfkill") || $0.hasPrefix("warn  rfkill") }, "\(r.stdout)")
         #expect(lines.contains { $0.hasPrefix("ok    face detector") }, "\(r.stdout)")
 
@@ -346,7 +349,7 @@ func tempStateDir() -> String {
         defer { try? FileManager.default.removeItem(atPath: state) }
         let r = try runGateway(["doctor"], environment: ["DBUS_SYSTEM_BUS_ADDRESS": mock.daemon.address, "HR_GATEWAY_STATE_DIR": state])
         let lines = r.stdout.split(separator: "\n").map(String.init)
-        #expect(lines.contains { $0.hasPrefix("ok    bluetoothd       running") }, "\(r.stdout)")
+        #expect(lines.contains { $0.hasPrefix("ok    bluetoothd        running") }, "\(r.stdout)")
         #expect(lines.contains { $0.hasPrefix("ok    D-Bus permission") }, "\(r.stdout)")
         #expect(lines.contains { $0.hasPrefix("ok    adapter hci0") && $0.contains("powered") }, "\(r.stdout)")
         #expect(r.status == 0, "\(r.stdout)")
