@@ -160,16 +160,29 @@ public enum SessionExport {
     /// One row per sample of `waveform`, in arrival order, each at its time (epoch ms, to the microsecond), as `walk`
     /// places them. Nil when the session holds none.
     public static func waveformCSV(sessionId: String, samples: [BiosignalSample], waveform: Waveform) -> String? {
-        var out = waveform.csvHeader + "\n"
         var any = false
+        let bytes = ExportOutput.collect { any = waveformCSV(sessionId: sessionId, samples: samples, waveform: waveform, into: $0) }
+        return any ? String(decoding: bytes, as: UTF8.self) : nil
+    }
+
+    /// `waveformCSV`, a chunk at a time into `out`; false (only the header appended) when the session holds none.
+    @discardableResult
+    public static func waveformCSV(sessionId: String, samples: [BiosignalSample], waveform: Waveform, into out: ExportOutput) -> Bool {
+        out.append(waveform.csvHeader + "\n")
+        var any = false
+        let session = field(sessionId)
         walk(samples, waveform) { device, _, _, values, time, starts in
             any = true
+            guard !out.failed else { return }
+            let prefix = session + "," + field(device) + ","
+            var rows = ""
             for (k, value) in values.enumerated() {
                 let start = k == 0 && starts ? 1 : 0
-                out += "\(field(sessionId)),\(field(device)),\(String(format: "%.3f", time(k))),\(value),\(start)\n"
+                rows += "\(prefix)\(String(format: "%.3f", time(k))),\(value),\(start)\n"
             }
+            out.append(rows)
         }
-        return any ? out : nil
+        return any
     }
 
     /// One device's stream of a waveform in a session: how many samples, at what rate, over what time, in how many
@@ -234,17 +247,21 @@ public enum SessionExport {
     /// notifications, so consecutive beats of a device are their RR apart except across a gap, where `segment_start`
     /// is 1). Samples without RR have no beat rows.
     public static func csv(sessionId: String, samples: [BiosignalSample]) -> String {
-        var out = csvHeader + "\n"
+        String(decoding: ExportOutput.collect { csv(sessionId: sessionId, samples: samples, into: $0) }, as: UTF8.self)
+    }
+
+    /// `csv`, a row at a time into `out`.
+    public static func csv(sessionId: String, samples: [BiosignalSample], into out: ExportOutput) {
+        out.append(csvHeader + "\n")
         for beat in BeatTimeline.beats(samples) {
             let s = samples[beat.sampleIndex]
             let raw = s.rrRaw1024.flatMap { $0.count == s.rrIntervalsMs?.count ? $0 : nil }
-            out += [
+            out.append([
                 field(sessionId), field(beat.device), String(Int64(beat.timeMs.rounded())),
                 number(beat.rrMs), raw.map { String($0[beat.intervalIndex]) } ?? "", number(s.bpm), contactField(s.contact),
                 beat.startsSegment ? "1" : "0",
-            ].joined(separator: ",") + "\n"
+            ].joined(separator: ",") + "\n")
         }
-        return out
     }
 
     /// The beats of `BeatTimeline` as JSON, the CSV's row in each: `device_id`, `beat_time_ms` (integer), `rr_ms`,
@@ -270,14 +287,12 @@ public enum SessionExport {
         })
     }
 
+    /// The whole session as one JSON document: `session`, `samples`, `beats` (as `beatsJSON`) and `events`.
     public static func json(session: RecordedSession, samples: [BiosignalSample], events: [RecordedEvent]) -> String {
-        let evs = events.map { (try? JSONValue(parsing: $0.json)) ?? .object(["type": .string($0.type)]) }
-        return JSONValue.object([
-            "session": session.jsonValue,
-            "samples": .array(samples.map(\.jsonValue)),
-            "beats": beatsJSON(samples: samples),
-            "events": .array(evs),
-        ]).jsonString + "\n"
+        let bytes = ExportOutput.collect { out in
+            json(session: session, beats: beatsJSON(samples: samples), events: events, into: out) { samples.forEach($0) }
+        }
+        return String(decoding: bytes, as: UTF8.self)
     }
 
     /// EDF+ (docs/store.md, "EDF"): from the whole second at or before the session's start (or its first beat or
@@ -495,6 +510,24 @@ public enum SessionExport {
         samples.map { $0.jsonValue.jsonString + "\n" }.joined()
     }
 
+    /// `json`'s document written a part at a time (its keys in the order `JSONValue` writes them: sorted), the
+    /// samples given one by one by `eachSample` rather than held in one tree with the whole document (a 24-hour
+    /// session's tree took several times the file's size).
+    static func json<E: Error>(
+        session: RecordedSession, beats: JSONValue, events: [RecordedEvent], into out: ExportOutput,
+        eachSample: ((BiosignalSample) -> Void) throws(E) -> Void
+    ) throws(E) {
+        let evs = events.map { (try? JSONValue(parsing: $0.json)) ?? .object(["type": .string($0.type)]) }
+        out.append("{\"beats\":" + beats.jsonString + ",\"events\":" + JSONValue.array(evs).jsonString + ",\"samples\":[")
+        var first = true
+        try eachSample { sample in
+            guard !out.failed else { return }
+            out.append((first ? "" : ",") + sample.jsonValue.jsonString)
+            first = false
+        }
+        out.append("],\"session\":" + session.jsonValue.jsonString + "}\n")
+    }
+
     private static func number(_ v: Double) -> String {
         v == v.rounded() && abs(v) < 1e15 ? String(Int64(v)) : String(v)
     }
@@ -507,14 +540,41 @@ public enum SessionExport {
 }
 
 extension SessionStore {
-    /// Session `id` (exactly) in `format`.
+    /// Session `id` (exactly) in `format`, whole.
     public func export(id: String, format: SessionExport.Format) throws(StoreError) -> [UInt8] {
+        var failure: StoreError?
+        let bytes = ExportOutput.collect { output in
+            do throws(StoreError) { try export(id: id, format: format, into: output) } catch { failure = error }
+        }
+        if let failure { throw failure }
+        return bytes
+    }
+
+    /// Session `id` (exactly) in `format`, into `output` a part at a time (the caller then calls `output.finish()`).
+    /// Nothing is appended before the checks that can refuse the export (no such session, nothing of that kind,
+    /// an EDF's span), except a waveform CSV's header, gathered and not yet handed over when it is refused. The
+    /// beat CSV and the beats of the JSON read the samples without their ECG and accelerometer; JSON lines and the
+    /// JSON's samples are read one at a time.
+    public func export(id: String, format: SessionExport.Format, into output: ExportOutput) throws(StoreError) {
         guard let s = try session(id: id) else { throw .sessionNotFound(id) }
+        switch format {
+        case .csv:
+            SessionExport.csv(sessionId: id, samples: try samples(sessionId: id, waveforms: false), into: output)
+            return
+        case .jsonl:
+            try eachSample(sessionId: id) { output.append($0.jsonValue.jsonString + "\n") }
+            return
+        case .json:
+            let beats = SessionExport.beatsJSON(samples: try samples(sessionId: id, waveforms: false))
+            try SessionExport.json(session: s, beats: beats, events: try events(sessionId: id), into: output) {
+                (body: (BiosignalSample) -> Void) throws(StoreError) in try eachSample(sessionId: id, body)
+            }
+            return
+        default: break
+        }
         let samples = try samples(sessionId: id)
         switch format {
-        case .csv: return Array(SessionExport.csv(sessionId: id, samples: samples).utf8)
-        case .jsonl: return Array(SessionExport.jsonl(samples: samples).utf8)
-        case .json: return Array(SessionExport.json(session: s, samples: samples, events: try events(sessionId: id)).utf8)
+        case .csv, .jsonl, .json: return
         case .edf:
             let span = SessionExport.spanMs(session: s, samples: samples)
             guard span <= SessionExport.maxEDFSpanMs else {
@@ -523,13 +583,12 @@ extension SessionStore {
                     + "second): the clock jumped while it was recorded, or a timestamp is wrong. Export it with --format "
                     + "csv, jsonl or json, which hold every sample at its recorded time")
             }
-            return SessionExport.edf(session: s, samples: samples, events: try events(sessionId: id))
+            output.append(bytes: SessionExport.edf(session: s, samples: samples, events: try events(sessionId: id)))
         case .ecgCSV, .accCSV:
             let waveform: SessionExport.Waveform = format == .ecgCSV ? .ecg : .acc
-            guard let csv = SessionExport.waveformCSV(sessionId: id, samples: samples, waveform: waveform) else {
+            guard SessionExport.waveformCSV(sessionId: id, samples: samples, waveform: waveform, into: output) else {
                 throw .nothingToExport("session \(id) holds \(waveform.missing)")
             }
-            return Array(csv.utf8)
         }
     }
 
@@ -603,5 +662,54 @@ extension SessionExport {
             }
         }
         return out
+    }
+}
+
+/// An export's bytes on their way out: gathered up to `flushBytes`, then handed to the sink (a file, standard output,
+/// a response), so that an export never holds itself whole in memory twice over (as text, then as bytes: a 4-hour
+/// ECG CSV of 127 MB took 345 MB). A sink that fails is not called again; `finish()` throws its error.
+public final class ExportOutput {
+    public static let flushBytes = 1 << 20
+    private var bytes: [UInt8] = []
+    private let sink: ([UInt8]) throws -> Void
+    private var failure: (any Error)?
+
+    public init(sink: @escaping ([UInt8]) throws -> Void) {
+        self.sink = sink
+        bytes.reserveCapacity(Self.flushBytes + 4096)
+    }
+
+    /// Whether the sink has failed (producers may stop early).
+    public var failed: Bool { failure != nil }
+
+    public func append(_ text: String) {
+        bytes.append(contentsOf: text.utf8)
+        if bytes.count >= Self.flushBytes { flush() }
+    }
+
+    public func append(bytes more: [UInt8]) {
+        bytes.append(contentsOf: more)
+        if bytes.count >= Self.flushBytes { flush() }
+    }
+
+    /// Hands over what is left; throws the sink's error, if it failed.
+    public func finish() throws {
+        if !bytes.isEmpty { flush() }
+        if let failure { throw failure }
+    }
+
+    private func flush() {
+        defer { bytes.removeAll(keepingCapacity: true) }
+        guard failure == nil else { return }
+        do { try sink(bytes) } catch { failure = error }
+    }
+
+    /// What `produce` appends, as one array (for callers that need the whole export: tests, small exports).
+    public static func collect(_ produce: (ExportOutput) throws -> Void) rethrows -> [UInt8] {
+        var all: [UInt8] = []
+        let output = ExportOutput { all.append(contentsOf: $0) }
+        try produce(output)
+        try? output.finish()  // the collecting sink does not fail
+        return all
     }
 }

@@ -333,11 +333,27 @@ public final class SessionStore: Sendable {
     }
 
     /// The samples of a session in the order they arrived.
-    public func samples(sessionId: String) throws(StoreError) -> [BiosignalSample] {
+    /// The samples of a session in the order they were recorded; without `waveforms`, without their ECG and
+    /// accelerometer values (for what needs the beats only: an hour of ECG is 468,000 values).
+    public func samples(sessionId: String, waveforms: Bool = true) throws(StoreError) -> [BiosignalSample] {
         try read { db in
-            try Row.fetchAll(db, sql: "SELECT * FROM samples WHERE session_id = ? ORDER BY id", arguments: [sessionId])
-                .map(Self.sample)
+            try Row.fetchAll(db, sql: Self.samplesQuery(waveforms: waveforms), arguments: [sessionId]).map(Self.sample)
         }
+    }
+
+    /// Each sample of a session, in the order they were recorded, read one at a time.
+    public func eachSample(sessionId: String, _ body: (BiosignalSample) -> Void) throws(StoreError) {
+        try read { db in
+            let rows = try Row.fetchCursor(db, sql: Self.samplesQuery(waveforms: true), arguments: [sessionId])
+            while let row = try rows.next() { body(Self.sample(row)) }
+        }
+    }
+
+    private static func samplesQuery(waveforms: Bool) -> String {
+        let columns = waveforms ? "*" : "id, session_id, timestamp_ms, bpm, rr_ms, rr_1024, rr_count, contact, energy_kj, "
+            + "confidence, breathing_rate_bpm, device_id, source, notification_seq, gap_before, NULL AS ecg_uv, ecg_rate_hz, "
+            + "NULL AS acc_g, acc_rate_hz"
+        return "SELECT \(columns) FROM samples WHERE session_id = ? ORDER BY id"
     }
 
     /// The events of a session in the order they were emitted.

@@ -114,8 +114,19 @@ struct SessionsExportCommand: ParsableCommand {
         if format == .edf, output == nil, isatty(STDOUT_FILENO) == 1 {
             throw CommandFailure("EDF is binary: write it to a file with --output FILE.edf (or redirect standard output).")
         }
-        let bytes: [UInt8]
-        do { bytes = try sessions.export(id: id, format: format) } catch { throw CommandFailure("\(error)") }
+        // Written as it is made (a 4-hour ECG CSV held whole took 345 MB); the file is opened at the first part.
+        let file = output.map { FileParts(path: $0) }
+        let parts = ExportOutput { bytes in
+            if let file { try file.write(bytes) } else { StandardStream.output.write(Data(bytes)) }
+        }
+        do {
+            try sessions.export(id: id, format: format, into: parts)
+            try parts.finish()
+            try file?.finish()
+        } catch {
+            file?.abandon()
+            throw CommandFailure("\(error)")
+        }
         if format == .edf, let session = try? sessions.session(id: id), let samples = try? sessions.samples(sessionId: id) {
             let leftOut = SessionExport.edfLeftOut(session: session, samples: samples)
             if leftOut > 0 {
@@ -127,11 +138,6 @@ struct SessionsExportCommand: ParsableCommand {
         if (try? sessions.session(id: id))??.state == .running {
             StandardStream.error.write(Data(("note: session \(id) is being recorded now: the export holds what was "
                 + "recorded until this moment; export it again after it ends for the whole session\n").utf8))
-        }
-        if let output {
-            do { try FileWrite.write(bytes, to: output) } catch { throw CommandFailure("\(error)") }
-        } else {
-            StandardStream.output.write(Data(bytes))
         }
     }
 }

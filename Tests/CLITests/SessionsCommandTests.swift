@@ -365,6 +365,15 @@ import Testing
         #expect(acc.status == 1)
         #expect(acc.stderr.contains("session ecg-1 holds no accelerometer samples"), "\(acc.stderr)")
         #expect(acc.stdout.isEmpty)
+        // Written as it is made, to the file asked, the same bytes; a refused export leaves a file it would have
+        // replaced as it was (the file is opened at the export's first part).
+        let toFile = try CLI.run(["sessions", "export", "ecg-1", "--format", "ecg-csv", "--output", dir + "/ecg.csv", "--state-dir", dir])
+        #expect(toFile.status == 0, "\(toFile.stderr)")
+        #expect(FileManager.default.contents(atPath: dir + "/ecg.csv") == Data(export.stdout.utf8))
+        let kept = try CLI.run(["sessions", "export", "ecg-1", "--format", "acc-csv", "--output", dir + "/ecg.csv", "--overwrite",
+                                "--state-dir", dir])
+        #expect(kept.status == 1)
+        #expect(FileManager.default.contents(atPath: dir + "/ecg.csv") == Data(export.stdout.utf8), "the refused export emptied the file")
     }
 
     /// A --session-id already in the store is refused before the session starts (it used to run unrecorded, status
@@ -728,7 +737,11 @@ import Testing
         let ran = try CLI.run(["stream", "--simulate", "--duration", "2", "--format", "jsonl", "--state-dir", dir,
                                "--session-id", "ro-1"])
         #expect(ran.status == 0, "\(ran.stderr)")
-        #expect(chmod(dir, 0o755) == 0)
+        // The service's group (nobody's, here) may read; others may not (state files are 0640).
+        #expect(chmod(dir, 0o750) == 0)
+        for name in try FileManager.default.contentsOfDirectory(atPath: dir) + [""] {
+            #expect(chown(dir + "/" + name, 0, 65534) == 0, "\(name)")
+        }
         let before = try FileManager.default.contentsOfDirectory(atPath: dir).sorted()
         let list = try CLI.run(["sessions", "list", "--state-dir", dir], asUser: 65534)
         #expect(list.status == 0, "\(list.stderr)")
