@@ -144,22 +144,28 @@ public struct RelayServer: Sendable {
         // Plain HTTP: what a refused upgrade falls through to, and the index page.
         let router = Router(context: RelayRequestContext.self)
         router.add(middleware: PageSecurityMiddleware())
+        router.add(middleware: HeadWithoutBodyMiddleware())
+        // Every page answers HEAD too, as its GET without the body.
+        let getAndHead = { (path: RouterPath, handler: @escaping @Sendable (Request, RelayRequestContext) async throws -> Response) in
+            router.get(path, use: handler)
+            router.head(path, use: handler)
+        }
         let dashboardHeaders = PageSecurity.headers(for: DashboardPage.html, frameable: false)
         let overlayHeaders = PageSecurity.headers(for: OverlayPage.html, frameable: true)
-        router.get("/") { _, _ -> Response in
+        getAndHead("/") { _, _ -> Response in
             Response(
                 status: .ok,
                 headers: [.contentType: "text/html; charset=utf-8", .cacheControl: "no-store"] + dashboardHeaders,
                 body: .init(byteBuffer: ByteBuffer(string: DashboardPage.html)))
         }
-        router.get("/relay.js") { _, _ -> Response in
+        getAndHead("/relay.js") { _, _ -> Response in
             Response(
                 status: .ok,
                 headers: [.contentType: "text/javascript; charset=utf-8", .cacheControl: "no-store"],
                 body: .init(byteBuffer: ByteBuffer(string: RelayClientScript.javascript)))
         }
         if let archive = configuration.sessions {
-            router.get("/v1/sessions") { request, context -> Response in
+            getAndHead("/v1/sessions") { request, context -> Response in
                 guard server.authenticate(request, context) != nil else {
                     throw HTTPError(.unauthorized, message: "A valid relay token is required (Authorization: Bearer TOKEN); create one with `hr-gateway token create`.")
                 }
@@ -177,7 +183,7 @@ public struct RelayServer: Sendable {
                     status: .ok, headers: [.contentType: "application/json", .cacheControl: "no-store"],
                     body: .init(byteBuffer: ByteBuffer(string: text)))
             }
-            router.get("/v1/sessions/:id/export") { request, context -> Response in
+            getAndHead("/v1/sessions/:id/export") { request, context -> Response in
                 guard server.authenticate(request, context) != nil else {
                     throw HTTPError(.unauthorized, message: "A valid relay token is required (Authorization: Bearer TOKEN); create one with `hr-gateway token create`.")
                 }
@@ -206,14 +212,14 @@ public struct RelayServer: Sendable {
                     body: .init(byteBuffer: ByteBuffer(bytes: file.body)))
             }
         }
-        router.get("/overlay") { _, _ -> Response in
+        getAndHead("/overlay") { _, _ -> Response in
             Response(
                 status: .ok,
                 headers: [.contentType: "text/html; charset=utf-8", .cacheControl: "no-store"] + overlayHeaders,
                 body: .init(byteBuffer: ByteBuffer(string: OverlayPage.html)))
         }
         if let metrics = configuration.metrics {
-            router.get("/metrics") { request, context -> Response in
+            getAndHead("/metrics") { request, context -> Response in
                 guard server.authenticate(request, context) != nil else {
                     throw HTTPError(.unauthorized, message: "A valid relay token is required (Authorization: Bearer TOKEN); create one with `hr-gateway token create`.")
                 }

@@ -462,6 +462,28 @@ func sendGet(port: Int, path: String, headers: [String] = [], host: String = "12
         #expect(head.contains(PageSecurity.hashSource(dashboardScripts[0]).lowercased()))
         let (_, overlay) = try await httpGet(port: relay.port, path: "/overlay")
         #expect(overlay.lowercased().contains("content-security-policy:") && !overlay.lowercased().contains("frame-ancestors"))
+        // HEAD: the GET's status and headers, its length, no body: the next request on the connection is read
+        // right after it.
+        let fd = try connectLoopback(port: relay.port)
+        defer { close(fd) }
+        let twice = "HEAD / HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\nGET /relay.js HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"
+        _ = twice.withCString { send(fd, $0, strlen($0), 0) }
+        let answers = await withCheckedContinuation { done in
+            Thread.detachNewThread {
+                var timeout = timeval(tv_sec: 10, tv_usec: 0)
+                setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+                var all = [UInt8](), buffer = [UInt8](repeating: 0, count: 65536)
+                while true {
+                    let n = recv(fd, &buffer, buffer.count, 0)
+                    if n <= 0 { break }
+                    all += buffer[0..<n]
+                }
+                done.resume(returning: String(decoding: all, as: UTF8.self))
+            }
+        }
+        let parts = answers.components(separatedBy: "\r\n\r\n")
+        #expect(parts.count == 3 && parts[0].hasPrefix("HTTP/1.1 200 ") && parts[0].lowercased().contains("content-length: \(DashboardPage.html.utf8.count)"), "\(parts.first ?? "")")
+        #expect(parts.count == 3 && parts[1].hasPrefix("HTTP/1.1 200 ") && parts[2] == RelayClientScript.javascript, "\(answers.prefix(600))")
         for path in ["/", "/relay.js", "/v1/sessions", "/nowhere"] {
             let (_, head) = try await httpGet(port: relay.port, path: path)
             #expect(head.lowercased().contains("x-content-type-options: nosniff") && head.lowercased().contains("referrer-policy: no-referrer"), "\(path): \(head)")
