@@ -108,14 +108,30 @@ public struct RelayClient: Sendable {
         var headers = HTTPFields()
         if let token { headers[.authorization] = "Bearer \(token)" }
         var configuration = WebSocketClientConfiguration(maxFrameSize: maxFrameBytes, additionalHeaders: headers)
-        guard let pinnedFingerprint else { return (configuration, nil) }
+        guard let pinnedFingerprint else {
+            // Trusted by the system's CAs, the certificate is checked against the host's name, sent in SNI, where an
+            // address may not go (it failed with NIOSSL's cannotUseIPAddressInSNI).
+            if let (host, _) = Self.tlsEndpoint(url), Self.isAddress(host) {
+                throw RelayPinningError(
+                    "\(url) names the relay by its address, which no certificate name can be checked against: pin the "
+                        + "gateway's certificate with --pin SHA256 (the fingerprint `serve --tls` and `token create` "
+                        + "print), or use the host name its certificate was made for.")
+            }
+            return (configuration, nil)
+        }
         guard let (host, port) = Self.tlsEndpoint(url) else {
             throw RelayPinningError("A pinned fingerprint needs a wss:// address with a host; got \(url).")
         }
         let tls = try await RelayPinning.configuration(host: host, port: port, fingerprint: pinnedFingerprint)
         // TLS forbids an IP address as server name; the pin, not the name, identifies the peer.
-        if host.allSatisfy({ $0.isHexDigit || $0 == "." || $0 == ":" }) { configuration.sniHostname = "hr-gateway" }
+        if Self.isAddress(host) { configuration.sniHostname = "hr-gateway" }
         return (configuration, tls)
+    }
+
+    /// Whether `host` is an IPv4 or IPv6 address rather than a name.
+    static func isAddress(_ host: String) -> Bool {
+        var v4 = in_addr(), v6 = in6_addr()
+        return inet_pton(AF_INET, host, &v4) == 1 || inet_pton(AF_INET6, host, &v6) == 1
     }
 
     /// Host and port of a `wss://` address (port 443 when absent).

@@ -225,6 +225,23 @@ import Testing
         #expect(RelayClient.tlsEndpoint("wss://pi.local:port/") == nil)
     }
 
+    /// Without a pin, a wss:// address given as an IP address is refused before connecting, saying to pin (the
+    /// connection failed on SNI with NIOSSL's words); a name is not.
+    @Test func anAddressWithoutAPinIsToldToPin() async throws {
+        for url in ["wss://192.168.1.20:8765/v1/relay", "wss://[::1]:8765/v1/relay"] {
+            do {
+                _ = try await RelayClient.settings(url: url, token: nil, pinnedFingerprint: nil, maxFrameBytes: 1 << 20)
+                Issue.record("\(url) was taken")
+            } catch {
+                #expect("\(error)".contains("--pin SHA256"), "\(error)")
+            }
+        }
+        _ = try await RelayClient.settings(url: "wss://pi.local:8765/v1/relay", token: nil, pinnedFingerprint: nil, maxFrameBytes: 1 << 20)
+        _ = try await RelayClient.settings(url: "ws://192.168.1.20:8765/v1/relay", token: nil, pinnedFingerprint: nil, maxFrameBytes: 1 << 20)
+        #expect(RelayClient.isAddress("10.0.0.2") && RelayClient.isAddress("fe80::1") && !RelayClient.isAddress("pi.local")
+            && !RelayClient.isAddress("cafe"))
+    }
+
     @Test func fingerprintsCompareWhateverTheirSpelling() {
         #expect(RelayPinning.normalized("3a:1f:00") == RelayPinning.normalized("3A1F00"))
         #expect(RelayPinning.normalized("3a:1f:00") != RelayPinning.normalized("3A1F01"))
