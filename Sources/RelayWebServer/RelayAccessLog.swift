@@ -116,11 +116,20 @@ public final class RelayAccessLog: Sendable {
         let key = Self.describe(address)
         guard let unsaid = sayClosed("limit " + key) else { return }
         let why = switch refusal {
-        case .address(let open): "it holds \(open) connections already, the most one address may (closing some lets it in again)"
-        case .total(let open): "the relay holds \(open) connections already, the most it takes (raise `ulimit -n`, LimitNOFILE in the unit, to allow more)"
+        case .address(let open): "it holds \(Self.connections(open)) already, the most one address may (closing some lets it in again)"
+        case .total(let open): "the relay holds \(Self.connections(open)) already, the most it takes (raise `ulimit -n`, LimitNOFILE in the unit, to allow more)"
         }
         let more = unsaid > 0 ? "; \(unsaid) more closed since its last line" : ""
         logger.warning("closed a connection from \(key) as it was accepted: \(why)\(more)")
+    }
+
+    static func connections(_ n: Int) -> String { n == 1 ? "1 connection" : "\(n) connections" }
+
+    /// The file limit leaves the relay fewer connections than a few phones and dashboards need: said at start.
+    func fewConnections(total: Int, fileLimit: Int) {
+        let said = "the relay takes at most \(Self.connections(total)) at once: `ulimit -n` is \(fileLimit), of which a "
+            + "quarter (at least 64) is kept for the gateway's own files; raise it (LimitNOFILE= in the unit) to allow more"
+        logger.warning("\(said)")
     }
 
     /// A connection from `address` to the TLS port spoke plain HTTP, and was answered 400 saying so.

@@ -75,13 +75,21 @@ public struct RelayServerConfiguration: Sendable {
     }
 
     /// The host of an HTTP authority (`Host` header, or an `Origin` without its scheme): `name`, `name:port`,
-    /// `[v6]` or `[v6]:port`.
-    static func hostOfAuthority(_ authority: Substring) -> String {
-        if authority.hasPrefix("["), let end = authority.firstIndex(of: "]") {
+    /// `[v6]` or `[v6]:port`; nil for anything else (`[::1]evil.com`, a port that is not a number).
+    static func hostOfAuthority(_ authority: Substring) -> String? {
+        func isPort(_ s: Substring) -> Bool { s.allSatisfy { $0.isASCII && $0.isNumber } }
+        if authority.hasPrefix("[") {
+            guard let end = authority.firstIndex(of: "]") else { return nil }
+            let rest = authority[authority.index(after: end)...]
+            guard rest.isEmpty || (rest.first == ":" && isPort(rest.dropFirst())) else { return nil }
             return String(authority[...end])
         }
-        let colons = authority.filter { $0 == ":" }.count
-        return colons == 1 ? String(authority.prefix { $0 != ":" }) : String(authority)
+        let parts = authority.split(separator: ":", omittingEmptySubsequences: false)
+        switch parts.count {
+        case 1: return String(authority)
+        case 2: return isPort(parts[1]) ? String(parts[0]) : nil
+        default: return String(authority)  // an IPv6 address without brackets: inet_pton decides
+        }
     }
 
     /// Whether a request without a token may be served in no-auth mode, from its `Host` and `Origin` headers. A
@@ -89,12 +97,19 @@ public struct RelayServerConfiguration: Sendable {
     /// have its own name resolve to 127.0.0.1 after loading (DNS rebinding: its Host is then that name): either
     /// would control the session and read every recorded one. Programs that send no Origin (scripts, `attach`)
     /// and the dashboard served from the relay itself are let in.
-    static func isLocalRequest(host: String?, origin: String?) -> Bool {
-        if let host, !host.isEmpty, !isLoopbackName(hostOfAuthority(Substring(host))) { return false }
-        guard let origin else { return true }
+    ///
+    /// Only the forms a browser sends are judged: one `Host`, at most one `Origin`, and a request target that is a
+    /// path (an absolute URL as target names its own host, which would have to be judged instead).
+    static func isLocalRequest(hosts: [String], origins: [String], target: String) -> Bool {
+        guard target.hasPrefix("/"), hosts.count <= 1, origins.count <= 1 else { return false }
+        if let host = hosts.first, !host.isEmpty {
+            guard let name = hostOfAuthority(Substring(host)), isLoopbackName(name) else { return false }
+        }
+        guard let origin = origins.first else { return true }
         guard let scheme = origin.range(of: "://") else { return false }  // "null": a sandboxed or file: page
         let authority = origin[scheme.upperBound...].prefix { $0 != "/" }
-        return isLoopbackName(hostOfAuthority(authority))
+        guard let name = hostOfAuthority(authority) else { return false }
+        return isLoopbackName(name)
     }
 }
 
@@ -134,7 +149,7 @@ public struct RelayServer: Sendable {
     public func run(onListening: @escaping @Sendable (Int) async -> Void = { _ in }) async throws {
         if configuration.allowAnonymous && !configuration.isLoopback {
             throw RelayServerError(
-                "No-auth mode only listens on a loopback address (127.0.0.1, ::1); got \(configuration.host). "
+                "No-auth mode only listens on a loopback address (localhost, 127.0.0.0/8, ::1); got \(configuration.host). "
                     + "Create a token with `hr-gateway token create` instead.")
         }
         if !configuration.allowAnonymous && tokens == nil {
@@ -251,10 +266,14 @@ public struct RelayServer: Sendable {
         }
         let wsResponder = wsRouter.buildResponder()
         let unused = UnusedConnections()
+        let fileLimit = ConnectionSlots.currentFileLimit()
         let slots = ConnectionSlots(
             perAddress: configuration.maxConnectionsPerAddress,
-            total: ConnectionSlots.total(configured: configuration.maxConnections),
+            total: ConnectionSlots.total(configured: configuration.maxConnections, fileLimit: fileLimit),
             exemptsLoopback: configuration.connectionLimitsExemptLoopback)
+        if let fileLimit, slots.total < min(32, configuration.maxConnections) {
+            accessLog.fewConnections(total: slots.total, fileLimit: fileLimit)
+        }
         let plain = HTTPServerBuilder { responder in
             UpgradeGateChannel(
                 inner: HTTP1WebSocketUpgradeChannel(
@@ -319,16 +338,21 @@ public struct RelayServer: Sendable {
     }
 
     func authenticate(_ request: Request) -> RelayPrincipal? {
-        if let token = Self.token(in: request), let tokens {
-            return tokens.authenticate(token)
-        }
+        // A valid token is its holder, in no-auth mode too (a proxy's name in Host is then no obstacle); any other
+        // request is anonymous where no-auth mode lets it be.
+        if let token = Self.token(in: request), let tokens, let principal = tokens.authenticate(token) { return principal }
+        let hosts = request.head.authority.map { $0.split(separator: ",").map(String.init) } ?? []
         guard configuration.allowAnonymous,
-            RelayServerConfiguration.isLocalRequest(host: request.head.authority, origin: request.headers[Self.originHeader])
+            RelayServerConfiguration.isLocalRequest(
+                hosts: hosts + request.headers[values: Self.hostHeader], origins: request.headers[values: Self.originHeader],
+                target: request.head.path ?? "")
         else { return nil }
         return .anonymous
     }
 
     static let originHeader = HTTPField.Name("Origin")!
+    /// A second `Host` header (the first is the request's authority).
+    static let hostHeader = HTTPField.Name("Host")!
 
     /// Whether the upgrade gate lets a WebSocket upgrade through: to the relay's path, offering the relay's
     /// subprotocol (or none), with a valid token. Any other is answered as a plain `GET` says: 404 for another path,
@@ -370,9 +394,9 @@ public struct RelayServer: Sendable {
                 .map { $0.trimmingCharacters(in: .whitespaces) }
             token = offered.first { $0.hasPrefix("bearer.") }.map { String($0.dropFirst("bearer.".count)) }
         }
-        if let token, let tokens { return tokens.authenticate(token) != nil }
+        if let token, let tokens, tokens.authenticate(token) != nil { return true }
         return configuration.allowAnonymous
-            && RelayServerConfiguration.isLocalRequest(host: head.headers["host"].first, origin: head.headers["origin"].first)
+            && RelayServerConfiguration.isLocalRequest(hosts: head.headers["host"], origins: head.headers["origin"], target: head.uri)
     }
 
     static let protocolHeader = HTTPField.Name("Sec-WebSocket-Protocol")!

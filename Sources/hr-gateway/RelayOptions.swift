@@ -59,7 +59,7 @@ struct RelayOptions: ParsableArguments {
         }
         let (host, _) = try Self.split(listen)
         if noAuth && !RelayServerConfiguration(host: host, port: 0).isLoopback {
-            throw ValidationError("--no-auth is only allowed on a loopback address (127.0.0.1, ::1); got \(host).")
+            throw ValidationError("--no-auth is only allowed on a loopback address (localhost, 127.0.0.0/8, ::1, written as an address); got \(host).")
         }
     }
 
@@ -122,7 +122,8 @@ final class RelayRuntime: Sendable {
         config.sessions = StoreSessionArchive(directory: stateDirectory)
         let hub = RelayHub.forGateway(engine: engine, stateDirectory: stateDirectory, recording: recording)
         let observation = observe ? hub.attach(to: engine) : nil
-        let server = RelayServer(hub: hub, tokens: options.noAuth ? nil : tokens, configuration: config)
+        // Tokens count in no-auth mode too: a request with one is its holder's wherever it comes from.
+        let server = RelayServer(hub: hub, tokens: tokens, configuration: config)
         let (ports, continuation) = AsyncStream<Int>.makeStream()
         let task = Task {
             defer { continuation.finish() }

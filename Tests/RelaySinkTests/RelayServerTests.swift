@@ -433,6 +433,13 @@ func sendGet(port: Int, path: String, headers: [String] = [], host: String = "12
         #expect(try upgradeStatus(port: port, headers: ["Origin: null"]).contains(" 401 "))
         #expect(try upgradeStatus(port: port, headers: ["Origin: http://127.0.0.1.evil.example"]).contains(" 401 "))
         #expect(try upgradeStatus(port: port, host: "rebound.evil.example:\(port)").contains(" 401 "))
+        // Forms no browser sends are not judged loopback: a bracketed address with more after it, two Hosts, two
+        // Origins, an absolute URL as target.
+        #expect(try upgradeStatus(port: port, host: "[::1]evil.example").contains(" 401 "))
+        #expect(try upgradeStatus(port: port, host: "127.0.0.1:80x").contains(" 401 "))
+        #expect(try upgradeStatus(port: port, headers: ["Host: evil.example"]).contains(" 401 "))
+        #expect(!(try upgradeStatus(port: port, headers: ["Origin: http://127.0.0.1:\(port)", "Origin: https://evil.example"]).contains(" 101 ")))
+        #expect(try upgradeStatus(port: port, path: "http://127.0.0.1:\(port)/v1/relay").contains(" 101 ") == false)
         let page = try httpGetNow(port: port, path: "/", headers: ["Origin: http://127.0.0.1:\(port)"])
         #expect(page.1.contains(" 200 "), "\(page.1)")
         #expect(try httpGetNow(port: port, path: "/v1/sessions").1.contains(" 200 "))
@@ -440,9 +447,18 @@ func sendGet(port: Int, path: String, headers: [String] = [], host: String = "12
         #expect(rebound.1.contains(" 401 "), "\(rebound.1)")
         let foreign = try httpGetNow(port: port, path: "/v1/sessions", headers: ["Origin: https://evil.example"])
         #expect(foreign.1.contains(" 401 "), "\(foreign.1)")
+        for (headers, host) in [(["Host: evil.example"], "127.0.0.1"), (["Origin: http://127.0.0.1", "Origin: https://evil.example"], "127.0.0.1"),
+                                ([], "[::1]evil.example")] {
+            let answer = try httpGetNow(port: port, path: "/v1/sessions", headers: headers, host: host)
+            #expect(answer.1.contains(" 401 "), "\(headers) \(host): \(answer.1)")
+        }
+        // A token is its holder's wherever the request comes from (a proxy's name in Host).
         let (token, _) = try relay.tokens.create(name: "page", scope: .read, nowMs: 0)
         let withToken = try httpGetNow(port: port, path: "/v1/sessions", headers: ["Origin: https://evil.example", "Authorization: Bearer \(token)"])
         #expect(withToken.1.contains(" 200 "), "\(withToken.1)")
+        #expect(try upgradeStatus(port: port, headers: ["Authorization: Bearer \(token)"], host: "gw.example.net:8765").contains(" 101 "))
+        // A wrong token from a script on this machine is anonymous, as no token would be.
+        #expect(try upgradeStatus(port: port, headers: ["Authorization: Bearer not-a-token"]).contains(" 101 "))
         await relay.stop()
     }
 }
