@@ -195,6 +195,10 @@ extension RelayClient {
             return "nothing answers on \(e.host):\(e.port) (\(said)): check that the gateway runs with --listen on that "
                 + "address"
         }
+        // BoringSSL's words for a certificate no CA of this machine vouches for (the gateway's own, self-signed).
+        if case NIOSSLError.handshakeFailed(let inner) = error, "\(inner)".contains("CERTIFICATE_VERIFY_FAILED") {
+            return "the TLS handshake failed: no certificate authority of this machine vouches for the relay's certificate"
+        }
         return "\(error)"
     }
 }

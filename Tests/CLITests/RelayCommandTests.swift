@@ -133,6 +133,22 @@ import Testing
         #expect(serveHelp.stdout.contains("--connect-token"))
     }
 
+    /// Under a low file limit the relay takes fewer connections (a quarter of the descriptors, at least 64, kept
+    /// for the gateway's own files), and says so at start, with how many.
+    @Test func aLowFileLimitIsSaidAtStart() throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("hrg-nofile-\(UUID().uuidString)").path
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        let server = try RunningCLI(["serve", "--simulate", "--listen", "127.0.0.1:0", "--no-auth", "--state-dir", dir],
+                                    under: ["/usr/bin/prlimit", "--nofile=90:90", "--"], errorTo: dir + "/stderr")
+        let listening = try #require(server.readLine())
+        #expect(listening.contains("ws://127.0.0.1:"), "\(listening)")
+        server.signal(SIGTERM)
+        _ = server.wait()
+        let said = (try? String(contentsOfFile: dir + "/stderr", encoding: .utf8)) ?? ""
+        #expect(said.contains("the relay takes at most 26 connections at once: `ulimit -n` is 90"), "\(said)")
+    }
+
     @Test func serveRefusesNoAuthOffLoopbackAndNeedsListenAndASource() throws {
         let offLoopback = try CLI.run(["serve", "--simulate", "--listen", "0.0.0.0:0", "--no-auth"])
         #expect(offLoopback.status != 0)
@@ -241,7 +257,8 @@ import Testing
         server.signal(SIGTERM)
         _ = server.wait()
 
-        // A gateway that answers, over TLS its client does not trust yet (no --pin): not "nothing answers".
+        // A gateway that answers, over TLS its client does not trust yet (no --pin): not "nothing answers"; by its
+        // address, told to pin before connecting.
         let tls = try RunningCLI(["serve", "--simulate", "--listen", "127.0.0.1:0", "--tls", "--state-dir", dir])
         var secure: String?
         while secure == nil, let line = tls.readLine() { secure = line.split(separator: " ").last.map(String.init).flatMap { $0.hasPrefix("wss://") ? $0 : nil } }
@@ -249,7 +266,12 @@ import Testing
         let untrusted = try CLI.run(["attach", wss, "--token", "not-a-token"])
         #expect(untrusted.status == 1)
         #expect(!untrusted.stderr.contains("nothing answers"), "\(untrusted.stderr)")
-        #expect(untrusted.stderr.contains("the connection to 127.0.0.1:"), "\(untrusted.stderr)")
+        #expect(untrusted.stderr.contains("names the relay by its address") && untrusted.stderr.contains("--pin SHA256"),
+                "\(untrusted.stderr)")
+        let byName = try CLI.run(["attach", wss.replacingOccurrences(of: "127.0.0.1", with: "localhost"), "--token", "not-a-token"])
+        #expect(byName.status == 1)
+        #expect(byName.stderr.contains("no certificate authority of this machine vouches for the relay's certificate")
+                && byName.stderr.contains("add --pin SHA256") && !byName.stderr.contains("BoringSSL"), "\(byName.stderr)")
         tls.signal(SIGTERM)
         _ = tls.wait()
     }
