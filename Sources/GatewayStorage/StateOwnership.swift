@@ -54,6 +54,22 @@ public enum StateOwnership {
         return "\(what) \(owner)'s and this user (\(me)) may not write it: run the command \(run)"
     }
 
+    /// Why this user may not read the state file at `path` ("it is root's, …": its owner and group, and how to get
+    /// in), or nil when it
+    /// may, or the file is not there. State files are 0640: a user outside the owner's group is refused.
+    public static func unreadable(_ path: String) -> String? {
+        guard access(path, F_OK) == 0, access(path, R_OK) != 0, errno == EACCES else { return nil }
+        var st = stat()
+        guard stat(path, &st) == 0 else { return nil }
+        let owner = name(st.st_uid)
+        let group = getgrgid(st.st_gid).map { String(cString: $0.pointee.gr_name) } ?? "gid \(st.st_gid)"
+        let me = name(geteuid())
+        let mode = String(st.st_mode & 0o777, radix: 8)
+        return "it is \(owner)'s, readable by the group \(group) (mode \(mode)), and this user (\(me)) is not in it: "
+            + "run the command as \(owner == "root" ? "root" : "\(owner) (sudo -u \(owner) hr-gateway …) or as root"), or add "
+            + "\(me) to the group (sudo usermod -aG \(group) \(me), then log in again)"
+    }
+
     private static func name(_ uid: uid_t) -> String {
         getpwuid(uid).map { String(cString: $0.pointee.pw_name) } ?? "uid \(uid)"
     }

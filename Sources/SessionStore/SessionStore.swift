@@ -205,6 +205,7 @@ public final class SessionStore: Sendable {
         self.directory = directory
         isReadOnly = true
         let path = directory + "/sessions.sqlite"
+        if let why = StateOwnership.unreadable(path) { throw .database("cannot read \(path): \(why)") }
         var config = Configuration()
         config.readonly = true
         do {

@@ -742,6 +742,12 @@ import Testing
         for name in try FileManager.default.contentsOfDirectory(atPath: dir) + [""] {
             #expect(chown(dir + "/" + name, 0, 65534) == 0, "\(name)")
         }
+        // Outside the group: said whose the store is, and how to be let in (SQLite said "unable to open database file").
+        #expect(chown(dir + "/sessions.sqlite", 0, 0) == 0)
+        let outsider = try CLI.run(["sessions", "list", "--state-dir", dir], asUser: 65534)
+        #expect(outsider.status == 1 && outsider.stderr.contains("sessions.sqlite: it is root's, readable by the group root (mode 640), "
+            + "and this user (nobody) is not in it: run the command as root, or add nobody to the group"), "\(outsider.stderr)")
+        #expect(chown(dir + "/sessions.sqlite", 0, 65534) == 0)
         let before = try FileManager.default.contentsOfDirectory(atPath: dir).sorted()
         let list = try CLI.run(["sessions", "list", "--state-dir", dir], asUser: 65534)
         #expect(list.status == 0, "\(list.stderr)")
