@@ -144,8 +144,10 @@ func runTool(_ tool: String, _ args: [String]) throws -> Int32 {
         let first = try CLI.run(["stream", "--simulate", "--model", "sdk-mock", "--duration", "1", "--format", "events",
                                  "--session-id", "before", "--state-dir", state])
         #expect(first.status == 0, "\(first.stderr)")
-        let outbox = try CLI.run(["webhook", "flush", "--state-dir", state])
-        #expect(outbox.status == 0, "\(outbox.stderr)")
+        // An outbox with the summary waiting (nothing listens on port 9): `webhook flush` makes none where none is.
+        let outbox = try CLI.run(["webhook", "send", "before", "--url", "http://127.0.0.1:9/hook", "--timeout", "0",
+                                  "--state-dir", state])
+        #expect(FileManager.default.fileExists(atPath: state + "/outbox.sqlite"), "\(outbox.stderr)")
         try #require(try runTool("/bin/mount", ["--bind", state, state]) == 0, "bind mount")
         defer { _ = try? runTool("/bin/umount", [state]) }
         try #require(try runTool("/bin/mount", ["-o", "remount,bind,ro", state]) == 0, "remount read-only")
