@@ -67,17 +67,3 @@ struct PageSecurityMiddleware<Context: RequestContext>: RouterMiddleware {
         return response
     }
 }
-
-/// Answers `HEAD` (routed to its page's handler with `GET`) without the body (RFC 9110 §9.3.2: the same status and
-/// headers, `Content-Length` included): monitors and `curl -I` got 404 for every page.
-struct HeadWithoutBodyMiddleware<Context: RequestContext>: RouterMiddleware {
-    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws
-        -> Response
-    {
-        let response = try await next(request, context)
-        guard request.method == .head else { return response }
-        // An empty body that says the length the GET's would have.
-        let length = response.body.contentLength ?? response.headers[.contentLength].flatMap { Int($0) }
-        return Response(status: response.status, headers: response.headers, body: ResponseBody(contentLength: length) { _ in })
-    }
-}

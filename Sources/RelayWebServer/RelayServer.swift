@@ -159,8 +159,7 @@ public struct RelayServer: Sendable {
         // Plain HTTP: what a refused upgrade falls through to, and the index page.
         let router = Router(context: RelayRequestContext.self)
         router.add(middleware: PageSecurityMiddleware())
-        router.add(middleware: HeadWithoutBodyMiddleware())
-        // Every page answers HEAD too, as its GET without the body.
+        // Every page answers HEAD too: its GET's status and headers (NIO's encoder sends no body after a HEAD).
         let getAndHead = { (path: RouterPath, handler: @escaping @Sendable (Request, RelayRequestContext) async throws -> Response) in
             router.get(path, use: handler)
             router.head(path, use: handler)
