@@ -638,11 +638,13 @@ extension SessionExport {
     ) -> [[Double]] {
         let size = records * Int(rate)
         var out = [[Double]](repeating: [Double](repeating: 0, count: size), count: channels)
-        let valued = chunks.map(values)
+        // Each chunk's values made when it is placed, not all at once: an array per sample, for four hours of ECG,
+        // took some 100 MB.
+        let counts = chunks.map { values($0).count }
         // Per device, where its last sample went, and its segment (the segment's line's start).
         var lastSlot: [String: (start: Double, slot: Int, sample: [Double])] = [:]
-        for c in placeChunks(chunks, { (valued[$0].count, rate) }) {
-            let samples = valued[c.position]
+        for c in placeChunks(chunks, { (counts[$0], rate) }) {
+            let samples = values(chunks[c.position])
             // In slots: where the segment's line starts, and how many slots a sample takes (1 at the nominal rate).
             // The start is reckoned once per segment: a line half a slot off the grid then rounds the same way for
             // every sample (reckoned per sample from its time, floating-point error sent some of them the other

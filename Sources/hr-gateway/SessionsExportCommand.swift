@@ -127,7 +127,7 @@ struct SessionsExportCommand: ParsableCommand {
             file?.abandon()
             throw CommandFailure("\(error)")
         }
-        if format == .edf, let session = try? sessions.session(id: id), let samples = try? sessions.samples(sessionId: id) {
+        if format == .edf, let session = try? sessions.session(id: id), let samples = try? sessions.samples(sessionId: id, waveforms: false) {
             let leftOut = SessionExport.edfLeftOut(session: session, samples: samples)
             if leftOut > 0 {
                 StandardStream.error.write(Data(("note: \(leftOut) sample\(leftOut == 1 ? " is" : "s are") stamped more "
