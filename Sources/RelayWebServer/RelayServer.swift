@@ -217,13 +217,24 @@ public struct RelayServer: Sendable {
                 guard let file else {
                     throw HTTPError(.notFound, message: "No recorded session \(id.prefix(64)): see GET /v1/sessions.")
                 }
-                return Response(
-                    status: .ok,
-                    headers: [
-                        .contentType: file.contentType, .cacheControl: "no-store",
-                        .contentDisposition: Self.attachment(file.filename),
-                    ],
-                    body: .init(byteBuffer: ByteBuffer(bytes: file.body)))
+                let headers: HTTPFields = [
+                    .contentType: file.contentType, .cacheControl: "no-store", .contentDisposition: Self.attachment(file.filename),
+                ]
+                guard let spool = file.spool else {
+                    return Response(status: .ok, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: file.body)))
+                }
+                // From the file a part at a time, each read on the archive's lane (off the concurrency pool).
+                return Response(status: .ok, headers: headers, body: ResponseBody(contentLength: spool.size) { writer in
+                    var offset = 0
+                    while offset < spool.size {
+                        let at = offset
+                        let part = try await Self.archiveRead { try spool.read(at: at, count: Self.spoolPartBytes) }
+                        guard !part.isEmpty else { break }
+                        try await writer.write(ByteBuffer(bytes: part))
+                        offset += part.count
+                    }
+                    try await writer.finish(nil)
+                })
             }
         }
         getAndHead("/overlay") { _, _ -> Response in
@@ -407,6 +418,9 @@ public struct RelayServer: Sendable {
 
     /// Session reads waiting on the lane or running there (for tests).
     static var archiveReadsPending: Int { archiveLane.pending }
+
+    /// How much of a spooled export is read and sent at a time.
+    static let spoolPartBytes = 256 * 1024
 
     static func archiveRead<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
         try await archiveLane.run(body)

@@ -63,6 +63,13 @@ public enum SystemCall {
         return host.isEmpty ? "gateway" : host
     }
 
+    /// A new file without a name in `directory` (`O_TMPFILE`), read-write, for this process only: gone with its
+    /// last descriptor, whatever happens to the process. Nil when the file system cannot make one (errno says why).
+    public static func unnamedFile(in directory: String) -> Int32? {
+        let fd = retryingInterrupts { open(directory, hrg_o_tmpfile() | O_RDWR | O_CLOEXEC, 0o600) }
+        return fd >= 0 ? fd : nil
+    }
+
     /// Makes `call` (a system call answering -1 or another negative value, with errno set, on failure) again for as
     /// long as a signal interrupts it; errno is left as the last call set it.
     public static func retryingInterrupts<T: SignedInteger>(_ call: () -> T) -> T {

@@ -1,6 +1,8 @@
+import Foundation
 import GatewayEngine
 import RelayWebServer
 import SessionStore
+import SystemCalls
 
 /// The session store as the dashboard's session list (`GET /v1/sessions`, exports). Opened on the first request and
 /// kept: every read is a transaction of its own, which sees what another process (a `stream` recording beside this
@@ -38,11 +40,34 @@ final class StoreSessionArchive: SessionArchive {
         case .jsonl: "application/x-ndjson"
         case .edf: "application/octet-stream"
         }
-        let body: [UInt8]
-        do { body = try store.export(id: id, format: f) } catch {
+        let filename = "session-\(id).\(f.fileExtension)"
+        do throws(StoreError) {
+            // Written to an unnamed file as it is made, and sent from there; in memory only where the file system
+            // cannot make one.
+            guard let fd = SpooledExport.create(in: directory) else {
+                return SessionArchiveFile(contentType: type, filename: filename, body: try store.export(id: id, format: f))
+            }
+            var size = 0
+            let output = ExportOutput { bytes in
+                var failure: SystemCallError?
+                bytes.withUnsafeBytes { raw in
+                    do throws(SystemCallError) { try SystemCall.writeAll(fd, raw) } catch { failure = error }
+                }
+                if let failure { throw failure }
+                size += bytes.count
+            }
+            do {
+                try store.export(id: id, format: f, into: output)
+                try output.finish()
+            } catch {
+                close(fd)
+                if let e = error as? StoreError { throw e }
+                throw StoreError.io("cannot write the export to a file in \(directory): \(error)")
+            }
+            return SessionArchiveFile(contentType: type, filename: filename, spool: SpooledExport(fd: fd, size: size))
+        } catch {
             if case .nothingToExport(let why) = error { throw SessionArchiveError.nothingToExport(why) }
             throw error
         }
-        return SessionArchiveFile(contentType: type, filename: "session-\(id).\(f.fileExtension)", body: body)
     }
 }

@@ -196,6 +196,62 @@ func sendGet(port: Int, path: String, headers: [String] = [], host: String = "12
         }
     }
 
+    /// An export written to an unnamed file, as the gateway's store writes one.
+    struct SpooledSessions: SessionArchive {
+        let bytes: [UInt8]
+        func listJSON(limit: Int) throws -> String { "[]" }
+        func export(id: String, format: String) throws -> SessionArchiveFile? {
+            let fd = try #require(SpooledExport.create(in: NSTemporaryDirectory()))
+            _ = bytes.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
+            return SessionArchiveFile(contentType: "text/csv; charset=utf-8", filename: "session-\(id).csv",
+                                      spool: SpooledExport(fd: fd, size: bytes.count))
+        }
+    }
+
+    /// A spooled export is sent from its file a part at a time, whole, with its length; the file goes with it.
+    @Test func aSpooledExportIsSentWhole() async throws {
+        let bytes = (0..<(3 * RelayServer.spoolPartBytes + 1234)).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ $0 >> 9) }
+        let relay = try await LiveRelay(sessions: SpooledSessions(bytes: bytes))
+        let (token, _) = try relay.tokens.create(name: "browser", scope: .read, nowMs: 0)
+        let unnamedBefore = try FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd").filter {
+            ((try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/fd/" + $0)) ?? "").contains("/#")
+        }.count
+        let fd = try sendGet(port: relay.port, path: "/v1/sessions/s1/export?format=csv", headers: ["Authorization: Bearer \(token)"])
+        defer { close(fd) }
+        let answer = await withCheckedContinuation { done in
+            Thread.detachNewThread {
+                var timeout = timeval(tv_sec: 10, tv_usec: 0)
+                setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+                var all = [UInt8](), buffer = [UInt8](repeating: 0, count: 65536)
+                while true {
+                    let n = recv(fd, &buffer, buffer.count, 0)
+                    if n <= 0 { break }
+                    all += buffer[0..<n]
+                }
+                done.resume(returning: all)
+            }
+        }
+        let end = try #require(answer.firstRange(of: [13, 10, 13, 10]))
+        let head = String(decoding: answer[..<end.lowerBound], as: UTF8.self).lowercased()
+        #expect(head.hasPrefix("http/1.1 200 ") && head.contains("content-length: \(bytes.count)"), "\(head)")
+        #expect(Array(answer[end.upperBound...]) == bytes)
+        // The unnamed file's descriptor is closed once sent (its link reads "/tmp/#NNN (deleted)"), which no clock of
+        // ours drives: looked for for 5 s.
+        func unnamedOpen() throws -> Int {
+            try FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd").filter {
+                let target = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/fd/" + $0)) ?? ""
+                return target.contains("/#") && target.hasSuffix("(deleted)")
+            }.count
+        }
+        var open = try unnamedOpen()
+        for _ in 0..<50 where open > unnamedBefore {
+            try await Task.sleep(for: .milliseconds(100))
+            open = try unnamedOpen()
+        }
+        #expect(open == unnamedBefore, "\(open) unnamed files open, \(unnamedBefore) before")
+        await relay.stop()
+    }
+
     @Test func recordedSessionsAreListedAndExportedWithTheToken() async throws {
         let relay = try await LiveRelay(sessions: TwoSessions())
         let (token, _) = try relay.tokens.create(name: "browser", scope: .read, nowMs: 0)

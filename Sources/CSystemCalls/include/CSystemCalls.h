@@ -12,4 +12,8 @@
 // descriptors answered reads and writes with EINVAL).
 int hrg_closed_standard_descriptors(void);
 
+// O_TMPFILE, a macro Swift does not import (its value differs between architectures: O_DIRECTORY's does).
+#include <fcntl.h>
+static inline int hrg_o_tmpfile(void) { return __O_TMPFILE; }  // O_TMPFILE without _GNU_SOURCE (O_DIRECTORY included)
+
 #endif
