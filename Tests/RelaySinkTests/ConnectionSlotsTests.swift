@@ -64,7 +64,7 @@ import Testing
         // The held ones are served (a request and its answer on the first: it then closes, as asked).
         let request = "GET /relay.js HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"
         _ = request.withCString { send(held[0], $0, strlen($0), 0) }
-        let answer = await withCheckedContinuation { done in Thread.detachNewThread { done.resume(returning: readAll(fd: held[0])) } }
+        let answer = String(decoding: await readToEnd(held[0]), as: UTF8.self)
         #expect(answer.hasPrefix("HTTP/1.1 200 "), "\(answer.prefix(80))")
         close(held[0])
         // Its slot is given back once the server has seen it close, which no clock of ours drives: try for 5 s.
@@ -106,18 +106,4 @@ private func firstEnded(of fds: [Int32], seconds: Int) -> [Int32] {
         let n = recv(fd, &byte, 1, Int32(MSG_DONTWAIT))
         return n == 0 || (n < 0 && errno == ECONNRESET)
     }
-}
-
-/// Everything the peer sends until it closes (10 s at most).
-private func readAll(fd: Int32) -> String {
-    var timeout = timeval(tv_sec: 10, tv_usec: 0)
-    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
-    var out = [UInt8]()
-    var buffer = [UInt8](repeating: 0, count: 4096)
-    while true {
-        let n = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, 4096, 0) }
-        if n <= 0 { break }
-        out += buffer[0..<n]
-    }
-    return String(decoding: out, as: UTF8.self)
 }

@@ -122,6 +122,24 @@ func httpGetNow(
     return (parts.dropFirst().joined(separator: "\r\n\r\n"), parts.first ?? "")
 }
 
+/// Everything the peer sends on `fd` until it closes (10 s at most), read on a thread of its own: blocking one of
+/// the concurrency pool's threads could stall the server.
+func readToEnd(_ fd: Int32) async -> [UInt8] {
+    await withCheckedContinuation { done in
+        Thread.detachNewThread {
+            var timeout = timeval(tv_sec: 10, tv_usec: 0)
+            setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+            var all = [UInt8](), buffer = [UInt8](repeating: 0, count: 65536)
+            while true {
+                let n = recv(fd, &buffer, buffer.count, 0)
+                if n <= 0 { break }
+                all += buffer[0..<n]
+            }
+            done.resume(returning: all)
+        }
+    }
+}
+
 /// Connects and sends a GET; the caller reads the answer (or not) and closes the socket.
 func sendGet(port: Int, path: String, headers: [String] = [], host: String = "127.0.0.1") throws -> Int32 {
     let fd = try connectLoopback(port: port)
@@ -218,19 +236,7 @@ func sendGet(port: Int, path: String, headers: [String] = [], host: String = "12
         }.count
         let fd = try sendGet(port: relay.port, path: "/v1/sessions/s1/export?format=csv", headers: ["Authorization: Bearer \(token)"])
         defer { close(fd) }
-        let answer = await withCheckedContinuation { done in
-            Thread.detachNewThread {
-                var timeout = timeval(tv_sec: 10, tv_usec: 0)
-                setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
-                var all = [UInt8](), buffer = [UInt8](repeating: 0, count: 65536)
-                while true {
-                    let n = recv(fd, &buffer, buffer.count, 0)
-                    if n <= 0 { break }
-                    all += buffer[0..<n]
-                }
-                done.resume(returning: all)
-            }
-        }
+        let answer = await readToEnd(fd)
         let end = try #require(answer.firstRange(of: [13, 10, 13, 10]))
         let head = String(decoding: answer[..<end.lowerBound], as: UTF8.self).lowercased()
         #expect(head.hasPrefix("http/1.1 200 ") && head.contains("content-length: \(bytes.count)"), "\(head)")
@@ -540,19 +546,7 @@ func sendGet(port: Int, path: String, headers: [String] = [], host: String = "12
         defer { close(fd) }
         let twice = "HEAD / HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\nGET /relay.js HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"
         _ = twice.withCString { send(fd, $0, strlen($0), 0) }
-        let answers = await withCheckedContinuation { done in
-            Thread.detachNewThread {
-                var timeout = timeval(tv_sec: 10, tv_usec: 0)
-                setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
-                var all = [UInt8](), buffer = [UInt8](repeating: 0, count: 65536)
-                while true {
-                    let n = recv(fd, &buffer, buffer.count, 0)
-                    if n <= 0 { break }
-                    all += buffer[0..<n]
-                }
-                done.resume(returning: String(decoding: all, as: UTF8.self))
-            }
-        }
+        let answers = String(decoding: await readToEnd(fd), as: UTF8.self)
         let parts = answers.components(separatedBy: "\r\n\r\n")
         #expect(parts.count == 3 && parts[0].hasPrefix("HTTP/1.1 200 ") && parts[0].lowercased().contains("content-length: \(DashboardPage.html.utf8.count)"), "\(parts.first ?? "")")
         #expect(parts.count == 3 && parts[1].hasPrefix("HTTP/1.1 200 ") && parts[2] == RelayClientScript.javascript, "\(answers.prefix(600))")
