@@ -14,25 +14,14 @@ public enum FileWrite {
     public static func write(
         _ bytes: some Collection<UInt8>, to path: String, mode: mode_t = 0o644
     ) throws(FileWriteError) {
-        let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode)
-        guard fd >= 0 else { throw FileWriteError(path: path, code: errno) }
-        var failure: Int32?
-        Array(bytes).withUnsafeBytes { raw in
-            do throws(SystemCallError) { try SystemCall.writeAll(fd, raw) } catch { failure = error.code }
-        }
-        if failure == nil, fsync(fd) != 0, errno != EINVAL, errno != EROFS { failure = errno }
-        var st = stat()
-        let regular = fstat(fd, &st) == 0 && (st.st_mode & S_IFMT) == S_IFREG
-        if close(fd) != 0, failure == nil, errno != EINTR { failure = errno }
-        if let failure {
-            if regular { unlink(path) }
-            throw FileWriteError(path: path, code: failure)
-        }
+        let file = FileParts(path: path, mode: mode)
+        try file.write(Array(bytes))
+        try file.finish()
     }
 }
 
-/// A file written a part at a time (an export too large to hold whole): opened in place, as `FileWrite.write` opens
-/// it, at the first part, so that an export refused before its first part leaves an existing file as it was. On a
+/// A file written a part at a time (an export too large to hold whole; `FileWrite.write` in one part): opened in place
+/// at the first part, so that an export refused before its first part leaves an existing file as it was. On a
 /// failure, or `abandon()`, a regular file is removed rather than left half written.
 public final class FileParts {
     public let path: String

@@ -560,22 +560,15 @@ extension SessionStore {
         switch format {
         case .csv:
             SessionExport.csv(sessionId: id, samples: try samples(sessionId: id, waveforms: false), into: output)
-            return
         case .jsonl:
             try eachSample(sessionId: id) { output.append($0.jsonValue.jsonString + "\n") }
-            return
         case .json:
             let beats = SessionExport.beatsJSON(samples: try samples(sessionId: id, waveforms: false))
             try SessionExport.json(session: s, beats: beats, events: try events(sessionId: id), into: output) {
                 (body: (BiosignalSample) -> Void) throws(StoreError) in try eachSample(sessionId: id, body)
             }
-            return
-        default: break
-        }
-        let samples = try samples(sessionId: id)
-        switch format {
-        case .csv, .jsonl, .json: return
         case .edf:
+            let samples = try samples(sessionId: id)
             let span = SessionExport.spanMs(session: s, samples: samples)
             guard span <= SessionExport.maxEDFSpanMs else {
                 throw .nothingToExport("session \(id) spans \(span / 86_400_000) days from its start to its last sample, "
@@ -586,9 +579,8 @@ extension SessionStore {
             output.append(bytes: SessionExport.edf(session: s, samples: samples, events: try events(sessionId: id)))
         case .ecgCSV, .accCSV:
             let waveform: SessionExport.Waveform = format == .ecgCSV ? .ecg : .acc
-            guard SessionExport.waveformCSV(sessionId: id, samples: samples, waveform: waveform, into: output) else {
-                throw .nothingToExport("session \(id) holds \(waveform.missing)")
-            }
+            guard SessionExport.waveformCSV(sessionId: id, samples: try samples(sessionId: id), waveform: waveform, into: output)
+            else { throw .nothingToExport("session \(id) holds \(waveform.missing)") }
         }
     }
 
