@@ -3,6 +3,7 @@ import GatewayEngine
 import GatewayStorage
 import RelayCore
 import RelayStore
+import SystemCalls
 import HTTPTypes
 import Hummingbird
 import HummingbirdCore
@@ -205,35 +206,71 @@ public struct RelayServer: Sendable {
                 let raw = context.parameters.get("id") ?? ""
                 let id = raw.removingPercentEncoding ?? raw
                 let format = request.uri.queryParameters.get("format") ?? "csv"
-                let file: SessionArchiveFile?
-                do {
-                    file = try await Self.archiveRead { try archive.export(id: id, format: format) }
-                } catch let error as SessionArchiveError {
-                    if case .nothingToExport = error { throw HTTPError(.notFound, message: "\(error)") }
-                    throw HTTPError(.badRequest, message: "\(error)")
-                } catch {
-                    throw HTTPError(.internalServerError, message: "The session store cannot be read: \(error)")
+                // Made on a lane of its own as the client reads it (below); the answer's status waits for the first
+                // bytes, which come once every check that could refuse the export has passed.
+                let body = ExportBody(spoolDirectory: archive.spoolDirectory)
+                Self.exportLane().submit {
+                    do { body.end(try archive.export(id: id, format: format, into: body) ? .finished : .notFound) } catch {
+                        body.end(.failed(error))
+                    }
                 }
-                guard let file else {
-                    throw HTTPError(.notFound, message: "No recorded session \(id.prefix(64)): see GET /v1/sessions.")
+                let first = await body.progress(beyond: 0)
+                if first.size == 0 {
+                    switch first.end {
+                    case .notFound?:
+                        throw HTTPError(.notFound, message: "No recorded session \(id.prefix(64)): see GET /v1/sessions.")
+                    case .failed(let error as SessionArchiveError)?:
+                        if case .nothingToExport = error { throw HTTPError(.notFound, message: "\(error)") }
+                        throw HTTPError(.badRequest, message: "\(error)")
+                    case .failed(let error)?:
+                        throw HTTPError(.internalServerError, message: "The session store cannot be read: \(error)")
+                    case .finished?, nil:
+                        break
+                    }
                 }
                 let headers: HTTPFields = [
-                    .contentType: file.contentType, .cacheControl: "no-store", .contentDisposition: Self.attachment(file.filename),
+                    .contentType: body.contentType, .cacheControl: "no-store",
+                    .contentDisposition: Self.attachment(body.filename),
                 ]
-                guard let spool = file.spool else {
-                    return Response(status: .ok, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: file.body)))
+                // Its length when it is already made; else sent as it is made (chunked).
+                let length: Int? = if case .finished? = first.end { first.size } else { nil }
+                if request.method == .head {
+                    // The head needs no export: what is made so far is thrown away.
+                    body.cancel()
+                    return Response(status: .ok, headers: headers, body: ResponseBody(contentLength: length) { writer in
+                        try await writer.finish(nil)
+                    })
                 }
-                // From the file a part at a time, each read on the archive's lane (off the concurrency pool).
-                return Response(status: .ok, headers: headers, body: ResponseBody(contentLength: spool.size) { writer in
+                let logger = server.logger
+                return Response(status: .ok, headers: headers, body: ResponseBody(contentLength: length) { writer in
+                    // However the sending ends, nothing more is made for it.
+                    defer { body.cancel() }
                     var offset = 0
-                    while offset < spool.size {
-                        let at = offset
-                        let part = try await Self.archiveRead { try spool.read(at: at, count: Self.spoolPartBytes) }
-                        guard !part.isEmpty else { break }
-                        try await writer.write(ByteBuffer(bytes: part))
-                        offset += part.count
+                    while true {
+                        let now = await body.progress(beyond: offset)
+                        if now.size > offset {
+                            let at = offset
+                            let part = try await Self.downloadLane.run { () throws(SystemCallError) in
+                                try body.read(at: at, count: Self.spoolPartBytes)
+                            }
+                            guard !part.isEmpty else { throw SystemCallError(call: "pread", code: EIO) }
+                            try await writer.write(ByteBuffer(bytes: part))
+                            offset += part.count
+                            continue
+                        }
+                        switch now.end {
+                        case .finished?:
+                            try await writer.finish(nil)
+                            return
+                        case .failed(let error)?:
+                            // Its status went with its first bytes: the connection is closed without the end of
+                            // the body, so that the client sees the export cut short.
+                            logger.error("the export of session \(id.prefix(64)) (format \(format.prefix(20))) failed after \(offset) bytes were sent: \(error)")
+                            throw error
+                        case .notFound?, nil:
+                            throw ExportBody.Cancelled()
+                        }
                     }
-                    try await writer.finish(nil)
                 })
             }
         }
@@ -411,15 +448,21 @@ public struct RelayServer: Sendable {
 
     static let protocolHeader = HTTPField.Name("Sec-WebSocket-Protocol")!
 
-    /// Session list and exports read SQLite synchronously: a long export, or another process holding the store's lock
-    /// (up to its 10 s busy timeout), would hold a thread of the concurrency pool, of which a Pi has as many as cores,
-    /// and stall the relay with it. They run on a lane of their own instead, one at a time.
+    /// Session lists and exports read SQLite synchronously: a long export, or another process holding the store's
+    /// lock (up to its 10 s busy timeout), would hold a thread of the concurrency pool, of which a Pi has as many as
+    /// cores, and stall the relay with it. They run on lanes of their own instead: the lists on one, so that they
+    /// never wait behind an export, and the exports on `exportLanes`, each on the one with the least to do.
     private static let archiveLane = DatabaseLane(label: "hr-gateway.relay.sessions")
+    static let exportLanes = (1...2).map { DatabaseLane(label: "hr-gateway.relay.export.\($0)") }
+    /// Reads of the exports' files as they are sent (never behind a store's lock).
+    private static let downloadLane = DatabaseLane(label: "hr-gateway.relay.downloads")
 
-    /// Session reads waiting on the lane or running there (for tests).
+    /// Session lists waiting on their lane or running there (for tests).
     static var archiveReadsPending: Int { archiveLane.pending }
 
-    /// How much of a spooled export is read and sent at a time.
+    static func exportLane() -> DatabaseLane { exportLanes.min { $0.pending < $1.pending } ?? exportLanes[0] }
+
+    /// How much of an export is read and sent at a time.
     static let spoolPartBytes = 256 * 1024
 
     static func archiveRead<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {

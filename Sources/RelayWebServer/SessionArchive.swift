@@ -1,71 +1,165 @@
 import Foundation
+import Synchronization
 import SystemCalls
 
 /// Recorded sessions offered to the dashboard (`GET /v1/sessions` and `GET /v1/sessions/ID/export`), kept abstract
 /// so that the server does not depend on the session store (the gateway passes one that reads sessions.sqlite).
+/// The server calls it from threads of its own (never the concurrency pool's), the list and several exports at
+/// once: an implementation must be safe to call so.
 public protocol SessionArchive: Sendable {
     /// The newest `limit` sessions, newest first, as a JSON array text (the objects of `sessions list --json`).
     func listJSON(limit: Int) throws -> String
-    /// One session in `format`; nil when there is no such session. Throws `SessionArchiveError.badFormat` for a
-    /// format it does not write.
-    func export(id: String, format: String) throws -> SessionArchiveFile?
+    /// Writes session `id` in `format` into `body` as it is made: first `body.describe` (its type and name), then
+    /// its bytes with `body.write`, the first of them only once every check that can refuse the export has passed.
+    /// False, with nothing written, when there is no such session. Throws `SessionArchiveError.badFormat` for a
+    /// format it does not write and `.nothingToExport` for a session without what the format holds, before writing;
+    /// stops with `ExportBody.Cancelled` from `write` once nobody reads the export any more.
+    func export(id: String, format: String, into body: ExportBody) throws -> Bool
+    /// Where an export is written as it is made (an unnamed file, gone with its descriptor).
+    var spoolDirectory: String { get }
 }
 
-/// An exported session: its bytes (or the file that holds them) and how a browser should save them.
-public struct SessionArchiveFile: Sendable {
-    public var contentType: String
-    public var filename: String
-    /// The export, when it is held in memory (`spool` is nil).
-    public var body: [UInt8]
-    /// The export, when it was written to a file as it was made; sent from there a part at a time.
-    public var spool: SpooledExport?
-
-    public init(contentType: String, filename: String, body: [UInt8]) {
-        self.contentType = contentType
-        self.filename = filename
-        self.body = body
+/// One export on its way from the store to a client: written to an unnamed file (`O_TMPFILE` in the archive's
+/// spool directory: nothing is left behind, whatever happens) by the thread that makes it, and read from there by
+/// the connection that sends it, as it grows. The client has its first bytes as soon as they are made (a 24-hour
+/// JSON was made whole first, 17-40 s without a byte), and a slow client holds up neither the store nor the
+/// thread: the export is made at the disk's pace, and sent at the client's. Held in memory only where the file
+/// system cannot make such a file. The file goes when the last reference does.
+public final class ExportBody: Sendable {
+    /// How an export ended.
+    public enum End: Sendable {
+        case finished
+        /// No such session.
+        case notFound
+        case failed(any Error)
     }
 
-    public init(contentType: String, filename: String, spool: SpooledExport) {
-        self.contentType = contentType
-        self.filename = filename
-        self.body = []
-        self.spool = spool
-    }
-}
-
-/// An export written to an unnamed file (`O_TMPFILE` in the state directory: nothing is left behind, whatever
-/// happens), so that a download never holds the export in memory: a 4-hour ECG CSV (127 MB), gathered whole, took
-/// `serve` to 357 MB. The file goes when the last reference does.
-public final class SpooledExport: Sendable {
-    /// Read-only once made; the descriptor is closed in `deinit` only.
-    private let fd: Int32
-    public let size: Int
-
-    /// An empty unnamed file in `directory`; nil when the file system has no `O_TMPFILE`.
-    public static func create(in directory: String) -> Int32? { SystemCall.unnamedFile(in: directory) }
-
-    /// Takes `fd` (written, `size` bytes) over.
-    public init(fd: Int32, size: Int) {
-        self.fd = fd
-        self.size = size
+    /// Thrown by `write` once the export is no longer wanted (the client went, or asked for the head only).
+    public struct Cancelled: Error, Sendable, CustomStringConvertible {
+        public var description: String { "the export was cancelled: nobody reads it any more" }
     }
 
-    deinit { close(fd) }
+    /// What the reader sees at one moment.
+    public struct Progress: Sendable {
+        /// Bytes written so far.
+        public var size: Int
+        /// Set once the export is over.
+        public var end: End?
+    }
 
-    /// Up to `count` bytes from `offset`.
+    private struct State {
+        var contentType = "application/octet-stream"
+        var filename = "export"
+        var size = 0
+        /// The unnamed file, once the first bytes came (-1: none yet, or held in memory).
+        var fd: Int32 = -1
+        /// The bytes, where no unnamed file could be made.
+        var memory: [UInt8]?
+        var end: End?
+        var cancelled = false
+        var waiting: [CheckedContinuation<Void, Never>] = []
+    }
+
+    private let directory: String
+    private let state = Mutex(State())
+
+    public init(spoolDirectory: String) { directory = spoolDirectory }
+
+    deinit {
+        let fd = state.withLock { $0.fd }
+        if fd >= 0 { close(fd) }
+    }
+
+    /// The export's media type and the name a browser saves it under.
+    public func describe(contentType: String, filename: String) {
+        state.withLock {
+            $0.contentType = contentType
+            $0.filename = filename
+        }
+    }
+
+    public var contentType: String { state.withLock { $0.contentType } }
+    public var filename: String { state.withLock { $0.filename } }
+
+    /// Appends `bytes`, from the one thread that makes the export. Throws `Cancelled` once nobody reads it, and the
+    /// file's error when the disk is full.
+    public func write(_ bytes: [UInt8]) throws {
+        let (fd, cancelled) = state.withLock { s -> (Int32, Bool) in
+            if s.fd < 0, s.memory == nil, !s.cancelled {
+                if let fd = SystemCall.unnamedFile(in: directory) { s.fd = fd } else { s.memory = [] }
+            }
+            return (s.fd, s.cancelled)
+        }
+        if cancelled { throw Cancelled() }
+        if fd >= 0 {
+            // Only this thread writes, and readers only read what `size` says is written: no lock held meanwhile.
+            var failure: SystemCallError?
+            bytes.withUnsafeBytes { raw in
+                do throws(SystemCallError) { try SystemCall.writeAll(fd, raw) } catch { failure = error }
+            }
+            if let failure { throw failure }
+        }
+        let resumed = state.withLock { s -> [CheckedContinuation<Void, Never>] in
+            if fd < 0 { s.memory?.append(contentsOf: bytes) }
+            s.size += bytes.count
+            defer { s.waiting = [] }
+            return s.waiting
+        }
+        for r in resumed { r.resume() }
+    }
+
+    /// Says that the export is over (the thread that made it, once it returned or threw).
+    public func end(_ end: End) {
+        let resumed = state.withLock { s -> [CheckedContinuation<Void, Never>] in
+            s.end = end
+            defer { s.waiting = [] }
+            return s.waiting
+        }
+        for r in resumed { r.resume() }
+    }
+
+    /// Nobody reads the export any more: the next `write` throws `Cancelled`.
+    public func cancel() {
+        let resumed = state.withLock { s -> [CheckedContinuation<Void, Never>] in
+            s.cancelled = true
+            defer { s.waiting = [] }
+            return s.waiting
+        }
+        for r in resumed { r.resume() }
+    }
+
+    /// Returns once more than `offset` bytes are written, or the export is over (or cancelled).
+    public func progress(beyond offset: Int) async -> Progress {
+        await withCheckedContinuation { (ready: CheckedContinuation<Void, Never>) in
+            let now = state.withLock { s -> Bool in
+                if s.size > offset || s.end != nil || s.cancelled { return true }
+                s.waiting.append(ready)
+                return false
+            }
+            if now { ready.resume() }
+        }
+        return state.withLock { Progress(size: $0.size, end: $0.end) }
+    }
+
+    /// Up to `count` bytes of what is written, from `offset`.
     public func read(at offset: Int, count: Int) throws(SystemCallError) -> [UInt8] {
-        var out = [UInt8](repeating: 0, count: count)
+        let (fd, size, held) = state.withLock { s -> (Int32, Int, [UInt8]?) in
+            let upTo = min(s.size, offset + count)
+            return (s.fd, s.size, s.memory.map { offset < upTo ? Array($0[offset..<upTo]) : [] })
+        }
+        if let held { return held }
+        let wanted = max(0, min(count, size - offset))
+        var out = [UInt8](repeating: 0, count: wanted)
         var got = 0
-        while got < count {
+        while got < wanted {
             let n = out.withUnsafeMutableBytes { raw in
-                SystemCall.retryingInterrupts { pread(fd, raw.baseAddress! + got, count - got, off_t(offset + got)) }
+                SystemCall.retryingInterrupts { pread(fd, raw.baseAddress! + got, wanted - got, off_t(offset + got)) }
             }
             if n < 0 { throw SystemCallError(call: "pread", code: errno) }
             if n == 0 { break }
             got += n
         }
-        out.removeLast(count - got)
+        out.removeLast(wanted - got)
         return out
     }
 }

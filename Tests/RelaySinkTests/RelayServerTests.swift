@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import GatewayEngine
 import HummingbirdWSClient
 import SimulatedProvider
@@ -141,12 +142,82 @@ func readToEnd(_ fd: Int32) async -> [UInt8] {
 }
 
 /// Connects and sends a GET; the caller reads the answer (or not) and closes the socket.
-func sendGet(port: Int, path: String, headers: [String] = [], host: String = "127.0.0.1") throws -> Int32 {
+func sendGet(
+    port: Int, path: String, headers: [String] = [], host: String = "127.0.0.1", method: String = "GET"
+) throws -> Int32 {
     let fd = try connectLoopback(port: port)
-    let request = (["GET \(path) HTTP/1.1", "Host: \(host)", "Connection: close"] + headers + ["", ""])
+    let request = (["\(method) \(path) HTTP/1.1", "Host: \(host)", "Connection: close"] + headers + ["", ""])
         .joined(separator: "\r\n")
     _ = request.withCString { send(fd, $0, strlen($0), 0) }
     return fd
+}
+
+/// An HTTP answer read from a raw socket: its head (lower case) and its body, taken out of its chunks when it came
+/// chunked; `complete` is false for a chunked body without its last chunk (cut short).
+struct RawAnswer {
+    var head: String
+    var body: [UInt8]
+    var complete: Bool
+
+    init(_ raw: [UInt8]) {
+        guard let end = raw.firstRange(of: [13, 10, 13, 10]) else {
+            head = String(decoding: raw, as: UTF8.self).lowercased()
+            body = []
+            complete = false
+            return
+        }
+        head = String(decoding: raw[..<end.lowerBound], as: UTF8.self).lowercased()
+        let rest = Array(raw[end.upperBound...])
+        guard head.contains("transfer-encoding: chunked") else {
+            body = rest
+            complete = true
+            return
+        }
+        body = []
+        complete = false
+        var at = 0
+        while let lineEnd = rest[at...].firstRange(of: [13, 10]),
+            let size = Int(String(decoding: rest[at..<lineEnd.lowerBound], as: UTF8.self), radix: 16)
+        {
+            let start = lineEnd.upperBound
+            if size == 0 {
+                complete = true
+                break
+            }
+            guard start + size <= rest.count else {
+                body += rest[start...]
+                break
+            }
+            body += rest[start..<(start + size)]
+            at = start + size + 2
+            guard at <= rest.count else { break }
+        }
+    }
+}
+
+/// `had` and what the peer sends on `fd` after it, until the answer's body holds `count` bytes, or to the end when
+/// `count` is nil (10 s at most), read on a thread of its own.
+func readRaw(_ fd: Int32, untilBodyHas count: Int?, after had: [UInt8] = []) async -> [UInt8] {
+    await withCheckedContinuation { done in
+        Thread.detachNewThread {
+            var timeout = timeval(tv_sec: 10, tv_usec: 0)
+            setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+            var all = had, buffer = [UInt8](repeating: 0, count: 65536)
+            while count.map({ RawAnswer(all).body.count < $0 }) ?? true {
+                let n = recv(fd, &buffer, buffer.count, 0)
+                if n <= 0 { break }
+                all += buffer[0..<n]
+            }
+            done.resume(returning: all)
+        }
+    }
+}
+
+/// Waits for `semaphore` on a thread of its own, 10 s at most: false when it was not signalled by then.
+func signalled(_ semaphore: DispatchSemaphore) async -> Bool {
+    await withCheckedContinuation { done in
+        Thread.detachNewThread { done.resume(returning: semaphore.wait(timeout: .now() + 10) == .success) }
+    }
 }
 
 @Suite(.serialized) struct RelayServerTests {
@@ -199,48 +270,68 @@ func sendGet(port: Int, path: String, headers: [String] = [], host: String = "12
 
     /// Two sessions in memory, as the gateway's store adapter would answer.
     struct TwoSessions: SessionArchive {
+        var spoolDirectory: String { NSTemporaryDirectory() }
         func listJSON(limit: Int) throws -> String {
             "[" + [#"{"session_id":"s2"}"#, #"{"session_id":"s1"}"#].prefix(limit).joined(separator: ",") + "]"
         }
-        func export(id: String, format: String) throws -> SessionArchiveFile? {
+        func export(id: String, format: String, into body: ExportBody) throws -> Bool {
             guard ["csv", "json", "ecg-csv"].contains(format) else {
                 throw SessionArchiveError.badFormat(format, supported: ["csv", "json", "ecg-csv"])
             }
             if format == "ecg-csv" { throw SessionArchiveError.nothingToExport("session \(id) holds no raw ECG") }
             if id == "run 1/é\"q" {
-                return SessionArchiveFile(contentType: "text/csv; charset=utf-8", filename: "session-x.csv", body: Array("c\n".utf8))
+                body.describe(contentType: "text/csv; charset=utf-8", filename: "session-x.csv")
+                try body.write(Array("c\n".utf8))
+                return true
             }
-            return id == "s1" ? SessionArchiveFile(contentType: "text/csv; charset=utf-8", filename: "session-s1.csv", body: Array("a,b\n".utf8)) : nil
+            guard id == "s1" else { return false }
+            body.describe(contentType: "text/csv; charset=utf-8", filename: "session-s1.csv")
+            try body.write(Array("a,b\n".utf8))
+            return true
         }
     }
 
-    /// An export written to an unnamed file, as the gateway's store writes one.
-    struct SpooledSessions: SessionArchive {
-        let bytes: [UInt8]
+    /// An export written a part at a time, as the gateway's store writes one; with `gate`, it waits after its first
+    /// part until the test lets it go on.
+    final class PartedExport: SessionArchive {
+        let parts: [[UInt8]]
+        let gate: DispatchSemaphore?
+        var spoolDirectory: String { NSTemporaryDirectory() }
+        init(parts: [[UInt8]], gated: Bool = false) {
+            self.parts = parts
+            gate = gated ? DispatchSemaphore(value: 0) : nil
+        }
         func listJSON(limit: Int) throws -> String { "[]" }
-        func export(id: String, format: String) throws -> SessionArchiveFile? {
-            let fd = try #require(SpooledExport.create(in: NSTemporaryDirectory()))
-            _ = bytes.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
-            return SessionArchiveFile(contentType: "text/csv; charset=utf-8", filename: "session-\(id).csv",
-                                      spool: SpooledExport(fd: fd, size: bytes.count))
+        func export(id: String, format: String, into body: ExportBody) throws -> Bool {
+            body.describe(contentType: "text/csv; charset=utf-8", filename: "session-\(id).csv")
+            for (i, part) in parts.enumerated() {
+                if i == 1, let gate, gate.wait(timeout: .now() + 30) == .timedOut { throw SessionArchiveError.nothingToExport("gate") }
+                try body.write(part)
+            }
+            return true
         }
     }
 
-    /// A spooled export is sent from its file a part at a time, whole, with its length; the file goes with it.
-    @Test func aSpooledExportIsSentWhole() async throws {
-        let bytes = (0..<(3 * RelayServer.spoolPartBytes + 1234)).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ $0 >> 9) }
-        let relay = try await LiveRelay(sessions: SpooledSessions(bytes: bytes))
+    static func pattern(_ count: Int, seed: Int) -> [UInt8] {
+        (0..<count).map { UInt8(truncatingIfNeeded: ($0 &+ seed) &* 31 &+ $0 >> 9) }
+    }
+
+    /// An export is sent whole however it is made (parts of every size, more than one read of the file each); the
+    /// unnamed file that held it goes with it.
+    @Test func anExportIsSentWhole() async throws {
+        let parts = [Self.pattern(3 * RelayServer.spoolPartBytes + 1234, seed: 1), Self.pattern(7, seed: 2),
+                     Self.pattern(RelayServer.spoolPartBytes, seed: 3)]
+        let relay = try await LiveRelay(sessions: PartedExport(parts: parts))
         let (token, _) = try relay.tokens.create(name: "browser", scope: .read, nowMs: 0)
         let unnamedBefore = try FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd").filter {
             ((try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/fd/" + $0)) ?? "").contains("/#")
         }.count
         let fd = try sendGet(port: relay.port, path: "/v1/sessions/s1/export?format=csv", headers: ["Authorization: Bearer \(token)"])
         defer { close(fd) }
-        let answer = await readToEnd(fd)
-        let end = try #require(answer.firstRange(of: [13, 10, 13, 10]))
-        let head = String(decoding: answer[..<end.lowerBound], as: UTF8.self).lowercased()
-        #expect(head.hasPrefix("http/1.1 200 ") && head.contains("content-length: \(bytes.count)"), "\(head)")
-        #expect(Array(answer[end.upperBound...]) == bytes)
+        let answer = RawAnswer(await readToEnd(fd))
+        #expect(answer.head.hasPrefix("http/1.1 200 "), "\(answer.head)")
+        #expect(answer.complete && answer.body == parts.flatMap { $0 }, "\(answer.body.count) bytes")
+        #expect(answer.head.contains(#"content-disposition: attachment; filename="session-s1.csv""#), "\(answer.head)")
         // The unnamed file's descriptor is closed once sent (its link reads "/tmp/#NNN (deleted)"), which no clock of
         // ours drives: looked for for 5 s.
         func unnamedOpen() throws -> Int {
@@ -255,6 +346,25 @@ func sendGet(port: Int, path: String, headers: [String] = [], host: String = "12
             open = try unnamedOpen()
         }
         #expect(open == unnamedBefore, "\(open) unnamed files open, \(unnamedBefore) before")
+        await relay.stop()
+    }
+
+    /// The client has an export's first part while the rest is still being made (a 24-hour export was made whole
+    /// before its first byte went): the export waits after its first part until the client holds it.
+    @Test func anExportReachesTheClientAsItIsMade() async throws {
+        let first = Self.pattern(2 * RelayServer.spoolPartBytes + 99, seed: 4), rest = Self.pattern(5000, seed: 5)
+        let archive = PartedExport(parts: [first, rest], gated: true)
+        let relay = try await LiveRelay(sessions: archive)
+        let (token, _) = try relay.tokens.create(name: "browser", scope: .read, nowMs: 0)
+        let fd = try sendGet(port: relay.port, path: "/v1/sessions/s1/export?format=csv", headers: ["Authorization: Bearer \(token)"])
+        defer { close(fd) }
+        let raw = await readRaw(fd, untilBodyHas: first.count)
+        archive.gate?.signal()
+        let early = RawAnswer(raw)
+        #expect(early.head.hasPrefix("http/1.1 200 ") && early.head.contains("transfer-encoding: chunked"), "\(early.head)")
+        #expect(early.body == first, "\(early.body.count) of the first part's \(first.count) bytes before the rest was made")
+        let whole = RawAnswer(await readRaw(fd, untilBodyHas: nil, after: raw))
+        #expect(whole.complete && whole.body == first + rest, "\(whole.body.count) bytes, complete: \(whole.complete)")
         await relay.stop()
     }
 
@@ -298,7 +408,103 @@ func sendGet(port: Int, path: String, headers: [String] = [], host: String = "12
             gate.wait()
             return "[]"
         }
-        func export(id: String, format: String) throws -> SessionArchiveFile? { nil }
+        var spoolDirectory: String { NSTemporaryDirectory() }
+        func export(id: String, format: String, into body: ExportBody) throws -> Bool { false }
+    }
+
+    /// Exports that say when they begin (`entered`), then: `held`, wait until the test lets them go (`gate`) and
+    /// write "x"; `endless`, write 64 KB parts until nobody reads them; `failing`, write one part and fail. How each
+    /// stopped is kept (`stops`, signalled by `stopped`).
+    final class ExportsInTheStore: SessionArchive {
+        enum Kind { case held, endless, failing }
+        let kind: Kind
+        let gate = DispatchSemaphore(value: 0)
+        let entered = DispatchSemaphore(value: 0)
+        let stopped = DispatchSemaphore(value: 0)
+        let stops = Mutex<[String]>([])
+        init(_ kind: Kind) { self.kind = kind }
+        var spoolDirectory: String { NSTemporaryDirectory() }
+        func listJSON(limit: Int) throws -> String { "[]" }
+        func export(id: String, format: String, into body: ExportBody) throws -> Bool {
+            entered.signal()
+            defer { stopped.signal() }
+            body.describe(contentType: "text/csv; charset=utf-8", filename: "session-\(id).csv")
+            do {
+                switch kind {
+                case .held:
+                    guard gate.wait(timeout: .now() + 30) == .success else { throw SessionArchiveError.nothingToExport("gate") }
+                    try body.write(Array("x\n".utf8))
+                case .endless:
+                    while true { try body.write([UInt8](repeating: 120, count: 65536)) }
+                case .failing:
+                    try body.write([UInt8](repeating: 120, count: 1000))
+                    throw POSIXError(.EIO)
+                }
+            } catch {
+                stops.withLock { $0.append(error is ExportBody.Cancelled ? "cancelled" : "\(error)") }
+                throw error
+            }
+            stops.withLock { $0.append("finished") }
+            return true
+        }
+    }
+
+    /// The session list is answered while exports are being made, and two exports are made at once: each waits in
+    /// the store until the test lets it go (they ran one at a time, on the list's lane).
+    @Test func theSessionListDoesNotWaitBehindExports() async throws {
+        let archive = ExportsInTheStore(.held)
+        let relay = try await LiveRelay(sessions: archive)
+        let (token, _) = try relay.tokens.create(name: "browser", scope: .read, nowMs: 0)
+        let auth = ["Authorization: Bearer \(token)"]
+        let downloads = try ["s1", "s2"].map { try sendGet(port: relay.port, path: "/v1/sessions/\($0)/export", headers: auth) }
+        defer { for fd in downloads { close(fd) } }
+        let one = await signalled(archive.entered)
+        let both = one ? await signalled(archive.entered) : false
+        let (list, head) = both ? try await httpGet(port: relay.port, path: "/v1/sessions", headers: auth, timeoutSeconds: 10) : ("", "")
+        archive.gate.signal()
+        archive.gate.signal()
+        #expect(both, "two exports in the store at once")
+        #expect(head.contains(" 200 ") && list == "[]", "the list while two exports are made: \(head)")
+        for fd in downloads {
+            let answer = RawAnswer(await readToEnd(fd))
+            #expect(answer.head.hasPrefix("http/1.1 200 ") && answer.complete && answer.body == Array("x\n".utf8), "\(answer.head)")
+        }
+        await relay.stop()
+    }
+
+    /// An export whose client went, or which was asked for its head only, is no longer made (a download abandoned
+    /// went on being made to its end, and a HEAD made it whole).
+    @Test func anExportNobodyReadsIsNoLongerMade() async throws {
+        let archive = ExportsInTheStore(.endless)
+        let relay = try await LiveRelay(sessions: archive)
+        let (token, _) = try relay.tokens.create(name: "browser", scope: .read, nowMs: 0)
+        let auth = ["Authorization: Bearer \(token)"]
+        let fd = try sendGet(port: relay.port, path: "/v1/sessions/s1/export", headers: auth)
+        let started = RawAnswer(await readRaw(fd, untilBodyHas: 200_000))
+        close(fd)
+        #expect(started.head.hasPrefix("http/1.1 200 ") && started.body.count >= 200_000, "\(started.head)")
+        #expect(await signalled(archive.stopped), "the export still made 10 s after its client went")
+        let head = try sendGet(port: relay.port, path: "/v1/sessions/s1/export", headers: auth, method: "HEAD")
+        defer { close(head) }
+        #expect(await signalled(archive.stopped), "the export still made 10 s after its head was answered")
+        let answer = RawAnswer(await readToEnd(head))
+        #expect(answer.head.hasPrefix("http/1.1 200 ") && answer.head.contains("filename=\"session-s1.csv\""), "\(answer.head)")
+        #expect(answer.body.isEmpty, "\(answer.body.count) bytes after the head")
+        #expect(archive.stops.withLock { $0 } == ["cancelled", "cancelled"])
+        await relay.stop()
+    }
+
+    /// An export that fails once its first bytes are sent (its status with them) is cut short, not ended as if whole:
+    /// the client sees a chunked body without its last chunk.
+    @Test func anExportThatFailsMidwayIsCutShort() async throws {
+        let relay = try await LiveRelay(sessions: ExportsInTheStore(.failing))
+        let (token, _) = try relay.tokens.create(name: "browser", scope: .read, nowMs: 0)
+        let fd = try sendGet(port: relay.port, path: "/v1/sessions/s1/export", headers: ["Authorization: Bearer \(token)"])
+        defer { close(fd) }
+        let answer = RawAnswer(await readToEnd(fd))
+        #expect(answer.head.hasPrefix("http/1.1 200 ") || answer.head.isEmpty, "\(answer.head)")
+        #expect(!answer.complete, "a failed export looked whole: \(answer.body.count) bytes")
+        await relay.stop()
     }
 
     /// Store reads never hold the threads the relay runs on: with more session lists stalled in the store than the
