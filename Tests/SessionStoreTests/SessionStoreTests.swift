@@ -239,6 +239,41 @@ final class Seen: Sendable {
             + "hr-gateway command that opens the store, once it has room")
     }
 
+    /// The list's figures, read from the samples in one pass: counts, the last sample's time, the devices in the
+    /// order of their bytes (a sample without a device by its source), the waveforms; a session without samples
+    /// has none of them; `newest` counts only what it shows.
+    @Test func theListSaysWhatEachSessionsSamplesHold() throws {
+        let dir = tempDir()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let store = try SessionStore(directory: dir)
+        let t0: Int64 = 1_700_000_000_000
+        let mixed = SessionRecorder(store: store, config: SessionConfig(sessionId: "mixed", mode: .focus, durationSec: 60), nowMs: t0) { _ in }
+        mixed.record(BiosignalSample(timestampMs: t0 + 1000, bpm: 61, rrIntervalsMs: [983, 990], deviceId: "b", source: "ble_hrm"))
+        mixed.record(BiosignalSample(timestampMs: t0 + 2000, bpm: 0, deviceId: "A", source: "polar_ecg", ecgUv: [1, 2, 3], ecgRateHz: 130))
+        mixed.record(BiosignalSample(timestampMs: t0 + 3500, bpm: 62, rrIntervalsMs: [970], deviceId: "a", source: "ble_hrm"))
+        mixed.record(BiosignalSample(timestampMs: t0 + 3000, bpm: 70, source: "camera", confidence: 0.8))
+        mixed.record(BiosignalSample(timestampMs: t0 + 2500, bpm: 61, rrIntervalsMs: [980], deviceId: "b", source: "ble_hrm"))
+        mixed.finish()
+        let empty = SessionRecorder(store: store, config: SessionConfig(sessionId: "empty", mode: .focus, durationSec: 60), nowMs: t0 + 10_000) { _ in }
+        empty.finish()
+        let moving = SessionRecorder(store: store, config: SessionConfig(sessionId: "moving", mode: .focus, durationSec: 60), nowMs: t0 + 20_000) { _ in }
+        moving.record(BiosignalSample(timestampMs: t0 + 21_000, bpm: 0, deviceId: "A", source: "polar_acc", accG: [SIMD3(0, 0, 1)], accRateHz: 25))
+        moving.finish()
+
+        let all = try store.list()
+        #expect(all.map(\.id) == ["mixed", "empty", "moving"])
+        let m = try #require(all.first)
+        #expect(m.sampleCount == 5 && m.rrCount == 4 && m.lastSampleMs == t0 + 3500, "\(m)")
+        #expect(m.devices == ["A", "a", "b", "camera"] && m.waveforms == ["ecg"], "\(m)")
+        #expect(all[1].sampleCount == 0 && all[1].rrCount == 0 && all[1].lastSampleMs == nil && all[1].devices.isEmpty
+            && all[1].waveforms.isEmpty, "\(all[1])")
+        #expect(all[2].sampleCount == 1 && all[2].devices == ["A"] && all[2].waveforms == ["acc"], "\(all[2])")
+        #expect(try store.list(newest: 2).map(\.id) == ["empty", "moving"])
+        #expect(try store.list(newest: 1).first?.sampleCount == 1)
+        #expect(try store.session(id: "mixed") == m)
+        #expect(try store.session(id: "nosuch") == nil)
+    }
+
     /// A session whose clock jumped by years while it was recorded    /// A session whose clock jumped by years while it was recorded    /// A session whose clock jumped by years while it was recorded (a Pi's clock set by NTP after the start, a
     /// corrupt timestamp in a replayed file): its EDF export, a record a second, took all memory. It is refused,
     /// saying why and which formats hold it; the CSV still exports.
