@@ -109,6 +109,8 @@ public struct DoctorFacts: Sendable, Equatable {
     public var configuredCamera: Camera?
     /// The configuration's `camera.device` is missing.
     public var configuredCameraMissing = false
+    /// Why the configuration's `camera.device = "auto"` finds no camera; nil when it finds one, or is not auto.
+    public var configuredCameraAutoProblem: String?
     public var configPath: String?
     public var configError: String?
     /// Warnings the file gave (keys that are not used, and the like): `config check` lists them.
@@ -293,6 +295,13 @@ public struct DoctorFacts: Sendable, Equatable {
                         + "session with the configured sources fails",
                     fix: "add the user to the video group (sudo usermod -aG video $USER) and log in again"))
             }
+        }
+
+        if let why = configuredCameraAutoProblem {
+            checks.append(DoctorCheck(
+                "camera.device", .failure, "auto (in \(configPath ?? "the configuration")) finds no camera: a session "
+                    + "with the configured sources fails: \(why)",
+                fix: "plug in a webcam, or set camera.device to \"\" for none"))
         }
 
         if faceCascade.loaded {

@@ -104,6 +104,22 @@ public final class V4L2Camera: Sendable {
         }
     }
 
+    /// What `auto` stands for as a camera: the first node, by number, that can capture video and be opened, or
+    /// why there is none: each node that can capture and could not be opened, with its error (busy, permission
+    /// denied), or no such node at all (an empty list).
+    public static func automatic() -> Result<String, AutomaticCameraError> { automatic(system: LibV4L2System()) }
+
+    package static func automatic(system: any V4L2System) -> Result<String, AutomaticCameraError> {
+        var refused: [V4L2Error] = []
+        for probe in listDevices(system: system) {
+            switch probe.result {
+            case .success: return .success(probe.path)
+            case .failure(let error): refused.append(error)
+            }
+        }
+        return .failure(AutomaticCameraError(refused: refused))
+    }
+
     /// Everything one capture device offers.
     public static func describe(_ path: String) throws(V4L2Error) -> CameraDevice {
         try describe(path, system: LibV4L2System())

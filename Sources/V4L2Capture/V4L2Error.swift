@@ -169,3 +169,19 @@ public struct V4L2Error: Error, Sendable, Hashable, CustomStringConvertible {
         EINVAL: "EINVAL", ENOTTY: "ENOTTY", ENOSPC: "ENOSPC", ERANGE: "ERANGE", EPIPE: "EPIPE",
     ]
 }
+
+/// Why `auto` found no camera: the capture nodes that could not be opened, each with its error; none at all when
+/// the machine has no node that can capture video.
+public struct AutomaticCameraError: Error, Sendable, Equatable, CustomStringConvertible {
+    public var refused: [V4L2Error]
+
+    public init(refused: [V4L2Error]) { self.refused = refused }
+
+    public var description: String {
+        guard !refused.isEmpty else {
+            return "no camera found: no /dev/video* node can capture video. Plug in a USB webcam (`ls -l /dev/video*` "
+                + "shows the nodes; `hr-gateway cameras` lists what each can do)"
+        }
+        return "no camera could be opened: " + refused.map(\.description).joined(separator: "; ")
+    }
+}

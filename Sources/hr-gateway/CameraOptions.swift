@@ -1,8 +1,10 @@
+import Foundation
 import ArgumentParser
 import CameraProvider
 import FaceDetection
 import GatewayConfig
 import GatewayEngine
+import StdoutSink
 import V4L2Capture
 
 /// The webcam source of `stream`: `--camera /dev/videoN` and how to capture from it.
@@ -10,7 +12,7 @@ struct CameraOptions: ParsableArguments {
     @Option(help: ArgumentHelp(
         """
         Webcam for camera pulse and breathing (rPPG): a V4L2 node such as /dev/video0 (`hr-gateway cameras` lists \
-        them). Readings appear once a second when confident, under camera_hr_bpm, camera_confidence and \
+        them), or auto for the first one that can capture video and be opened. Readings appear once a second when confident, under camera_hr_bpm, camera_confidence and \
         breathing_rate_bpm; hr_mean_bpm stays the strap's when a strap-like source runs too.
         """,
         valueName: "device"))
@@ -45,8 +47,11 @@ struct CameraOptions: ParsableArguments {
         case sixty = "60"
     }
 
+    /// The camera that stands for the first one found.
+    static let automatic = "auto"
+
     func check() throws {
-        if let camera, camera.isEmpty { throw ValidationError("--camera needs a device path such as /dev/video0.") }
+        if let camera, camera.isEmpty { throw ValidationError("--camera needs a device path such as /dev/video0, or auto.") }
         if cameraWidth == 0 || cameraHeight == 0 {
             throw ValidationError("--camera-width and --camera-height must be positive numbers of pixels.")
         }
@@ -64,9 +69,19 @@ struct CameraOptions: ParsableArguments {
         faceCascade = faceCascade ?? settings.cameraFaceCascade
     }
 
-    /// The camera provider, or `nil` without `--camera`.
-    func provider(clock: any SessionClock) -> (any BiosignalProvider)? {
-        guard let camera else { return nil }
+    /// The camera provider, or `nil` without `--camera`. `auto` is the first camera that can be opened, said on
+    /// standard error; none is an error that says why.
+    func provider(clock: any SessionClock) throws -> (any BiosignalProvider)? {
+        guard var camera else { return nil }
+        if camera == Self.automatic {
+            switch V4L2Camera.automatic() {
+            case .success(let path):
+                StandardStream.error.write(Data("note: --camera auto: using \(path)\n".utf8))
+                camera = path
+            case .failure(let error):
+                throw CommandFailure("--camera auto: \(error).")
+            }
+        }
         let defaults = GatewayConfiguration()
         var capture = CaptureConfiguration()
         capture.width = cameraWidth ?? defaults.cameraWidth

@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import V4L2Capture
 import GatewayConfig
 import GatewayDoctor
 import GatewayStorage
@@ -182,7 +183,9 @@ struct DoctorCommand: AsyncParsableCommand {
                 facts.configuredSourcesOrigin = settings.sourcePath ?? "the configuration"
             }
         }
-        if let camera = settings.cameraDevice {
+        if settings.cameraDevice == CameraOptions.automatic {
+            if case .failure(let why) = V4L2Camera.automatic() { facts.configuredCameraAutoProblem = why.description }
+        } else if let camera = settings.cameraDevice {
             facts.configuredCamera = DoctorFacts.Camera(path: camera, accessible: access(camera, R_OK | W_OK) == 0)
             facts.configuredCameraMissing = !FileManager.default.fileExists(atPath: camera)
         }

@@ -244,7 +244,7 @@ struct SourceOptions: ParsableArguments {
                     samples: samples, label: "session \(id)", speed: replaySpeed ?? 1, span: span, clock: clock))
             }
         }
-        if let provider = camera.provider(clock: clock) { providers.append(provider) }
+        if let provider = try camera.provider(clock: clock) { providers.append(provider) }
         return providers
     }
 }

@@ -14,6 +14,22 @@ import Testing
         #expect(events.last?["message"]?.stringValue?.contains("/dev/nonexistent") == true)
     }
 
+    /// `--camera auto` takes the first camera that opens and says which; on a machine without one it says so before
+    /// any session starts (it was looked for as a device named "auto").
+    @Test func cameraAutoTakesTheFirstCameraOrSaysThereIsNone() throws {
+        let nodes = ((try? FileManager.default.contentsOfDirectory(atPath: "/dev")) ?? []).filter { $0.hasPrefix("video") }
+        let r = try CLI.run(["stream", "--camera", "auto", "--duration", "2", "--format", "jsonl"])
+        if nodes.isEmpty {
+            #expect(r.status != 0)
+            #expect(r.stderr.contains("--camera auto: no camera found") && r.stderr.contains("hr-gateway cameras"), "\(r.stderr)")
+            #expect(r.stdout.isEmpty, "no session was started: \(r.stdout)")
+        } else {
+            #expect(r.stderr.contains("--camera auto: using /dev/video") || r.stderr.contains("--camera auto: no camera could be opened"),
+                    "\(r.stderr)")
+            #expect(!r.stderr.contains("No such device auto"), "\(r.stderr)")
+        }
+    }
+
     @Test func aMissingCameraNextToASimulatedStrapStillEndsTheSession() throws {
         let r = try CLI.run(["stream", "--simulate", "--camera", "/dev/nonexistent", "--format", "jsonl"])
         #expect(r.status != 0)

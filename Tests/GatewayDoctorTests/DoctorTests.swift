@@ -155,6 +155,14 @@ func tempStateDir() -> String {
         #expect(missing.status == .failure && missing.line.contains("/dev/video0 (in /etc/hr-gateway/hr-gateway.toml) does "
             + "not exist"), "\(missing.line)")
         #expect(missing.fix?.contains("hr-gateway cameras") == true)
+
+        var auto = DoctorFacts()
+        auto.configPath = "/etc/hr-gateway/hr-gateway.toml"
+        #expect(line(auto.evaluate(), "camera.device") == nil, "auto with a camera found")
+        auto.configuredCameraAutoProblem = "no camera found: no /dev/video* node can capture video"
+        let noCamera = try #require(line(auto.evaluate(), "camera.device"))
+        #expect(noCamera.status == .failure && noCamera.line.contains("auto (in /etc/hr-gateway/hr-gateway.toml) finds no camera")
+            && noCamera.line.contains("no /dev/video* node"), "\(noCamera.line)")
     }
 
     @Test func aFaceCascadeFromTheConfigurationIsNamedAsItsSetting() throws {

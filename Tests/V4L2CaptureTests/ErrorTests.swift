@@ -150,6 +150,31 @@ private func noControls() -> CaptureConfiguration {
 }
 
 @Suite struct DeviceListingTests {
+    /// `--camera auto`: the first node that can capture and be opened; none says why (each refusal, or no node).
+    @Test func automaticIsTheFirstCameraThatOpens() {
+        var metadata = FakeV4L2.Node.tiny()
+        metadata.capabilities = UInt32(V4L2_CAP_META_CAPTURE | V4L2_CAP_STREAMING)
+        var locked = FakeV4L2.Node.tiny()
+        locked.openErrno = EACCES
+        let three = FakeV4L2(nodes: ["/dev/video0": locked, "/dev/video1": metadata, "/dev/video2": FakeV4L2.Node()])
+        #expect(V4L2Camera.automatic(system: three) == .success("/dev/video2"))
+        #expect(three.openDescriptors == 0)
+
+        let none = V4L2Camera.automatic(system: FakeV4L2(nodes: ["/dev/video0": locked, "/dev/video1": metadata]))
+        guard case .failure(let refused) = none else {
+            Issue.record("a locked node and a metadata node gave \(none)")
+            return
+        }
+        #expect(refused.refused.map(\.code) == [.permissionDenied])
+        #expect(refused.description.contains("/dev/video0") && refused.description.lowercased().contains("permission denied"), "\(refused)")
+
+        guard case .failure(let empty) = V4L2Camera.automatic(system: FakeV4L2(nodes: [:])) else {
+            Issue.record("no node gave a camera")
+            return
+        }
+        #expect(empty.refused.isEmpty && empty.description.hasPrefix("no camera found"), "\(empty)")
+    }
+
     @Test func listsOnlyCaptureDevicesAndKeepsInaccessibleOnes() throws {
         var webcam = FakeV4L2.Node()
         webcam.controls = FakeV4L2.Control.webcam
