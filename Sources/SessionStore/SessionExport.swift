@@ -1,5 +1,6 @@
 import Foundation
 import GatewayEngine
+import GRDB
 
 /// The export formats of a recorded session. Pure: store rows in, text out.
 public enum SessionExport {
@@ -58,6 +59,22 @@ public enum SessionExport {
             }
         }
 
+        /// What placing a sample's chunk needs of it; nil when it holds none.
+        func head(_ s: BiosignalSample) -> ChunkHead? {
+            shape(s).map {
+                ChunkHead(device: s.deviceId ?? s.source, timestampMs: s.timestampMs, gapBefore: s.gapBefore,
+                          count: $0.count, rateHz: $0.rateHz)
+            }
+        }
+
+        /// The store's column of the chunk's values, and of its rate; the bytes each value takes there.
+        var columns: (values: String, rate: String, bytesPerValue: Int) {
+            switch self {
+            case .ecg: ("ecg_uv", "ecg_rate_hz", 4)
+            case .acc: ("acc_g", "acc_rate_hz", 24)
+            }
+        }
+
         /// A sample's chunk as rows of values (already formatted), and its rate; nil when it holds none.
         func chunk(_ s: BiosignalSample) -> (values: [String], rateHz: Double)? {
             switch self {
@@ -76,6 +93,24 @@ public enum SessionExport {
     /// more than half a sample at 130 Hz; further off is a clock reset.
     public static let continuityMs = 50.0
 
+    /// What placing a chunk of a regular stream needs of its sample, not its values: whose it is, when it came,
+    /// whether frames were lost before it, how many samples it holds and at what rate.
+    public struct ChunkHead: Sendable, Equatable {
+        public var device: String
+        public var timestampMs: Int64
+        public var gapBefore: Bool
+        public var count: Int
+        public var rateHz: Double
+
+        public init(device: String, timestampMs: Int64, gapBefore: Bool, count: Int, rateHz: Double) {
+            self.device = device
+            self.timestampMs = timestampMs
+            self.gapBefore = gapBefore
+            self.count = count
+            self.rateHz = rateHz
+        }
+    }
+
     /// A chunk of a regular stream (raw ECG, accelerometer) on its device's timeline (`placeChunks`).
     struct PlacedChunk {
         /// Its position in the samples given.
@@ -90,16 +125,14 @@ public enum SessionExport {
         let index: Int
     }
 
-    /// Places each device's chunks (the samples for whose position `chunk` gives a sample count and a rate). A chunk
+    /// Places each device's chunks (the heads that are not nil; a chunk's position is its head's). A chunk
     /// continues its device's segment while it follows the previous chunk by that one's sample count (within
     /// `continuityMs`, no lost frames flagged, the same rate); lost frames (`gapBefore`), a clock reset or a
     /// change of rate start a new segment. Within a segment the samples are evenly spaced from the first chunk's own
     /// time: exactly 1/rate apart, unless the chunks' times say the sensor samples at another rate than its nominal
     /// one (`WaveformRate.measured`: a Polar H10's "130 Hz" is 128–131 Hz), in which case they follow the line fitted
     /// through those times.
-    static func placeChunks(
-        _ samples: [BiosignalSample], _ chunk: (_ position: Int) -> (count: Int, rateHz: Double)?
-    ) -> [PlacedChunk] {
+    static func placeChunks(_ heads: [ChunkHead?]) -> [PlacedChunk] {
         struct Open {
             let rate: Double
             let segment: Int
@@ -111,11 +144,11 @@ public enum SessionExport {
         var starts: [[(index: Int, timeMs: Double)]] = []
         var rates: [Double] = []
         var open: [String: Open] = [:]
-        for (position, s) in samples.enumerated() {
-            guard let (count, rate) = chunk(position) else { continue }
-            let device = s.deviceId ?? s.source
-            let t = Double(s.timestampMs)
-            if var o = open[device], o.rate == rate, !s.gapBefore,
+        for (position, head) in heads.enumerated() {
+            guard let head else { continue }
+            let (device, count, rate) = (head.device, head.count, head.rateHz)
+            let t = Double(head.timestampMs)
+            if var o = open[device], o.rate == rate, !head.gapBefore,
                 abs(t - (o.lastMs + Double(o.lastCount) * 1000 / rate)) <= continuityMs
             {
                 found.append((position, device, rate, o.segment, o.count))
@@ -151,7 +184,7 @@ public enum SessionExport {
             _ startsSegment: Bool
         ) -> Void
     ) {
-        for c in placeChunks(samples, { waveform.shape(samples[$0]) }) {
+        for c in placeChunks(samples.map(waveform.head)) {
             guard let (values, _) = waveform.chunk(samples[c.position]) else { continue }
             body(c.device, c.rateHz, c.measuredHz, values, { k in c.line.timeMs(c.index + k) }, c.index == 0)
         }
@@ -174,15 +207,22 @@ public enum SessionExport {
         walk(samples, waveform) { device, _, _, values, time, starts in
             any = true
             guard !out.failed else { return }
-            let prefix = session + "," + field(device) + ","
-            var rows = ""
-            for (k, value) in values.enumerated() {
-                let start = k == 0 && starts ? 1 : 0
-                rows += "\(prefix)\(String(format: "%.3f", time(k))),\(value),\(start)\n"
-            }
-            out.append(rows)
+            out.append(waveformRows(session: session, device: device, values: values, time: time, startsSegment: starts))
         }
         return any
+    }
+
+    /// A chunk's rows of a waveform CSV (`session` already quoted as a field).
+    static func waveformRows(
+        session: String, device: String, values: [String], time: (Int) -> Double, startsSegment: Bool
+    ) -> String {
+        let prefix = session + "," + field(device) + ","
+        var rows = ""
+        for (k, value) in values.enumerated() {
+            let start = k == 0 && startsSegment ? 1 : 0
+            rows += "\(prefix)\(String(format: "%.3f", time(k))),\(value),\(start)\n"
+        }
+        return rows
     }
 
     /// One device's stream of a waveform in a session: how many samples, at what rate, over what time, in how many
@@ -211,9 +251,14 @@ public enum SessionExport {
     /// The tracks of `waveform` in `samples`, in the order their devices first appear (one per device and rate).
     /// Placed as `walk` places them, counted without formatting a value (an hour of ECG is 468,000 of them).
     public static func waveformTracks(samples: [BiosignalSample], waveform: Waveform) -> [WaveformTrack] {
+        waveformTracks(heads: samples.map(waveform.head))
+    }
+
+    /// `waveformTracks` of chunks' heads (as the store gives them without their values).
+    public static func waveformTracks(heads: [ChunkHead?]) -> [WaveformTrack] {
         var tracks: [WaveformTrack] = []
-        for c in placeChunks(samples, { waveform.shape(samples[$0]) }) {
-            guard let count = waveform.shape(samples[c.position])?.count, count > 0 else { continue }
+        for c in placeChunks(heads) {
+            guard let count = heads[c.position]?.count, count > 0 else { continue }
             let (device, rate, measured, starts) = (c.device, c.rateHz, c.measuredHz, c.index == 0)
             let first = c.line.timeMs(c.index)
             let last = c.line.timeMs(c.index + count - 1)
@@ -475,7 +520,7 @@ public enum SessionExport {
         for (waveform, name) in [(Waveform.ecg, "ECG"), (Waveform.acc, "Acc")] {
             var previousEnd: [String: Double] = [:]
             var devices: [String] = []
-            let placed = placeChunks(samples, { waveform.shape(samples[$0]) })
+            let placed = placeChunks(samples.map(waveform.head))
             for c in placed where !devices.contains(c.device) { devices.append(c.device) }
             for c in placed {
                 guard let count = waveform.shape(samples[c.position])?.count, count > 0 else { continue }
@@ -533,7 +578,7 @@ public enum SessionExport {
     }
 
     /// RFC 4180 quoting when needed.
-    private static func field(_ s: String) -> String {
+    static func field(_ s: String) -> String {
         guard s.contains(where: { $0 == "," || $0 == "\"" || $0 == "\n" || $0 == "\r" }) else { return s }
         return "\"" + s.replacingOccurrences(of: "\"", with: "\"\"") + "\""
     }
@@ -578,9 +623,76 @@ extension SessionStore {
             }
             output.append(bytes: SessionExport.edf(session: s, samples: samples, events: try events(sessionId: id)))
         case .ecgCSV, .accCSV:
+            // Placed from the chunks' heads, then written a chunk at a time as their values are read (a 4-hour
+            // session's ECG, every chunk held at once, took 98 MB).
             let waveform: SessionExport.Waveform = format == .ecgCSV ? .ecg : .acc
-            guard SessionExport.waveformCSV(sessionId: id, samples: try samples(sessionId: id), waveform: waveform, into: output)
-            else { throw .nothingToExport("session \(id) holds \(waveform.missing)") }
+            let session = SessionExport.field(id)
+            var started = false
+            try eachWaveformChunk(sessionId: id, waveform: waveform) { chunk, values in
+                if !started {
+                    output.append(waveform.csvHeader + "\n")
+                    started = true
+                }
+                guard !output.failed else { return }
+                output.append(SessionExport.waveformRows(
+                    session: session, device: chunk.device, values: values, time: { chunk.line.timeMs(chunk.index + $0) },
+                    startsSegment: chunk.index == 0))
+            }
+            guard started else { throw .nothingToExport("session \(id) holds \(waveform.missing)") }
+        }
+    }
+
+    /// The heads of session `id`'s chunks of `waveform`, in the order they were recorded; their values are not read.
+    public func waveformHeads(sessionId id: String, waveform: SessionExport.Waveform) throws(StoreError) -> [SessionExport.ChunkHead] {
+        try read { db in try Self.waveformHeads(db, sessionId: id, waveform: waveform).map(\.head) }
+    }
+
+    private static func waveformHeads(
+        _ db: Database, sessionId id: String, waveform: SessionExport.Waveform
+    ) throws -> [(rowId: Int64, head: SessionExport.ChunkHead)] {
+        let (values, rate, width) = waveform.columns
+        let rows = try Row.fetchCursor(db, sql: """
+            SELECT id, timestamp_ms, COALESCE(device_id, source) AS device, gap_before, length(\(values)) / \(width) AS n,
+                \(rate) AS rate
+            FROM samples WHERE session_id = ? AND \(values) IS NOT NULL ORDER BY id
+            """, arguments: [id])
+        var heads: [(rowId: Int64, head: SessionExport.ChunkHead)] = []
+        while let row = try rows.next() {
+            let count: Int = row["n"], rateHz: Double? = row["rate"]
+            // As `Waveform.shape` takes a chunk: some values, at a rate.
+            guard count > 0, let rateHz, rateHz > 0, rateHz.isFinite else { continue }
+            heads.append((row["id"], SessionExport.ChunkHead(
+                device: row["device"], timestampMs: row["timestamp_ms"], gapBefore: (row["gap_before"] as Int64? ?? 0) != 0,
+                count: count, rateHz: rateHz)))
+        }
+        return heads
+    }
+
+    /// Session `id`'s chunks of `waveform` in the order they were recorded, each placed (`placeChunks`, from the
+    /// heads of all of them) and given with its values as the CSV writes them, read one chunk at a time.
+    func eachWaveformChunk(
+        sessionId id: String, waveform: SessionExport.Waveform,
+        _ body: (SessionExport.PlacedChunk, [String]) -> Void
+    ) throws(StoreError) {
+        try read { db in
+            let heads = try Self.waveformHeads(db, sessionId: id, waveform: waveform)
+            let placed = SessionExport.placeChunks(heads.map(\.head))
+            guard !placed.isEmpty else { return }
+            let (values, _, _) = waveform.columns
+            let rows = try Row.fetchCursor(
+                db, sql: "SELECT id, \(values) AS v FROM samples WHERE session_id = ? AND \(values) IS NOT NULL ORDER BY id",
+                arguments: [id])
+            var next = 0
+            while next < placed.count, let row = try rows.next() {
+                let chunk = placed[next]
+                guard (row["id"] as Int64) == heads[chunk.position].rowId, let data = row["v"] as Data? else { continue }
+                let rate = heads[chunk.position].head.rateHz
+                let sample = waveform == .ecg
+                    ? BiosignalSample(timestampMs: 0, bpm: 0, source: "", ecgUv: Self.int32s(data), ecgRateHz: rate)
+                    : BiosignalSample(timestampMs: 0, bpm: 0, source: "", accG: Self.vectors(data), accRateHz: rate)
+                if let (formatted, _) = waveform.chunk(sample) { body(chunk, formatted) }
+                next += 1
+            }
         }
     }
 
@@ -635,7 +747,11 @@ extension SessionExport {
         let counts = chunks.map { values($0).count }
         // Per device, where its last sample went, and its segment (the segment's line's start).
         var lastSlot: [String: (start: Double, slot: Int, sample: [Double])] = [:]
-        for c in placeChunks(chunks, { (counts[$0], rate) }) {
+        let heads = chunks.indices.map { i in
+            ChunkHead(device: chunks[i].deviceId ?? chunks[i].source, timestampMs: chunks[i].timestampMs,
+                      gapBefore: chunks[i].gapBefore, count: counts[i], rateHz: rate)
+        }
+        for c in placeChunks(heads) {
             let samples = values(chunks[c.position])
             // In slots: where the segment's line starts, and how many slots a sample takes (1 at the nominal rate).
             // The start is reckoned once per segment: a line half a slot off the grid then rounds the same way for

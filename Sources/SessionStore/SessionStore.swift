@@ -350,9 +350,11 @@ public final class SessionStore: Sendable {
     }
 
     private static func samplesQuery(waveforms: Bool) -> String {
+        // Without waveforms, a chunk's values read as none (an empty array): it is still a chunk (`isWaveformOnly`).
         let columns = waveforms ? "*" : "id, session_id, timestamp_ms, bpm, rr_ms, rr_1024, rr_count, contact, energy_kj, "
-            + "confidence, breathing_rate_bpm, device_id, source, notification_seq, gap_before, NULL AS ecg_uv, ecg_rate_hz, "
-            + "NULL AS acc_g, acc_rate_hz"
+            + "confidence, breathing_rate_bpm, device_id, source, notification_seq, gap_before, "
+            + "CASE WHEN ecg_uv IS NULL THEN NULL ELSE x'' END AS ecg_uv, ecg_rate_hz, "
+            + "CASE WHEN acc_g IS NULL THEN NULL ELSE x'' END AS acc_g, acc_rate_hz"
         return "SELECT \(columns) FROM samples WHERE session_id = ? ORDER BY id"
     }
 
@@ -861,7 +863,7 @@ public final class SessionStore: Sendable {
         }
     }
 
-    private func read<T>(_ body: (Database) throws -> T) throws(StoreError) -> T {
+    func read<T>(_ body: (Database) throws -> T) throws(StoreError) -> T {
         do { return try dbQueue.read(body) } catch { throw Self.wrap(error) }
     }
 

@@ -48,15 +48,17 @@ struct SessionsShowCommand: ParsableCommand {
         let events = try sessions.events(sessionId: id)
         let end = events.last(where: { $0.type == "session_summary" || $0.type == "session_error" })
             .flatMap { try? JSONValue(parsing: $0.json) }
-        // Raw ECG and accelerometer: what a researcher checks before an export (every sample there, in one segment).
-        // Read only for a session that recorded some (the store says so without reading its samples).
-        // And every beat, for the whole session's HRV beside the summary's (its last window's).
-        let samples = s.waveforms.isEmpty && s.rrCount == 0 ? [] : try sessions.samples(sessionId: id)
+        // Raw ECG and accelerometer: what a researcher checks before an export (every sample there, in one segment),
+        // from the chunks' heads (their values unread: a day of ECG is some 11 million). Read only for a session
+        // that recorded some (the store says so without reading its samples). And every beat, for the whole
+        // session's HRV beside the summary's (its last window's).
+        let samples = s.rrCount == 0 ? [] : try sessions.samples(sessionId: id, waveforms: false)
         let recorded = SessionMetrics.recordedHRV(samples)
-        let waveforms: [(name: String, tracks: [SessionExport.WaveformTrack])] = [
-            ("ecg", SessionExport.waveformTracks(samples: samples, waveform: .ecg)),
-            ("acc", SessionExport.waveformTracks(samples: samples, waveform: .acc)),
-        ].filter { !$0.tracks.isEmpty }
+        let waveforms: [(name: String, tracks: [SessionExport.WaveformTrack])] = try [
+            ("ecg", SessionExport.Waveform.ecg), ("acc", .acc),
+        ].filter { s.waveforms.contains($0.0) }.map { name, waveform in
+            (name, SessionExport.waveformTracks(heads: try sessions.waveformHeads(sessionId: id, waveform: waveform)))
+        }.filter { !$0.tracks.isEmpty }
         if json {
             guard case .object(var o) = s.jsonValue else { return }
             if let end { o["end"] = end }

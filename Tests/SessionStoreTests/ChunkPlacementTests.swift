@@ -13,7 +13,12 @@ import Testing
     }
 
     func placed(_ samples: [BiosignalSample]) -> [SessionExport.PlacedChunk] {
-        SessionExport.placeChunks(samples) { i in samples[i].ecgUv.map { ($0.count, samples[i].ecgRateHz ?? 0) } }
+        SessionExport.placeChunks(samples.map { s in
+            s.ecgUv.map {
+                SessionExport.ChunkHead(device: s.deviceId ?? s.source, timestampMs: s.timestampMs, gapBefore: s.gapBefore,
+                                        count: $0.count, rateHz: s.ecgRateHz ?? 0)
+            }
+        })
     }
 
     /// 130 Hz chunks of 73 samples whose times wander by up to ±5 ms (more than half a sample) after the millisecond

@@ -55,4 +55,50 @@ import Testing
         #expect(throws: StoreError.self) { try store.export(id: "long", format: .accCSV, into: refused) }
         #expect(handed == 0)
     }
+
+    /// The waveform CSVs are written a chunk at a time as the store reads them, placed from the chunks' heads (their
+    /// values unread): the same bytes as placing every sample held at once, for two straps' ECG and accelerometer
+    /// interleaved, a lost frame, a clock reset, a rate change, an empty chunk and one without a rate; the tracks
+    /// `sessions show` prints from the heads are those of the samples.
+    @Test func waveformCSVsAreWrittenAChunkAtATime() throws {
+        let dir = tempDir()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let store = try SessionStore(directory: dir)
+        let recorder = SessionRecorder(store: store, config: SessionConfig(sessionId: "w", mode: .focus, durationSec: 600)) { _ in }
+        let t0: Int64 = 1_700_000_000_000
+        for k in 0..<400 {
+            let ms = t0 + Int64((Double(k) * 73 / 130 * 1000).rounded()) + Int64(k % 5) - 2
+            let reset: Int64 = k >= 300 ? 7_000 : 0  // the strap's clock reset
+            let rate: Double = k >= 350 ? 250 : 130  // a new rate
+            recorder.record(BiosignalSample(
+                timestampMs: ms + reset, bpm: 0, deviceId: "A0", source: "polar_ecg", gapBefore: k == 120,
+                ecgUv: k == 200 ? [] : (0..<73).map { Int32(($0 + k) * 37 % 2000) - 1000 }, ecgRateHz: k == 210 ? 0 : rate))
+            recorder.record(BiosignalSample(
+                timestampMs: ms + 3, bpm: 0, deviceId: "B1", source: "polar_ecg",
+                ecgUv: (0..<73).map { Int32($0 * k % 900) }, ecgRateHz: 130))
+            if k % 2 == 0 {
+                recorder.record(BiosignalSample(
+                    timestampMs: t0 + Int64(k) * 1280, bpm: 0, deviceId: "A0", source: "polar_acc",
+                    accG: (0..<64).map { SIMD3(Double($0) / 64, -Double(k) / 400, 0.981) }, accRateHz: 50))
+            }
+            if k % 3 == 0 {
+                recorder.record(BiosignalSample(timestampMs: ms, bpm: 60, rrIntervalsMs: [1000], deviceId: "A0", source: "ble_hrm"))
+            }
+        }
+        recorder.finish()
+        let samples = try store.samples(sessionId: "w")
+        for (format, waveform) in [(SessionExport.Format.ecgCSV, SessionExport.Waveform.ecg), (.accCSV, .acc)] {
+            let streamed = String(decoding: try store.export(id: "w", format: format), as: UTF8.self)
+            let whole = try #require(SessionExport.waveformCSV(sessionId: "w", samples: samples, waveform: waveform))
+            #expect(streamed == whole, "\(format): \(streamed.count) against \(whole.count) characters")
+            #expect(streamed.split(separator: "\n").count > (waveform == .ecg ? 50_000 : 12_000), "\(format)")
+            let heads = try store.waveformHeads(sessionId: "w", waveform: waveform)
+            #expect(SessionExport.waveformTracks(heads: heads) == SessionExport.waveformTracks(samples: samples, waveform: waveform))
+        }
+        let tracks = SessionExport.waveformTracks(heads: try store.waveformHeads(sessionId: "w", waveform: .ecg))
+        #expect(tracks.map { "\($0.device)@\(Int($0.rateHz))" } == ["A0@130", "B1@130", "A0@250"], "\(tracks)")
+        // A new segment after the lost frame, after each of the two chunks that are none (their samples missing), and
+        // at the clock reset.
+        #expect(tracks[0].segments == 5, "\(tracks[0])")
+    }
 }
