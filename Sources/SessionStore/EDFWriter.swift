@@ -16,6 +16,9 @@ public enum EDFWriter {
         public var prefiltering: String
         public var samplesPerRecord: Int
         public var samples: [Double]
+        /// The digital values themselves, when the signal was made so (then `samples` is not read): a day of ECG
+        /// takes 2 bytes a sample so, not 8.
+        public var digital: [Int16]?
 
         public init(
             label: String, transducer: String = "", physicalDimension: String, physicalMin: Double, physicalMax: Double,
@@ -53,6 +56,18 @@ public enum EDFWriter {
         startMs: Int64, records: Int, recordDurationSec: Int = 1, signals: [Signal], annotations: [Annotation],
         patientCode: String = "X", recordingCode: String = "X", equipment: String = "hr-gateway"
     ) -> [UInt8] {
+        ExportOutput.collect { out in
+            write(startMs: startMs, records: records, recordDurationSec: recordDurationSec, signals: signals,
+                  annotations: annotations, patientCode: patientCode, recordingCode: recordingCode, equipment: equipment,
+                  into: out)
+        }
+    }
+
+    /// `write`, the header and then a data record at a time into `out`.
+    public static func write(
+        startMs: Int64, records: Int, recordDurationSec: Int = 1, signals: [Signal], annotations: [Annotation],
+        patientCode: String = "X", recordingCode: String = "X", equipment: String = "hr-gateway", into out: ExportOutput
+    ) {
         let records = max(1, records)
         // Annotations by record (onset within the record's time), each record's TAL list led by its timekeeping TAL.
         var perRecord = [[UInt8]](repeating: [], count: records)
@@ -96,23 +111,26 @@ public enum EDFWriter {
         header += all.map { field(String($0.samplesPerRecord), 8) }.joined()
         header += all.map { _ in field("", 32) }.joined()
 
-        var out = Array(header.utf8)
-        out.reserveCapacity(out.count + records * all.reduce(0) { $0 + 2 * $1.samplesPerRecord })
+        out.append(header)
+        var record: [UInt8] = []
+        record.reserveCapacity(all.reduce(0) { $0 + 2 * $1.samplesPerRecord })
         for r in 0..<records {
+            record.removeAll(keepingCapacity: true)
             for s in signals {
+                let floor = Int16(digital(s.physicalMin, s))
                 for i in 0..<s.samplesPerRecord {
                     let k = r * s.samplesPerRecord + i
-                    let v = k < s.samples.count ? digital(s.samples[k], s) : digital(s.physicalMin, s)
-                    let u = UInt16(bitPattern: Int16(v))
-                    out.append(UInt8(u & 0xFF))
-                    out.append(UInt8(u >> 8))
+                    let v = s.digital.map { k < $0.count ? $0[k] : floor }
+                        ?? (k < s.samples.count ? Int16(digital(s.samples[k], s)) : floor)
+                    let u = UInt16(bitPattern: v)
+                    record.append(UInt8(u & 0xFF))
+                    record.append(UInt8(u >> 8))
                 }
             }
-            var tals = perRecord[r]
-            tals += [UInt8](repeating: 0, count: 2 * annotationSamples - tals.count)
-            out += tals
+            record += perRecord[r]
+            record += [UInt8](repeating: 0, count: 2 * annotationSamples - perRecord[r].count)
+            out.append(bytes: record)
         }
-        return out
     }
 
     /// One time-stamped annotation list: `+onset[\x15duration]\x14text\x14\x00`.

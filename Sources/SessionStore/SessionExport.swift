@@ -67,6 +67,22 @@ public enum SessionExport {
             }
         }
 
+        /// A sample's chunk as its samples' channel values one after the other (one channel for ECG, three for the
+        /// accelerometer).
+        func values(_ s: BiosignalSample) -> [Double] {
+            switch self {
+            case .ecg: (s.ecgUv ?? []).map { Double($0) }
+            case .acc: (s.accG ?? []).flatMap { [$0.x, $0.y, $0.z] }
+            }
+        }
+
+        /// The waveform's chunks among `samples`, held in memory.
+        func chunks(in samples: [BiosignalSample]) -> WaveformChunks {
+            WaveformChunks(heads: samples.map(head)) { body in
+                for (i, s) in samples.enumerated() where shape(s) != nil { body(i, values(s)) }
+            }
+        }
+
         /// The store's column of the chunk's values, and of its rate; the bytes each value takes there.
         var columns: (values: String, rate: String, bytesPerValue: Int) {
             switch self {
@@ -387,7 +403,29 @@ public enum SessionExport {
         return Int64((Double(max(earliest, floor)) / 1000).rounded(.down)) * 1000
     }
 
+    /// The chunks of one waveform, for the EDF: every sample's head (nil: no chunk of it) in recorded order, and a
+    /// walk over the chunks' values in that order (each chunk's position, and its samples' channel values one after
+    /// the other: x, y, z, x, … for the accelerometer).
+    struct WaveformChunks {
+        var heads: [ChunkHead?]
+        var each: (_ body: (_ position: Int, _ values: [Double]) -> Void) -> Void
+    }
+
+    /// The EDF of a session whose samples (their waveform values among them) are held in memory.
     public static func edf(session: RecordedSession, samples: [BiosignalSample], events: [RecordedEvent]) -> [UInt8] {
+        ExportOutput.collect { out in
+            edf(session: session, samples: samples, events: events, ecg: Waveform.ecg.chunks(in: samples),
+                acc: Waveform.acc.chunks(in: samples), into: out)
+        }
+    }
+
+    /// The EDF, written a data record at a time into `out`. `samples` need not hold their waveform values (`ecg`
+    /// and `acc` give them): the grids of the waveforms are the only whole-session arrays, ECG as its microvolts
+    /// (4 bytes a sample) and the accelerometer as its digital values (2 bytes), as the file stores them.
+    static func edf(
+        session: RecordedSession, samples: [BiosignalSample], events: [RecordedEvent], ecg: WaveformChunks,
+        acc: WaveformChunks, into out: ExportOutput
+    ) {
         let beats = BeatTimeline.beats(samples)
         // A strap's first notification carries beats that ended before it, so before the session's start too (up to
         // a second and more): the file starts early enough to hold them (an annotation before it would be lost), but
@@ -449,33 +487,45 @@ public enum SessionExport {
                 label: "HR camera", transducer: "webcam rPPG", physicalDimension: "bpm", physicalMin: hrRange.lowerBound,
                 physicalMax: hrRange.upperBound, samplesPerRecord: 1, samples: series(camera)))
         }
+        // Each device's waveform at its first chunk's rate (chunks at another rate are left out), on grids made in
+        // one walk over the chunks' values.
+        func firstRates(_ chunks: WaveformChunks, upTo limit: Double) -> [String: Double] {
+            var rates: [String: Double] = [:]
+            for head in chunks.heads.compactMap({ $0 }) where rates[head.device] == nil { rates[head.device] = head.rateHz }
+            return rates.filter { $0.value == $0.value.rounded() && $0.value <= limit }
+        }
+        let ecgRates = firstRates(ecg, upTo: 2000), accRates = firstRates(acc, upTo: 1000)
+        let ecgGrids = grids(ecg, rates: ecgRates, startMs: startMs, records: records, channels: 1, zero: Int32(0)) {
+            Int32(clamping: Int64($0.rounded()))
+        }
+        let accTemplate = EDFWriter.Signal(
+            label: "", physicalDimension: "g", physicalMin: -16, physicalMax: 16, samplesPerRecord: 0, samples: [])
+        let accGrids = grids(acc, rates: accRates, startMs: startMs, records: records, channels: 3,
+                             zero: Int16(EDFWriter.digital(0, accTemplate))) { Int16(EDFWriter.digital($0, accTemplate)) }
         for (d, device) in devices.enumerated() {
-            let own = straps.filter { ($0.deviceId ?? $0.source) == device }
             // Raw ECG (Polar PMD): each chunk's samples placed at their times, 130 per record; 0 where none came.
-            let ecgChunks = own.filter { $0.ecgUv?.isEmpty == false }
-            if let rate = ecgChunks.first?.ecgRateHz, rate > 0, rate == rate.rounded(), rate <= 2000 {
-                let ecg = grid(ecgChunks.filter { $0.ecgRateHz == rate }, rateHz: rate, startMs: startMs,
-                               records: records, channels: 1) { $0.ecgUv!.map { [Double($0)] } }[0]
+            if let rate = ecgRates[device], let ecg = ecgGrids[device]?[0] {
                 let (label, transducer) = named("ECG", "Polar H10 chest strap electrodes (PMD)", device, d)
                 // One µV per digital step, or the fewest whole µV per step that hold the largest value (the strap
                 // sends 24 bits; electrodes off or a loose strap can go past ±32.767 mV, which was clipped).
-                let peak = ecg.reduce(0) { max($0, abs($1)) }
+                let peak = Double(ecg.reduce(0) { max($0, abs(Int64($1))) })
                 let uvPerStep = min(256, max(1, (peak / 32767).rounded(.up)))  // 256: the strap's 24 bits
-                signals.append(EDFWriter.Signal(
+                var signal = EDFWriter.Signal(
                     label: label, transducer: transducer, physicalDimension: "uV",
                     physicalMin: -32768 * uvPerStep, physicalMax: 32767 * uvPerStep, samplesPerRecord: Int(rate),
-                    samples: ecg))
+                    samples: [])
+                signal.digital = ecg.map { Int16(EDFWriter.digital(Double($0), signal)) }
+                signals.append(signal)
             }
             // Accelerometer (Polar PMD): X, Y and Z in g at the strap's rate, placed likewise.
-            let accChunks = own.filter { $0.accG?.isEmpty == false }
-            if let rate = accChunks.first?.accRateHz, rate > 0, rate == rate.rounded(), rate <= 1000 {
-                let axes = grid(accChunks.filter { $0.accRateHz == rate }, rateHz: rate, startMs: startMs,
-                                records: records, channels: 3) { $0.accG!.map { [$0.x, $0.y, $0.z] } }
+            if let rate = accRates[device], let axes = accGrids[device] {
                 for (axis, values) in zip(["X", "Y", "Z"], axes) {
                     let (label, transducer) = named("Acc \(axis)", "Polar H10 accelerometer (PMD)", device, d)
-                    signals.append(EDFWriter.Signal(
+                    var signal = EDFWriter.Signal(
                         label: label, transducer: transducer, physicalDimension: "g",
-                        physicalMin: -16, physicalMax: 16, samplesPerRecord: Int(rate), samples: values))
+                        physicalMin: -16, physicalMax: 16, samplesPerRecord: Int(rate), samples: [])
+                    signal.digital = values
+                    signals.append(signal)
                 }
             }
         }
@@ -517,13 +567,13 @@ public enum SessionExport {
         }
         // Where a waveform has no samples (a lost frame, a link down), its channel holds zeros, which read as a flat
         // line: each such gap is annotated with its length, as the CSV exports mark the segment after it.
-        for (waveform, name) in [(Waveform.ecg, "ECG"), (Waveform.acc, "Acc")] {
+        for (chunks, name) in [(ecg, "ECG"), (acc, "Acc")] {
             var previousEnd: [String: Double] = [:]
             var devices: [String] = []
-            let placed = placeChunks(samples.map(waveform.head))
+            let placed = placeChunks(chunks.heads)
             for c in placed where !devices.contains(c.device) { devices.append(c.device) }
             for c in placed {
-                guard let count = waveform.shape(samples[c.position])?.count, count > 0 else { continue }
+                guard let count = chunks.heads[c.position]?.count, count > 0 else { continue }
                 let first = c.line.timeMs(c.index)
                 let end = c.line.timeMs(c.index + count)
                 if c.index == 0, let before = previousEnd[c.device], first > before {
@@ -547,8 +597,8 @@ public enum SessionExport {
             let lastSample = times.max() ?? lastMs
             notes.append(.init(onsetSec: Double(lastSample - startMs) / 1000, text: "session \(session.state.rawValue)"))
         }
-        return EDFWriter.write(
-            startMs: startMs, records: records, signals: signals, annotations: notes, recordingCode: session.id)
+        EDFWriter.write(
+            startMs: startMs, records: records, signals: signals, annotations: notes, recordingCode: session.id, into: out)
     }
 
     public static func jsonl(samples: [BiosignalSample]) -> String {
@@ -613,7 +663,8 @@ extension SessionStore {
                 (body: (BiosignalSample) -> Void) throws(StoreError) in try eachSample(sessionId: id, body)
             }
         case .edf:
-            let samples = try samples(sessionId: id)
+            // The samples without their waveforms; those read a chunk at a time onto the grids.
+            let samples = try samples(sessionId: id, waveforms: false)
             let span = SessionExport.spanMs(session: s, samples: samples)
             guard span <= SessionExport.maxEDFSpanMs else {
                 throw .nothingToExport("session \(id) spans \(span / 86_400_000) days from its start to its last sample, "
@@ -621,7 +672,23 @@ extension SessionStore {
                     + "second): the clock jumped while it was recorded, or a timestamp is wrong. Export it with --format "
                     + "csv, jsonl or json, which hold every sample at its recorded time")
             }
-            output.append(bytes: SessionExport.edf(session: s, samples: samples, events: try events(sessionId: id)))
+            let events = try events(sessionId: id)
+            try read { db in
+                var failure: (any Error)?
+                func chunks(_ waveform: SessionExport.Waveform) throws -> SessionExport.WaveformChunks {
+                    let heads = try Self.waveformHeads(db, sessionId: id, waveform: waveform)
+                    return SessionExport.WaveformChunks(heads: heads.map(\.head)) { body in
+                        do {
+                            try Self.eachChunkValues(db, sessionId: id, waveform: waveform, rowIds: heads.map(\.rowId)) {
+                                body($0, waveform.values($1))
+                            }
+                        } catch { failure = failure ?? error }
+                    }
+                }
+                SessionExport.edf(session: s, samples: samples, events: events, ecg: try chunks(.ecg), acc: try chunks(.acc),
+                                  into: output)
+                if let failure { throw failure }
+            }
         case .ecgCSV, .accCSV:
             // Placed from the chunks' heads, then written a chunk at a time as their values are read (a 4-hour
             // session's ECG, every chunk held at once, took 98 MB).
@@ -678,21 +745,34 @@ extension SessionStore {
             let heads = try Self.waveformHeads(db, sessionId: id, waveform: waveform)
             let placed = SessionExport.placeChunks(heads.map(\.head))
             guard !placed.isEmpty else { return }
-            let (values, _, _) = waveform.columns
-            let rows = try Row.fetchCursor(
-                db, sql: "SELECT id, \(values) AS v FROM samples WHERE session_id = ? AND \(values) IS NOT NULL ORDER BY id",
-                arguments: [id])
             var next = 0
-            while next < placed.count, let row = try rows.next() {
+            try Self.eachChunkValues(db, sessionId: id, waveform: waveform, rowIds: heads.map(\.rowId)) { position, sample in
+                guard next < placed.count, placed[next].position == position else { return }
                 let chunk = placed[next]
-                guard (row["id"] as Int64) == heads[chunk.position].rowId, let data = row["v"] as Data? else { continue }
-                let rate = heads[chunk.position].head.rateHz
-                let sample = waveform == .ecg
-                    ? BiosignalSample(timestampMs: 0, bpm: 0, source: "", ecgUv: Self.int32s(data), ecgRateHz: rate)
-                    : BiosignalSample(timestampMs: 0, bpm: 0, source: "", accG: Self.vectors(data), accRateHz: rate)
-                if let (formatted, _) = waveform.chunk(sample) { body(chunk, formatted) }
                 next += 1
+                if let (formatted, _) = waveform.chunk(sample) { body(chunk, formatted) }
             }
+        }
+    }
+
+    /// The values of the chunks whose row ids are `rowIds` (the heads', in order), read one at a time: each chunk's
+    /// position in `rowIds` and a sample holding its values (and its rate) only.
+    private static func eachChunkValues(
+        _ db: Database, sessionId id: String, waveform: SessionExport.Waveform, rowIds: [Int64],
+        _ body: (Int, BiosignalSample) -> Void
+    ) throws {
+        let (values, rate, _) = waveform.columns
+        let rows = try Row.fetchCursor(
+            db, sql: "SELECT id, \(values) AS v, \(rate) AS r FROM samples WHERE session_id = ? AND \(values) IS NOT NULL ORDER BY id",
+            arguments: [id])
+        var position = 0
+        while position < rowIds.count, let row = try rows.next() {
+            guard (row["id"] as Int64) == rowIds[position], let data = row["v"] as Data? else { continue }
+            let r: Double? = row["r"]
+            body(position, waveform == .ecg
+                ? BiosignalSample(timestampMs: 0, bpm: 0, source: "", ecgUv: Self.int32s(data), ecgRateHz: r)
+                : BiosignalSample(timestampMs: 0, bpm: 0, source: "", accG: Self.vectors(data), accRateHz: r))
+            position += 1
         }
     }
 
@@ -738,38 +818,66 @@ extension SessionExport {
     /// left over, which takes the earlier one's value.
     static func grid(
         _ chunks: [BiosignalSample], rateHz rate: Double, startMs: Int64, records: Int, channels: Int,
-        values: (BiosignalSample) -> [[Double]]
+        values: @escaping (BiosignalSample) -> [[Double]]
     ) -> [[Double]] {
-        let size = records * Int(rate)
-        var out = [[Double]](repeating: [Double](repeating: 0, count: size), count: channels)
-        // Each chunk's values made when it is placed, not all at once: an array per sample, for four hours of ECG,
-        // took some 100 MB.
-        let counts = chunks.map { values($0).count }
-        // Per device, where its last sample went, and its segment (the segment's line's start).
-        var lastSlot: [String: (start: Double, slot: Int, sample: [Double])] = [:]
-        let heads = chunks.indices.map { i in
-            ChunkHead(device: chunks[i].deviceId ?? chunks[i].source, timestampMs: chunks[i].timestampMs,
-                      gapBefore: chunks[i].gapBefore, count: counts[i], rateHz: rate)
+        let heads = chunks.map { s in
+            ChunkHead(device: s.deviceId ?? s.source, timestampMs: s.timestampMs, gapBefore: s.gapBefore,
+                      count: values(s).count, rateHz: rate)
         }
-        for c in placeChunks(heads) {
-            let samples = values(chunks[c.position])
+        let source = WaveformChunks(heads: heads) { body in for (i, s) in chunks.enumerated() { body(i, values(s).flatMap { $0 }) } }
+        let devices = Set(heads.map(\.device))
+        let all = grids(source, rates: Dictionary(uniqueKeysWithValues: devices.map { ($0, rate) }), startMs: startMs,
+                        records: records, channels: channels, zero: 0.0) { $0 }
+        // One device's chunks (as the EDF gives them): its grid.
+        return all.values.first ?? [[Double]](repeating: [Double](repeating: 0, count: records * Int(rate)), count: channels)
+    }
+
+    /// Each device's chunks at its rate in `rates` (the others left out), placed as `placeChunks` places them on a
+    /// grid of `records` seconds from `startMs` (`rate` slots a second, per channel), each value made by `make`:
+    /// at the nominal rate a segment's samples take consecutive slots; a strap sampling at another rate (a real
+    /// H10's "130 Hz" is 128–131 Hz) keeps its samples at their times, so where it runs fast two samples meet in one
+    /// slot (the later is kept: one sample in 770 at 130.17 Hz) and where it runs slow a slot between two of them is
+    /// left over, which takes the earlier one's value; `zero` where none came. The values are read in one walk.
+    static func grids<T>(
+        _ chunks: WaveformChunks, rates: [String: Double], startMs: Int64, records: Int, channels: Int, zero: T,
+        make: (Double) -> T
+    ) -> [String: [[T]]] {
+        let heads = chunks.heads.map { h in h.flatMap { rates[$0.device] == $0.rateHz ? $0 : nil } }
+        let placed = placeChunks(heads)
+        var out: [String: [[T]]] = [:]
+        for device in Set(placed.map(\.device)) {
+            out[device] = [[T]](repeating: [T](repeating: zero, count: records * Int(rates[device]!)), count: channels)
+        }
+        // Per device, where its last sample went, and its segment (the segment's line's start); the sample as its
+        // chunk's values and its index there.
+        var lastSlot: [String: (start: Double, slot: Int, values: [Double], k: Int)] = [:]
+        var next = 0
+        chunks.each { position, values in
+            guard next < placed.count, placed[next].position == position else { return }
+            let c = placed[next]
+            next += 1
+            let rate = rates[c.device]!
+            let size = records * Int(rate)
             // In slots: where the segment's line starts, and how many slots a sample takes (1 at the nominal rate).
             // The start is reckoned once per segment: a line half a slot off the grid then rounds the same way for
             // every sample (reckoned per sample from its time, floating-point error sent some of them the other
             // way, two samples into one slot and one left over).
             let base = (c.line.startMs - Double(startMs)) / 1000 * rate
             let perSample = rate / c.line.rateHz
-            for (k, sample) in samples.enumerated() {
+            var grid = out[c.device]!
+            out[c.device] = nil  // held here alone while it is written (no copy)
+            for k in 0..<(values.count / channels) {
                 let slot = Int((base + Double(c.index + k) * perSample).rounded())
                 if c.index + k > 0, let last = lastSlot[c.device], last.start == c.line.startMs, slot == last.slot + 2,
                     slot - 1 >= 0, slot - 1 < size
                 {
-                    for ch in 0..<min(channels, last.sample.count) { out[ch][slot - 1] = last.sample[ch] }
+                    for ch in 0..<channels { grid[ch][slot - 1] = make(last.values[last.k * channels + ch]) }
                 }
-                lastSlot[c.device] = (c.line.startMs, slot, sample)
+                lastSlot[c.device] = (c.line.startMs, slot, values, k)
                 guard slot >= 0 && slot < size else { continue }
-                for ch in 0..<min(channels, sample.count) { out[ch][slot] = sample[ch] }
+                for ch in 0..<channels { grid[ch][slot] = make(values[k * channels + ch]) }
             }
+            out[c.device] = grid
         }
         return out
     }

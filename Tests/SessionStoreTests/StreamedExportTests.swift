@@ -57,15 +57,16 @@ import Testing
     }
 
     /// The waveform CSVs are written a chunk at a time as the store reads them, placed from the chunks' heads (their
-    /// values unread): the same bytes as placing every sample held at once, for two straps' ECG and accelerometer
+    /// values unread), and the EDF's grids filled so: the same bytes as placing every sample held at once, for two straps' ECG and accelerometer
     /// interleaved, a lost frame, a clock reset, a rate change, an empty chunk and one without a rate; the tracks
     /// `sessions show` prints from the heads are those of the samples.
     @Test func waveformCSVsAreWrittenAChunkAtATime() throws {
         let dir = tempDir()
         defer { try? FileManager.default.removeItem(atPath: dir) }
         let store = try SessionStore(directory: dir)
-        let recorder = SessionRecorder(store: store, config: SessionConfig(sessionId: "w", mode: .focus, durationSec: 600)) { _ in }
         let t0: Int64 = 1_700_000_000_000
+        let recorder = SessionRecorder(store: store, config: SessionConfig(sessionId: "w", mode: .focus, durationSec: 600), nowMs: t0,
+                                       clock: ManualSessionClock(startMs: t0 + 300_000)) { _ in }
         for k in 0..<400 {
             let ms = t0 + Int64((Double(k) * 73 / 130 * 1000).rounded()) + Int64(k % 5) - 2
             let reset: Int64 = k >= 300 ? 7_000 : 0  // the strap's clock reset
@@ -95,6 +96,10 @@ import Testing
             let heads = try store.waveformHeads(sessionId: "w", waveform: waveform)
             #expect(SessionExport.waveformTracks(heads: heads) == SessionExport.waveformTracks(samples: samples, waveform: waveform))
         }
+        // The EDF likewise: its grids filled a chunk at a time as the store reads them, the same bytes.
+        let session = try #require(try store.session(id: "w"))
+        #expect(try store.export(id: "w", format: .edf)
+            == SessionExport.edf(session: session, samples: samples, events: try store.events(sessionId: "w")))
         let tracks = SessionExport.waveformTracks(heads: try store.waveformHeads(sessionId: "w", waveform: .ecg))
         #expect(tracks.map { "\($0.device)@\(Int($0.rateHz))" } == ["A0@130", "B1@130", "A0@250"], "\(tracks)")
         // A new segment after the lost frame, after each of the two chunks that are none (their samples missing), and
