@@ -116,17 +116,28 @@ public struct HRVResult: Sendable, Equatable {
 /// the median correction the differences are those between two measured intervals (not the corrector's estimates);
 /// `HRVResult.successiveDifferences` says how many.
 public enum HRVAnalyzer {
+    /// Intervals that a correction does not repair but leaves out, breaking the series there as a lost beat does:
+    /// shorter than a QRS complex lasts (no heart and no R-peak detector gives one: a value in seconds among
+    /// milliseconds, a typo), or a pause of more than 3 s (a signal lost for several beats; 20 bpm). Left to the
+    /// correction, they were analysed as beats: 14 values in seconds among 337 intervals took the Kubios-corrected
+    /// RMSSD from 98 to 123 ms, 9 values five times too long to 437. Between 100 and 250 ms an interval can be an
+    /// extra detection, which the correction merges with its neighbour (breaking there made it worse: 103 instead
+    /// of 98 ms).
+    public static let beatRangeMs = 100.0...3000.0
+
     /// Analyses contiguous runs of RR intervals. Successive differences and beat times are never taken across
     /// the boundary between two segments (a link loss or a gap in the recording). Values that are not finite, not
     /// positive or longer than `RRFile.maximumMs` (a minute: a pause, not a beat; and far larger values would
-    /// overflow the sums of squares) are dropped and end the segment they are in.
+    /// overflow the sums of squares) are dropped and end the segment they are in; so are those outside
+    /// `beatRangeMs` under a correction (`.none` analyses them as they are). Each counts as an artefact.
     public static func analyze(segments: [[Double]], options: HRVOptions = HRVOptions()) -> HRVResult {
         var invalid = 0
         var runs: [[Double]] = []
+        let kept = options.correction == .none ? Double.leastNonzeroMagnitude...RRFile.maximumMs : beatRangeMs
         for segment in segments {
             var current: [Double] = []
             for v in segment {
-                if v.isFinite && v > 0 && v <= RRFile.maximumMs {
+                if v.isFinite && kept.contains(v) {
                     current.append(v)
                 } else {
                     invalid += 1

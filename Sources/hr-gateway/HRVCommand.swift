@@ -20,7 +20,9 @@ struct HRVCommand: ParsableCommand {
             interval, or its segment_start is 1, beats were lost and the series breaks there; a device_id column \
             holding several devices needs --device. Or it holds one value per line, in the unit given by --unit. \
             Blank lines and lines starting with # are skipped. Intervals outside 250-3000 ms (a heart rate over \
-            240 or under 20 per minute) are read, and said on standard error with their lines. Or it is a \
+            240 or under 20 per minute) are read, and said on standard error with their lines; under a correction \
+            those below 100 or above 3000 ms are left out and break the series there (as a lost beat does), those \
+            of 100-250 ms are left to it (an extra beat). Or it is a \
             recording (JSON lines, as `stream --record` and `sessions export --format jsonl` write them): the RR \
             intervals of its strap, in order (--device picks one when it holds several), broken where the live \
             session breaks them. No successive difference is taken across a break, and windows keep the time it \
@@ -339,9 +341,15 @@ struct HRVCommand: ParsableCommand {
         let range = RRFile.plausibleMs
         let shown = found.prefix(5).map { "line \($0.line): \(String(format: "%g", $0.ms)) ms" }.joined(separator: ", ")
         let more = found.count > 5 ? " and \(found.count - 5) more" : ""
+        let broken = found.filter { !HRVAnalyzer.beatRangeMs.contains($0.ms) }.count
         let fate = correction == .none
             ? "--correct none analyses them as they are"
-            : "the correction treats them as artefacts where their neighbours say so"
+            : broken == found.count
+            ? "they are left out, and the series breaks at each (no successive difference across it)"
+            : broken == 0
+            ? "the correction treats them as extra beats where their neighbours say so"
+            : "those below 100 or above 3000 ms (\(broken)) are left out, the series breaking at each; the correction "
+                + "treats the others as extra beats where their neighbours say so"
         return "\(found.count) interval\(found.count == 1 ? "" : "s") outside \(Int(range.lowerBound))-"
             + "\(Int(range.upperBound)) ms (a heart rate over 240 or under 20 per minute; \(shown)\(more)): a missed or "
             + "extra beat, a typo, or a value in another unit (--unit)? \(fate)"

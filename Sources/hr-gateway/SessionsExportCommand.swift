@@ -69,7 +69,7 @@ struct SessionsExportCommand: ParsableCommand {
     @Option(help: "csv, json, jsonl, edf, ecg-csv or acc-csv.")
     var format: SessionExport.Format = .csv
 
-    @Option(name: .customLong("output"), help: ArgumentHelp("Write to FILE instead of standard output (- is standard "
+    @Option(name: [.customLong("output"), .customShort("o")], help: ArgumentHelp("Write to FILE instead of standard output (- is standard "
         + "output). A file that holds data is refused unless --overwrite; the session store's own files always are.",
         valueName: "file"))
     var outputOption: String?

@@ -367,7 +367,7 @@ import Testing
         #expect(acc.stdout.isEmpty)
         // Written as it is made, to the file asked, the same bytes; a refused export leaves a file it would have
         // replaced as it was (the file is opened at the export's first part).
-        let toFile = try CLI.run(["sessions", "export", "ecg-1", "--format", "ecg-csv", "--output", dir + "/ecg.csv", "--state-dir", dir])
+        let toFile = try CLI.run(["sessions", "export", "ecg-1", "--format", "ecg-csv", "-o", dir + "/ecg.csv", "--state-dir", dir])
         #expect(toFile.status == 0, "\(toFile.stderr)")
         #expect(FileManager.default.contents(atPath: dir + "/ecg.csv") == Data(export.stdout.utf8))
         let kept = try CLI.run(["sessions", "export", "ecg-1", "--format", "acc-csv", "--output", dir + "/ecg.csv", "--overwrite",
