@@ -3,6 +3,7 @@ import Foundation
 import V4L2Capture
 import GatewayConfig
 import GatewayDoctor
+import GatewayEngine
 import GatewayStorage
 import MQTTSink
 import LSLSink
@@ -24,13 +25,19 @@ struct DoctorCommand: AsyncParsableCommand {
             devices and [camera] device, or HR_GATEWAY_SOURCE as the service passes it), and that the file's \
             strap.adapter and camera.device exist; the state directory.
 
-            The exit status is 1 when a check failed, 0 otherwise.
+            The exit status is 1 when a check failed, 0 otherwise. --json prints one object per check instead, \
+            {"check":…,"status":"ok"|"warn"|"fail"|"skip","detail":…,"fix":…} ("fix" only with a problem), for a \
+            fleet's monitoring; the exit status is the same.
 
             Examples:
               hr-gateway doctor
               sudo -u hr-gateway hr-gateway doctor      (as the service user)
+              hr-gateway doctor --json | jq -c 'select(.status == "fail")'
             """
     )
+
+    @Flag(help: "Print one JSON object per check instead of the table.")
+    var json = false
 
     @OptionGroup var store: StoreOptions
 
@@ -149,14 +156,25 @@ struct DoctorCommand: AsyncParsableCommand {
             facts.mqttFix = MQTTConnection.libraryFix
         }
         let checks = facts.evaluate()
-        for c in checks { print(c.line) }
+        for c in checks { print(json ? Self.json(c).jsonString : c.line) }
         let failures = checks.filter { $0.status == .failure }
         if !failures.isEmpty {
-            print(failures.allSatisfy { $0.name == "camera.device" }
-                ? "The configured camera cannot start: fix the FAIL line above."
-                : "Streaming from a strap is blocked: fix the FAIL lines above.")
+            if !json {
+                print(failures.allSatisfy { $0.name == "camera.device" }
+                    ? "The configured camera cannot start: fix the FAIL line above."
+                    : "Streaming from a strap is blocked: fix the FAIL lines above.")
+            }
             throw ExitCode.failure
         }
+    }
+
+    /// A check as `--json` prints it: its status in lower case ("fail", not the table's "FAIL").
+    static func json(_ c: DoctorCheck) -> JSONValue {
+        var o: [String: JSONValue] = [
+            "check": .string(c.name), "status": .string(c.status.rawValue.lowercased()), "detail": .string(c.detail),
+        ]
+        if let fix = c.fix { o["fix"] = .string(fix) }
+        return .object(o)
     }
 
     /// What a command given no source option streams (the service's `stream`): `HR_GATEWAY_SOURCE` when set (it

@@ -17,8 +17,13 @@ struct WebhookStatusCommand: AsyncParsableCommand {
 
     enum Format: String, ExpressibleByArgument, CaseIterable { case text, json }
 
-    @Option(help: "Output: text (a table) or json (one object per line).")
-    var format: Format = .text
+    @Option(name: .customLong("format"), help: "Output: text (a table) or json (one object per line).")
+    var formatOption: Format = .text
+
+    @Flag(help: "Same as --format json (as the other commands say it).")
+    var json = false
+
+    var format: Format { json ? .json : formatOption }
 
     @OptionGroup var store: StoreOptions
 

@@ -142,6 +142,9 @@ import WebhookTestSupport
 
         let status = try CLI.run(["webhook", "status", "--state-dir", stateDir, "--config", config, "--format", "json"])
         #expect(status.status == 0, "\(status.stderr)")
+        // --json says the same, as the other commands say it.
+        let same = try CLI.run(["webhook", "status", "--state-dir", stateDir, "--config", config, "--json"])
+        #expect(same.status == 0 && same.stdout == status.stdout, "\(same.stdout)")
         let items = try status.lines.map { try JSONValue(parsing: $0) }
         try #require(items.count == 1)
         #expect(items[0]["body"]?["type"] == .string("session_summary"))

@@ -286,6 +286,32 @@ func tempStateDir() -> String {
                 "\(underFile.stdout)")
     }
 
+    /// `--json` says the table's checks, one object per line in the same order, with the same exit status (a fleet's
+    /// monitoring read the table's columns).
+    @Test func doctorSaysItsChecksAsJSONLines() throws {
+        let daemon = try PrivateBusDaemon()
+        defer { daemon.stop() }
+        let state = tempStateDir()
+        defer { try? FileManager.default.removeItem(atPath: state) }
+        let environment = ["DBUS_SYSTEM_BUS_ADDRESS": daemon.address, "HR_GATEWAY_STATE_DIR": state]
+        let table = try runGateway(["doctor"], environment: environment)
+        let json = try runGateway(["doctor", "--json"], environment: environment)
+        #expect(json.status == table.status && table.status == 1, "no bluetoothd on a private bus fails")
+        let objects = try json.stdout.split(separator: "\n").map {
+            try #require(try JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: String], "\($0)")
+        }
+        let lines = table.stdout.split(separator: "\n").map(String.init).filter { $0.hasPrefix("ok ") || $0.hasPrefix("warn ")
+            || $0.hasPrefix("FAIL ") || $0.hasPrefix("skip ") }
+        #expect(objects.count == lines.count && objects.count > 5, "\(objects.count) objects, \(lines.count) lines")
+        for (o, line) in zip(objects, lines) {
+            let status = try #require(o["status"]), check = try #require(o["check"]), detail = try #require(o["detail"])
+            #expect(["ok", "warn", "fail", "skip"].contains(status))
+            #expect(line.lowercased().hasPrefix(status + " ") && line.contains(" \(check) ") && line.contains(detail), "\(line)")
+            #expect((o["fix"] != nil) == line.contains(" — fix: "), "\(line)")
+        }
+        #expect(objects.contains { $0["status"] == "fail" && $0["fix"] != nil })
+    }
+
     /// A wrong HR_GATEWAY_LIBMOSQUITTO is named as the thing to correct (the fix used to say to install the
     /// library, which is there).
     @Test func aWrongLibmosquittoPathIsNamedAsTheFix() throws {
