@@ -19,9 +19,10 @@ struct AnalyzeCommand: ParsableCommand {
 
             INPUT
               video file  anything ffmpeg reads, decoded to rgb24 through a pipe;
-                          size from ffprobe, frame times from the container
-                          (frames repeating a time are dropped and counted), or
-                          from --frame-times when the camera's clock was kept.
+                          size from ffprobe, frame times from the container, or
+                          from --frame-times when the camera's clock was kept
+                          (frames whose time is out of order, repeated or far
+                          from the frames around it, are dropped and counted).
                           Needs ffmpeg on PATH (Debian/Ubuntu: apt-get install ffmpeg).
               FILE.csv    mean skin RGB per frame: a header naming R, G, B (0-255)
                           and optionally t_s (seconds); other columns are ignored.
@@ -104,7 +105,7 @@ struct AnalyzeCommand: ParsableCommand {
         config.sampleRateHz = max(30, (2.2 * maxHz).rounded(.up))
         let isCSV = file.lowercased().hasSuffix(".csv")
         let result: OfflineAnalysisResult
-        // Frames past the end of --frame-times: left out (said), not "dropped (time not increasing)".
+        // Frames past the end of --frame-times: left out (said), not "dropped (time out of order)".
         var pastEndOfTimes = 0
         if isCSV {
             let data: [UInt8]
@@ -173,7 +174,7 @@ struct AnalyzeCommand: ParsableCommand {
             }
             if result.droppedFrames > pastEnd {
                 StandardStream.error.write(Data(
-                    "warning: \(file): dropped \(result.droppedFrames - pastEnd) frame(s) whose time does not increase\n".utf8))
+                    "warning: \(file): dropped \(result.droppedFrames - pastEnd) frame(s) whose time is out of order (repeated, or before or after the frames around it)\n".utf8))
             }
             if let problem = result.decoderProblem {
                 // ffmpeg decodes what it can of a truncated or damaged file and exits 0: the analysis covers less.
@@ -327,7 +328,7 @@ struct AnalysisReport {
         } else {
             out.append("no confident HR in \(estimates.count) windows")
         }
-        let droppedNote = droppedFrames > 0 ? ", \(droppedFrames) dropped (time not increasing)" : ""
+        let droppedNote = droppedFrames > 0 ? ", \(droppedFrames) dropped (time out of order)" : ""
         out.append("\(frames) frames\(droppedNote), \(f(durationSeconds, 1)) s (\(source))")
         if let face {
             out.append("face (\(face.detector)): \(face.stats.framesDetected) frames detected, "

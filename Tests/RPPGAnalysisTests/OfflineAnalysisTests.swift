@@ -53,21 +53,32 @@ import Testing
         #expect(plain.droppedFrames == 0)
         #expect(abs(plain.durationSeconds - 14) < 0.05)
 
-        // A caller's clock with a repeated time, a backwards time, and one frame too few (the last frame has none).
+        // A caller's clock with a repeated time, a backwards time, a time 100 s late (every later frame was dropped
+        // as not later than it), and one frame too few (the last frame has none).
         var times = (0..<419).map { Double($0) / 30 }
         times[100] = times[99]
         times[200] = times[150]
+        times[300] += 100
         var seen: [Double] = []
         let messy = try OfflineAnalysis.analyze(video: video.path, configuration: RPPGConfiguration(), frameTimes: times) {
             seen.append($0.timestampSeconds)
         }
-        #expect(messy.droppedFrames == 3)
-        #expect(messy.frames == 417)
-        #expect(seen.count == 417)
+        #expect(messy.droppedFrames == 4)
+        #expect(messy.frames == 416)
+        #expect(seen.count == 416 && seen.last == times[418])
         #expect(zip(seen.dropFirst(), seen).allSatisfy { $0 > $1 })
         // One estimate per second of kept frames, in time order (whether a pulse is read depends on the ROI stage).
         #expect(messy.estimates.count == 13)
         #expect(zip(messy.estimates.dropFirst(), messy.estimates).allSatisfy { $0.tSeconds > $1.tSeconds })
+    }
+
+    /// The frames kept are the most whose times increase: a repeated time keeps its first frame, and a time far
+    /// off (late or early) is left out alone.
+    @Test func theFramesKeptAreTheMostInOrder() {
+        #expect(OfflineAnalysis.inOrder([0, 1, 1, 2, 100, 3, 4, 2.5, 5]) == [true, true, false, true, false, true, true, false, true])
+        #expect(OfflineAnalysis.inOrder([5, 0.1, 0.2, 0.3]) == [false, true, true, true])
+        #expect(OfflineAnalysis.inOrder([0, .nan, 1]) == [true, false, true])
+        #expect(OfflineAnalysis.inOrder([]) == [])
     }
 
     /// A phone's clip: stored sideways with a display rotation, which ffmpeg applies while decoding. The frames are
