@@ -117,14 +117,6 @@ public enum SessionExport {
         public var gapBefore: Bool
         public var count: Int
         public var rateHz: Double
-
-        public init(device: String, timestampMs: Int64, gapBefore: Bool, count: Int, rateHz: Double) {
-            self.device = device
-            self.timestampMs = timestampMs
-            self.gapBefore = gapBefore
-            self.count = count
-            self.rateHz = rateHz
-        }
     }
 
     /// A chunk of a regular stream (raw ECG, accelerometer) on its device's timeline (`placeChunks`).
