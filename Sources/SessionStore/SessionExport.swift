@@ -91,17 +91,6 @@ public enum SessionExport {
             }
         }
 
-        /// A sample's chunk as rows of values (already formatted), and its rate; nil when it holds none.
-        func chunk(_ s: BiosignalSample) -> (values: [String], rateHz: Double)? {
-            switch self {
-            case .ecg:
-                guard let v = s.ecgUv, !v.isEmpty, let r = s.ecgRateHz, r > 0, r.isFinite else { return nil }
-                return (v.map { String($0) }, r)
-            case .acc:
-                guard let v = s.accG, !v.isEmpty, let r = s.accRateHz, r > 0, r.isFinite else { return nil }
-                return (v.map { "\(SessionExport.number($0.x)),\(SessionExport.number($0.y)),\(SessionExport.number($0.z))" }, r)
-            }
-        }
     }
 
     /// How far a chunk's own time may be from the end of the previous one for it to continue that one: its time is
@@ -182,19 +171,15 @@ public enum SessionExport {
         }
     }
 
-    /// Every sample of `waveform` in arrival order, each at its time (epoch ms), as `placeChunks` places them. `body`
-    /// gets the device, the nominal rate, the rate measured over the segment (nil: the nominal one), the chunk's
-    /// values, the time of its sample k, and whether a segment starts with it.
-    static func walk(
-        _ samples: [BiosignalSample], _ waveform: Waveform,
-        _ body: (
-            _ device: String, _ rateHz: Double, _ measuredHz: Double?, _ values: [String], _ timeMs: (Int) -> Double,
-            _ startsSegment: Bool
-        ) -> Void
-    ) {
-        for c in placeChunks(samples.map(waveform.head)) {
-            guard let (values, _) = waveform.chunk(samples[c.position]) else { continue }
-            body(c.device, c.rateHz, c.measuredHz, values, { k in c.line.timeMs(c.index + k) }, c.index == 0)
+    /// Every chunk of `chunks` placed (`placeChunks`, from the heads of all of them), with its values, in recorded
+    /// order.
+    static func walk(_ chunks: WaveformChunks, _ body: (PlacedChunk, [Double]) -> Void) {
+        let placed = placeChunks(chunks.heads)
+        var next = 0
+        chunks.each { position, values in
+            guard next < placed.count, placed[next].position == position else { return }
+            body(placed[next], values)
+            next += 1
         }
     }
 
@@ -202,35 +187,33 @@ public enum SessionExport {
     /// places them. Nil when the session holds none.
     public static func waveformCSV(sessionId: String, samples: [BiosignalSample], waveform: Waveform) -> String? {
         var any = false
-        let bytes = ExportOutput.collect { any = waveformCSV(sessionId: sessionId, samples: samples, waveform: waveform, into: $0) }
+        let bytes = ExportOutput.collect {
+            any = waveformCSV(sessionId: sessionId, chunks: waveform.chunks(in: samples), waveform: waveform, into: $0)
+        }
         return any ? String(decoding: bytes, as: UTF8.self) : nil
     }
 
-    /// `waveformCSV`, a chunk at a time into `out`; false (only the header appended) when the session holds none.
-    @discardableResult
-    public static func waveformCSV(sessionId: String, samples: [BiosignalSample], waveform: Waveform, into out: ExportOutput) -> Bool {
+    /// `waveformCSV` of `chunks`, a chunk at a time into `out`; false (only the header appended) when there is none.
+    static func waveformCSV(sessionId: String, chunks: WaveformChunks, waveform: Waveform, into out: ExportOutput) -> Bool {
         out.append(waveform.csvHeader + "\n")
         var any = false
         let session = field(sessionId)
-        walk(samples, waveform) { device, _, _, values, time, starts in
+        let width = waveform == .ecg ? 1 : 3
+        walk(chunks) { c, values in
             any = true
             guard !out.failed else { return }
-            out.append(waveformRows(session: session, device: device, values: values, time: time, startsSegment: starts))
+            let prefix = session + "," + field(c.device) + ","
+            var rows = ""
+            for k in 0..<(values.count / width) {
+                let value = waveform == .ecg
+                    ? String(Int32(values[k]))
+                    : "\(number(values[3 * k])),\(number(values[3 * k + 1])),\(number(values[3 * k + 2]))"
+                let start = k == 0 && c.index == 0 ? 1 : 0
+                rows += "\(prefix)\(String(format: "%.3f", c.line.timeMs(c.index + k))),\(value),\(start)\n"
+            }
+            out.append(rows)
         }
         return any
-    }
-
-    /// A chunk's rows of a waveform CSV (`session` already quoted as a field).
-    static func waveformRows(
-        session: String, device: String, values: [String], time: (Int) -> Double, startsSegment: Bool
-    ) -> String {
-        let prefix = session + "," + field(device) + ","
-        var rows = ""
-        for (k, value) in values.enumerated() {
-            let start = k == 0 && startsSegment ? 1 : 0
-            rows += "\(prefix)\(String(format: "%.3f", time(k))),\(value),\(start)\n"
-        }
-        return rows
     }
 
     /// One device's stream of a waveform in a session: how many samples, at what rate, over what time, in how many
@@ -666,38 +649,45 @@ extension SessionStore {
             }
             let events = try events(sessionId: id)
             try read { db in
-                var failure: (any Error)?
-                func chunks(_ waveform: SessionExport.Waveform) throws -> SessionExport.WaveformChunks {
-                    let heads = try Self.waveformHeads(db, sessionId: id, waveform: waveform)
-                    return SessionExport.WaveformChunks(heads: heads.map(\.head)) { body in
-                        do {
-                            try Self.eachChunkValues(db, sessionId: id, waveform: waveform, rowIds: heads.map(\.rowId)) {
-                                body($0, waveform.values($1))
-                            }
-                        } catch { failure = failure ?? error }
-                    }
-                }
-                SessionExport.edf(session: s, samples: samples, events: events, ecg: try chunks(.ecg), acc: try chunks(.acc),
-                                  into: output)
-                if let failure { throw failure }
+                let failure = ReadFailure()
+                SessionExport.edf(
+                    session: s, samples: samples, events: events,
+                    ecg: try Self.waveformChunks(db, sessionId: id, waveform: .ecg, failure: failure),
+                    acc: try Self.waveformChunks(db, sessionId: id, waveform: .acc, failure: failure), into: output)
+                if let error = failure.error { throw error }
             }
         case .ecgCSV, .accCSV:
             // Placed from the chunks' heads, then written a chunk at a time as their values are read (a 4-hour
             // session's ECG, every chunk held at once, took 98 MB).
             let waveform: SessionExport.Waveform = format == .ecgCSV ? .ecg : .acc
-            let session = SessionExport.field(id)
-            var started = false
-            try eachWaveformChunk(sessionId: id, waveform: waveform) { chunk, values in
-                if !started {
-                    output.append(waveform.csvHeader + "\n")
-                    started = true
-                }
-                guard !output.failed else { return }
-                output.append(SessionExport.waveformRows(
-                    session: session, device: chunk.device, values: values, time: { chunk.line.timeMs(chunk.index + $0) },
-                    startsSegment: chunk.index == 0))
+            try read { db in
+                let failure = ReadFailure()
+                let any = SessionExport.waveformCSV(
+                    sessionId: id, chunks: try Self.waveformChunks(db, sessionId: id, waveform: waveform, failure: failure),
+                    waveform: waveform, into: output)
+                if let error = failure.error { throw error }
+                guard any else { throw StoreError.nothingToExport("session \(id) holds \(waveform.missing)") }
             }
-            guard started else { throw .nothingToExport("session \(id) holds \(waveform.missing)") }
+        }
+    }
+
+    /// An error met reading a walk's values (the walk itself cannot throw), kept for after it.
+    private final class ReadFailure {
+        var error: (any Error)?
+    }
+
+    /// Session `id`'s chunks of `waveform` in the store: their heads read now, their values one chunk at a time as
+    /// the walk asks for them (an error doing so kept in `failure`).
+    private static func waveformChunks(
+        _ db: Database, sessionId id: String, waveform: SessionExport.Waveform, failure: ReadFailure
+    ) throws -> SessionExport.WaveformChunks {
+        let heads = try waveformHeads(db, sessionId: id, waveform: waveform)
+        return SessionExport.WaveformChunks(heads: heads.map(\.head)) { body in
+            do {
+                try eachChunkValues(db, sessionId: id, waveform: waveform, rowIds: heads.map(\.rowId)) {
+                    body($0, waveform.values($1))
+                }
+            } catch { failure.error = failure.error ?? error }
         }
     }
 
@@ -725,26 +715,6 @@ extension SessionStore {
                 count: count, rateHz: rateHz)))
         }
         return heads
-    }
-
-    /// Session `id`'s chunks of `waveform` in the order they were recorded, each placed (`placeChunks`, from the
-    /// heads of all of them) and given with its values as the CSV writes them, read one chunk at a time.
-    func eachWaveformChunk(
-        sessionId id: String, waveform: SessionExport.Waveform,
-        _ body: (SessionExport.PlacedChunk, [String]) -> Void
-    ) throws(StoreError) {
-        try read { db in
-            let heads = try Self.waveformHeads(db, sessionId: id, waveform: waveform)
-            let placed = SessionExport.placeChunks(heads.map(\.head))
-            guard !placed.isEmpty else { return }
-            var next = 0
-            try Self.eachChunkValues(db, sessionId: id, waveform: waveform, rowIds: heads.map(\.rowId)) { position, sample in
-                guard next < placed.count, placed[next].position == position else { return }
-                let chunk = placed[next]
-                next += 1
-                if let (formatted, _) = waveform.chunk(sample) { body(chunk, formatted) }
-            }
-        }
     }
 
     /// The values of the chunks whose row ids are `rowIds` (the heads', in order), read one at a time: each chunk's
