@@ -453,14 +453,14 @@ public struct RelayServer: Sendable {
     /// cores, and stall the relay with it. They run on lanes of their own instead: the lists on one, so that they
     /// never wait behind an export, and the exports on `exportLanes`, each on the one with the least to do.
     private static let archiveLane = DatabaseLane(label: "hr-gateway.relay.sessions")
-    static let exportLanes = (1...2).map { DatabaseLane(label: "hr-gateway.relay.export.\($0)") }
+    private static let exportLanes = (1...2).map { DatabaseLane(label: "hr-gateway.relay.export.\($0)") }
     /// Reads of the exports' files as they are sent (never behind a store's lock).
     private static let downloadLane = DatabaseLane(label: "hr-gateway.relay.downloads")
 
     /// Session lists waiting on their lane or running there (for tests).
     static var archiveReadsPending: Int { archiveLane.pending }
 
-    static func exportLane() -> DatabaseLane { exportLanes.min { $0.pending < $1.pending } ?? exportLanes[0] }
+    private static func exportLane() -> DatabaseLane { exportLanes.min { $0.pending < $1.pending } ?? exportLanes[0] }
 
     /// How much of an export is read and sent at a time.
     static let spoolPartBytes = 256 * 1024

@@ -12,8 +12,9 @@ struct CameraOptions: ParsableArguments {
     @Option(help: ArgumentHelp(
         """
         Webcam for camera pulse and breathing (rPPG): a V4L2 node such as /dev/video0 (`hr-gateway cameras` lists \
-        them), or auto for the first one that can capture video and be opened. Readings appear once a second when confident, under camera_hr_bpm, camera_confidence and \
-        breathing_rate_bpm; hr_mean_bpm stays the strap's when a strap-like source runs too.
+        them), or auto for the first one that can capture video and be opened. Readings appear once a second when \
+        confident, under camera_hr_bpm, camera_confidence and breathing_rate_bpm; hr_mean_bpm stays the strap's \
+        when a strap-like source runs too.
         """,
         valueName: "device"))
     var camera: String?
