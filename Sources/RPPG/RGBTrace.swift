@@ -4,10 +4,11 @@
 /// optional `t_s` with each frame's time in seconds); then one row per frame. Without `t_s`, frame *i* is at
 /// i / framesPerSecond. Blank lines are skipped; a UTF-8 byte-order mark is ignored.
 ///
-/// Real recordings repeat a timestamp now and then: a row whose `t_s` is not later than the last kept row is
-/// dropped and counted (``RGBTraceRows/droppedRows``), not an error. Only a file without a usable row is.
+/// Real recordings repeat a timestamp now and then: rows whose `t_s` is out of order with the most of the others
+/// (``FrameOrder/inOrder(_:)``: repeated, or far from the rows around them) are dropped and counted
+/// (``RGBTraceRows/droppedRows``), not an error. Only a file without a usable row is.
 public enum RGBTrace {
-    /// Parses CSV text into samples, dropping rows whose `t_s` does not increase. Errors name the 1-based line.
+    /// Parses CSV text into samples, dropping rows whose `t_s` is out of order. Errors name the 1-based line.
     public static func parse(_ text: String, framesPerSecond: Double?) throws(RGBTraceError) -> RGBTraceRows {
         // Any line ending: "\n", "\r\n" (one Character) and a lone "\r" (classic Mac, some exporters).
         var lines = text.split(omittingEmptySubsequences: false, whereSeparator: \.isNewline)
@@ -39,6 +40,7 @@ public enum RGBTrace {
         var samples: [RPPGSample] = []
         samples.reserveCapacity(lines.count)
         var frame = 0
+        var sampleLines: [Int] = []
         var dropped = 0
         var firstDroppedLine: Int?
         var blank = 0
@@ -71,19 +73,18 @@ public enum RGBTrace {
             for (v, name) in [(r, "R"), (g, "G"), (b, "B")] where v < 0 || v > 255 {
                 throw RGBTraceError(line: lineNumber, reason: "\(name) = \(v) is outside 0-255")
             }
-            let t: Double
-            if let ti {
-                t = try value(ti, "t_s")
-                if let last = samples.last, t <= last.tSeconds {
-                    dropped += 1
-                    if firstDroppedLine == nil { firstDroppedLine = lineNumber }
-                    continue
-                }
-            } else {
-                t = Double(frame) / (framesPerSecond ?? 30)
-            }
+            var t = Double(frame) / (framesPerSecond ?? 30)
+            if let ti { t = try value(ti, "t_s") }
             samples.append(RPPGSample(tSeconds: t, rgb: RGBMean(r: r, g: g, b: b)))
+            sampleLines.append(lineNumber)
             frame += 1
+        }
+        // One row 100 s late kept, every later row was dropped as not later than it: half a recording lost.
+        if ti != nil {
+            let keep = FrameOrder.inOrder(samples.map(\.tSeconds))
+            dropped = keep.count { !$0 }
+            firstDroppedLine = keep.firstIndex(of: false).map { sampleLines[$0] }
+            samples = zip(samples, keep).filter(\.1).map(\.0)
         }
         guard !samples.isEmpty else {
             throw RGBTraceError(line: headerLine + 1, reason: blank > 0

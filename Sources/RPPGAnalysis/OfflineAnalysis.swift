@@ -60,40 +60,13 @@ public enum OfflineAnalysis {
                                      durationSeconds: duration, spanSeconds: duration)
     }
 
-    /// Which of `times` to keep: the most frames whose times increase in frame order (a longest strictly increasing
-    /// run, the earliest of equal times). A time far off its neighbours (one frame stamped 100 s late) is left out
-    /// alone; kept, every later frame was dropped as not later than it, and the analysis ended there.
-    public static func inOrder(_ times: [Double]) -> [Bool] {
-        // Patience sorting: `tails[k]` is the frame ending the best increasing run of length k + 1 found so far.
-        var tails: [Int] = []
-        var previous = [Int](repeating: -1, count: times.count)
-        for (i, t) in times.enumerated() where t.isFinite {
-            var low = 0, high = tails.count
-            while low < high {
-                let mid = (low + high) / 2
-                if times[tails[mid]] < t { low = mid + 1 } else { high = mid }
-            }
-            // An equal time keeps the earlier frame (as dropping a repeated time always did).
-            if low < tails.count, times[tails[low]] == t { continue }
-            previous[i] = low > 0 ? tails[low - 1] : -1
-            if low == tails.count { tails.append(i) } else { tails[low] = i }
-        }
-        var keep = [Bool](repeating: false, count: times.count)
-        var at = tails.last ?? -1
-        while at >= 0 {
-            keep[at] = true
-            at = previous[at]
-        }
-        return keep
-    }
-
     /// Decodes a video with ffmpeg and runs every frame through a new estimator.
     ///
     /// Frame times come from `frameTimes` when given (for example a dataset's per-frame clock; frames beyond its
     /// end are dropped), otherwise from the container's presentation times (``FFmpegVideo/frameTimes()``), or
     /// i / fps when the container has none for a frame. `estimator` replaces the one ``makeVideoEstimator(configuration:faceCascade:)``
     /// would build (a caller that configures the ROI stage itself). Frames whose times are out of order with the most
-    /// of the others (`inOrder`), and any whose time is not later than the previous kept frame's, are dropped and counted; missing frames are bridged by the estimator. `onMeasurement` sees the ROI
+    /// of the others (`FrameOrder.inOrder`), and any whose time is not later than the previous kept frame's, are dropped and counted; missing frames are bridged by the estimator. `onMeasurement` sees the ROI
     /// result of every kept frame.
     public static func analyze(
         video path: String, configuration: RPPGConfiguration, frameTimes: [Double]? = nil,
@@ -112,7 +85,7 @@ public enum OfflineAnalysis {
         } else {
             times = (try? video.frameTimes()) ?? []
         }
-        let inOrder = Self.inOrder(times)
+        let inOrder = FrameOrder.inOrder(times)
         var estimates: [RPPGEstimate] = []
         var decoded = 0, kept = 0, dropped = 0
         var first: Double?, last: Double?

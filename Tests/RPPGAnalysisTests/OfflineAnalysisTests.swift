@@ -75,10 +75,10 @@ import Testing
     /// The frames kept are the most whose times increase: a repeated time keeps its first frame, and a time far
     /// off (late or early) is left out alone.
     @Test func theFramesKeptAreTheMostInOrder() {
-        #expect(OfflineAnalysis.inOrder([0, 1, 1, 2, 100, 3, 4, 2.5, 5]) == [true, true, false, true, false, true, true, false, true])
-        #expect(OfflineAnalysis.inOrder([5, 0.1, 0.2, 0.3]) == [false, true, true, true])
-        #expect(OfflineAnalysis.inOrder([0, .nan, 1]) == [true, false, true])
-        #expect(OfflineAnalysis.inOrder([]) == [])
+        #expect(FrameOrder.inOrder([0, 1, 1, 2, 100, 3, 4, 2.5, 5]) == [true, true, false, true, false, true, true, false, true])
+        #expect(FrameOrder.inOrder([5, 0.1, 0.2, 0.3]) == [false, true, true, true])
+        #expect(FrameOrder.inOrder([0, .nan, 1]) == [true, false, true])
+        #expect(FrameOrder.inOrder([]) == [])
     }
 
     /// A phone's clip: stored sideways with a display rotation, which ffmpeg applies while decoding. The frames are

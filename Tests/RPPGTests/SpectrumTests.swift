@@ -143,6 +143,11 @@ import Testing
         #expect(rows.samples.allSatisfy { $0.rgb != RGBMean(r: 9, g: 9, b: 9) })
         #expect(rows.droppedRows == 3)
         #expect(rows.firstDroppedLine == 4)
+        // One row 100 s late is dropped alone (kept, it took every later row with it).
+        let late = try RGBTrace.parse(
+            "t_s,R,G,B\n0.0,1,2,3\n0.1,1,2,3\n100.2,9,9,9\n0.3,4,5,6\n0.4,7,8,9\n", framesPerSecond: nil)
+        #expect(late.samples.map(\.tSeconds) == [0.0, 0.1, 0.3, 0.4])
+        #expect(late.droppedRows == 1 && late.firstDroppedLine == 4)
         // A file whose only rows are data rows still needs one: a header alone is an error.
         #expect(throws: RGBTraceError(line: 1, reason: "no data rows after the header")) {
             try RGBTrace.parse("t_s,R,G,B\n", framesPerSecond: nil)
