@@ -78,6 +78,9 @@ public final class ExportBody: Sendable {
         }
     }
 
+    /// Whether nobody reads the export any more (`write` would throw `Cancelled`): a maker may stop before then.
+    public var isCancelled: Bool { state.withLock { $0.cancelled } }
+
     public var contentType: String { state.withLock { $0.contentType } }
     public var filename: String { state.withLock { $0.filename } }
 

@@ -115,6 +115,7 @@ public enum EDFWriter {
         var record: [UInt8] = []
         record.reserveCapacity(all.reduce(0) { $0 + 2 * $1.samplesPerRecord })
         for r in 0..<records {
+            guard !out.failed else { return }  // nobody reads it any more
             record.removeAll(keepingCapacity: true)
             for s in signals {
                 let floor = Int16(digital(s.physicalMin, s))

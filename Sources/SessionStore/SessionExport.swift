@@ -631,11 +631,11 @@ extension SessionStore {
         case .csv:
             SessionExport.csv(sessionId: id, samples: try samples(sessionId: id, waveforms: false), into: output)
         case .jsonl:
-            try eachSample(sessionId: id) { output.append($0.jsonValue.jsonString + "\n") }
+            try eachSample(sessionId: id, while: { !output.failed }) { output.append($0.jsonValue.jsonString + "\n") }
         case .json:
             let beats = SessionExport.beatsJSON(samples: try samples(sessionId: id, waveforms: false))
             try SessionExport.json(session: s, beats: beats, events: try events(sessionId: id), into: output) {
-                (body: (BiosignalSample) -> Void) throws(StoreError) in try eachSample(sessionId: id, body)
+                (body: (BiosignalSample) -> Void) throws(StoreError) in try eachSample(sessionId: id, while: { !output.failed }, body)
             }
         case .edf:
             // The samples without their waveforms; those read a chunk at a time onto the grids.
@@ -652,8 +652,9 @@ extension SessionStore {
                 let failure = ReadFailure()
                 SessionExport.edf(
                     session: s, samples: samples, events: events,
-                    ecg: try Self.waveformChunks(db, sessionId: id, waveform: .ecg, failure: failure),
-                    acc: try Self.waveformChunks(db, sessionId: id, waveform: .acc, failure: failure), into: output)
+                    ecg: try Self.waveformChunks(db, sessionId: id, waveform: .ecg, failure: failure, while: { !output.failed }),
+                    acc: try Self.waveformChunks(db, sessionId: id, waveform: .acc, failure: failure, while: { !output.failed }),
+                    into: output)
                 if let error = failure.error { throw error }
             }
         case .ecgCSV, .accCSV:
@@ -663,7 +664,8 @@ extension SessionStore {
             try read { db in
                 let failure = ReadFailure()
                 let any = SessionExport.waveformCSV(
-                    sessionId: id, chunks: try Self.waveformChunks(db, sessionId: id, waveform: waveform, failure: failure),
+                    sessionId: id,
+                    chunks: try Self.waveformChunks(db, sessionId: id, waveform: waveform, failure: failure, while: { !output.failed }),
                     waveform: waveform, into: output)
                 if let error = failure.error { throw error }
                 guard any else { throw StoreError.nothingToExport("session \(id) holds \(waveform.missing)") }
@@ -679,12 +681,13 @@ extension SessionStore {
     /// Session `id`'s chunks of `waveform` in the store: their heads read now, their values one chunk at a time as
     /// the walk asks for them (an error doing so kept in `failure`).
     private static func waveformChunks(
-        _ db: Database, sessionId id: String, waveform: SessionExport.Waveform, failure: ReadFailure
+        _ db: Database, sessionId id: String, waveform: SessionExport.Waveform, failure: ReadFailure,
+        while going: @escaping () -> Bool
     ) throws -> SessionExport.WaveformChunks {
         let heads = try waveformHeads(db, sessionId: id, waveform: waveform)
         return SessionExport.WaveformChunks(heads: heads.map(\.head)) { body in
             do {
-                try eachChunkValues(db, sessionId: id, waveform: waveform, rowIds: heads.map(\.rowId)) {
+                try eachChunkValues(db, sessionId: id, waveform: waveform, rowIds: heads.map(\.rowId), while: going) {
                     body($0, waveform.values($1))
                 }
             } catch { failure.error = failure.error ?? error }
@@ -721,14 +724,14 @@ extension SessionStore {
     /// position in `rowIds` and a sample holding its values (and its rate) only.
     private static func eachChunkValues(
         _ db: Database, sessionId id: String, waveform: SessionExport.Waveform, rowIds: [Int64],
-        _ body: (Int, BiosignalSample) -> Void
+        while going: () -> Bool, _ body: (Int, BiosignalSample) -> Void
     ) throws {
         let (values, rate, _) = waveform.columns
         let rows = try Row.fetchCursor(
             db, sql: "SELECT id, \(values) AS v, \(rate) AS r FROM samples WHERE session_id = ? AND \(values) IS NOT NULL ORDER BY id",
             arguments: [id])
         var position = 0
-        while position < rowIds.count, let row = try rows.next() {
+        while position < rowIds.count, going(), let row = try rows.next() {
             guard (row["id"] as Int64) == rowIds[position], let data = row["v"] as Data? else { continue }
             let r: Double? = row["r"]
             body(position, waveform == .ecg
@@ -854,13 +857,18 @@ public final class ExportOutput {
     private let sink: ([UInt8]) throws -> Void
     private var failure: (any Error)?
 
-    public init(sink: @escaping ([UInt8]) throws -> Void) {
+    private let cancelled: () -> Bool
+
+    /// `cancelled` says when nobody wants the export any more (a download's client went): producers then stop as
+    /// they would after a failed write, before the next one.
+    public init(sink: @escaping ([UInt8]) throws -> Void, cancelled: @escaping () -> Bool = { false }) {
         self.sink = sink
+        self.cancelled = cancelled
         bytes.reserveCapacity(Self.flushBytes + 4096)
     }
 
-    /// Whether the sink has failed (producers may stop early).
-    public var failed: Bool { failure != nil }
+    /// Whether the sink has failed, or the export is no longer wanted (producers stop early).
+    public var failed: Bool { failure != nil || cancelled() }
 
     public func append(_ text: String) {
         bytes.append(contentsOf: text.utf8)

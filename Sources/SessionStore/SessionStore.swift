@@ -342,10 +342,12 @@ public final class SessionStore: Sendable {
     }
 
     /// Each sample of a session, in the order they were recorded, read one at a time.
-    public func eachSample(sessionId: String, _ body: (BiosignalSample) -> Void) throws(StoreError) {
+    public func eachSample(
+        sessionId: String, while going: () -> Bool = { true }, _ body: (BiosignalSample) -> Void
+    ) throws(StoreError) {
         try read { db in
             let rows = try Row.fetchCursor(db, sql: Self.samplesQuery(waveforms: true), arguments: [sessionId])
-            while let row = try rows.next() { body(Self.sample(row)) }
+            while going(), let row = try rows.next() { body(Self.sample(row)) }
         }
     }
 

@@ -46,7 +46,7 @@ final class StoreSessionArchive: SessionArchive {
             case .edf: "application/octet-stream"
             }
             body.describe(contentType: type, filename: "session-\(id).\(f.fileExtension)")
-            let output = ExportOutput { try body.write($0) }
+            let output = ExportOutput(sink: { try body.write($0) }, cancelled: { body.isCancelled })
             do throws(StoreError) {
                 try store.export(id: id, format: f, into: output)
             } catch {

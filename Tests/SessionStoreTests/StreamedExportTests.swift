@@ -49,6 +49,17 @@ import Testing
         #expect(String(decoding: try store.export(id: "long", format: .json), as: UTF8.self) == tree)
         #expect(String(decoding: try store.export(id: "long", format: .csv), as: UTF8.self)
             == SessionExport.csv(sessionId: "long", samples: samples))
+        // An export nobody wants any more (a download's client went) stops at the next part: at most the part being
+        // made is handed over after the first (the whole was made and handed to a sink that dropped it).
+        for format in [SessionExport.Format.jsonl, .json, .ecgCSV] {
+            var parts: [[UInt8]] = []
+            let output = ExportOutput(sink: { parts.append($0) }, cancelled: { !parts.isEmpty })
+            try store.export(id: "long", format: format, into: output)
+            try output.finish()
+            let whole = try store.export(id: "long", format: format).count
+            #expect(parts.count <= 2 && parts.reduce(0) { $0 + $1.count } < min(whole, 2 * ExportOutput.flushBytes + 64_000),
+                    "\(format): \(parts.map(\.count)) of \(whole)")
+        }
         // A refused export hands nothing over (not even its header).
         var handed = 0
         let refused = ExportOutput { handed += $0.count }
