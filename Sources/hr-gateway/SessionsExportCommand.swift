@@ -70,7 +70,7 @@ struct SessionsExportCommand: ParsableCommand {
     var format: SessionExport.Format = .csv
 
     @Option(name: [.customLong("output"), .customShort("o")], help: ArgumentHelp("Write to FILE instead of standard output (- is standard "
-        + "output). A file that holds data is refused unless --overwrite; the session store's own files always are.",
+        + "output). A file that holds data is refused unless --overwrite; the state directory's own files always are.",
         valueName: "file"))
     var outputOption: String?
 
@@ -99,16 +99,17 @@ struct SessionsExportCommand: ParsableCommand {
         let sessions = try store.openForReading()
         let id: String
         do { id = try sessions.resolve(self.id) } catch { throw CommandFailure("\(error)") }
-        // Writing an export over the store itself (its database, the journal of a recording) loses every session.
+        // Writing an export over the state itself (the store's database, the journal of a recording, the tokens, an
+        // outbox, the relay's certificate) loses what it holds: the tokens file was replaced with CSV.
         if let output {
-            let own = ["sessions.sqlite", "sessions.sqlite-wal", "sessions.sqlite-shm"].map { sessions.directory + "/" + $0 }
-            let journal = sessions.directory + "/journal"
+            let databases = ["sessions.sqlite", "outbox.sqlite", "relay.sqlite", "mqtt-outbox.sqlite"]
+            let own = (databases.flatMap { [$0, $0 + "-wal", $0 + "-shm"] } + ["tokens.json"]).map { sessions.directory + "/" + $0 }
             let parent = SystemCall.parentDirectory(of: output)
             if own.contains(where: { SampleFileWriter.sameFile(output, $0) })
-                || SampleFileWriter.sameFile(parent.isEmpty ? "." : parent, journal)
+                || ["journal", "tls"].contains(where: { SampleFileWriter.sameFile(parent.isEmpty ? "." : parent, sessions.directory + "/" + $0) })
             {
-                throw CommandFailure("--output \(output) is a file of the session store in \(sessions.directory): writing "
-                    + "the export there would destroy the recorded sessions. Write it elsewhere.")
+                throw CommandFailure("--output \(output) is a file of the gateway's state in \(sessions.directory) (the "
+                    + "recorded sessions, tokens, outboxes): writing the export there would destroy it. Write it elsewhere.")
             }
         }
         if format == .edf, output == nil, isatty(STDOUT_FILENO) == 1 {

@@ -408,12 +408,15 @@ import Testing
         #expect(replaced.status == 0, "\(replaced.stderr)")
         #expect(try String(contentsOfFile: mine, encoding: .utf8).hasPrefix("session_id,"))
 
-        for file in ["sessions.sqlite", "sessions.sqlite-wal"] where FileManager.default.fileExists(atPath: dir + "/" + file) {
+        // The other state files too: the tokens file was replaced with CSV.
+        try #"{"tokens":[]}"#.write(toFile: dir + "/tokens.json", atomically: true, encoding: .utf8)
+        for file in ["sessions.sqlite", "sessions.sqlite-wal", "tokens.json"] where FileManager.default.fileExists(atPath: dir + "/" + file) {
             let onStore = try CLI.run(["sessions", "export", "ow-1", "--format", "edf", "--output", dir + "/" + file,
                                        "--overwrite", "--state-dir", dir])
             #expect(onStore.status == 1, "\(file): \(onStore.stderr)")
-            #expect(onStore.stderr.contains("is a file of the session store"), "\(onStore.stderr)")
+            #expect(onStore.stderr.contains("is a file of the gateway's state"), "\(onStore.stderr)")
         }
+        #expect(try String(contentsOfFile: dir + "/tokens.json", encoding: .utf8) == #"{"tokens":[]}"#)
         let show = try CLI.run(["sessions", "show", "ow-1", "--state-dir", dir])
         #expect(show.status == 0 && show.stdout.contains("completed"), "the store is whole: \(show.stderr)")
     }
