@@ -206,11 +206,27 @@ public struct RelayServer: Sendable {
                 let raw = context.parameters.get("id") ?? ""
                 let id = raw.removingPercentEncoding ?? raw
                 let format = request.uri.queryParameters.get("format") ?? "csv"
-                // Made on a lane of its own as the client reads it (below); the answer's status waits for the first
-                // bytes, which come once every check that could refuse the export has passed.
+                // Checked first, without making the export (on the list's lane: a plan reads a few rows): a HEAD is
+                // answered from its plan alone, and a GET's status is known before the export is made.
+                let found: ExportPlan?
+                do { found = try await Self.archiveRead { try archive.plan(id: id, format: format) } } catch {
+                    throw Self.exportRefusal(error)
+                }
+                guard let plan = found else {
+                    throw HTTPError(.notFound, message: "No recorded session \(id.prefix(64)): see GET /v1/sessions.")
+                }
+                let headers: HTTPFields = [
+                    .contentType: plan.contentType, .cacheControl: "no-store",
+                    .contentDisposition: Self.attachment(plan.filename),
+                ]
+                if request.method == .head {
+                    return Response(status: .ok, headers: headers, body: ResponseBody { writer in try await writer.finish(nil) })
+                }
+                // Made on a lane of its own as the client reads it (below); the answer waits for its first bytes, so
+                // that an export refused after all (its session deleted since the plan) still gets its status.
                 let body = ExportBody(spoolDirectory: archive.spoolDirectory)
                 Self.exportLane().submit {
-                    do { body.end(try archive.export(id: id, format: format, into: body) ? .finished : .notFound) } catch {
+                    do { body.end(try archive.export(plan, into: body) ? .finished : .notFound) } catch {
                         body.end(.failed(error))
                     }
                 }
@@ -219,28 +235,14 @@ public struct RelayServer: Sendable {
                     switch first.end {
                     case .notFound?:
                         throw HTTPError(.notFound, message: "No recorded session \(id.prefix(64)): see GET /v1/sessions.")
-                    case .failed(let error as SessionArchiveError)?:
-                        if case .nothingToExport = error { throw HTTPError(.notFound, message: "\(error)") }
-                        throw HTTPError(.badRequest, message: "\(error)")
                     case .failed(let error)?:
-                        throw HTTPError(.internalServerError, message: "The session store cannot be read: \(error)")
+                        throw Self.exportRefusal(error)
                     case .finished?, nil:
                         break
                     }
                 }
-                let headers: HTTPFields = [
-                    .contentType: body.contentType, .cacheControl: "no-store",
-                    .contentDisposition: Self.attachment(body.filename),
-                ]
                 // Its length when it is already made; else sent as it is made (chunked).
                 let length: Int? = if case .finished? = first.end { first.size } else { nil }
-                if request.method == .head {
-                    // The head needs no export: what is made so far is thrown away.
-                    body.cancel()
-                    return Response(status: .ok, headers: headers, body: ResponseBody(contentLength: length) { writer in
-                        try await writer.finish(nil)
-                    })
-                }
                 let logger = server.logger
                 return Response(status: .ok, headers: headers, body: ResponseBody(contentLength: length) { writer in
                     // However the sending ends, nothing more is made for it.
@@ -265,7 +267,7 @@ public struct RelayServer: Sendable {
                         case .failed(let error)?:
                             // Its status went with its first bytes: the connection is closed without the end of
                             // the body, so that the client sees the export cut short.
-                            logger.error("the export of session \(id.prefix(64)) (format \(format.prefix(20))) failed after \(offset) bytes were sent: \(error)")
+                            logger.error("the export of session \(plan.id.prefix(64)) (format \(plan.format)) failed after \(offset) bytes were sent: \(error)")
                             throw error
                         case .notFound?, nil:
                             throw ExportBody.Cancelled()
@@ -456,6 +458,15 @@ public struct RelayServer: Sendable {
     private static let exportLanes = (1...2).map { DatabaseLane(label: "hr-gateway.relay.export.\($0)") }
     /// Reads of the exports' files as they are sent (never behind a store's lock).
     private static let downloadLane = DatabaseLane(label: "hr-gateway.relay.downloads")
+
+    /// The answer to an export refused before its first byte.
+    static func exportRefusal(_ error: any Error) -> HTTPError {
+        switch error {
+        case SessionArchiveError.nothingToExport: HTTPError(.notFound, message: "\(error)")
+        case let error as SessionArchiveError: HTTPError(.badRequest, message: "\(error)")
+        default: HTTPError(.internalServerError, message: "The session store cannot be read: \(error)")
+        }
+    }
 
     /// Session lists waiting on their lane or running there (for tests).
     static var archiveReadsPending: Int { archiveLane.pending }

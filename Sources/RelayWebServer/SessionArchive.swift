@@ -4,19 +4,38 @@ import SystemCalls
 
 /// Recorded sessions offered to the dashboard (`GET /v1/sessions` and `GET /v1/sessions/ID/export`), kept abstract
 /// so that the server does not depend on the session store (the gateway passes one that reads sessions.sqlite).
-/// The server calls it from threads of its own (never the concurrency pool's), the list and several exports at
-/// once: an implementation must be safe to call so.
+/// The server calls it from threads of its own (never the concurrency pool's), the list, plans and several exports
+/// at once: an implementation must be safe to call so.
 public protocol SessionArchive: Sendable {
     /// The newest `limit` sessions, newest first, as a JSON array text (the objects of `sessions list --json`).
     func listJSON(limit: Int) throws -> String
-    /// Writes session `id` in `format` into `body` as it is made: first `body.describe` (its type and name), then
-    /// its bytes with `body.write`, the first of them only once every check that can refuse the export has passed.
-    /// False, with nothing written, when there is no such session. Throws `SessionArchiveError.badFormat` for a
-    /// format it does not write and `.nothingToExport` for a session without what the format holds, before writing;
-    /// stops with `ExportBody.Cancelled` from `write` once nobody reads the export any more.
-    func export(id: String, format: String, into body: ExportBody) throws -> Bool
+    /// What an export of session `id` in `format` would be, found without making it (a `HEAD` needs no more, and a
+    /// download's status is known before its first byte): nil when no session has that id or an id starting with it
+    /// (the command line's prefixes); throws `SessionArchiveError`: `badFormat` for a format it does not write,
+    /// `ambiguousId` for a prefix of several ids, `nothingToExport` for a session without what the format holds.
+    func plan(id: String, format: String) throws -> ExportPlan?
+    /// Writes the export `plan` names into `body` as it is made (its first bytes once every check that can refuse
+    /// it has passed). False, with nothing written, when the session is gone since its plan; throws what `plan`
+    /// throws; stops with `ExportBody.Cancelled` from `write` once nobody reads the export any more.
+    func export(_ plan: ExportPlan, into body: ExportBody) throws -> Bool
     /// Where an export is written as it is made (an unnamed file, gone with its descriptor).
     var spoolDirectory: String { get }
+}
+
+/// One export, known before it is made: the session's whole id, the format, the media type and the name a browser
+/// saves it under.
+public struct ExportPlan: Sendable, Equatable {
+    public var id: String
+    public var format: String
+    public var contentType: String
+    public var filename: String
+
+    public init(id: String, format: String, contentType: String, filename: String) {
+        self.id = id
+        self.format = format
+        self.contentType = contentType
+        self.filename = filename
+    }
 }
 
 /// One export on its way from the store to a client: written to an unnamed file (`O_TMPFILE` in the archive's
@@ -48,8 +67,6 @@ public final class ExportBody: Sendable {
     }
 
     private struct State {
-        var contentType = "application/octet-stream"
-        var filename = "export"
         var size = 0
         /// The unnamed file, once the first bytes came (-1: none yet, or held in memory).
         var fd: Int32 = -1
@@ -70,19 +87,8 @@ public final class ExportBody: Sendable {
         if fd >= 0 { close(fd) }
     }
 
-    /// The export's media type and the name a browser saves it under.
-    public func describe(contentType: String, filename: String) {
-        state.withLock {
-            $0.contentType = contentType
-            $0.filename = filename
-        }
-    }
-
     /// Whether nobody reads the export any more (`write` would throw `Cancelled`): a maker may stop before then.
     public var isCancelled: Bool { state.withLock { $0.cancelled } }
-
-    public var contentType: String { state.withLock { $0.contentType } }
-    public var filename: String { state.withLock { $0.filename } }
 
     /// Appends `bytes`, from the one thread that makes the export. Throws `Cancelled` once nobody reads it, and the
     /// file's error when the disk is full.
@@ -169,13 +175,15 @@ public final class ExportBody: Sendable {
 
 public enum SessionArchiveError: Error, Sendable, CustomStringConvertible {
     case badFormat(String, supported: [String])
+    /// A prefix that starts several session ids: what to say (it names them).
+    case ambiguousId(String)
     /// The session holds nothing of what the format exports (no raw ECG for ecg-csv): why, and how it is recorded.
     case nothingToExport(String)
     public var description: String {
         switch self {
         case .badFormat(let f, let supported):
             "No export format \"\(f.prefix(20))\": use format=\(supported.joined(separator: ", format="))."
-        case .nothingToExport(let why): why.prefix(1).uppercased() + why.dropFirst() + "."
+        case .nothingToExport(let why), .ambiguousId(let why): why.prefix(1).uppercased() + why.dropFirst() + "."
         }
     }
 }

@@ -626,7 +626,7 @@ extension SessionStore {
     /// beat CSV and the beats of the JSON read the samples without their ECG and accelerometer; JSON lines and the
     /// JSON's samples are read one at a time.
     public func export(id: String, format: SessionExport.Format, into output: ExportOutput) throws(StoreError) {
-        guard let s = try session(id: id) else { throw .sessionNotFound(id) }
+        let s = try checkExport(id: id, format: format)
         switch format {
         case .csv:
             SessionExport.csv(sessionId: id, samples: try samples(sessionId: id, waveforms: false), into: output)
@@ -640,13 +640,6 @@ extension SessionStore {
         case .edf:
             // The samples without their waveforms; those read a chunk at a time onto the grids.
             let samples = try samples(sessionId: id, waveforms: false)
-            let span = SessionExport.spanMs(session: s, samples: samples)
-            guard span <= SessionExport.maxEDFSpanMs else {
-                throw .nothingToExport("session \(id) spans \(span / 86_400_000) days from its start to its last sample, "
-                    + "more than the \(SessionExport.maxEDFSpanMs / 86_400_000) days an EDF export covers (one record a "
-                    + "second): the clock jumped while it was recorded, or a timestamp is wrong. Export it with --format "
-                    + "csv, jsonl or json, which hold every sample at its recorded time")
-            }
             let events = try events(sessionId: id)
             try read { db in
                 let failure = ReadFailure()
@@ -671,6 +664,46 @@ extension SessionStore {
                 guard any else { throw StoreError.nothingToExport("session \(id) holds \(waveform.missing)") }
             }
         }
+    }
+
+    /// Session `id` (exactly), once every check that can refuse its export in `format` has passed, without making
+    /// the export: a reader answering whether (and what) it could download (a relay's HEAD) asks this, and
+    /// `export` asks it first. Throws `.sessionNotFound`, or `.nothingToExport` for an EDF spanning more than
+    /// `SessionExport.maxEDFSpanMs` and a waveform CSV of a session without that waveform.
+    @discardableResult
+    public func checkExport(id: String, format: SessionExport.Format) throws(StoreError) -> RecordedSession {
+        guard let s = try session(id: id) else { throw .sessionNotFound(id) }
+        switch format {
+        case .csv, .jsonl, .json:
+            break
+        case .edf:
+            let (first, last) = try read { db in
+                let row = try Row.fetchOne(
+                    db, sql: "SELECT min(timestamp_ms) AS first, max(timestamp_ms) AS last FROM samples WHERE session_id = ?",
+                    arguments: [id])
+                return (row?["first"] as Int64?, row?["last"] as Int64?)
+            }
+            // As `SessionExport.spanMs` reckons it from the samples.
+            let span = max(s.endedAtMs ?? s.startedAtMs, last ?? s.startedAtMs) - min(s.startedAtMs, first ?? s.startedAtMs)
+            guard span <= SessionExport.maxEDFSpanMs else {
+                throw .nothingToExport("session \(id) spans \(span / 86_400_000) days from its start to its last sample, "
+                    + "more than the \(SessionExport.maxEDFSpanMs / 86_400_000) days an EDF export covers (one record a "
+                    + "second): the clock jumped while it was recorded, or a timestamp is wrong. Export it with --format "
+                    + "csv, jsonl or json, which hold every sample at its recorded time")
+            }
+        case .ecgCSV, .accCSV:
+            let waveform: SessionExport.Waveform = format == .ecgCSV ? .ecg : .acc
+            let (values, rate, width) = waveform.columns
+            // A chunk as `waveformHeads` takes one: some values, at a finite rate above zero.
+            let any = try read { db in
+                try Bool.fetchOne(db, sql: """
+                    SELECT EXISTS (SELECT 1 FROM samples WHERE session_id = ? AND \(values) IS NOT NULL
+                        AND length(\(values)) / \(width) > 0 AND \(rate) > 0 AND \(rate) <= 1.7976931348623157e308)
+                    """, arguments: [id]) ?? false
+            }
+            guard any else { throw .nothingToExport("session \(id) holds \(waveform.missing)") }
+        }
+        return s
     }
 
     /// An error met reading a walk's values (the walk itself cannot throw), kept for after it.

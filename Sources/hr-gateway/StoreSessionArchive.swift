@@ -33,25 +33,47 @@ final class StoreSessionArchive: SessionArchive {
         }
     }
 
-    func export(id: String, format: String, into body: ExportBody) throws -> Bool {
+    func plan(id: String, format: String) throws -> ExportPlan? {
         guard let f = SessionExport.Format(rawValue: format) else {
             throw SessionArchiveError.badFormat(format, supported: SessionExport.Format.allCases.map(\.rawValue))
         }
         return try withStore { store in
-            guard try store.session(id: id) != nil else { return false }
+            let full: String
+            do throws(StoreError) {
+                full = try store.resolve(id)
+                try store.checkExport(id: full, format: f)
+            } catch {
+                switch error {
+                case .sessionNotFound: return nil
+                case .ambiguousPrefix: throw SessionArchiveError.ambiguousId(error.description)
+                case .nothingToExport(let why): throw SessionArchiveError.nothingToExport(why)
+                default: throw error
+                }
+            }
             let type = switch f {
             case .csv, .ecgCSV, .accCSV: "text/csv; charset=utf-8"
             case .json: "application/json"
             case .jsonl: "application/x-ndjson"
             case .edf: "application/octet-stream"
             }
-            body.describe(contentType: type, filename: "session-\(id).\(f.fileExtension)")
+            return ExportPlan(id: full, format: f.rawValue, contentType: type, filename: "session-\(full).\(f.fileExtension)")
+        }
+    }
+
+    func export(_ plan: ExportPlan, into body: ExportBody) throws -> Bool {
+        guard let f = SessionExport.Format(rawValue: plan.format) else {
+            throw SessionArchiveError.badFormat(plan.format, supported: SessionExport.Format.allCases.map(\.rawValue))
+        }
+        return try withStore { store in
             let output = ExportOutput(sink: { try body.write($0) }, cancelled: { body.isCancelled })
             do throws(StoreError) {
-                try store.export(id: id, format: f, into: output)
+                try store.export(id: plan.id, format: f, into: output)
             } catch {
-                if case .nothingToExport(let why) = error { throw SessionArchiveError.nothingToExport(why) }
-                throw error
+                switch error {
+                case .sessionNotFound: return false
+                case .nothingToExport(let why): throw SessionArchiveError.nothingToExport(why)
+                default: throw error
+                }
             }
             try output.finish()
             return true

@@ -274,7 +274,7 @@ final class Seen: Sendable {
         #expect(try store.session(id: "nosuch") == nil)
     }
 
-    /// A session whose clock jumped by years while it was recorded    /// A session whose clock jumped by years while it was recorded    /// A session whose clock jumped by years while it was recorded (a Pi's clock set by NTP after the start, a
+    /// A session whose clock jumped by years while it was recorded (a Pi's clock set by NTP after the start, a
     /// corrupt timestamp in a replayed file): its EDF export, a record a second, took all memory. It is refused,
     /// saying why and which formats hold it; the CSV still exports.
     @Test func anEDFSpanningYearsIsRefused() throws {
@@ -293,6 +293,43 @@ final class Seen: Sendable {
             #expect("\(error)".contains("--format csv, jsonl or json"), "\(error)")
         }
         #expect(try store.export(id: "jump", format: .csv).count > 0)
+    }
+
+    /// The checks of an export without the export (a relay's HEAD, a download's status) refuse what the export
+    /// refuses, with its words, and pass what it makes: every format of sessions with and without beats, ECG, motion,
+    /// a waveform chunk without a rate, and a clock that jumped by years.
+    @Test func anExportsChecksAloneAgreeWithTheExport() throws {
+        let dir = tempDir()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let store = try SessionStore(directory: dir)
+        // Recent: a session ends at the wall clock's time (an EDF spanning years is refused).
+        let t0 = Int64(Date().timeIntervalSince1970 * 1000) - 100_000
+        func record(_ id: String, at start: Int64, _ samples: [BiosignalSample]) {
+            let r = SessionRecorder(store: store, config: SessionConfig(sessionId: id, mode: .focus, durationSec: 60), nowMs: start) { _ in }
+            for s in samples { r.record(s) }
+            r.finish()
+        }
+        record("beats", at: t0, [BiosignalSample(timestampMs: t0 + 1000, bpm: 61, rrIntervalsMs: [983], deviceId: "b", source: "ble_hrm")])
+        record("ecg", at: t0, [BiosignalSample(timestampMs: t0 + 2000, bpm: 0, deviceId: "A", source: "polar_ecg", ecgUv: [1, 2, 3], ecgRateHz: 130)])
+        record("acc", at: t0, [BiosignalSample(timestampMs: t0 + 2000, bpm: 0, deviceId: "A", source: "polar_acc", accG: [SIMD3(0, 0, 1)], accRateHz: 25)])
+        record("no-rate", at: t0, [BiosignalSample(timestampMs: t0 + 2000, bpm: 0, deviceId: "A", source: "polar_ecg", ecgUv: [1, 2], ecgRateHz: 0)])
+        record("empty", at: t0, [])
+        record("jump", at: t0, [
+            BiosignalSample(timestampMs: t0 + 1000, bpm: 61, rrIntervalsMs: [983], deviceId: "A0", source: "ble_hrm"),
+            BiosignalSample(timestampMs: t0 + 8 * 86_400_000, bpm: 61, rrIntervalsMs: [983], deviceId: "A0", source: "ble_hrm"),
+        ])
+        var refused = 0
+        for id in ["beats", "ecg", "acc", "no-rate", "empty", "jump", "nosuch"] {
+            for format in SessionExport.Format.allCases {
+                var exported: String?, checked: String?
+                do { _ = try store.export(id: id, format: format) } catch { exported = "\(error)" }
+                do { try store.checkExport(id: id, format: format) } catch { checked = "\(error)" }
+                #expect(checked == exported, "\(id) as \(format.rawValue): check \(checked ?? "passed"), export \(exported ?? "made")")
+                if exported != nil { refused += 1 }
+            }
+        }
+        // nosuch in 6 formats; ecg-csv of beats, acc, no-rate, empty, jump; acc-csv of beats, ecg, no-rate, empty, jump; jump's EDF.
+        #expect(refused == 6 + 5 + 5 + 1, "\(refused) refused")
     }
 
     /// Deleting sessions gave no space back to the disk (SQLite keeps the pages): `compact` does.
