@@ -51,8 +51,27 @@ struct CameraOptions: ParsableArguments {
     /// The camera that stands for the first one found.
     static let automatic = "auto"
 
+    /// What to say of a device name that was meant as `auto` ("AUTO", " auto"), else nil.
+    static func meantAutomatic(_ device: String, option: String = "--camera") -> String? {
+        guard device != automatic, device.trimmingCharacters(in: .whitespaces).lowercased() == automatic else { return nil }
+        return "\(option) \"\(device)\": did you mean auto (the first camera that works)?"
+    }
+
+    /// `auto` as the first camera that can be opened (said on standard error), any other device as given.
+    static func resolve(_ device: String, option: String = "--camera") throws -> String {
+        guard device == automatic else { return device }
+        switch V4L2Camera.automatic() {
+        case .success(let path):
+            StandardStream.error.write(Data("note: \(option) auto: using \(path)\n".utf8))
+            return path
+        case .failure(let error):
+            throw CommandFailure("\(option) auto: \(error).")
+        }
+    }
+
     func check() throws {
         if let camera, camera.isEmpty { throw ValidationError("--camera needs a device path such as /dev/video0, or auto.") }
+        if let camera, let meant = Self.meantAutomatic(camera) { throw ValidationError(meant) }
         if cameraWidth == 0 || cameraHeight == 0 {
             throw ValidationError("--camera-width and --camera-height must be positive numbers of pixels.")
         }
@@ -73,16 +92,8 @@ struct CameraOptions: ParsableArguments {
     /// The camera provider, or `nil` without `--camera`. `auto` is the first camera that can be opened, said on
     /// standard error; none is an error that says why.
     func provider(clock: any SessionClock) throws -> (any BiosignalProvider)? {
-        guard var camera else { return nil }
-        if camera == Self.automatic {
-            switch V4L2Camera.automatic() {
-            case .success(let path):
-                StandardStream.error.write(Data("note: --camera auto: using \(path)\n".utf8))
-                camera = path
-            case .failure(let error):
-                throw CommandFailure("--camera auto: \(error).")
-            }
-        }
+        guard let given = camera else { return nil }
+        let camera = try Self.resolve(given)
         let defaults = GatewayConfiguration()
         var capture = CaptureConfiguration()
         capture.width = cameraWidth ?? defaults.cameraWidth

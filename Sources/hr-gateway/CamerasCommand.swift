@@ -42,7 +42,8 @@ struct CamerasCommand: AsyncParsableCommand {
     @Flag(help: "Print JSON, one object per line: per device when listing; per frame and a summary with --capture.")
     var json = false
 
-    @Option(name: .customLong("capture"), help: ArgumentHelp("Capture from this device node.", valueName: "device"))
+    @Option(name: .customLong("capture"), help: ArgumentHelp(
+        "Capture from this device node, or auto for the first one that can capture video and be opened.", valueName: "device"))
     var capturePath: String?
 
     @Option(parsing: .unconditional, help: "With --capture: how many frames to capture.")
@@ -81,6 +82,7 @@ struct CamerasCommand: AsyncParsableCommand {
 
     func validate() throws {
         guard frames >= 1 else { throw ValidationError("--frames must be at least 1 (got \(frames)).") }
+        if let capturePath, let meant = CameraOptions.meantAutomatic(capturePath, option: "--capture") { throw ValidationError(meant) }
         guard [0, 50, 60].contains(mains) else { throw ValidationError("--mains must be 50, 60 or 0 (got \(mains)).") }
         guard width > 0, height > 0 else { throw ValidationError("--width and --height must be positive.") }
         guard fps > 0, fps.isFinite else { throw ValidationError("--fps must be a positive number (got \(fps)).") }
@@ -227,7 +229,8 @@ struct CamerasCommand: AsyncParsableCommand {
         return config
     }
 
-    private func capture(_ path: String) async throws {
+    private func capture(_ given: String) async throws {
+        let path = try CameraOptions.resolve(given, option: "--capture")
         let camera: V4L2Camera
         let stream: CapturedFrames
         do {

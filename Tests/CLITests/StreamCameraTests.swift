@@ -30,6 +30,22 @@ import Testing
         }
     }
 
+    /// `cameras --capture auto` takes the camera `--camera auto` takes (it was looked for as a device named "auto").
+    @Test func captureAutoTakesTheFirstCameraOrSaysThereIsNone() throws {
+        let nodes = ((try? FileManager.default.contentsOfDirectory(atPath: "/dev")) ?? []).filter { $0.hasPrefix("video") }
+        let r = try CLI.run(["cameras", "--capture", "auto", "--frames", "1", "--timeout", "5"])
+        if nodes.isEmpty {
+            #expect(r.status == 1)
+            #expect(r.stderr.contains("--capture auto: no camera found") && r.stderr.contains("hr-gateway cameras"), "\(r.stderr)")
+        } else {
+            #expect(r.stderr.contains("--capture auto: using /dev/video") || r.stderr.contains("--capture auto: no camera could be opened"),
+                    "\(r.stderr)")
+        }
+        #expect(!r.stderr.contains("No such device auto"), "\(r.stderr)")
+        let shouted = try CLI.run(["cameras", "--capture", "Auto"])
+        #expect(shouted.status == 64 && shouted.stderr.contains("--capture \"Auto\": did you mean auto"), "\(shouted.stderr)")
+    }
+
     @Test func aMissingCameraNextToASimulatedStrapStillEndsTheSession() throws {
         let r = try CLI.run(["stream", "--simulate", "--camera", "/dev/nonexistent", "--format", "jsonl"])
         #expect(r.status != 0)
@@ -42,6 +58,7 @@ import Testing
         (["--camera", "/dev/video0", "--camera-width", "0"], "--camera-width"),
         (["--camera", "/dev/video0", "--mains", "55"], "--mains"),
         (["--camera", ""], "--camera needs a device path"),
+        (["--camera", "AUTO"], "--camera \"AUTO\": did you mean auto"),
     ])
     func badCameraSettingsAreRefusedBeforeOpening(arguments: [String], phrase: String) throws {
         let r = try CLI.run(["stream"] + arguments)

@@ -112,6 +112,20 @@ import Testing
         #expect(far.message.hasPrefix("unknown option relay.zebra (see"), "\(far.message)")
     }
 
+    /// camera.device is auto or a device's path: "AUTO" and " auto" were taken as device names (the camera then "not
+    /// found" at the session's start, on a service), and a relative path is relative to wherever the service runs.
+    @Test func theCameraDeviceIsAutoOrAPath() throws {
+        for (device, said) in [("AUTO", "did you mean auto?"), (" auto", "did you mean auto?"), ("video0", "such as /dev/video0")] {
+            let e = try #require(error("[camera]\ndevice = \"\(device)\"\n"), "\(device) was taken")
+            #expect(e.line == 2 && e.message.contains("camera.device must be auto") && e.message.contains(said), "\(e.message)")
+            if device == "video0" { #expect(!e.message.contains("did you mean auto"), "\(e.message)") }
+        }
+        for device in ["auto", "/dev/video2", "/dev/v4l/by-id/usb-Logitech_C920-video-index0"] {
+            #expect(try GatewayConfiguration.parse("[camera]\ndevice = \"\(device)\"\n", path: "t.toml").0.cameraDevice == device)
+        }
+        #expect(try GatewayConfiguration.parse("[camera]\ndevice = \"\"\n", path: "t.toml").0.cameraDevice == nil)
+    }
+
     /// `knownKeys` (what a typo is compared with) is what the parser reads: each key is accepted by the parser, and
     /// the documented example holds each one.
     @Test func theKnownKeysAreThoseTheParserReads() throws {
