@@ -222,7 +222,8 @@ let package = Package(
         .target(
             name: "SessionStore",
             dependencies: [
-                "GatewayEngine", "GatewaySink", "GatewayStorage", "SystemCalls", .product(name: "GRDB", package: "GRDB.swift"),
+                "GatewayEngine", "GatewaySink", "GatewayStorage", "HRVAnalysis", "SystemCalls",
+                .product(name: "GRDB", package: "GRDB.swift"),
             ],
             swiftSettings: strict
         ),

@@ -408,17 +408,6 @@ extension SessionMetrics {
         var samples: [BiosignalSample]
     }
 
-    /// Time-domain HRV over every recorded beat of each device that sent RR, in the order the devices first appear:
-    /// what `hr-gateway hrv` (Kubios correction) says of a session's CSV export. A summary's values are its last
-    /// window's, as the SDK's are; this is the whole session's.
-    public static func recordedHRV(_ samples: [BiosignalSample]) -> [(device: String, result: HRVResult)] {
-        groupByDevice(samples.filter { !$0.isWaveformOnly }).compactMap { group in
-            let runs = rrRuns(group.samples).map(\.rrMs)
-            guard !runs.isEmpty else { return nil }
-            return (group.id, HRVAnalyzer.analyze(segments: runs, options: HRVOptions(extendedMetrics: false)))
-        }
-    }
-
     static func groupByDevice(_ samples: [BiosignalSample]) -> [DeviceGroup] {
         var order: [String] = []
         var groups: [String: [BiosignalSample]] = [:]

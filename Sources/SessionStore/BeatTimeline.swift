@@ -1,4 +1,5 @@
 import GatewayEngine
+import HRVAnalysis
 
 /// One beat of a recorded session: when it happened and the RR interval that ends at it.
 public struct ReconstructedBeat: Sendable, Equatable {
@@ -99,5 +100,27 @@ public enum BeatTimeline {
         }
         for (device, segment) in open { close(segment, device: device) }
         return out.compactMap { $0 }
+    }
+}
+
+extension BeatTimeline {
+    /// Time-domain HRV over every recorded beat of each device that sent RR, in the order of the devices' first
+    /// beats, the series broken where the beat CSV export's `segment_start` breaks it: what `hr-gateway hrv` (Kubios
+    /// correction) says of that export. (The engine's own runs, `SessionMetrics.rrRuns`, break at fewer places: they
+    /// see no `notification_seq` and allow the beats to drift further from the clock; a session's summary keeps those.)
+    public static func recordedHRV(_ samples: [BiosignalSample]) -> [(device: String, result: HRVResult)] {
+        var devices: [(device: String, runs: [[Double]])] = []
+        var index: [String: Int] = [:]
+        for beat in beats(samples) {
+            let i: Int
+            if let known = index[beat.device] { i = known } else {
+                i = devices.count
+                index[beat.device] = i
+                devices.append((beat.device, []))
+            }
+            if beat.startsSegment || devices[i].runs.isEmpty { devices[i].runs.append([]) }
+            devices[i].runs[devices[i].runs.count - 1].append(beat.rrMs)
+        }
+        return devices.map { ($0.device, HRVAnalyzer.analyze(segments: $0.runs, options: HRVOptions(extendedMetrics: false))) }
     }
 }

@@ -53,7 +53,7 @@ struct SessionsShowCommand: ParsableCommand {
         // that recorded some (the store says so without reading its samples). And every beat, for the whole
         // session's HRV beside the summary's (its last window's).
         let samples = s.rrCount == 0 ? [] : try sessions.samples(sessionId: id, waveforms: false)
-        let recorded = SessionMetrics.recordedHRV(samples)
+        let recorded = BeatTimeline.recordedHRV(samples)
         let waveforms: [(name: String, tracks: [SessionExport.WaveformTrack])] = try [
             ("ecg", SessionExport.Waveform.ecg), ("acc", .acc),
         ].filter { s.waveforms.contains($0.0) }.map { name, waveform in

@@ -179,7 +179,8 @@ import Testing
 
     /// A summary's values are its last window's (the SDK's rule), which `show` printed as "summary" with nothing to
     /// say so: it names the window, and gives beside it the HRV of every recorded beat, equal to `hrv` on the CSV
-    /// export.
+    /// export: broken where the export's `segment_start` breaks the beats (a notification lost at 90 s: the
+    /// `notification_seq` jumps, which the engine's runs do not see).
     @Test func showSaysTheSummaryIsTheLastWindowAndGivesEveryBeatsHRV() throws {
         let dir = tempDir()
         defer { try? FileManager.default.removeItem(atPath: dir) }
@@ -190,7 +191,7 @@ import Testing
             let swing: Double = second < 60 ? 60 : 5
             let rr = 1000 + swing * sin(2 * Double.pi * Double(second) / 5)
             samples.append(BiosignalSample(timestampMs: 1_000_000 + Int64(second) * 1000, bpm: 60, rrIntervalsMs: [rr],
-                                           deviceId: "AA", source: "ble_hrm"))
+                                           deviceId: "AA", source: "ble_hrm", sequence: UInt64(second < 90 ? second : second + 1)))
         }
         try samples.map { $0.jsonValue.jsonString + "\n" }.joined().write(toFile: dir + "/b.jsonl", atomically: true, encoding: .utf8)
         let replay = try CLI.run(["stream", "--replay", dir + "/b.jsonl", "--replay-speed", "1000", "--format", "jsonl",
@@ -207,7 +208,8 @@ import Testing
         let hrv = try json(try CLI.run(["hrv", "--json", csv]).stdout)
         let shown = try json(try CLI.run(["sessions", "show", "win-1", "--json", "--state-dir", dir]).stdout)
         let whole = try #require(shown["recorded_hrv"]?["AA"])
-        for key in ["rr_count", "rmssd_ms", "hr_sdnn_ms", "pnn50", "artifact_count"] {
+        #expect(hrv["successive_differences"] == .int(118), "a break at the lost notification: \(hrv)")
+        for key in ["rr_count", "successive_differences", "rmssd_ms", "hr_sdnn_ms", "pnn50", "artifact_count"] {
             #expect(whole[key] == hrv[key], "\(key): \(whole) vs \(hrv)")
         }
         let last = try #require(shown["end"]?["metrics"]?["rmssd_ms"]?.doubleValue)
