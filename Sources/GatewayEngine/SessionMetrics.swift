@@ -350,8 +350,8 @@ extension SessionMetrics {
     }
 
     /// Splits the RR intervals of one device into uninterrupted runs. A run ends at a flagged gap, a sample without
-    /// skin contact, or when the time since the previous sample with RR exceeds the RR the later one carries by more
-    /// than the tolerance. A notification without RR but with contact does not end a run: a strap sends one every
+    /// skin contact, a jump in `notification_seq` (a notification lost, as the exports' `segment_start` says), or when
+    /// the time since the previous sample with RR exceeds the RR the later one carries by more than the tolerance. A notification without RR but with contact does not end a run: a strap sends one every
     /// second and no beat ended in that second whenever an interval spans it (normal below about 60 bpm); lost beats
     /// show up in the time check.
     public static func rrSegments(_ samples: [BiosignalSample]) -> [[Double]] {
@@ -364,9 +364,12 @@ extension SessionMetrics {
         var current: [Double] = []
         var previous: BiosignalSample?
         var pendingBreak = false
+        var lastSequence: UInt64?
         for s in samples {
             let rr = (s.rrIntervalsMs ?? []).filter { $0.isFinite && $0 > 0 }
-            pendingBreak = pendingBreak || s.gapBefore || s.contact == .noContact
+            let lost = lastSequence.map { last in s.sequence.map { $0 != last &+ 1 } ?? false } ?? false
+            lastSequence = s.sequence
+            pendingBreak = pendingBreak || s.gapBefore || s.contact == .noContact || lost
             guard !rr.isEmpty else { continue }
             var breaks = pendingBreak
             if let p = previous, !breaks {

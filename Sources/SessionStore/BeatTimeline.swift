@@ -107,7 +107,8 @@ extension BeatTimeline {
     /// Time-domain HRV over every recorded beat of each device that sent RR, in the order of the devices' first
     /// beats, the series broken where the beat CSV export's `segment_start` breaks it: what `hr-gateway hrv` (Kubios
     /// correction) says of that export. (The engine's own runs, `SessionMetrics.rrRuns`, break at fewer places: they
-    /// see no `notification_seq` and allow the beats to drift further from the clock; a session's summary keeps those.)
+    /// let the beats run ahead of the clock, and fall behind it by up to their tolerance; a session's summary keeps
+    /// those.)
     public static func recordedHRV(_ samples: [BiosignalSample]) -> [(device: String, result: HRVResult)] {
         var devices: [(device: String, runs: [[Double]])] = []
         var index: [String: Int] = [:]

@@ -37,7 +37,14 @@ import Testing
                                 BiosignalSample(timestampMs: 2_000, bpm: 60, source: "test", gapBefore: true),
                                 sample(3_000, rr: [1000, 1000])]
         #expect(abs(SessionMetrics.compute(window: contiguous, hsi: [:], options: none).rmssdMs - (200.0 * 200 / 3).squareRoot()) < 1e-9)
-        for w in [flagged, late, noContact, flaggedWithoutRR] {
+        // A notification lost (its `notification_seq` skipped), though the time between the others fits: the CSV
+        // export starts a segment there, and so does the engine.
+        let lost = [BiosignalSample(timestampMs: 1_000, bpm: 60, rrIntervalsMs: [800, 800], source: "t", sequence: 7),
+                    BiosignalSample(timestampMs: 2_600, bpm: 60, rrIntervalsMs: [1000, 1000], source: "t", sequence: 9)]
+        var kept = lost
+        kept[1].sequence = 8
+        #expect(abs(SessionMetrics.compute(window: kept, hsi: [:], options: none).rmssdMs - (200.0 * 200 / 3).squareRoot()) < 1e-9)
+        for w in [flagged, late, noContact, flaggedWithoutRR, lost] {
             #expect(SessionMetrics.compute(window: w, hsi: [:], options: none).rmssdMs == 0)
         }
     }
