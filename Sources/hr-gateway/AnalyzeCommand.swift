@@ -62,6 +62,12 @@ struct AnalyzeCommand: ParsableCommand {
               OpenCV's cascade face detector (Debian package opencv-data) 5 times a
               second on a downscaled grey frame; the box is held steady in between.
 
+            EXIT STATUS
+              0 with at least one reading (pulse or breathing); 1 when no window
+              gave one (no face, or never confident: the table says why; the
+              windows are printed all the same) or the file could not be read;
+              64 a usage error.
+
             EXAMPLES
               hr-gateway analyze face.mp4
               hr-gateway analyze face.mkv --json > windows.jsonl
@@ -202,6 +208,13 @@ struct AnalyzeCommand: ParsableCommand {
             for line in report.jsonLines() { print(line) }
         } else {
             print(report.table())
+        }
+        // A batch of files tells the ones that gave nothing by the status (it was 0 with no face at all).
+        if report.confident.isEmpty, !report.estimates.contains(where: { $0.breathingRateBpm != nil }) {
+            let noFace = report.face.map { $0.stats.framesDetected == 0 } ?? false
+            StandardStream.error.write(Data(("note: \(file): no pulse or breathing reading ("
+                + (noFace ? "no face found" : "no window was confident") + "): exit status 1\n").utf8))
+            throw ExitCode.failure
         }
     }
 }

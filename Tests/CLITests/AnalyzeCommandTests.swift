@@ -321,8 +321,9 @@ import Testing
     }
 
     /// `--frame-times` replaces the file's frame times (a pulse at 84 bpm on frames 1/30 s apart, read on times
-    /// 1.25× as far apart, is 84/1.25 bpm); a greyscale video is said to have failed the skin-colour test, and a
-    /// 5.0-s clip (last frame at 4.97 s) as too short, not "no confident HR".
+    /// 1.25× as far apart, is 84/1.25 bpm); a greyscale video is said to have failed the skin-colour test, a video
+    /// without a face ends with status 1 as the greyscale one does, and a 5.0-s clip (last frame at 4.97 s) is said
+    /// to be too short, not "no confident HR".
     @Test(.enabled(if: AnalyzeCommandTests.ffmpegAvailable, "ffmpeg is not on PATH (apt-get install ffmpeg)"))
     func frameTimesGreyscaleAndAFiveSecondClipAreSaid() throws {
         let dir = try Self.tempDir()
@@ -360,9 +361,15 @@ import Testing
         #expect(short.status == 1 && short.stderr.contains("cannot read --frame-times"), "\(short.stderr)")
 
         let grey = try Self.analyze([try encode("grey.mkv", ["-vf", "format=gray", "-pix_fmt", "gray"])], in: dir)
-        #expect(grey.status == 0, "\(grey.stderr)")
+        // No reading: the windows and why, and status 1 (it was 0, so a batch could not tell such a file).
+        #expect(grey.status == 1, "\(grey.stderr)")
+        #expect(grey.stderr.contains("no pulse or breathing reading (no window was confident): exit status 1"), "\(grey.stderr)")
         #expect(grey.stdout.contains("no confident HR"), "\(grey.stdout)")
         #expect(grey.stdout.contains("skin failed the colour test in 390 of 390 frames"), "\(grey.stdout)")
+        // The background alone: no face in any frame.
+        let corner = try Self.analyze([try encode("corner.mkv", ["-vf", "crop=iw/4:ih/4:0:0"])], in: dir)
+        #expect(corner.status == 1 && corner.stderr.contains("no pulse or breathing reading (no face found)"),
+                "\(corner.stderr)\(corner.stdout)")
 
         // Cut from the file: ffmpeg stopping early on standard input would leave the test a broken pipe.
         let clipPath = dir.appendingPathComponent("clip.mkv").path
