@@ -110,19 +110,21 @@ struct SessionsShowCommand: ParsableCommand {
                     print("  \(device)  " + pairs(values.objectValue ?? [:]))
                 }
                 if let assessment = m["resonance_assessment"] { ResonanceReport.lines(assessment).forEach { print($0) } }
-                for (device, r) in recorded {
-                    let o = HRVCommand.metrics(r)
-                    let keys = ["rr_count", "artifact_count", "hr_from_rr_bpm", "hr_sdnn_ms", "rmssd_ms", "pnn50"]
-                    let values = keys.compactMap { k in o[k].map { v in
-                        if case .double(let d) = v { "\(k)=" + String(format: "%.2f", d) } else { "\(k)=\(v.jsonString)" }
-                    } }
-                    let whose = recorded.count > 1 ? " of \(device)" : ""
-                    print("recorded  (every beat\(whose), Kubios-corrected, as `hr-gateway hrv` on the export) "
-                        + values.joined(separator: " "))
-                }
             } else if let message = end["message"]?.stringValue {
                 print("error     \(message)")
             }
+        }
+        // Every session with beats, ended or not (a session killed with -9 has no summary, and had no line: its
+        // beats are all there).
+        for (device, r) in recorded {
+            let o = HRVCommand.metrics(r)
+            let keys = ["rr_count", "artifact_count", "hr_from_rr_bpm", "hr_sdnn_ms", "rmssd_ms", "pnn50"]
+            let values = keys.compactMap { k in o[k].map { v in
+                if case .double(let d) = v { "\(k)=" + String(format: "%.2f", d) } else { "\(k)=\(v.jsonString)" }
+            } }
+            let whose = recorded.count > 1 ? " of \(device)" : ""
+            print("recorded  (every beat\(whose), Kubios-corrected, as `hr-gateway hrv` on the export) "
+                + values.joined(separator: " "))
         }
     }
 }

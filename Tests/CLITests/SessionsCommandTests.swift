@@ -249,6 +249,11 @@ import Testing
         #expect(Array(stored.prefix(reported.count)) == reported, "in the order they arrived")
         let reportedRR = reported.flatMap { $0["rr_intervals_ms"]?.arrayValue ?? [] }
         #expect(!reportedRR.isEmpty)
+        // No summary, and still the HRV of every beat kept (it was shown only after a summary).
+        let show = try CLI.run(["sessions", "show", "k9", "--state-dir", dir])
+        let storedRR = stored.reduce(0) { $0 + ($1["rr_intervals_ms"]?.arrayValue?.count ?? 0) }
+        #expect(show.lines.contains { $0.hasPrefix("recorded  (every beat, Kubios-corrected") && $0.contains("rr_count=\(storedRR) ") },
+                "\(storedRR) RR stored: \(show.stdout)")
     }
 
     @Test func aRecordingFailureIsReportedOnceAndTheSessionRuns() throws {
