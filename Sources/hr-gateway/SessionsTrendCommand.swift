@@ -64,6 +64,16 @@ struct SessionsTrendCommand: ParsableCommand {
             return try store.sayNoStore(json: json)
         }
         let recorded = try opened.summariesWithDevices(device: device)
+        // A device no session recorded is a mistake (a typo, another store), not a trend without values.
+        if let device, recorded.isEmpty {
+            var known: [String] = []
+            for s in try opened.list() { for d in s.devices where !known.contains(d) { known.append(d) } }
+            if !known.contains(where: { $0.caseInsensitiveCompare(device) == .orderedSame }) {
+                let listed = known.isEmpty ? "none" : known.prefix(10).joined(separator: ", ") + (known.count > 10 ? ", …" : "")
+                throw CommandFailure("no recorded session has device \(device) (the store's devices: \(listed); "
+                    + "`hr-gateway sessions list` shows each session's)")
+            }
+        }
         let sessions = recorded.map { (startedAtMs: $0.startedAtMs, summary: $0.summary) }
         let trend = SessionTrends.days(metric, sessions: sessions, sinceMs: since, minDurationSec: minDurationSec)
         let short = SessionTrends.tooShort(metric, sessions: sessions, sinceMs: since, minDurationSec: minDurationSec)
