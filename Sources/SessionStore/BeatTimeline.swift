@@ -29,8 +29,8 @@ public struct ReconstructedBeat: Sendable, Equatable {
 /// A stretch ends (the next one is anchored afresh) at a gap: a sample flagged `gapBefore` (a reconnect) or reporting
 /// no skin contact (as the engine splits its RR runs), a jump in `notification_seq`, no notification for more than
 /// `maxSilenceMs`, or RR intervals that no longer add up to the time that passed (beats lost in transit, or the
-/// intervals running ahead of the clock) by more than `maxDriftMs`. Notifications without RR do not end a stretch.
-/// Each device has its own timeline.
+/// intervals running ahead of the clock) by more than `maxDriftMs`. Notifications without RR do not end a stretch;
+/// raw ECG and motion chunks (`isWaveformOnly`) play no part. Each device has its own timeline.
 public enum BeatTimeline {
     /// A device silent for longer than this has lost its link (the gateway calls a strap stale after 5 s).
     public static let maxSilenceMs: Int64 = 5_000
@@ -70,6 +70,9 @@ public enum BeatTimeline {
         }
 
         for (index, s) in samples.enumerated() {
+            // A raw ECG or motion chunk carries no beat, and its gaps are the waveform's (a lost PMD frame), not the
+            // beats': the engine leaves such chunks out of its RR runs, and so does the timeline.
+            if s.isWaveformOnly { continue }
             let device = s.deviceId ?? s.source
             // Intervals that are not finite or not positive are not beats; the others keep their index.
             let rr = (s.rrIntervalsMs ?? []).enumerated().filter { $0.element.isFinite && $0.element > 0 }

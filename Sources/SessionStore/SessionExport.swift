@@ -623,17 +623,17 @@ extension SessionStore {
     /// Session `id` (exactly) in `format`, into `output` a part at a time (the caller then calls `output.finish()`).
     /// Nothing is appended before the checks that can refuse the export (no such session, nothing of that kind,
     /// an EDF's span), except a waveform CSV's header, gathered and not yet handed over when it is refused. The
-    /// beat CSV and the beats of the JSON read the samples without their ECG and accelerometer; JSON lines and the
+    /// beat CSV and the beats of the JSON read the samples that are not ECG or motion chunks; JSON lines and the
     /// JSON's samples are read one at a time.
     public func export(id: String, format: SessionExport.Format, into output: ExportOutput) throws(StoreError) {
         let s = try checkExport(id: id, format: format)
         switch format {
         case .csv:
-            SessionExport.csv(sessionId: id, samples: try samples(sessionId: id, waveforms: false), into: output)
+            SessionExport.csv(sessionId: id, samples: try beatSamples(sessionId: id), into: output)
         case .jsonl:
             try eachSample(sessionId: id, while: { !output.failed }) { output.append($0.jsonValue.jsonString + "\n") }
         case .json:
-            let beats = SessionExport.beatsJSON(samples: try samples(sessionId: id, waveforms: false))
+            let beats = SessionExport.beatsJSON(samples: try beatSamples(sessionId: id))
             try SessionExport.json(session: s, beats: beats, events: try events(sessionId: id), into: output) {
                 (body: (BiosignalSample) -> Void) throws(StoreError) in try eachSample(sessionId: id, while: { !output.failed }, body)
             }

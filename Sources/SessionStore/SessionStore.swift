@@ -333,12 +333,21 @@ public final class SessionStore: Sendable {
         }
     }
 
-    /// The samples of a session in the order they arrived.
     /// The samples of a session in the order they were recorded; without `waveforms`, without their ECG and
     /// accelerometer values (for what needs the beats only: an hour of ECG is 468,000 values).
     public func samples(sessionId: String, waveforms: Bool = true) throws(StoreError) -> [BiosignalSample] {
         try read { db in
             try Row.fetchAll(db, sql: Self.samplesQuery(waveforms: waveforms), arguments: [sessionId]).map(Self.sample)
+        }
+    }
+
+    /// The samples of a session that are not raw ECG or motion chunks (`isWaveformOnly`), in the order they were
+    /// recorded: what the beats are rebuilt from (`BeatTimeline` leaves the chunks out). A strap streaming ECG sends
+    /// about two chunks a second beside its one heart-rate notification: the beat exports of a 12-hour ECG session
+    /// held all of them (157 MB).
+    public func beatSamples(sessionId: String) throws(StoreError) -> [BiosignalSample] {
+        try read { db in
+            try Row.fetchAll(db, sql: Self.samplesQuery(waveforms: false, chunks: false), arguments: [sessionId]).map(Self.sample)
         }
     }
 
@@ -352,13 +361,15 @@ public final class SessionStore: Sendable {
         }
     }
 
-    private static func samplesQuery(waveforms: Bool) -> String {
+    private static func samplesQuery(waveforms: Bool, chunks: Bool = true) -> String {
         // Without waveforms, a chunk's values read as none (an empty array): it is still a chunk (`isWaveformOnly`).
         let columns = waveforms ? "*" : "id, session_id, timestamp_ms, bpm, rr_ms, rr_1024, rr_count, contact, energy_kj, "
             + "confidence, breathing_rate_bpm, device_id, source, notification_seq, gap_before, "
             + "CASE WHEN ecg_uv IS NULL THEN NULL ELSE x'' END AS ecg_uv, ecg_rate_hz, "
             + "CASE WHEN acc_g IS NULL THEN NULL ELSE x'' END AS acc_g, acc_rate_hz"
-        return "SELECT \(columns) FROM samples WHERE session_id = ? ORDER BY id"
+        // A chunk as `BiosignalSample.isWaveformOnly` tells one: waveform values, no heart rate, no RR.
+        let notChunks = " AND NOT ((ecg_uv IS NOT NULL OR acc_g IS NOT NULL) AND COALESCE(bpm, 0) <= 0 AND rr_count = 0)"
+        return "SELECT \(columns) FROM samples WHERE session_id = ?\(chunks ? "" : notChunks) ORDER BY id"
     }
 
     /// The events of a session in the order they were emitted.

@@ -52,7 +52,7 @@ struct SessionsShowCommand: ParsableCommand {
         // from the chunks' heads (their values unread: a day of ECG is some 11 million). Read only for a session
         // that recorded some (the store says so without reading its samples). And every beat, for the whole
         // session's HRV beside the summary's (its last window's).
-        let samples = s.rrCount == 0 ? [] : try sessions.samples(sessionId: id, waveforms: false)
+        let samples = s.rrCount == 0 ? [] : try sessions.beatSamples(sessionId: id)
         let recorded = BeatTimeline.recordedHRV(samples)
         let waveforms: [(name: String, tracks: [SessionExport.WaveformTrack])] = try [
             ("ecg", SessionExport.Waveform.ecg), ("acc", .acc),

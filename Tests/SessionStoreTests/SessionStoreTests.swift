@@ -295,6 +295,30 @@ final class Seen: Sendable {
         #expect(try store.export(id: "jump", format: .csv).count > 0)
     }
 
+    /// The samples beats are rebuilt from are every sample that is not a raw waveform chunk, as `isWaveformOnly` tells
+    /// them (read in SQL, so that a long ECG session's chunks are not held in memory for its beat exports).
+    @Test func beatSamplesAreEverySampleButTheWaveformChunks() throws {
+        let dir = tempDir()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let store = try SessionStore(directory: dir)
+        let t0 = Int64(Date().timeIntervalSince1970 * 1000) - 100_000
+        let r = SessionRecorder(store: store, config: SessionConfig(sessionId: "m", mode: .focus, durationSec: 60), nowMs: t0) { _ in }
+        for s in [
+            BiosignalSample(timestampMs: t0 + 1000, bpm: 61, rrIntervalsMs: [983], deviceId: "A", source: "ble_hrm"),
+            BiosignalSample(timestampMs: t0 + 1100, bpm: 0, deviceId: "A", source: "polar_ecg", gapBefore: true, ecgUv: [1, 2], ecgRateHz: 130),
+            BiosignalSample(timestampMs: t0 + 1200, bpm: 0, deviceId: "A", source: "polar_acc", accG: [SIMD3(0, 0, 1)], accRateHz: 25),
+            BiosignalSample(timestampMs: t0 + 1300, bpm: 0, rrIntervalsMs: [990], deviceId: "A", source: "ble_hrm"),
+            BiosignalSample(timestampMs: t0 + 1400, bpm: 62, deviceId: "A", source: "ble_hrm", contact: .noContact),
+            BiosignalSample(timestampMs: t0 + 1500, bpm: 70, source: "camera", confidence: 0.8),
+            BiosignalSample(timestampMs: t0 + 1600, bpm: 0, source: "camera"),
+        ] { r.record(s) }
+        r.finish()
+        let all = try store.samples(sessionId: "m", waveforms: false)
+        #expect(all.count == 7)
+        #expect(try store.beatSamples(sessionId: "m") == all.filter { !$0.isWaveformOnly })
+        #expect(try store.beatSamples(sessionId: "m").count == 5)
+    }
+
     /// The checks of an export without the export (a relay's HEAD, a download's status) refuse what the export
     /// refuses, with its words, and pass what it makes: every format of sessions with and without beats, ECG, motion,
     /// a waveform chunk without a rate, and a clock that jumped by years.
@@ -600,6 +624,22 @@ final class Seen: Sendable {
         // The raw value and the contact column follow each beat.
         #expect(out.prefix(3).map(\.raw) == ["900", "1100", "870"])
         #expect(out.allSatisfy { $0.contact == "1" })
+    }
+
+    /// A strap's raw ECG chunks, one after a lost PMD frame (`gapBefore`), between its heart-rate notifications: the
+    /// beats go on unbroken, as the engine's runs do (the chunk's gap broke the export's beats, and `sessions show`'s
+    /// recorded HRV with them).
+    @Test func aWaveformChunksGapDoesNotBreakTheBeats() throws {
+        let (plain, _) = strapNotifications(raw: [1000, 950, 1080], latencyMs: [50, 90], device: "A")
+        var mixed: [BiosignalSample] = []
+        for (k, s) in plain.enumerated() {
+            mixed.append(s)
+            mixed.append(BiosignalSample(timestampMs: s.timestampMs + 5, bpm: 0, deviceId: "A", source: "polar_ecg",
+                                         gapBefore: k == plain.count / 2, ecgUv: [1, 2, 3], ecgRateHz: 130))
+        }
+        #expect(SessionExport.csv(sessionId: "s", samples: mixed) == SessionExport.csv(sessionId: "s", samples: plain))
+        #expect(BeatTimeline.beats(mixed).filter(\.startsSegment).count == 1)
+        #expect(BeatTimeline.recordedHRV(mixed).map(\.result) == BeatTimeline.recordedHRV(plain).map(\.result))
     }
 
     @Test func aGapRestartsTheTimelineAndEachDeviceHasItsOwn() throws {
