@@ -30,6 +30,10 @@ public struct FleetBoard: Sendable, Equatable {
         public var lastSeenMs: Int64 = 0
     }
 
+    /// Whether `device`'s state was said before its gateway went offline (its last will, or a stop): retained, it
+    /// still reads "streaming" after a `kill -9`, which no longer holds.
+    public func isStale(_ device: Device) -> Bool { device.state != nil && gateways[device.gatewayId]?.state == "offline" }
+
     public private(set) var gateways: [String: Gateway] = [:]
     public private(set) var devices: [String: Device] = [:]
     /// Messages that were not what their topic promises (not JSON, not an object), counted and skipped.
@@ -108,6 +112,7 @@ public struct FleetBoard: Sendable, Equatable {
                 if let v = d.deviceId { e["device_id"] = .string(v) }
                 if let v = d.source { e["source"] = .string(v) }
                 if let v = d.state { e["state"] = .string(v) }
+                if isStale(d) { e["state_stale"] = .bool(true) }
                 if let v = d.hrBpm { e["hr_bpm"] = .double(v) }
                 if let v = d.rmssdMs { e["rmssd_ms"] = .double(v) }
                 if let v = d.batteryPercent { e["battery_percent"] = .int(Int64(v)) }

@@ -14,10 +14,12 @@ struct FleetCommand: AsyncParsableCommand {
             Subscribes to hr-gateway/+/status, hr-gateway/+/device/+/state and hr-gateway/+/event on the broker \
             and shows one row per strap (or camera): gateway, its state (online/offline), device, heart rate, \
             RMSSD, battery, contact, device state and how long ago the gateway last updated it (by its clock). Retained messages show \
-            every gateway and device the broker knows at once; the table is redrawn every second until Ctrl-C.
+            every gateway and device the broker knows at once; the table is redrawn every second until Ctrl-C. A \
+            device state said before its gateway went offline (killed, or its link lost) is marked "(before offline)".
 
             With --json, it listens for --wait seconds and prints one JSON document \
-            ({"gateways": [{"gateway_id", "state", "devices": [...]}, ...]}) for scripts.
+            ({"gateways": [{"gateway_id", "state", "devices": [...]}, ...]}) for scripts; such a device has \
+            "state_stale": true.
 
             Examples:
               hr-gateway fleet --mqtt mqtt://broker.lan
@@ -139,7 +141,8 @@ struct FleetCommand: AsyncParsableCommand {
                 d?.hrBpm.map { String(format: "%.0f", $0) } ?? "-",
                 d?.rmssdMs.map { String(format: "%.0f ms", $0) } ?? "-",
                 d?.batteryPercent.map { "\($0) %" } ?? "-",
-                d?.contact ?? "-", d?.state ?? "-", (d?.updatedAtMs).map(ago) ?? "-",
+                d?.contact ?? "-", d.flatMap { d in d.state.map { board.isStale(d) ? "\($0) (before offline)" : $0 } } ?? "-",
+                (d?.updatedAtMs).map(ago) ?? "-",
             ])
         }
         if board.gateways.isEmpty { return "No gateway has published to this broker yet.\n" }

@@ -19,6 +19,22 @@ import Testing
         #expect(b.rows.count == 1 && b.rows[0].device?.device == "aa_bb")
     }
 
+    /// A gateway killed mid-session: its last will says offline, and its devices' retained states (still
+    /// "streaming") are marked as said before that.
+    @Test func aDevicesStateFromBeforeItsGatewayWentOfflineIsMarked() {
+        var b = FleetBoard()
+        b.receive(topic: "hr-gateway/pi/status", payload: bytes(#"{"state":"online"}"#), nowMs: 1)
+        b.receive(topic: "hr-gateway/pi/device/aa_bb/state", payload: bytes(#"{"state":"streaming","updated_at_ms":1}"#), nowMs: 2)
+        b.receive(topic: "hr-gateway/pi/device/cc_dd/state", payload: bytes(#"{"hr_bpm":60}"#), nowMs: 2)
+        let stale = { (v: JSONValue) in v["gateways"]?.arrayValue?.first?["devices"]?.arrayValue?.map { $0["state_stale"] } ?? [] }
+        #expect(stale(b.jsonValue) == [nil, nil])
+        b.receive(topic: "hr-gateway/pi/status", payload: bytes(#"{"state":"offline","reason":"connection lost"}"#), nowMs: 3)
+        #expect(b.devices["pi/aa_bb"].map(b.isStale) == true && b.devices["pi/cc_dd"].map(b.isStale) == false)
+        #expect(stale(b.jsonValue) == [.bool(true), nil])
+        b.receive(topic: "hr-gateway/pi/status", payload: bytes(#"{"state":"online"}"#), nowMs: 4)
+        #expect(b.devices["pi/aa_bb"].map(b.isStale) == false)
+    }
+
     @Test func hostileOrForeignMessagesAreSkipped() {
         var b = FleetBoard()
         do { let changed = b.receive(topic: "hr-gateway/pi/status", payload: bytes("not json"), nowMs: 1); #expect(!changed) }
