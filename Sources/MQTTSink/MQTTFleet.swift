@@ -30,9 +30,12 @@ public struct FleetBoard: Sendable, Equatable {
         public var lastSeenMs: Int64 = 0
     }
 
-    /// Whether `device`'s state was said before its gateway went offline (its last will, or a stop): retained, it
-    /// still reads "streaming" after a `kill -9`, which no longer holds.
-    public func isStale(_ device: Device) -> Bool { device.state != nil && gateways[device.gatewayId]?.state == "offline" }
+    /// Whether `device`'s state was said before its gateway went offline and no longer holds: retained, it still
+    /// reads "streaming" after a `kill -9`. ("disconnected", what a clean end says, still holds.)
+    public func isStale(_ device: Device) -> Bool {
+        guard let state = device.state, state != "disconnected" else { return false }
+        return gateways[device.gatewayId]?.state == "offline"
+    }
 
     public private(set) var gateways: [String: Gateway] = [:]
     public private(set) var devices: [String: Device] = [:]
