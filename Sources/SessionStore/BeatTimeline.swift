@@ -30,7 +30,8 @@ public struct ReconstructedBeat: Sendable, Equatable {
 /// no skin contact (as the engine splits its RR runs), a jump in `notification_seq`, no notification for more than
 /// `maxSilenceMs`, or RR intervals that no longer add up to the time that passed (beats lost in transit, or the
 /// intervals running ahead of the clock) by more than `maxDriftMs`. Notifications without RR do not end a stretch;
-/// raw ECG and motion chunks (`isWaveformOnly`) play no part. Each device has its own timeline.
+/// raw ECG and motion chunks (`isWaveformOnly`) play no part. Each device has its own timeline, whose stretches are
+/// then moved back where one would end after the next one's first interval began (`keepApart`).
 public enum BeatTimeline {
     /// A device silent for longer than this has lost its link (the gateway calls a strap stale after 5 s).
     public static let maxSilenceMs: Int64 = 5_000
@@ -102,7 +103,34 @@ public enum BeatTimeline {
             open[device] = segment
         }
         for (device, segment) in open { close(segment, device: device) }
-        return out.compactMap { $0 }
+        var beats = out.compactMap { $0 }
+        keepApart(&beats)
+        return beats
+    }
+
+    /// Moves stretches back so that no beat's interval starts before the beat before it (of its device). Each
+    /// stretch is anchored at the latest its beats can be (none after its notification); a short one, a lone beat
+    /// between notifications without skin contact, can thus end after the next stretch's first interval began
+    /// (two beats 124 ms apart with an RR of 913). Moving a stretch back keeps every beat before its notification;
+    /// the last stretch stays where it is. Within a stretch, beats keep their spacing.
+    static func keepApart(_ beats: inout [ReconstructedBeat]) {
+        var byDevice: [String: [Int]] = [:]
+        for (i, b) in beats.enumerated() { byDevice[b.device, default: []].append(i) }
+        for (_, mine) in byDevice {
+            var limit = Double.infinity
+            var end = mine.count
+            while end > 0 {
+                var start = end - 1
+                while start > 0 && !beats[mine[start]].startsSegment { start -= 1 }
+                let last = beats[mine[end - 1]].timeMs
+                if last > limit {
+                    for k in start..<end { beats[mine[k]].timeMs -= last - limit }
+                }
+                let first = beats[mine[start]]
+                limit = first.timeMs - first.rrMs
+                end = start
+            }
+        }
     }
 }
 

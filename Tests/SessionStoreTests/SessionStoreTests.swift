@@ -626,6 +626,22 @@ final class Seen: Sendable {
         #expect(out.allSatisfy { $0.contact == "1" })
     }
 
+    /// Notifications without skin contact each start a stretch, anchored at the latest its beats can be (their
+    /// arrival); the stretch after them, anchored from its own promptest notification, put its first beat's interval
+    /// before the last of theirs (two beats 124 ms apart with an RR of 913, in one export). Beats never overlap:
+    /// the earlier stretches move back (their beats only ever earlier than their notifications).
+    @Test func stretchesAfterLostContactDoNotOverlap() throws {
+        var (samples, truth) = strapNotifications(seconds: 60, raw: [900, 1100, 870, 1010], latencyMs: [20, 400, 60, 250, 30])
+        for k in 20...22 { samples[k].contact = .noContact }
+        let beats = BeatTimeline.beats(samples)
+        #expect(beats.count <= truth.count && beats.count > truth.count - 5)
+        for (a, b) in zip(beats, beats.dropFirst()) {
+            #expect(b.timeMs - b.rrMs >= a.timeMs - 1e-6, "beat at \(b.timeMs) (RR \(b.rrMs)) starts before the beat at \(a.timeMs)")
+        }
+        // No beat after the notification that reported it.
+        for b in beats { #expect(b.timeMs <= Double(samples[b.sampleIndex].timestampMs) + 1e-6) }
+    }
+
     /// A strap's raw ECG chunks, one after a lost PMD frame (`gapBefore`), between its heart-rate notifications: the
     /// beats go on unbroken, as the engine's runs do (the chunk's gap broke the export's beats, and `sessions show`'s
     /// recorded HRV with them).
