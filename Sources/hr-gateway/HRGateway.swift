@@ -16,7 +16,8 @@ struct HRGateway: AsyncParsableCommand {
 
             Exit status: 0 done; 64 a usage error (the message names the option); 1 a failure while running (a \
             session without a single sample from its sources, output that did not arrive, a file or device that \
-            could not be used); 2 a session that could not start; 143, 130 or 129 after SIGTERM, SIGINT or \
+            could not be used, a source that failed once the session started: no strap, no D-Bus); 2 a session \
+            the engine refused to start (its settings: nothing emitted); 143, 130 or 129 after SIGTERM, SIGINT or \
             SIGHUP before a session started; 128 + N after a second signal N. Machine-readable output (--json, \
             --format jsonl) goes to standard output only; warnings and logs to standard error.
             """,
