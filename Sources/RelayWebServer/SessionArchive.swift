@@ -183,7 +183,9 @@ public enum SessionArchiveError: Error, Sendable, CustomStringConvertible {
         switch self {
         case .badFormat(let f, let supported):
             "No export format \"\(f.prefix(20))\": use format=\(supported.joined(separator: ", format="))."
-        case .nothingToExport(let why), .ambiguousId(let why): why.prefix(1).uppercased() + why.dropFirst() + "."
+        case .nothingToExport(let why): why.prefix(1).uppercased() + why.dropFirst() + "."
+        // It starts with the prefix as given: ids are case-sensitive, so its case stays.
+        case .ambiguousId(let why): why + "."
         }
     }
 }

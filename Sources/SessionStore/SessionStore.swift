@@ -318,8 +318,12 @@ public final class SessionStore: Sendable {
     /// - Throws: `.sessionNotFound` when none matches, `.ambiguousPrefix` with the candidates when several do.
     public func resolve(_ idOrPrefix: String) throws(StoreError) -> String {
         let ids = try read { db -> [String] in
-            if try Bool.fetchOne(db, sql: "SELECT 1 FROM sessions WHERE id = ?", arguments: [idOrPrefix]) == true {
-                return [idOrPrefix]
+            // The stored id, not the one given: SQLite's `=` took "abc111\0" for "abc111", and the export then
+            // carried the NUL in its rows and file name.
+            if let exact = try String.fetchOne(db, sql: "SELECT id FROM sessions WHERE id = ?", arguments: [idOrPrefix]),
+                exact == idOrPrefix
+            {
+                return [exact]
             }
             guard !idOrPrefix.isEmpty else { return [] }
             return try String.fetchAll(

@@ -397,7 +397,7 @@ func signalled(_ semaphore: DispatchSemaphore, seconds: Int = 10) async -> Bool 
         let (prefixed, prefixedHead) = try await httpGet(port: relay.port, path: "/v1/sessions/run/export", headers: auth)
         #expect(prefixedHead.contains(" 200 ") && prefixed == "c\n", "\(prefixedHead)\(prefixed)")
         let (ambiguous, ambiguousHead) = try await httpGet(port: relay.port, path: "/v1/sessions/s/export", headers: auth)
-        #expect(ambiguousHead.contains(" 400 ") && ambiguous.contains("S starts 2 session ids."), "\(ambiguousHead)\(ambiguous)")
+        #expect(ambiguousHead.contains(" 400 ") && ambiguous.contains("s starts 2 session ids."), "\(ambiguousHead)\(ambiguous)")
         let (missing, missingHead) = try await httpGet(port: relay.port, path: "/v1/sessions/nope/export", headers: auth)
         #expect(missingHead.contains(" 404 ") && missing.contains("No recorded session nope"), "\(missing)")
         let (bad, badHead) = try await httpGet(port: relay.port, path: "/v1/sessions/s1/export?format=edf", headers: auth)
