@@ -367,8 +367,9 @@ extension SessionMetrics {
         var lastSequence: UInt64?
         for s in samples {
             let rr = (s.rrIntervalsMs ?? []).filter { $0.isFinite && $0 > 0 }
+            // A sample without a number (hand-made, or another source's) neither breaks nor hides a jump.
             let lost = lastSequence.map { last in s.sequence.map { $0 != last &+ 1 } ?? false } ?? false
-            lastSequence = s.sequence
+            if let q = s.sequence { lastSequence = q }
             pendingBreak = pendingBreak || s.gapBefore || s.contact == .noContact || lost
             guard !rr.isEmpty else { continue }
             var breaks = pendingBreak

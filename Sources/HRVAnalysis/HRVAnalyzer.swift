@@ -85,6 +85,8 @@ public struct HRVResult: Sendable, Equatable {
         public var seconds: Double
         /// The runs of the whole series (1: no break).
         public var runs: Int
+        /// The run holds an interval under 1 ms or over a minute (kept by `.none`): no metric was computed from it.
+        public var unusable = false
     }
 
     /// SD1 / SD2.
@@ -255,8 +257,11 @@ extension HRVResult {
     /// `estimateGroups` (the median corrector's, one per interval) makes DFA alpha1 and alpha2 take off the effect of
     /// its repairs (`NonlinearHRV.dfa(_:scales:estimateGroups:)`); the other metrics use the series as it is.
     public mutating func addExtendedMetrics(of rr: [Double], method: SpectrumMethod = .welch, estimateGroups: [Int]? = nil) {
-        guard rr.allSatisfy({ $0 >= 1 && $0 <= RRFile.maximumMs }) else { return }
         extendedSource = ExtendedSource(intervals: rr.count, seconds: rr.reduce(0, +) / 1000, runs: 1)
+        guard rr.allSatisfy({ $0 >= 1 && $0 <= RRFile.maximumMs }) else {
+            extendedSource?.unusable = true
+            return
+        }
         frequency = FrequencyDomain.analyze(rr, method: method)
         if let p = NonlinearHRV.poincare(rr) {
             sd1Ms = p.sd1

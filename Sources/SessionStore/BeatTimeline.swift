@@ -89,7 +89,8 @@ public enum BeatTimeline {
                 segment = Segment(lastArrivalMs: s.timestampMs)
             }
             segment.lastArrivalMs = s.timestampMs
-            segment.lastSequence = s.sequence
+            // As the engine's runs: a sample without a number neither breaks nor hides a jump.
+            if let q = s.sequence { segment.lastSequence = q }
             if !rr.isEmpty {
                 for (i, v) in rr {
                     segment.totalMs += v

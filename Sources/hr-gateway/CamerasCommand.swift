@@ -82,6 +82,7 @@ struct CamerasCommand: AsyncParsableCommand {
 
     func validate() throws {
         guard frames >= 1 else { throw ValidationError("--frames must be at least 1 (got \(frames)).") }
+        if capturePath?.isEmpty == true { throw ValidationError("--capture needs a device path such as /dev/video0, or auto.") }
         if let capturePath, let meant = CameraOptions.meantAutomatic(capturePath, option: "--capture") { throw ValidationError(meant) }
         guard [0, 50, 60].contains(mains) else { throw ValidationError("--mains must be 50, 60 or 0 (got \(mains)).") }
         guard width > 0, height > 0 else { throw ValidationError("--width and --height must be positive.") }

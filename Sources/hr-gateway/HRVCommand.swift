@@ -532,6 +532,10 @@ struct HRVCommand: ParsableCommand {
     /// is there from an unbroken series.
     static func extendedNote(_ r: HRVResult) -> String? {
         guard let source = r.extendedSource else { return nil }
+        if source.unusable {
+            return "frequency and nonlinear metrics left out: the \(source.runs > 1 ? "longest unbroken run" : "series") "
+                + "holds an interval under 1 ms or over 60 s, which --correct none analyses as it is (a correction leaves it out)"
+        }
         var absent: [String] = []
         let seconds = source.seconds, n = source.intervals
         if let f = r.frequency {

@@ -53,6 +53,7 @@ struct SessionsTrendCommand: ParsableCommand {
     func validate() throws {
         if let days, days <= 0 { throw ValidationError("--days must be a positive number of days.") }
         if minDurationSec < 0 { throw ValidationError("--min-duration is a number of seconds, 0 or more.") }
+        if device?.isEmpty == true { throw ValidationError("--device needs a device id (`hr-gateway sessions list` shows each session's).") }
     }
 
     func run() throws {

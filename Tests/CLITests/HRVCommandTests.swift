@@ -131,6 +131,11 @@ import Testing
         #expect(r.stdout.contains("from the longest unbroken run of 2: 120 intervals, 10"), "\(r.stdout)")
         #expect(r.stdout.contains("left out: the frequency domain (120 s unbroken), DFA alpha2 (256 intervals unbroken)"), "\(r.stdout)")
         #expect(r.stdout.contains("dfa_alpha1") && r.stdout.contains("sampen") && !r.stdout.contains("dfa_alpha2"), "\(r.stdout)")
+        // An interval no metric takes, kept by --correct none: said (the table ended after respiration).
+        let tiny = try Self.temporaryFile((Array(rr[0..<150]) + [0.5] + Array(rr[150...])).map { String($0) }.joined(separator: "\n"), name: "rr.txt")
+        let none = try Self.run(["hrv", tiny, "--correct", "none"])
+        #expect(none.status == 0 && none.stdout.contains("frequency and nonlinear metrics left out: the series holds an interval under 1 ms"),
+                "\(none.stdout)")
         // A whole, unbroken series with every metric says nothing more.
         let whole = try Self.run(["hrv", Self.dataFile("rr_nsrdb_short_pyhrv_raw.csv"), "--correct", "none"])
         #expect(!whole.stdout.contains("frequency and nonlinear metrics from"), "\(whole.stdout)")

@@ -917,6 +917,8 @@ import Testing
         let none = try CLI.run(["sessions", "trend", "--device", "C0:FF", "--state-dir", dir])
         #expect(none.status == 1 && none.stderr.contains("no recorded session has device C0:FF (the store's devices: A0:9E:1A:00:00:0A"),
                 "\(none.stderr)")
+        let empty = try CLI.run(["sessions", "trend", "--device", "", "--state-dir", dir])
+        #expect(empty.status == 64 && empty.stderr.contains("--device needs a device id"), "\(empty.stderr)")
     }
 
     /// Start and end times carry their offset from UTC: without it, the hour repeated when summer time ends showed

@@ -42,6 +42,8 @@ import Testing
                     "\(r.stderr)")
         }
         #expect(!r.stderr.contains("No such device auto"), "\(r.stderr)")
+        let empty = try CLI.run(["cameras", "--capture", ""])
+        #expect(empty.status == 64 && empty.stderr.contains("--capture needs a device path"), "\(empty.stderr)")
         let shouted = try CLI.run(["cameras", "--capture", "Auto"])
         #expect(shouted.status == 64 && shouted.stderr.contains("--capture \"Auto\": did you mean auto"), "\(shouted.stderr)")
     }

@@ -115,10 +115,11 @@ import Testing
     /// camera.device is auto or a device's path: "AUTO" and " auto" were taken as device names (the camera then "not
     /// found" at the session's start, on a service), and a relative path is relative to wherever the service runs.
     @Test func theCameraDeviceIsAutoOrAPath() throws {
-        for (device, said) in [("AUTO", "did you mean auto?"), (" auto", "did you mean auto?"), ("video0", "such as /dev/video0")] {
+        for (device, said) in [("AUTO", "did you mean auto?"), (" auto", "did you mean auto?"), ("video0", "such as /dev/video0"),
+                               ("/dev/video0 ", "with spaces at its end?")] {
             let e = try #require(error("[camera]\ndevice = \"\(device)\"\n"), "\(device) was taken")
             #expect(e.line == 2 && e.message.contains("camera.device must be auto") && e.message.contains(said), "\(e.message)")
-            if device == "video0" { #expect(!e.message.contains("did you mean auto"), "\(e.message)") }
+            if device.hasSuffix("0") || device.hasSuffix(" ") { #expect(!e.message.contains("did you mean auto"), "\(e.message)") }
         }
         for device in ["auto", "/dev/video2", "/dev/v4l/by-id/usb-Logitech_C920-video-index0"] {
             #expect(try GatewayConfiguration.parse("[camera]\ndevice = \"\(device)\"\n", path: "t.toml").0.cameraDevice == device)

@@ -43,8 +43,11 @@ import Testing
                     BiosignalSample(timestampMs: 2_600, bpm: 60, rrIntervalsMs: [1000, 1000], source: "t", sequence: 9)]
         var kept = lost
         kept[1].sequence = 8
+        // A sample without a number between them hides nothing: 7, none, 10 is a jump.
+        let hidden = [lost[0], BiosignalSample(timestampMs: 1_800, bpm: 60, source: "t"),
+                      BiosignalSample(timestampMs: 2_600, bpm: 60, rrIntervalsMs: [1000, 1000], source: "t", sequence: 10)]
         #expect(abs(SessionMetrics.compute(window: kept, hsi: [:], options: none).rmssdMs - (200.0 * 200 / 3).squareRoot()) < 1e-9)
-        for w in [flagged, late, noContact, flaggedWithoutRR, lost] {
+        for w in [flagged, late, noContact, flaggedWithoutRR, lost, hidden] {
             #expect(SessionMetrics.compute(window: w, hsi: [:], options: none).rmssdMs == 0)
         }
     }

@@ -655,6 +655,11 @@ final class Seen: Sendable {
         }
         #expect(SessionExport.csv(sessionId: "s", samples: mixed) == SessionExport.csv(sessionId: "s", samples: plain))
         #expect(BeatTimeline.beats(mixed).filter(\.startsSegment).count == 1)
+        // Numbered notifications with one skipped, and a sample without a number after the skip: still a break.
+        var numbered = plain
+        for k in numbered.indices { numbered[k].sequence = UInt64(k < 10 ? k : k + 1) }
+        numbered[10].sequence = nil
+        #expect(BeatTimeline.beats(numbered).filter(\.startsSegment).count == 2)
         #expect(BeatTimeline.recordedHRV(mixed).map(\.result) == BeatTimeline.recordedHRV(plain).map(\.result))
     }
 
