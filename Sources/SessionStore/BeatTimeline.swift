@@ -55,6 +55,8 @@ public enum BeatTimeline {
             var offset: Double?
             var lastArrivalMs: Int64
             var lastSequence: UInt64?
+            /// Notifications with RR so far, each a candidate for `offset`.
+            var anchors = 0
         }
 
         var open: [String: Segment] = [:]
@@ -82,7 +84,10 @@ public enum BeatTimeline {
             if let previous = segment.lastSequence, let now = s.sequence, now != previous &+ 1 { gap = true }
             if !gap, !rr.isEmpty, let offset = segment.offset {
                 let lag = Double(s.timestampMs) - (segment.totalMs + rr.reduce(0) { $0 + $1.element })
-                if abs(lag - offset) > maxDriftMs { gap = true }
+                // Beats running ahead of the clock are told against an offset that more than one notification set:
+                // a stretch's first notification may itself have come late (a notification delayed by 3 s broke
+                // the stretch at it, as the engine does, and again at the next one, on time).
+                if lag - offset > maxDriftMs || (offset - lag > maxDriftMs && segment.anchors > 1) { gap = true }
             }
             if gap {
                 close(segment, device: device)
@@ -100,6 +105,7 @@ public enum BeatTimeline {
                 }
                 let lag = Double(s.timestampMs) - segment.totalMs
                 segment.offset = min(segment.offset ?? lag, lag)
+                segment.anchors += 1
             }
             open[device] = segment
         }

@@ -642,6 +642,21 @@ final class Seen: Sendable {
         for b in beats { #expect(b.timeMs <= Double(samples[b.sampleIndex].timestampMs) + 1e-6) }
     }
 
+    /// One notification delivered 3 s late (nothing lost, the next on time): the beats break once, at it, as the
+    /// engine's runs do (they broke there and again at the next notification, whose beats then ran "ahead" of the
+    /// late one's anchor: `hrv` on the CSV export and on the recording disagreed).
+    @Test func aLateNotificationBreaksTheBeatsOnceAsTheEngineDoes() throws {
+        var (samples, _) = strapNotifications(seconds: 60, raw: [900, 1100, 870, 1010], latencyMs: [20, 60, 40])
+        // A notification with beats, followed by one with beats.
+        let late = try #require((30..<(samples.count - 1)).first {
+            !(samples[$0].rrIntervalsMs ?? []).isEmpty && !(samples[$0 + 1].rrIntervalsMs ?? []).isEmpty
+        })
+        samples[late].timestampMs += 3_000
+        let stretches = BeatTimeline.beats(samples).filter(\.startsSegment).count
+        #expect(stretches == SessionMetrics.rrSegments(samples).count)
+        #expect(stretches == 2)
+    }
+
     /// A strap's raw ECG chunks, one after a lost PMD frame (`gapBefore`), between its heart-rate notifications: the
     /// beats go on unbroken, as the engine's runs do (the chunk's gap broke the export's beats, and `sessions show`'s
     /// recorded HRV with them).
