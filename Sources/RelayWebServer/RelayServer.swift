@@ -13,6 +13,7 @@ import HummingbirdWebSocket
 import Logging
 import NIOCore
 import NIOHTTP1
+import Synchronization
 
 /// How the relay listens.
 public struct RelayServerConfiguration: Sendable {
@@ -225,7 +226,7 @@ public struct RelayServer: Sendable {
                 // Made on a lane of its own as the client reads it (below); the answer waits for its first bytes, so
                 // that an export refused after all (its session deleted since the plan) still gets its status.
                 let body = ExportBody(spoolDirectory: archive.spoolDirectory)
-                Self.exportLane().submit {
+                Self.submitExport {
                     do { body.end(try archive.export(plan, into: body) ? .finished : .notFound) } catch {
                         body.end(.failed(error))
                     }
@@ -471,7 +472,15 @@ public struct RelayServer: Sendable {
     /// Session lists waiting on their lane or running there (for tests).
     static var archiveReadsPending: Int { archiveLane.pending }
 
-    private static func exportLane() -> DatabaseLane { exportLanes.min { $0.pending < $1.pending } ?? exportLanes[0] }
+    /// Held while a lane is chosen and the export put on it: two downloads answered at once on two event loops both
+    /// saw the same lane least busy and queued there, one behind the other, while the other lane idled (the cause of
+    /// `theSessionListDoesNotWaitBehindExports` failing now and then).
+    private static let choosingLane = Mutex(())
+
+    /// Puts `job` on the export lane with the least to do.
+    private static func submitExport(_ job: @escaping @Sendable () -> Void) {
+        choosingLane.withLock { _ in (exportLanes.min { $0.pending < $1.pending } ?? exportLanes[0]).submit(job) }
+    }
 
     /// How much of an export is read and sent at a time.
     static let spoolPartBytes = 256 * 1024
