@@ -353,10 +353,12 @@ public struct GatewayConfiguration: Sendable, Equatable {
                             case ("camera", "device"):
                                 let d = try string(v, key, k)
                                 // A service runs from /: a relative path is a mistake, and "AUTO" or " auto" are not auto.
-                                guard d.isEmpty || d == "auto" || (d.hasPrefix("/") && d.trimmingCharacters(in: .whitespaces) == d) else {
-                                    let meant = d.trimmingCharacters(in: .whitespaces).lowercased() == "auto" ? " (did you mean auto?)" : ""
-                                    let spaces = d.hasPrefix("/") ? " (with spaces at its end?)" : ""
-                                    throw fail(key, k, "camera.device must be auto (the first camera that works) or a device path such as /dev/video0 (see `hr-gateway cameras`), got \"\(d)\"" + meant + spaces)
+                                let trimmed = d.trimmingCharacters(in: .whitespaces)
+                                guard d.isEmpty || d == "auto" || (d.hasPrefix("/") && trimmed == d) else {
+                                    let hint = trimmed.lowercased() == "auto" ? " (did you mean auto?)"
+                                        : d.hasPrefix("/") ? " (with spaces at its end?)" : ""
+                                    throw fail(key, k, "camera.device must be auto (the first camera that works) or a device "
+                                        + "path such as /dev/video0 (see `hr-gateway cameras`), got \"\(d)\"" + hint)
                                 }
                                 c.cameraDevice = d.isEmpty ? nil : d
                             case ("camera", "width"), ("camera", "height"):

@@ -351,9 +351,9 @@ extension SessionMetrics {
 
     /// Splits the RR intervals of one device into uninterrupted runs. A run ends at a flagged gap, a sample without
     /// skin contact, a jump in `notification_seq` (a notification lost, as the exports' `segment_start` says), or when
-    /// the time since the previous sample with RR exceeds the RR the later one carries by more than the tolerance. A notification without RR but with contact does not end a run: a strap sends one every
-    /// second and no beat ended in that second whenever an interval spans it (normal below about 60 bpm); lost beats
-    /// show up in the time check.
+    /// the time since the previous sample with RR exceeds the RR the later one carries by more than the tolerance. A
+    /// notification without RR but with contact does not end a run: a strap sends one every second and no beat ended
+    /// in that second whenever an interval spans it (normal below about 60 bpm); lost beats show up in the time check.
     public static func rrSegments(_ samples: [BiosignalSample]) -> [[Double]] {
         rrRuns(samples).map(\.rrMs)
     }

@@ -353,14 +353,6 @@ public enum SessionExport {
     /// a corrupt timestamp in a replayed file), and its EDF would be years of empty records that no memory holds.
     public static let maxEDFSpanMs: Int64 = 7 * 86_400_000
 
-    /// The time from the session's start (or its earliest sample, when earlier) to its end (or its latest sample).
-    public static func spanMs(session: RecordedSession, samples: [BiosignalSample]) -> Int64 {
-        let times = samples.map(\.timestampMs)
-        let first = min(session.startedAtMs, times.min() ?? session.startedAtMs)
-        let last = max(session.endedAtMs ?? session.startedAtMs, times.max() ?? session.startedAtMs)
-        return last - first
-    }
-
     /// How many of `samples` an EDF export leaves out: stamped more than `earliestBeforeStartMs` before the
     /// session's start (a replayed recording whose clock stepped back, a clock mapping gone wrong). Said by the
     /// export and annotated in the file; the CSV and JSON lines exports hold them.
@@ -683,7 +675,7 @@ extension SessionStore {
                     arguments: [id])
                 return (row?["first"] as Int64?, row?["last"] as Int64?)
             }
-            // As `SessionExport.spanMs` reckons it from the samples.
+            // From the session's start (or its earliest sample, when earlier) to its end (or its latest sample).
             let span = max(s.endedAtMs ?? s.startedAtMs, last ?? s.startedAtMs) - min(s.startedAtMs, first ?? s.startedAtMs)
             guard span <= SessionExport.maxEDFSpanMs else {
                 throw .nothingToExport("session \(id) spans \(span / 86_400_000) days from its start to its last sample, "
