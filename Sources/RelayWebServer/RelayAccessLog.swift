@@ -159,10 +159,13 @@ struct RelayRequestContext: RequestContext, WebSocketRequestContext, RemoteAddre
     var coreContext: CoreRequestContextStorage
     let webSocket: WebSocketHandlerReference<Self>
     let remoteAddress: SocketAddress?
+    /// The connection, to tell a client that went while its answer was being made (an export's first bytes).
+    let channel: any Channel
 
     init(source: ApplicationRequestContextSource) {
         coreContext = .init(source: source)
         webSocket = .init()
         remoteAddress = source.channel.remoteAddress
+        channel = source.channel
     }
 }

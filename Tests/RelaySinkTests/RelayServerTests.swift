@@ -451,10 +451,11 @@ func signalled(_ semaphore: DispatchSemaphore, seconds: Int = 10) async -> Bool 
     }
 
     /// Exports that say when they begin (`entered`), then: `held`, wait until the test lets them go (`gate`) and
-    /// write "x"; `endless`, write 64 KB parts until nobody reads them; `failing`, write one part and fail. How each
+    /// write "x"; `endless`, write 64 KB parts until nobody reads them; `failing`, write one part and fail; `slowStart`,
+    /// work 60 s before writing "x" unless nobody reads it any more. How each
     /// stopped is kept (`stops`, signalled by `stopped`).
     final class ExportsInTheStore: SessionArchive {
-        enum Kind { case held, endless, failing }
+        enum Kind { case held, endless, failing, slowStart }
         let kind: Kind
         let gate = DispatchSemaphore(value: 0)
         let entered = DispatchSemaphore(value: 0)
@@ -482,6 +483,13 @@ func signalled(_ semaphore: DispatchSemaphore, seconds: Int = 10) async -> Bool 
                 case .failing:
                     try body.write([UInt8](repeating: 120, count: 1000))
                     throw POSIXError(.EIO)
+                case .slowStart:
+                    // Long work before its first bytes (a JSON's beats, an EDF's grids), asking as the store's
+                    // producers do whether it is still wanted.
+                    let deadline = Date().addingTimeInterval(60)
+                    while !body.isCancelled && Date() < deadline { usleep(1000) }
+                    if body.isCancelled { throw ExportBody.Cancelled() }
+                    try body.write(Array("x\n".utf8))
                 }
             } catch {
                 stops.withLock { $0.append(error is ExportBody.Cancelled ? "cancelled" : "\(error)") }
@@ -538,6 +546,55 @@ func signalled(_ semaphore: DispatchSemaphore, seconds: Int = 10) async -> Bool 
         #expect(answer.body.isEmpty, "\(answer.body.count) bytes after the head")
         #expect(archive.made.withLock { $0 } == 1, "\(archive.made.withLock { $0 }) exports begun: the HEAD made one")
         #expect(archive.stops.withLock { $0 } == ["cancelled"])
+        await relay.stop()
+    }
+
+    /// A download abandoned before its first bytes stops its export (it went on being made up to its first part,
+    /// for a JSON or an EDF most of the work, holding an export lane from the downloads behind it).
+    @Test func anExportAbandonedBeforeItsFirstBytesIsNoLongerMade() async throws {
+        let archive = ExportsInTheStore(.slowStart)
+        let relay = try await LiveRelay(sessions: archive)
+        let (token, _) = try relay.tokens.create(name: "browser", scope: .read, nowMs: 0)
+        let fd = try sendGet(port: relay.port, path: "/v1/sessions/s1/export", headers: ["Authorization: Bearer \(token)"])
+        let entered = await signalled(archive.entered)
+        close(fd)
+        #expect(entered, "the export in the store within 10 s")
+        // It would work on for 60 s.
+        #expect(await signalled(archive.stopped), "the export still made 10 s after its client went")
+        #expect(archive.stops.withLock { $0 } == ["cancelled"])
+        await relay.stop()
+    }
+
+    /// A download abandoned while its export waits for a lane is not made once a lane is free.
+    @Test func anExportAbandonedWhileItWaitsIsNotMade() async throws {
+        let archive = ExportsInTheStore(.held)
+        let relay = try await LiveRelay(sessions: archive)
+        let (token, _) = try relay.tokens.create(name: "browser", scope: .read, nowMs: 0)
+        let auth = ["Authorization: Bearer \(token)"]
+        let abandonedBefore = RelayServer.abandonedExports.load(ordering: .relaxed)
+        // Both lanes busy.
+        let downloads = try ["s1", "s2"].map { try sendGet(port: relay.port, path: "/v1/sessions/\($0)/export", headers: auth) }
+        defer { for fd in downloads { close(fd) } }
+        let one = await signalled(archive.entered, seconds: 30)
+        let both = one ? await signalled(archive.entered, seconds: 30) : false
+        #expect(both, "two exports in the store at once")
+        let third = try sendGet(port: relay.port, path: "/v1/sessions/s3/export", headers: auth)
+        close(third)
+        var deadline = ContinuousClock.now + .seconds(10)
+        while RelayServer.abandonedExports.load(ordering: .relaxed) == abandonedBefore && ContinuousClock.now < deadline {
+            try await Task.sleep(for: .milliseconds(2))  // polls what the relay counts; no timing assumed
+        }
+        let told = RelayServer.abandonedExports.load(ordering: .relaxed) > abandonedBefore
+        for _ in 0..<3 { archive.gate.signal() }  // three: a third export made after all does not hang the test
+        #expect(told, "the relay did not see the third download's client go within 10 s")
+        for fd in downloads {
+            let answer = RawAnswer(await readToEnd(fd))
+            #expect(answer.head.hasPrefix("http/1.1 200 ") && answer.body == Array("x\n".utf8), "\(answer.head)")
+        }
+        deadline = ContinuousClock.now + .seconds(10)
+        while RelayServer.exportsPending > 0 && ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(2)) }
+        #expect(RelayServer.exportsPending == 0)
+        #expect(archive.made.withLock { $0 } == 2, "\(archive.made.withLock { $0 }) exports made: the abandoned one too")
         await relay.stop()
     }
 
