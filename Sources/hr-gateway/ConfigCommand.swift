@@ -27,12 +27,13 @@ struct ConfigCheckCommand: ParsableCommand {
         discussion: """
             Without FILE (or --config FILE, as other commands take it), checks the file hr-gateway would read (or \
             says that none is present). Every error is printed with its line, in line order. The exit status is \
-            0 when the file and the HR_GATEWAY_* variables set are valid, 1 otherwise (the message says which).
+            0 when the file and the HR_GATEWAY_* variables set are valid, 1 otherwise (the message says which). \
+            --state-dir and --log-level, as other commands take them, show what such a command would use.
 
             Examples:
               hr-gateway config check
               hr-gateway config check /etc/hr-gateway/hr-gateway.toml
-              hr-gateway config check --config ./hr-gateway.toml
+              hr-gateway config check --config ./hr-gateway.toml --state-dir /var/lib/hr-gateway
             """
     )
 
@@ -42,9 +43,20 @@ struct ConfigCheckCommand: ParsableCommand {
     @Option(help: ArgumentHelp("The file to check, as other commands take it (same as FILE).", valueName: "file"))
     var config: String?
 
+    @Option(help: ArgumentHelp("Show this state directory in effect, as other commands take it.", valueName: "dir"))
+    var stateDir: String?
+
+    @Option(help: ArgumentHelp("Show this log level in effect, as other commands take it.", valueName: "level"))
+    var logLevel: LogLevelSetting?
+
     func validate() throws {
         if let file, let config, file != config {
-            throw ValidationError("Give the file once: either FILE or --config FILE.")
+            // A value of an option this command does not take is read as FILE: say both, not only "once".
+            throw ValidationError("Two files to check: FILE (\(file)) and --config (\(config)). Give one of them (an "
+                + "option `config check` does not take leaves its value to be read as FILE).")
+        }
+        if stateDir?.isEmpty == true {
+            throw ValidationError("--state-dir is empty: give a directory, or leave the option out for the default.")
         }
     }
 
@@ -86,8 +98,9 @@ struct ConfigCheckCommand: ParsableCommand {
             throw CommandFailure("the environment: \(error). HR_GATEWAY_* variables override the file: correct or unset it.")
         }
         var rows: [(String, String)] = [
-            ("log_level", c.logLevel.rawValue),
-            ("state_dir", StateDirectory.resolve(configured: c.stateDir)),
+            ("log_level", logLevel.map { "\($0.rawValue) (--log-level)" } ?? c.logLevel.rawValue),
+            ("state_dir", stateDir.map { "\(StateDirectory.resolve(option: $0)) (--state-dir)" }
+                ?? StateDirectory.resolve(configured: c.stateDir)),
             ("record", "\(c.record)"),
             ("keep_days", c.keepDays.map(String.init) ?? "0 (keep every session)"),
             ("session.mode", c.mode.rawValue),

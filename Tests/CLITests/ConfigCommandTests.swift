@@ -37,6 +37,27 @@ import Testing
 
     /// A strap `stream` refuses (a mistyped address) fails `config check`, which the unit runs before the service
     /// (it said "valid", and the service failed); `stream` names the address problem, not a generic "invalid spec".
+    /// The options other commands take beside --config are taken, and what they set is shown (`--state-dir` was
+    /// read as a second FILE: "Give the file once"); two files named say both.
+    @Test func theStateDirectoryAndLogLevelOfACommandLineAreShown() throws {
+        let dir = tempDir()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let file = dir + "/gw.toml"
+        try "log_level = \"warning\"\n[store]\nstate_dir = \"/srv/from-file\"\n".write(toFile: file, atomically: true, encoding: .utf8)
+        // The tests' environment names a state directory; unset, the file's is in effect.
+        let plain = try CLI.run(["config", "check", "--config", file], environment: ["HR_GATEWAY_STATE_DIR": ""])
+        #expect(plain.status == 0 && plain.stdout.contains("/srv/from-file") && plain.stdout.contains("warning"), "\(plain.stdout)\(plain.stderr)")
+        let given = try CLI.run(
+            ["config", "check", "--config", file, "--state-dir", dir + "/state", "--log-level", "debug"], environment: [:])
+        #expect(given.status == 0, "\(given.stderr)")
+        #expect(given.stdout.contains("\(dir)/state (--state-dir)") && given.stdout.contains("debug (--log-level)"), "\(given.stdout)")
+        #expect(!given.stdout.contains("/srv/from-file"), "\(given.stdout)")
+        let two = try CLI.run(["config", "check", file, "--config", dir + "/other.toml"], environment: [:])
+        #expect(two.status == 64 && two.stderr.contains("Two files to check: FILE (\(file)) and --config (\(dir)/other.toml)"), "\(two.stderr)")
+        let empty = try CLI.run(["config", "check", file, "--state-dir", ""], environment: [:])
+        #expect(empty.status == 64 && empty.stderr.contains("--state-dir is empty"), "\(empty.stderr)")
+    }
+
     @Test func aMistypedStrapAddressFailsTheCheck() throws {
         let dir = tempDir()
         defer { try? FileManager.default.removeItem(atPath: dir) }
