@@ -17,13 +17,19 @@ struct WebhookStatusCommand: AsyncParsableCommand {
 
     enum Format: String, ExpressibleByArgument, CaseIterable { case text, json }
 
-    @Option(name: .customLong("format"), help: "Output: text (a table) or json (one object per line).")
-    var formatOption: Format = .text
+    @Option(name: .customLong("format"), help: "Output: text (a table; the default) or json (one object per line).")
+    var formatOption: Format?
 
     @Flag(help: "Same as --format json (as the other commands say it).")
     var json = false
 
-    var format: Format { json ? .json : formatOption }
+    var format: Format { json ? .json : formatOption ?? .text }
+
+    func validate() throws {
+        if json, formatOption == .text {
+            throw ValidationError("--json asks for JSON and --format text for a table: give one of them.")
+        }
+    }
 
     @OptionGroup var store: StoreOptions
 

@@ -42,6 +42,12 @@ extension StreamWebhookTests {
         #expect(again.stdout.contains("queued 0 item(s): its session_summary; 1 of them already waiting"), "\(again.stdout)")
         let status = try CLI.run(["webhook", "status", "--state-dir", stateDir, "--config", config, "--format", "json"])
         #expect(try status.lines.map { try JSONValue(parsing: $0)["body"] } == [try JSONValue(parsing: summary)])
+        #expect(try CLI.run(["webhook", "status", "--state-dir", stateDir, "--config", config, "--json"]).stdout == status.stdout)
+        // Two formats asked for: said, not one of them chosen in silence (it printed JSON).
+        let both = try CLI.run(["webhook", "status", "--state-dir", stateDir, "--config", config, "--json", "--format", "text"])
+        #expect(both.status == 64 && both.stdout.isEmpty && both.stderr.contains("--json asks for JSON and --format text"), "\(both.stderr)")
+        let table = try CLI.run(["webhook", "status", "--state-dir", stateDir, "--config", config])
+        #expect(table.status == 0 && !table.stdout.hasPrefix("{"), "\(table.stdout)")
 
         try FileManager.default.removeItem(atPath: gate)
         let flushed = try CLI.run(["webhook", "flush", "--state-dir", stateDir, "--config", config])
