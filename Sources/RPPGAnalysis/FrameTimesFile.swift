@@ -6,8 +6,10 @@ import Foundation
 public enum FrameTimesFile {
     /// Reads one time in seconds per frame, in frame order: the `t_s` column of a CSV with a header (a dataset's
     /// per-frame file), or the first field of each line of a file without one. Blank lines and lines starting with
-    /// `#` are skipped; a field that is no number is an error naming its line.
-    public static func read(_ path: String) throws -> [Double] {
+    /// `#` are skipped; a field that is no number is an error naming its line, as are times that do not increase
+    /// from frame to frame or are in another unit. A time far from its neighbours (a wrong first or last time, a
+    /// clock reset, a long gap) is kept and said to `warn`, naming its line.
+    public static func read(_ path: String, warn: (String) -> Void = { _ in }) throws -> [Double] {
         guard let data = FileManager.default.contents(atPath: path) else {
             var isDirectory: ObjCBool = false
             let exists = FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory)
@@ -24,6 +26,7 @@ public enum FrameTimesFile {
         func number(_ field: String) -> Double? {
             Double(field) ?? (field.filter { $0 == "," }.count == 1 ? Double(field.replacingOccurrences(of: ",", with: ".")) : nil)
         }
+        var lineOf: [Int] = []
         for (index, line) in lines.enumerated() where !line.isEmpty && !line.hasPrefix("#") {
             let digits = !headerSeen && line.filter { $0 == "," }.count == 1
                 && line.split(separator: ",").count == 2 && line.allSatisfy { $0.isASCII && ($0.isNumber || $0 == ",") }
@@ -44,18 +47,58 @@ public enum FrameTimesFile {
                 throw AnalysisError("--frame-times \(path): line \(index + 1): \(field) is not a time in seconds")
             }
             times.append(t)
+            lineOf.append(index + 1)
         }
         guard times.count >= 2 else {
             throw AnalysisError("--frame-times \(path): \(times.count) time\(times.count == 1 ? "" : "s"); one per frame is needed")
         }
-        // Frames are hundredths of a second apart: a median step over a second is another unit.
-        let steps = zip(times.dropFirst(), times).map { $0 - $1 }.sorted()
-        let median = steps[steps.count / 2]
-        guard median <= 1 else {
-            throw AnalysisError("--frame-times \(path): the times are \(String(format: "%g", median)) apart (median), "
-                + "not a video's frames: are they milliseconds? Give seconds (divide by 1000)")
+        let steps = zip(times.dropFirst(), times).map { $0 - $1 }
+        let median = steps.sorted()[steps.count / 2]
+        // All equal, or written newest first: every frame but one would be dropped ("record longer").
+        guard median > 0 else {
+            let how = median == 0 ? "the median step is 0: repeated times"
+                : "they decrease: median step \(String(format: "%g", median)) s"
+            throw AnalysisError("--frame-times \(path): the times do not increase from frame to frame (\(how)); give each "
+                + "frame's capture time in seconds, in frame order")
         }
+        // Frames are hundredths of a second apart: a median step over a second is another unit.
+        guard median <= 1 else {
+            let (unit, divisor) = median <= 1000 ? ("milliseconds", "1000") : median <= 1e6 ? ("microseconds", "1000000")
+                : ("nanoseconds", "1000000000")
+            throw AnalysisError("--frame-times \(path): the times are \(String(format: "%g", median)) apart (median), "
+                + "not a video's frames: are they \(unit)? Give seconds (divide by \(divisor))")
+        }
+        for line in farOff(times, steps: steps, median: median, lines: lineOf) { warn("--frame-times \(path): \(line)") }
         return times
+    }
+
+    /// Steps between neighbouring times much longer than the frames' (`median`): over 2 s and 30 frames, forward or
+    /// back. Said (the first three and a count), not refused: a capture can have a gap, and the analysis keeps the
+    /// most frames in order. Each names its line and what follows from it.
+    static func farOff(_ times: [Double], steps: [Double], median: Double, lines: [Int]) -> [String] {
+        let limit = max(2, 30 * median)
+        func s(_ t: Double) -> String { String(format: "%.3f", t) }
+        var said: [String] = []
+        var more = 0
+        for (i, step) in steps.enumerated() where abs(step) > limit {
+            let text: String
+            if step < 0 {
+                text = "line \(lines[i + 1]): the time goes back \(s(-step)) s (\(s(times[i])) to \(s(times[i + 1]))): a "
+                    + "clock reset? The most frames whose times increase are kept; the others are dropped"
+            } else if i == 0 {
+                text = "line \(lines[0]): the first time (\(s(times[0])) s) is \(s(step)) s before the next, where frames are "
+                    + "\(s(median)) s apart: a wrong time? It is taken as a gap in the capture (the duration includes it)"
+            } else if i == steps.count - 1 {
+                text = "line \(lines[i + 1]): the last time (\(s(times[i + 1])) s) is \(s(step)) s after the one before, where "
+                    + "frames are \(s(median)) s apart: a wrong time? It is taken as a gap in the capture (the duration includes it)"
+            } else {
+                text = "line \(lines[i + 1]): \(s(step)) s after the frame before (\(s(times[i])) to \(s(times[i + 1])) s), where "
+                    + "frames are \(s(median)) s apart: a gap in the capture, or a wrong time? The windows start again after it"
+            }
+            if said.count < 3 { said.append(text) } else { more += 1 }
+        }
+        if more > 0 { said.append("and \(more) more such step\(more == 1 ? "" : "s")") }
+        return said
     }
 
     /// A field as an error quotes it: at most 40 characters, control and format characters escaped.

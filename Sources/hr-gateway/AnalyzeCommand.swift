@@ -164,7 +164,9 @@ struct AnalyzeCommand: ParsableCommand {
             if ((try? FileManager.default.attributesOfItem(atPath: file))?[.size] as? NSNumber)?.intValue == 0 {
                 throw AnalyzeError("\(file): the file is empty")
             }
-            let times = try frameTimes.map(FrameTimesFile.read)
+            let times = try frameTimes.map {
+                try FrameTimesFile.read($0) { StandardStream.error.write(Data("warning: \(file): \($0)\n".utf8)) }
+            }
             result = try OfflineAnalysis.analyze(
                 video: file, configuration: config, frameTimes: times,
                 estimator: OfflineAnalysis.makeVideoEstimator(configuration: config, faceCascade: faceCascade))

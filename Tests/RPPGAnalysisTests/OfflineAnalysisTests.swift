@@ -146,6 +146,11 @@ import Testing
         do { _ = try FrameTimesFile.read(ms) } catch {
             #expect("\(error)".contains("are they milliseconds? Give seconds"), "\(error)")
         }
+        let us = try file((0..<90).map { String(Double($0) * 33_333) }.joined(separator: "\n"))
+        defer { try? FileManager.default.removeItem(atPath: us) }
+        do { _ = try FrameTimesFile.read(us) } catch {
+            #expect("\(error)".contains("are they microseconds? Give seconds (divide by 1000000)"), "\(error)")
+        }
         let bidi = try file("0.0\nabc\u{202E}" + String(repeating: "x", count: 100) + "\n")
         defer { try? FileManager.default.removeItem(atPath: bidi) }
         do {
@@ -156,5 +161,43 @@ import Testing
             #expect(said.contains("line 2: \"abc\\u{202E}xxx") && said.contains("…\" is not a time in seconds"), "\(said)")
             #expect(!said.unicodeScalars.contains("\u{202E}") && said.count < 200, "\(said)")
         }
+    }
+
+    /// Times that do not increase are refused (every frame but one was dropped, then "record longer"); a time far
+    /// from its neighbours is kept and said with its line (a first time 100 s early made an 8-s clip 108 s long
+    /// without a word; a clock reset dropped the frames on one side of it with a warning naming none).
+    @Test func timesThatDoNotIncreaseAreRefusedAndFarOffTimesSaid() throws {
+        func frames(_ n: Int, from start: Double = 0) -> [String] { (0..<n).map { String(format: "%.4f", start + Double($0) / 30) } }
+        for (name, lines, expected) in [
+            ("equal", Array(repeating: "1.5", count: 60), "the median step is 0"),
+            ("descending", frames(60).reversed(), "they decrease"),
+        ] {
+            let path = try file(lines.joined(separator: "\n"))
+            defer { try? FileManager.default.removeItem(atPath: path) }
+            do {
+                _ = try FrameTimesFile.read(path)
+                Issue.record("\(name): read")
+            } catch { #expect("\(error)".contains(expected) && "\(error)".contains("in frame order"), "\(name): \(error)") }
+        }
+        func warnings(_ lines: [String]) throws -> ([Double], [String]) {
+            let path = try file("t_s\n" + lines.joined(separator: "\n"))
+            defer { try? FileManager.default.removeItem(atPath: path) }
+            var said: [String] = []
+            let times = try FrameTimesFile.read(path) { said.append($0) }
+            return (times, said)
+        }
+        let clean = try warnings(frames(240))
+        #expect(clean.0.count == 240 && clean.1.isEmpty, "\(clean.1)")
+        // A real capture's gap under 2 s (UBFC has one of 0.9 s) is not said.
+        #expect(try warnings(frames(120) + frames(120, from: 4.9)).1.isEmpty)
+        let early = try warnings(["-100"] + frames(240).dropFirst())
+        #expect(early.0.count == 240 && early.1.count == 1, "\(early.1)")
+        #expect(early.1.first?.contains("line 2: the first time (-100.000 s) is 100.033 s before the next") == true, "\(early.1)")
+        let late = try warnings(frames(239) + ["108"])
+        #expect(late.1.first?.contains("line 241: the last time (108.000 s)") == true, "\(late.1)")
+        let reset = try warnings(frames(170) + frames(70, from: 0.5))
+        #expect(reset.1.first?.contains("line 172: the time goes back 5.133 s (5.633 to 0.500): a clock reset?") == true, "\(reset.1)")
+        let gaps = try warnings((0..<6).flatMap { frames(40, from: Double($0) * 10) })
+        #expect(gaps.1.count == 4 && gaps.1[0].contains("line 42: 8.700 s after the frame before") && gaps.1[3].hasSuffix(": and 2 more such steps"), "\(gaps.1)")
     }
 }
