@@ -63,6 +63,8 @@ public struct GatewayConfiguration: Sendable, Equatable {
     public var cameraMainsHz = 50
     /// OpenCV face cascade; nil: the one from Debian's opencv-data.
     public var cameraFaceCascade: String?
+    /// Withhold camera pulse readings whose colour change does not look like blood's (`--colour-check`).
+    public var cameraColourCheck = false
     /// Where the relay listens (`HOST:PORT`); nil: no relay.
     public var relayListen: String?
     /// `[metrics] listen`: the Prometheus endpoint without a token (`--metrics-listen`), nil for none.
@@ -140,7 +142,7 @@ public struct GatewayConfiguration: Sendable, Equatable {
                     "max_items"],
         "mqtt": ["url", "gateway_id", "ca_file", "password_file", "grace_sec"],
         "strap": ["devices", "adapter", "ecg", "acc_hz"],
-        "camera": ["device", "width", "height", "fps", "mains_hz", "face_cascade"],
+        "camera": ["device", "width", "height", "fps", "mains_hz", "face_cascade", "colour_check"],
         "relay": ["listen", "tls", "tls_cert", "tls_key"],
         "metrics": ["listen"],
     ]
@@ -381,6 +383,11 @@ public struct GatewayConfiguration: Sendable, Equatable {
                             case ("camera", "face_cascade"):
                                 let f = try string(v, key, k)
                                 c.cameraFaceCascade = f.isEmpty ? nil : f
+                            case ("camera", "colour_check"):
+                                guard let b = v.bool, v.type == .bool else {
+                                    throw fail(key, k, "camera.colour_check must be true or false, got a \(v.type)")
+                                }
+                                c.cameraColourCheck = b
                             case ("relay", "listen"):
                                 c.relayListen = try listen(
                                     v, key, k, examples: "\"127.0.0.1:8765\" or \"0.0.0.0:8765\" (\"\" for no relay)")

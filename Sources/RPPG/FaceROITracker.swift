@@ -101,6 +101,11 @@ public struct ROIMeasurement: Sendable, Equatable {
     /// to the frame; no skin test), with a detector only: a light that flickers or a screen that flashes changes
     /// it as well as the face, and the estimator distrusts a pulse peak the background shares.
     public var background: RGBMean?
+    /// With a detector: the mean of the central face's samples that passed the skin test on the first frame measured
+    /// with the held box, kept while the box is held (scaled like `whole` across box moves). Pixels at the skin test's
+    /// limits, dropping in and out from frame to frame, move `whole` along the chroma axis the test cuts (a still
+    /// photo with sensor noise got a "pulse" from it); this mean has no such motion, only the pixels' own.
+    public var frozen: RGBMean?
     /// Skin samples behind `whole` (after subsampling: one sample per 2x2 pixels).
     public var skinSamples: Int
     /// The smoothed face box, when a face is tracked.
@@ -129,7 +134,8 @@ public struct ROIMeasurement: Sendable, Equatable {
     /// The input the pulse estimator takes from this frame (`rgb` is `nil` unless ``isUsable``).
     public var sample: RPPGSample {
         RPPGSample(tSeconds: timestampSeconds, rgb: isUsable ? whole : nil,
-                   verticalPosition: isUsable ? verticalPosition : nil, background: isUsable ? background : nil)
+                   verticalPosition: isUsable ? verticalPosition : nil, background: isUsable ? background : nil,
+                   frozen: isUsable ? frozen : nil)
     }
 }
 
@@ -182,6 +188,10 @@ public struct FaceROITracker: Sendable {
     /// across box moves.
     private var measuredBox: PixelBox?
     private var continuityGain = RGBMean(r: 1, g: 1, b: 1)
+    /// The skin test per sample of the central face on the first frame measured with `frozenBox` (`frozen`).
+    private var frozenMask: [Bool] = []
+    private var frozenBox: PixelBox?
+    private var frozenGain = RGBMean(r: 1, g: 1, b: 1)
 
     public init(configuration: ROIConfiguration = ROIConfiguration(), detector: (any FaceDetector)? = nil) {
         self.configuration = configuration
@@ -244,6 +254,8 @@ public struct FaceROITracker: Sendable {
         moving = false
         measuredBox = nil
         continuityGain = RGBMean(r: 1, g: 1, b: 1)
+        frozenBox = nil
+        frozenGain = RGBMean(r: 1, g: 1, b: 1)
     }
 
     private mutating func run<R: PixelReader>(_ reader: R, layout: FrameLayout, t: Double) -> ROIMeasurement {
@@ -268,10 +280,25 @@ public struct FaceROITracker: Sendable {
         guard let box = smoothed else {
             measuredBox = nil
             continuityGain = RGBMean(r: 1, g: 1, b: 1)
+            frozenBox = nil
+            frozenGain = RGBMean(r: 1, g: 1, b: 1)
             return m
         }
 
-        let scan = self.scan(reader, box: box, layout: layout)
+        // The held mask follows the box; its mean is kept continuous across the change as `whole` is (below), with
+        // the old mask on the old box and the new on the new, both on this frame.
+        var heldBefore: RGBMean?
+        if detector != nil, frozenBox != box {
+            if let previous = frozenBox {
+                heldBefore = self.scan(reader, box: previous, layout: layout, frozenMask: frozenMask).frozen.mean(R.nativeIsRGB)
+            }
+            frozenMask = heldSkinMask(reader, box: box, layout: layout)
+            frozenBox = box
+        }
+        let scan = self.scan(reader, box: box, layout: layout, frozenMask: detector != nil ? frozenMask : nil)
+        if let old = heldBefore, let new = scan.frozen.mean(R.nativeIsRGB), new.r > 0, new.g > 0, new.b > 0 {
+            frozenGain = RGBMean(r: frozenGain.r * old.r / new.r, g: frozenGain.g * old.g / new.g, b: frozenGain.b * old.b / new.b)
+        }
         let (sums, clipped, visited) = (scan.sums, scan.clipped, scan.visited)
         let total = scan.total
         // Continuity across box moves: the frame is measured with the previous box too, and the means are scaled so
@@ -289,6 +316,11 @@ public struct FaceROITracker: Sendable {
         if detector != nil { m.background = backgroundMean(reader, box: box, layout: layout) }
         m.whole = total.mean(R.nativeIsRGB).map {
             RGBMean(r: $0.r * continuityGain.r, g: $0.g * continuityGain.g, b: $0.b * continuityGain.b)
+        }
+        if detector != nil {
+            m.frozen = scan.frozen.mean(R.nativeIsRGB).map {
+                RGBMean(r: $0.r * frozenGain.r, g: $0.g * frozenGain.g, b: $0.b * frozenGain.b)
+            }
         }
         m.skinSamples = total.count
         m.verticalPosition = foreheadEdge(reader, box: box, layout: layout)
@@ -326,8 +358,44 @@ public struct FaceROITracker: Sendable {
         return sums.count >= 64 ? sums.mean(R.nativeIsRGB) : nil
     }
 
-    /// Sums of the skin samples in the measured regions of `box` (see the type's documentation).
-    private func scan<R: PixelReader>(_ reader: R, box: PixelBox, layout: FrameLayout) -> (sums: [RegionSums], total: RegionSums, clipped: Int, visited: Int) {
+    /// The samples of the central face (as `scan` visits them) that pass the skin test now and whose neighbours
+    /// within `frozenMaskMargin` samples (each way) do too: skin away from the face's edges, so that a head moving a
+    /// few pixels inside the held box brings no hair, eye or background into the held mask's mean.
+    private func heldSkinMask<R: PixelReader>(_ reader: R, box: PixelBox, layout: FrameLayout) -> [Bool] {
+        let x0 = evenFloor(box.x + 0.20 * box.width, limit: layout.width), x1 = evenFloor(box.x + 0.80 * box.width, limit: layout.width)
+        let y0 = evenFloor(box.y + 0.10 * box.height, limit: layout.height), y1 = evenFloor(box.y + 0.95 * box.height, limit: layout.height)
+        let columns = max(0, (x1 - x0 + 1) / 2), rows = max(0, (y1 - y0 + 1) / 2)
+        let rule = skinRule
+        var skin = [Bool](repeating: false, count: columns * rows)
+        for j in 0..<rows {
+            for i in 0..<columns { skin[j * columns + i] = rule.test(reader.read(x0 + 2 * i, y0 + 2 * j)) }
+        }
+        let k = Self.frozenMaskMargin
+        var held = [Bool](repeating: false, count: skin.count)
+        for j in 0..<rows {
+            for i in 0..<columns where skin[j * columns + i] {
+                var all = true
+                for dj in -k...k where all {
+                    let jj = j + dj
+                    for di in -k...k {
+                        let ii = i + di
+                        if jj < 0 || jj >= rows || ii < 0 || ii >= columns || !skin[jj * columns + ii] { all = false; break }
+                    }
+                }
+                held[j * columns + i] = all
+            }
+        }
+        return held
+    }
+
+    /// How far (samples, 2 pixels each) from non-skin a sample of the held mask lies.
+    static let frozenMaskMargin = 2
+
+    /// Sums of the skin samples in the measured regions of `box` (see the type's documentation). With a detector
+    /// also `frozen`, the sums of the samples `frozenMask` marks (it has one entry per sample of the same box).
+    private func scan<R: PixelReader>(
+        _ reader: R, box: PixelBox, layout: FrameLayout, frozenMask: [Bool]? = nil
+    ) -> (sums: [RegionSums], total: RegionSums, clipped: Int, visited: Int, frozen: RegionSums) {
         let cfg = configuration
         // Regions as fractions of the box. With a detector the whole central face (x 20-80 %, y 10-95 %) is
         // measured: on compressed real video its skin mean carries the pulse far better than forehead and cheeks
@@ -348,6 +416,8 @@ public struct FaceROITracker: Sendable {
         var total = RegionSums()
         var clipped = 0
         var visited = 0
+        var frozen = RegionSums()
+        let given = scanned.count == 1 ? frozenMask : nil
         for (i, reg) in scanned.enumerated() {
             let (x0, x1, y0, y1) = pixels(reg)
             var y = y0
@@ -355,9 +425,11 @@ public struct FaceROITracker: Sendable {
                 var x = x0
                 while x < x1 {
                     let p = reader.read(x, y)
+                    let skin = rule.test(p)
+                    if let given, visited < given.count, given[visited] { frozen.add(p) }
                     visited += 1
                     if p.luma > cfg.lumaRange.upperBound { clipped += 1 }
-                    if rule.test(p) {
+                    if skin {
                         total.add(p)
                         if scanned.count == named.count {
                             sums[i].add(p)
@@ -372,7 +444,11 @@ public struct FaceROITracker: Sendable {
                 y += 2
             }
         }
-        return (sums, total, clipped, visited)
+        if let given, given.count != visited {
+            // Another box after all (it cannot be: the same box visits the same samples): no frozen mean.
+            frozen = RegionSums()
+        }
+        return (sums, total, clipped, visited, frozen)
     }
 
     /// Shrinks the frame to grey at about `detectionWidth` and asks the detector: around the held box first, then

@@ -26,6 +26,13 @@ public struct RPPGConfiguration: Sendable, Equatable {
     /// dev set's fixed box) but not yet through the whole video path with the skin-blob ROI; re-judge with
     /// `hr-gateway-bench rppg-eval --curve` when the ROI stage changes.
     public var pulseTrackingSigmaHz: Double? = nil
+    /// The colour check, off by default: a pulse whose colour direction (``RPPGEstimate/colourAngleDegrees``) is
+    /// within this many degrees of blood volume's keeps its confidence, one twice as far none (linear between). It
+    /// withholds most readings that come from something other than blood (a photo, a screen, heavy compression), and
+    /// some real ones: measured, 30 (docs/rppg.md, "The pulse's colour direction"). `nil`: not checked.
+    public var colourAngleToleranceDegrees: Double?
+    /// The tolerance `--colour-check` sets (measured on ubfc-dev and degraded copies of it: docs/rppg.md).
+    public static let colourCheckToleranceDegrees = 30.0
     /// Pulse readings below this confidence are withheld (`hrBpm == nil`). Calibrated on real face video,
     /// leave-one-subject-out (docs/rppg.md, "Confidence calibration").
     public var confidenceThreshold: Double = 0.4
@@ -93,12 +100,19 @@ public struct RPPGSample: Sendable, Equatable {
     public var verticalPosition: Double?
     /// Mean colour of the scene beside the face (``ROIMeasurement/background``), when measured.
     public var background: RGBMean?
+    /// The face's mean over a skin mask held with the face box (``ROIMeasurement/frozen``), when measured: the
+    /// colour direction of the pulse is judged on it.
+    public var frozen: RGBMean?
 
-    public init(tSeconds: Double, rgb: RGBMean?, verticalPosition: Double? = nil, background: RGBMean? = nil) {
+    public init(
+        tSeconds: Double, rgb: RGBMean?, verticalPosition: Double? = nil, background: RGBMean? = nil,
+        frozen: RGBMean? = nil
+    ) {
         self.tSeconds = tSeconds
         self.rgb = rgb
         self.verticalPosition = verticalPosition
         self.background = background
+        self.frozen = frozen
     }
 }
 
@@ -122,6 +136,11 @@ public struct RPPGEstimate: Sendable, Equatable {
     /// The background's power at the pulse peak relative to its own strongest component, 0-1, when the scene beside
     /// the face was measured over the whole window (see ``RPPGEstimator``).
     public var backgroundShare: Double?
+    /// The angle, degrees, between the pulse's colour direction (on the held skin mask, at the peak) and blood
+    /// volume's, in the colour plane; `nil` when the held mask's mean was not measured over the whole window.
+    public var colourAngleDegrees: Double?
+    /// Whether the colour check withheld a pulse the rest of the confidence would have given.
+    public var withheldForColour = false
     /// Breathing rate, breaths per minute; `nil` unless `breathingConfidence >= breathingConfidenceThreshold`.
     public var breathingRateBpm: Double?
     /// 0-1.
@@ -236,8 +255,9 @@ public struct RPPGEstimator: Sendable {
         if let lastValid = grid.lastTime, t - lastValid > configuration.maximumGapSeconds { grid.reset() }
         if let rgb = sample.rgb, rgb.r.isFinite, rgb.g.isFinite, rgb.b.isFinite {
             let bg = sample.background.flatMap { $0.g.isFinite ? $0.g : nil }
+            let frozen = sample.frozen.flatMap { $0.r.isFinite && $0.g.isFinite && $0.b.isFinite ? $0 : nil }
             grid.add(t: t, rgb: rgb, position: sample.verticalPosition.flatMap { $0.isFinite ? $0 : nil },
-                     background: bg, rate: configuration.sampleRateHz)
+                     background: bg, frozen: frozen, rate: configuration.sampleRateHz)
             grid.trim(keep: Int((max(configuration.windowSeconds, configuration.breathingWindowSeconds) + 2) * configuration.sampleRateHz))
         }
         guard t >= nextTick - 1e-9, let first = firstTime else { return nil }
@@ -284,10 +304,21 @@ public struct RPPGEstimator: Sendable {
                         result.backgroundShare = Self.backgroundShare(bgWindow, face: g, atHz: sp.frequencyHz,
                                                                       sampleRate: fs, band: cfg.pulseBandHz)
                     }
-                    result.confidence = Self.pulseConfidence(
+                    if grid.frozenMissing.suffix(n).allSatisfy({ !$0 }) {
+                        result.colourAngleDegrees = colourAngle(
+                            r: Array(grid.fr.suffix(n)), g: Array(grid.fg.suffix(n)), b: Array(grid.fb.suffix(n)),
+                            atHz: sp.frequencyHz, sampleRate: fs)
+                    }
+                    var colourFactor = 1.0
+                    if let tolerance = cfg.colourAngleToleranceDegrees, let angle = result.colourAngleDegrees {
+                        colourFactor = clamp01((2 * tolerance - abs(angle)) / tolerance)
+                    }
+                    let unchecked = Self.pulseConfidence(
                         pos: sp, chromBpm: sc?.perMinute, chromSnrAtPeakDb: chromSnrAtPeak,
                         lastReadingBpm: tracked.flatMap { t - $0.t <= Self.continuitySeconds + 1e-9 ? 60 * $0.hz : nil },
                         windowSeconds: result.windowSeconds) * clamp01(2 * (1 - (result.backgroundShare ?? 0)))
+                    result.confidence = unchecked * colourFactor
+                    result.withheldForColour = unchecked >= cfg.confidenceThreshold && result.confidence < cfg.confidenceThreshold
                     if result.confidence >= cfg.confidenceThreshold {
                         result.hrBpm = sp.perMinute
                         tracked = (sp.frequencyHz, t)
@@ -381,6 +412,55 @@ public struct RPPGEstimator: Sendable {
         return max(0, 10 * log10(share(seconds) / share(10)))
     }
 
+    /// Blood volume's colour direction in R, G, B (de Haan & van Leest's Pbv for skin under white light).
+    static let bloodVolumeDirection = (r: 0.33, g: 0.77, b: 0.53)
+
+    /// The signed angle, degrees, between the principal colour direction of `r`, `g`, `b` (each over its mean,
+    /// band-passed) within ±0.1 Hz of `hz` and blood volume's, both in the plane normal to [1, 1, 1] (brightness
+    /// left out: Pbv is only 18° from it); the direction's sign is set by brightness. `nil` for a flat window.
+    func colourAngle(r: [Double], g: [Double], b: [Double], atHz hz: Double, sampleRate fs: Double) -> Double? {
+        let channels = [r, g, b].map { v -> [Double] in
+            let m = Self.mean(v)
+            return m >= 1 ? pulseFilter.filtfilt(v.map { $0 / m - 1 }) : []
+        }
+        guard channels.allSatisfy({ $0.count >= 8 }) else { return nil }
+        // The cross-spectral matrix (its real part) over the peak's neighbourhood, 0.01 Hz apart.
+        var s = [Double](repeating: 0, count: 9)
+        var f = hz - 0.1
+        while f <= hz + 0.1 + 1e-9 {
+            var re = [0.0, 0.0, 0.0], im = [0.0, 0.0, 0.0]
+            let w = 2 * Double.pi * f / fs
+            for c in 0..<3 {
+                for (k, x) in channels[c].enumerated() {
+                    re[c] += x * cos(w * Double(k))
+                    im[c] -= x * sin(w * Double(k))
+                }
+            }
+            for i in 0..<3 { for j in 0..<3 { s[3 * i + j] += re[i] * re[j] + im[i] * im[j] } }
+            f += 0.01
+        }
+        // Its principal eigenvector (power iteration; the matrix is symmetric and positive semi-definite).
+        var u = [0.33, 0.77, 0.53]
+        for _ in 0..<60 {
+            let v = (0..<3).map { i in s[3 * i] * u[0] + s[3 * i + 1] * u[1] + s[3 * i + 2] * u[2] }
+            let norm = (v[0] * v[0] + v[1] * v[1] + v[2] * v[2]).squareRoot()
+            guard norm > 0, norm.isFinite else { return nil }
+            u = v.map { $0 / norm }
+        }
+        if u[0] + u[1] + u[2] < 0 { u = u.map { -$0 } }
+        func inPlane(_ v: [Double]) -> [Double] {
+            let m = (v[0] + v[1] + v[2]) / 3
+            return v.map { $0 - m }
+        }
+        let a = inPlane(u)
+        let p = inPlane([Self.bloodVolumeDirection.r, Self.bloodVolumeDirection.g, Self.bloodVolumeDirection.b])
+        let dot = a[0] * p[0] + a[1] * p[1] + a[2] * p[2]
+        // (p × a) · [1, 1, 1]: the sign of the turn from Pbv to the pulse's direction.
+        let cross = (p[1] * a[2] - p[2] * a[1]) + (p[2] * a[0] - p[0] * a[2]) + (p[0] * a[1] - p[1] * a[0])
+        guard abs(dot) + abs(cross) > 0 else { return nil }
+        return atan2(cross / 3.0.squareRoot(), dot) * 180 / Double.pi
+    }
+
     /// `v` over its mean, band-passed to the pulse band, plus 1 (a channel the projections can normalise again).
     private func bandLimited(_ v: [Double]) -> [Double] {
         let m = Self.mean(v)
@@ -407,10 +487,14 @@ struct UniformGrid {
     var positionMissing: [Bool] = []
     var background: [Double] = []
     var backgroundMissing: [Bool] = []
+    var fr: [Double] = []
+    var fg: [Double] = []
+    var fb: [Double] = []
+    var frozenMissing: [Bool] = []
     var lastTime: Double?
     private var start = 0.0
     private var produced = 0
-    private var last: (t: Double, rgb: RGBMean, pos: Double?, bg: Double?)?
+    private var last: (t: Double, rgb: RGBMean, pos: Double?, bg: Double?, frozen: RGBMean?)?
 
     mutating func reset() {
         r.removeAll(keepingCapacity: true)
@@ -420,20 +504,26 @@ struct UniformGrid {
         positionMissing.removeAll(keepingCapacity: true)
         background.removeAll(keepingCapacity: true)
         backgroundMissing.removeAll(keepingCapacity: true)
+        fr.removeAll(keepingCapacity: true)
+        fg.removeAll(keepingCapacity: true)
+        fb.removeAll(keepingCapacity: true)
+        frozenMissing.removeAll(keepingCapacity: true)
         produced = 0
         last = nil
         lastTime = nil
     }
 
-    mutating func add(t: Double, rgb: RGBMean, position pos: Double?, background bg: Double? = nil, rate: Double) {
+    mutating func add(
+        t: Double, rgb: RGBMean, position pos: Double?, background bg: Double? = nil, frozen: RGBMean? = nil, rate: Double
+    ) {
         defer {
-            last = (t, rgb, pos, bg)
+            last = (t, rgb, pos, bg, frozen)
             lastTime = t
         }
         guard let prev = last else {
             start = t
             produced = 1
-            push(rgb, pos, bg)
+            push(rgb, pos, bg, frozen)
             return
         }
         let span = t - prev.t
@@ -452,12 +542,20 @@ struct UniformGrid {
             }
             var q: Double?
             if let a = prev.bg, let b = bg { q = a + w * (b - a) }
-            push(c, p, q)
+            var z: RGBMean?
+            if let a = prev.frozen, let b = frozen {
+                z = RGBMean(r: a.r + w * (b.r - a.r), g: a.g + w * (b.g - a.g), b: a.b + w * (b.b - a.b))
+            }
+            push(c, p, q, z)
             produced += 1
         }
     }
 
-    private mutating func push(_ c: RGBMean, _ p: Double?, _ q: Double?) {
+    private mutating func push(_ c: RGBMean, _ p: Double?, _ q: Double?, _ z: RGBMean?) {
+        fr.append(z?.r ?? fr.last ?? 0)
+        fg.append(z?.g ?? fg.last ?? 0)
+        fb.append(z?.b ?? fb.last ?? 0)
+        frozenMissing.append(z == nil)
         r.append(c.r)
         g.append(c.g)
         b.append(c.b)
@@ -478,5 +576,9 @@ struct UniformGrid {
         positionMissing.removeFirst(drop)
         background.removeFirst(drop)
         backgroundMissing.removeFirst(drop)
+        fr.removeFirst(drop)
+        fg.removeFirst(drop)
+        fb.removeFirst(drop)
+        frozenMissing.removeFirst(drop)
     }
 }

@@ -3,7 +3,7 @@ import Foundation
 import RPPG
 import RPPGAnalysis
 
-/// `hr-gateway-bench rppg-eval DIR [--bounds FILE] [--curve] [--face-cascade XML] [--traces OUT] [--threshold C]`:
+/// `hr-gateway-bench rppg-eval DIR [--bounds FILE] [--curve] [--face-cascade XML] [--traces OUT] [--threshold C] [--colour-angle DEG|none]`:
 /// camera pulse accuracy on real recordings. `--threshold` replaces the pulse confidence threshold (calibration). `--traces OUT` also writes every frame's ROI measurement to `OUT/NAME_roi.csv`
 /// (time, status, box source, face and background means, forehead row), so the signal processing can be studied
 /// apart from decoding and detection, and every scored window's reference and estimate to `OUT/NAME_windows.csv`.
@@ -15,6 +15,7 @@ func runRPPGEval(arguments: [String]) {
     var faceCascade = CascadeFaceDetector.defaultCascadePath
     var tracesDir: String?
     var threshold: Double?
+    var colourAngle: Double??
     var it = arguments.makeIterator()
     while let a = it.next() {
         switch a {
@@ -23,6 +24,10 @@ func runRPPGEval(arguments: [String]) {
         case "--face-cascade": faceCascade = it.next() ?? faceCascade
         case "--traces": tracesDir = it.next()
         case "--threshold": threshold = it.next().flatMap(Double.init)
+        case "--colour-angle":
+            // The colour check's tolerance, degrees, or "none" (the default; calibration).
+            let v = it.next() ?? ""
+            colourAngle = v == "none" ? .some(nil) : Double(v).map { .some($0) }
         default: dir = a
         }
     }
@@ -30,7 +35,7 @@ func runRPPGEval(arguments: [String]) {
         FileHandle.standardError.write(Data("rppg-eval: FAILED: \(message)\n".utf8))
         exit(code)
     }
-    guard let dir else { fail("usage: hr-gateway-bench rppg-eval DIR [--bounds FILE] [--curve] [--face-cascade XML] [--traces OUT] [--threshold C]") }
+    guard let dir else { fail("usage: hr-gateway-bench rppg-eval DIR [--bounds FILE] [--curve] [--face-cascade XML] [--traces OUT] [--threshold C] [--colour-angle DEG|none]") }
     var isDir: ObjCBool = false
     guard FileManager.default.fileExists(atPath: dir, isDirectory: &isDir), isDir.boolValue else {
         fail("data folder \(dir) is missing: nothing was evaluated (ubfc-dev lives in ../shared/data/rppg/ubfc-dev)")
@@ -57,6 +62,7 @@ func runRPPGEval(arguments: [String]) {
         guard (0...1).contains(threshold) else { fail("--threshold must be a confidence within 0-1") }
         config.confidenceThreshold = threshold
     }
+    if let colourAngle { config.colourAngleToleranceDegrees = colourAngle }
     let started = Date()
     func pct(_ v: Double?) -> String { v.map { String(format: "%5.1f %%", 100 * $0) } ?? "    - " }
     func bpm(_ v: Double?) -> String { v.map { String(format: "%5.2f", $0) } ?? "    -" }
@@ -76,13 +82,13 @@ func runRPPGEval(arguments: [String]) {
             fail("\(subject): \(error)")
         }
         if let tracesDir {
-            var windows = "start_s,reference_bpm,candidate_bpm,chrom_bpm,hr_bpm,confidence,fundamental_snr_db,snr_db,peak_ratio,background_share,chrom_snr_at_peak_db\n"
+            var windows = "start_s,reference_bpm,candidate_bpm,chrom_bpm,hr_bpm,confidence,fundamental_snr_db,snr_db,peak_ratio,background_share,chrom_snr_at_peak_db,colour_angle_deg\n"
             for w in r.scored {
                 func f(_ v: Double?) -> String { v.map { String(format: "%.4f", $0) } ?? "" }
                 let e = w.estimate
                 windows += [f(w.startSeconds), f(w.referenceBpm), f(e?.candidateHrBpm), f(e?.chromHrBpm), f(e?.hrBpm),
                             f(e?.confidence), f(e?.fundamentalSnrDb), f(e?.snrDb), f(e?.peakRatio),
-                            f(e?.backgroundShare), f(e?.chromSnrAtPeakDb)].joined(separator: ",") + "\n"
+                            f(e?.backgroundShare), f(e?.chromSnrAtPeakDb), f(e?.colourAngleDegrees)].joined(separator: ",") + "\n"
             }
             for (name, text) in [("roi", trace), ("windows", windows)] {
                 let path = (tracesDir as NSString).appendingPathComponent("\(subject)_\(name).csv")

@@ -4,6 +4,7 @@ import CameraProvider
 import FaceDetection
 import GatewayConfig
 import GatewayEngine
+import RPPG
 import StdoutSink
 import V4L2Capture
 
@@ -42,6 +43,12 @@ struct CameraOptions: ParsableArguments {
         "OpenCV face cascade file for the camera (Debian package opencv-data). Default: camera.face_cascade, else "
             + "\(CascadeFaceDetector.defaultCascadePath).", valueName: "xml"))
     var faceCascade: String?
+
+    @Flag(help: ArgumentHelp(
+        "Withhold camera pulse readings whose colour change does not look like blood's: fewer wrong readings from a "
+            + "photo, a screen or heavily compressed video, and fewer readings (`hr-gateway analyze --help`, COLOUR "
+            + "CHECK). Default: camera.colour_check, else off."))
+    var colourCheck = false
 
     enum Mains: String, ExpressibleByArgument, CaseIterable {
         case fifty = "50"
@@ -87,6 +94,7 @@ struct CameraOptions: ParsableArguments {
         cameraFps = cameraFps ?? settings.cameraFps
         mains = mains ?? (settings.cameraMainsHz == 60 ? .sixty : .fifty)
         faceCascade = faceCascade ?? settings.cameraFaceCascade
+        colourCheck = colourCheck || settings.cameraColourCheck
     }
 
     /// The camera provider, or `nil` without `--camera`. `auto` is the first camera that can be opened, said on
@@ -103,8 +111,10 @@ struct CameraOptions: ParsableArguments {
         var controls = ControlPolicy()
         controls.powerLineFrequency = mains == .sixty ? .sixtyHertz : .fiftyHertz
         capture.controls = controls
+        var rppg = RPPGConfiguration()
+        if colourCheck { rppg.colourAngleToleranceDegrees = RPPGConfiguration.colourCheckToleranceDegrees }
         return CameraRPPGProvider(
-            devicePath: camera, capture: capture, faceCascadePath: faceCascade ?? CascadeFaceDetector.defaultCascadePath,
-            clock: clock)
+            devicePath: camera, capture: capture, rppg: rppg,
+            faceCascadePath: faceCascade ?? CascadeFaceDetector.defaultCascadePath, clock: clock)
     }
 }

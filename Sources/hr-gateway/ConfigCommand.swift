@@ -119,6 +119,7 @@ struct ConfigCheckCommand: ParsableCommand {
         rows.append(("camera.device", c.cameraDevice ?? "(none)"))
         rows.append(("camera capture", "\(c.cameraWidth)x\(c.cameraHeight) at \(SourceOptions.speedText(c.cameraFps)) fps, "
             + "mains \(c.cameraMainsHz) Hz"))
+        if c.cameraColourCheck { rows.append(("camera.colour_check", "true (pulse readings whose colour is not blood's withheld)")) }
         let environmentSource = ProcessInfo.processInfo.environment["HR_GATEWAY_SOURCE"]?
             .trimmingCharacters(in: .whitespaces).nonEmpty
         if let environmentSource {

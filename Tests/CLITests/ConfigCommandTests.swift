@@ -54,6 +54,13 @@ import Testing
         #expect(!given.stdout.contains("/srv/from-file"), "\(given.stdout)")
         let two = try CLI.run(["config", "check", file, "--config", dir + "/other.toml"], environment: [:])
         #expect(two.status == 64 && two.stderr.contains("Two files to check: FILE (\(file)) and --config (\(dir)/other.toml)"), "\(two.stderr)")
+        // The camera's colour check is a setting: shown when on, refused when not a boolean.
+        try "[camera]\ncolour_check = true\n".write(toFile: dir + "/cc.toml", atomically: true, encoding: .utf8)
+        let colour = try CLI.run(["config", "check", dir + "/cc.toml"], environment: [:])
+        #expect(colour.status == 0 && colour.stdout.contains("camera.colour_check       true"), "\(colour.stdout)\(colour.stderr)")
+        try "[camera]\ncolour_check = \"yes\"\n".write(toFile: dir + "/cc.toml", atomically: true, encoding: .utf8)
+        let badColour = try CLI.run(["config", "check", dir + "/cc.toml"], environment: [:])
+        #expect(badColour.status == 1 && badColour.stderr.contains("camera.colour_check must be true or false"), "\(badColour.stderr)")
         let empty = try CLI.run(["config", "check", file, "--state-dir", ""], environment: [:])
         #expect(empty.status == 64 && empty.stderr.contains("--state-dir is empty"), "\(empty.stderr)")
     }

@@ -82,6 +82,68 @@ import Testing
         func next() -> Int { value.withLock { v in defer { v += 1 }; return v } }
     }
 
+    /// Pixels at the skin test's red limit that drop in and out from frame to frame (a still photo seen by a noisy
+    /// sensor) move the per-frame skin mean along red at the rate they flicker; the mean over the mask held with the
+    /// box does not follow them.
+    @Test func pixelsAtTheSkinLimitDoNotMoveTheHeldMask() throws {
+        let width = 640, height = 480
+        let layout = FrameLayout(width: width, height: height, format: .rgb24)
+        let box = PixelBox(x: 200, y: 120, width: 200, height: 240)
+        var tracker = FaceROITracker(detector: ScriptedDetector(a: box, b: box, switchAfterCalls: 0))
+        var wholes: [Double] = [], helds: [Double] = []
+        for i in 0..<90 {
+            let t = Double(i) / 30
+            // A patch of the cheek at the limit (a tenth of the face); of its pixels, a share swinging at 1.2 Hz
+            // just outside it.
+            let outside = 0.5 + 0.4 * sin(2 * Double.pi * 1.2 * t)
+            var bytes = [UInt8](repeating: 0, count: width * height * 3)
+            for y in 120..<360 {
+                for x in 200..<400 {
+                    let k = (y * width + x) * 3
+                    let atLimit = (240..<300).contains(x) && (220..<280).contains(y)
+                    // Skin: Cr 154; at the limit: Cr 173 (in) or 174 (out), one unit of red apart.
+                    let out = atLimit && Double((x * 31 + y * 17 + i * 7) % 100) / 100 < outside
+                    bytes[k] = atLimit ? (out ? 190 : 189) : 150
+                    bytes[k + 1] = 100
+                    bytes[k + 2] = 85
+                }
+            }
+            let m = try tracker.measure(VideoFrame(layout: layout, bytes: bytes, timestampSeconds: t))
+            wholes.append(try #require(m.whole).r)
+            helds.append(try #require(m.frozen).r)
+        }
+        let wholeSwing = wholes.max()! - wholes.min()!, heldSwing = helds.max()! - helds.min()!
+        #expect(wholeSwing > 2, "the per-frame mask's red swings: \(wholeSwing)")
+        #expect(heldSwing < wholeSwing / 10, "held \(heldSwing) against per-frame \(wholeSwing)")
+    }
+
+    /// A rhythm whose colour change is blood's is kept with the colour check; one along red against green (as the
+    /// skin test's limit, or a screen, moves the colour) is withheld with it and kept without it.
+    @Test func theColourCheckWithholdsAPulseWhoseColourIsNotBlood() throws {
+        func trace(_ direction: (r: Double, g: Double, b: Double)) -> [RPPGSample] {
+            (0..<600).map { i in
+                let t = Double(i) / 30
+                let w = 0.004 * sin(2 * Double.pi * 1.3 * t)
+                let c = RGBMean(r: 150 * (1 + direction.r * w), g: 110 * (1 + direction.g * w), b: 95 * (1 + direction.b * w))
+                return RPPGSample(tSeconds: t, rgb: c, frozen: c)
+            }
+        }
+        func run(_ samples: [RPPGSample], check: Bool) throws -> [RPPGEstimate] {
+            var config = RPPGConfiguration()
+            if check { config.colourAngleToleranceDegrees = RPPGConfiguration.colourCheckToleranceDegrees }
+            var e = try RPPGEstimator(configuration: config)
+            return samples.compactMap { e.append($0) }.filter { $0.windowSeconds >= 9.9 }
+        }
+        let blood = trace((0.33, 0.77, 0.53)), red = trace((0.8, -0.5, -0.1))
+        for (name, samples, kept) in [("blood", blood, true), ("red against green", red, false)] {
+            let unchecked = try run(samples, check: false), checked = try run(samples, check: true)
+            #expect(!unchecked.isEmpty && unchecked.allSatisfy { abs(($0.hrBpm ?? 0) - 78) < 1 }, "\(name): \(unchecked.first!)")
+            let angle = try #require(checked.first?.colourAngleDegrees)
+            #expect(kept ? abs(angle) < 5 : abs(angle) > 120, "\(name): \(angle)°")
+            #expect(checked.allSatisfy { ($0.hrBpm != nil) == kept }, "\(name): \(checked.first!)")
+        }
+    }
+
     @Test func aMovingBoxDoesNotStepTheMeasuredColour() throws {
         // A skin-coloured frame whose brightness rises from left to right: a box moved to the right measures a
         // brighter patch, a step of several units unless the move is compensated.
@@ -101,17 +163,21 @@ import Testing
                                         b: PixelBox(x: 260, y: 120, width: 200, height: 240), switchAfterCalls: 3)
         var tracker = FaceROITracker(detector: detector)
         var wholes: [RGBMean] = []
+        var helds: [RGBMean] = []
         var boxes: [PixelBox] = []
         for i in 0..<45 {
             let m = try tracker.measure(VideoFrame(layout: layout, bytes: bytes, timestampSeconds: Double(i) / 30))
             wholes.append(try #require(m.whole))
+            helds.append(try #require(m.frozen))
             boxes.append(try #require(m.faceBox))
         }
         // The box did move (by more than the stillness margin)...
         #expect(abs(boxes.last!.x - boxes.first!.x) > 20)
-        // ... and the measured green stayed where it was, within a rounding unit.
+        // ... and the measured green stayed where it was, within a rounding unit, on the held mask too.
         let greens = wholes.map(\.g)
         #expect(greens.max()! - greens.min()! < 0.5, "\(greens)")
+        let heldGreens = helds.map(\.g)
+        #expect(heldGreens.max()! - heldGreens.min()! < 0.5, "\(heldGreens)")
         // The raw patch did change: the same frame through a tracker at the final box alone is brighter.
         var fresh = FaceROITracker(detector: ScriptedDetector(a: boxes.last!, b: boxes.last!, switchAfterCalls: 0))
         let raw = try #require(try fresh.measure(VideoFrame(layout: layout, bytes: bytes, timestampSeconds: 0)).whole)
