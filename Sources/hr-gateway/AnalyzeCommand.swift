@@ -51,7 +51,8 @@ struct AnalyzeCommand: ParsableCommand {
               colour_angle_deg for a video, see COLOUR CHECK), then
                 {"type":"summary","mean_hr_bpm":..,"min_hr_bpm":..,"max_hr_bpm":..,
                  "confident_fraction":..,
-                 "confident_windows":..,"colour_withheld_windows":..,"windows":..,"mean_breathing_rate_bpm":..,
+                 "confident_windows":..,"colour_withheld_windows":..,"windows":..,
+                 "mean_breathing_rate_bpm":..,
                  "frames":..,"dropped_frames":..,"duration_s":..,"source":..}
               (the means absent when no window gave one)
               and for a video also "face_detector" (the cascade), "frames_face_detected"

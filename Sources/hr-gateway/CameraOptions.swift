@@ -64,6 +64,16 @@ struct CameraOptions: ParsableArguments {
         return "\(option) \"\(device)\": did you mean auto (the first camera that works)?"
     }
 
+    /// What to say of a device that is a regular file (a recording given as a camera), else nil: the session started
+    /// and ended at once with "not a V4L2 video device".
+    static func recordedFile(_ device: String, option: String = "--camera") -> String? {
+        var st = stat()
+        guard stat(device, &st) == 0, (st.st_mode & S_IFMT) == S_IFREG else { return nil }
+        let csv = device.lowercased().hasSuffix(".csv")
+        return "\(option) \(device) is a file, not a camera: a recorded \(csv ? "trace" : "video") is read by `hr-gateway "
+            + "analyze \(device)`; cameras are /dev/videoN nodes (`hr-gateway cameras` lists them)."
+    }
+
     /// `auto` as the first camera that can be opened (said on standard error), any other device as given.
     static func resolve(_ device: String, option: String = "--camera") throws -> String {
         guard device == automatic else { return device }
@@ -79,6 +89,7 @@ struct CameraOptions: ParsableArguments {
     func check() throws {
         if let camera, camera.isEmpty { throw ValidationError("--camera needs a device path such as /dev/video0, or auto.") }
         if let camera, let meant = Self.meantAutomatic(camera) { throw ValidationError(meant) }
+        if let camera, let recorded = Self.recordedFile(camera) { throw ValidationError(recorded) }
         if cameraWidth == 0 || cameraHeight == 0 {
             throw ValidationError("--camera-width and --camera-height must be positive numbers of pixels.")
         }

@@ -33,7 +33,7 @@ struct ConfigCheckCommand: ParsableCommand {
             Examples:
               hr-gateway config check
               hr-gateway config check /etc/hr-gateway/hr-gateway.toml
-              hr-gateway config check --config ./hr-gateway.toml --state-dir /var/lib/hr-gateway
+              hr-gateway config check --config ./hr-gateway.toml --state-dir /srv/hrg
             """
     )
 

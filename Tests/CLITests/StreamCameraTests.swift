@@ -46,6 +46,8 @@ import Testing
         #expect(empty.status == 64 && empty.stderr.contains("--capture needs a device path"), "\(empty.stderr)")
         let shouted = try CLI.run(["cameras", "--capture", "Auto"])
         #expect(shouted.status == 64 && shouted.stderr.contains("--capture \"Auto\": did you mean auto"), "\(shouted.stderr)")
+        let file = try CLI.run(["cameras", "--capture", "/etc/passwd"])
+        #expect(file.status == 64 && file.stderr.contains("--capture /etc/passwd is a file, not a camera"), "\(file.stderr)")
     }
 
     @Test func aMissingCameraNextToASimulatedStrapStillEndsTheSession() throws {
@@ -61,6 +63,8 @@ import Testing
         (["--camera", "/dev/video0", "--mains", "55"], "--mains"),
         (["--camera", ""], "--camera needs a device path"),
         (["--camera", "AUTO"], "--camera \"AUTO\": did you mean auto"),
+        // A recording given as a camera (the session started, then ended: "not a V4L2 video device").
+        (["--camera", "/etc/passwd"], "--camera /etc/passwd is a file, not a camera: a recorded video is read by `hr-gateway analyze /etc/passwd`"),
     ])
     func badCameraSettingsAreRefusedBeforeOpening(arguments: [String], phrase: String) throws {
         let r = try CLI.run(["stream"] + arguments)
