@@ -27,6 +27,10 @@ public enum FrameTimesFile {
             Double(field) ?? (field.filter { $0 == "," }.count == 1 ? Double(field.replacingOccurrences(of: ",", with: ".")) : nil)
         }
         var lineOf: [Int] = []
+        // Lines whose time has a decimal point, and the first with a decimal comma: one file uses one of them (a
+        // "1,2" among points is two fields run together, not 1.2 s).
+        var pointLine: Int?
+        var commaLine: (line: Int, field: String)?
         for (index, line) in lines.enumerated() where !line.isEmpty && !line.hasPrefix("#") {
             let digits = !headerSeen && line.filter { $0 == "," }.count == 1
                 && line.split(separator: ",").count == 2 && line.allSatisfy { $0.isASCII && ($0.isNumber || $0 == ",") }
@@ -46,8 +50,17 @@ public enum FrameTimesFile {
                 let field = column < fields.count ? Self.quoted(fields[column]) : "\"\""
                 throw AnalysisError("--frame-times \(path): line \(index + 1): \(field) is not a time in seconds")
             }
+            if Double(fields[column]) == nil {
+                if commaLine == nil { commaLine = (index + 1, fields[column]) }
+            } else if pointLine == nil, fields[column].contains(".") {
+                pointLine = index + 1
+            }
             times.append(t)
             lineOf.append(index + 1)
+        }
+        if let comma = commaLine, let point = pointLine {
+            throw AnalysisError("--frame-times \(path): line \(comma.line): \(Self.quoted(comma.field)) has a decimal comma where "
+                + "line \(point) has a point: give every time the same way, one per line")
         }
         guard times.count >= 2 else {
             throw AnalysisError("--frame-times \(path): \(times.count) time\(times.count == 1 ? "" : "s"); one per frame is needed")
@@ -68,37 +81,63 @@ public enum FrameTimesFile {
             throw AnalysisError("--frame-times \(path): the times are \(String(format: "%g", median)) apart (median), "
                 + "not a video's frames: are they \(unit)? Give seconds (divide by \(divisor))")
         }
-        for line in farOff(times, steps: steps, median: median, lines: lineOf) { warn("--frame-times \(path): \(line)") }
-        return times
+        let (kept, said) = farOff(times, steps: steps, median: median, lines: lineOf)
+        for line in said { warn("--frame-times \(path): \(line)") }
+        return kept
     }
 
+    /// The gap put between the frames before a clock reset and those after it (over the estimator's 1 s, so that no
+    /// window spans it), seconds.
+    static let resetGapSeconds = 2.0
+
     /// Steps between neighbouring times much longer than the frames' (`median`): over 2 s and 30 frames, forward or
-    /// back. Said (the first three and a count), not refused: a capture can have a gap, and the analysis keeps the
-    /// most frames in order. Each names its line and what follows from it.
-    static func farOff(_ times: [Double], steps: [Double], median: Double, lines: [Int]) -> [String] {
+    /// back, said (the first three and a count) with their line and what is done: a far-off first or last time is
+    /// dropped (a wrong time: it stretched the recording); a time going back that the next frames continue from is a
+    /// clock reset, and the frames from it on are moved to follow the frames before it after `resetGapSeconds`
+    /// (without that, the most frames in order were kept and the rest of the recording dropped); a long gap forward
+    /// is kept (the windows start again after it); a lone time far off in the middle is dropped by the analysis (the
+    /// most frames whose times increase are kept).
+    static func farOff(_ times: [Double], steps: [Double], median: Double, lines: [Int]) -> (times: [Double], said: [String]) {
         let limit = max(2, 30 * median)
         func s(_ t: Double) -> String { String(format: "%.3f", t) }
+        var out = times
         var said: [String] = []
         var more = 0
-        for (i, step) in steps.enumerated() where abs(step) > limit {
-            let text: String
-            if step < 0 {
-                text = "line \(lines[i + 1]): the time goes back \(s(-step)) s (\(s(times[i])) to \(s(times[i + 1]))): a "
-                    + "clock reset? The most frames whose times increase are kept; the others are dropped"
-            } else if i == 0 {
-                text = "line \(lines[0]): the first time (\(s(times[0])) s) is \(s(step)) s before the next, where frames are "
-                    + "\(s(median)) s apart: a wrong time? It is taken as a gap in the capture (the duration includes it)"
-            } else if i == steps.count - 1 {
-                text = "line \(lines[i + 1]): the last time (\(s(times[i + 1])) s) is \(s(step)) s after the one before, where "
-                    + "frames are \(s(median)) s apart: a wrong time? It is taken as a gap in the capture (the duration includes it)"
+        func say(_ text: String) { if said.count < 3 { said.append(text) } else { more += 1 } }
+        var shift = 0.0
+        var i = 0
+        while i < steps.count {
+            let step = steps[i]
+            defer { i += 1 }
+            guard abs(step) > limit else { continue }
+            let next = i + 1 < steps.count ? steps[i + 1] : 0
+            if i == 0 && step > 0 {
+                out[0] = .nan
+                say("line \(lines[0]): the first time (\(s(times[0])) s) is \(s(step)) s before the next, where frames are "
+                    + "\(s(median)) s apart: a wrong time? That frame is dropped")
+            } else if i == steps.count - 1 && step > 0 {
+                out[i + 1] = .nan
+                say("line \(lines[i + 1]): the last time (\(s(times[i + 1])) s) is \(s(step)) s after the one before, where "
+                    + "frames are \(s(median)) s apart: a wrong time? That frame is dropped")
+            } else if abs(next) > limit && (next < 0) != (step < 0) {
+                // Out and straight back: one wrong time.
+                out[i + 1] = .nan
+                say("line \(lines[i + 1]): \(s(times[i + 1])) s between \(s(times[i])) and \(s(times[i + 2])) s: a wrong time? "
+                    + "That frame is dropped")
+                i += 1
+            } else if step < 0 {
+                shift += times[i] - times[i + 1] + resetGapSeconds
+                say("line \(lines[i + 1]): the time goes back \(s(-step)) s (\(s(times[i])) to \(s(times[i + 1]))): a clock "
+                    + "reset? The frames from this line on are taken to follow the ones before, \(s(resetGapSeconds)) s "
+                    + "later (the windows start again there)")
+                for k in (i + 1)..<out.count where out[k].isFinite { out[k] = times[k] + shift }
             } else {
-                text = "line \(lines[i + 1]): \(s(step)) s after the frame before (\(s(times[i])) to \(s(times[i + 1])) s), where "
-                    + "frames are \(s(median)) s apart: a gap in the capture, or a wrong time? The windows start again after it"
+                say("line \(lines[i + 1]): \(s(step)) s after the frame before (\(s(times[i])) to \(s(times[i + 1])) s), where "
+                    + "frames are \(s(median)) s apart: a gap in the capture, or a wrong time? The windows start again after it")
             }
-            if said.count < 3 { said.append(text) } else { more += 1 }
         }
         if more > 0 { said.append("and \(more) more such step\(more == 1 ? "" : "s")") }
-        return said
+        return (out, said)
     }
 
     /// A field as an error quotes it: at most 40 characters, control and format characters escaped.

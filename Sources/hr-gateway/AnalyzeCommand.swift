@@ -22,7 +22,9 @@ struct AnalyzeCommand: ParsableCommand {
                           size from ffprobe, frame times from the container, or
                           from --frame-times when the camera's clock was kept
                           (frames whose time is out of order, repeated or far
-                          from the frames around it, are dropped and counted).
+                          from the frames around it, are dropped and counted;
+                          after a clock reset in --frame-times the frames go on
+                          from those before it; each is said with its line).
                           Needs ffmpeg on PATH (Debian/Ubuntu: apt-get install ffmpeg).
               FILE.csv    mean skin RGB per frame: a header naming R, G, B (0-255)
                           and optionally t_s (seconds); other columns are ignored.

@@ -190,14 +190,35 @@ import Testing
         #expect(clean.0.count == 240 && clean.1.isEmpty, "\(clean.1)")
         // A real capture's gap under 2 s (UBFC has one of 0.9 s) is not said.
         #expect(try warnings(frames(120) + frames(120, from: 4.9)).1.isEmpty)
+        // A far-off first or last time is dropped (it stretched the recording), said with its line.
         let early = try warnings(["-100"] + frames(240).dropFirst())
-        #expect(early.0.count == 240 && early.1.count == 1, "\(early.1)")
-        #expect(early.1.first?.contains("line 2: the first time (-100.000 s) is 100.033 s before the next") == true, "\(early.1)")
+        #expect(early.0.count == 240 && early.0[0].isNaN && early.0[1...].allSatisfy { $0.isFinite } && early.1.count == 1, "\(early.1)")
+        #expect(early.1.first?.contains("line 2: the first time (-100.000 s) is 100.033 s before the next") == true
+                && early.1.first?.contains("That frame is dropped") == true, "\(early.1)")
         let late = try warnings(frames(239) + ["108"])
-        #expect(late.1.first?.contains("line 241: the last time (108.000 s)") == true, "\(late.1)")
+        #expect(late.0.last?.isNaN == true && late.1.first?.contains("line 241: the last time (108.000 s)") == true, "\(late.1)")
+        // A clock reset: the frames after it follow the ones before, 2 s later (half the recording was dropped).
         let reset = try warnings(frames(170) + frames(70, from: 0.5))
         #expect(reset.1.first?.contains("line 172: the time goes back 5.133 s (5.633 to 0.500): a clock reset?") == true, "\(reset.1)")
+        #expect(abs(reset.0[170] - (reset.0[169] + 2)) < 1e-9 && zip(reset.0.dropFirst(), reset.0).allSatisfy { $0 > $1 }, "\(reset.0[168...172])")
+        // One wrong time in the middle, out and back: that frame alone is dropped (it was taken as a reset or a gap).
+        var lone = frames(240)
+        lone[100] = "0.2"
+        let dropped = try warnings(lone)
+        #expect(dropped.1.count == 1 && dropped.1[0].contains("line 102: 0.200 s between 3.300 and 3.367 s: a wrong time?"), "\(dropped.1)")
+        #expect(dropped.0.filter { $0.isNaN }.count == 1 && dropped.0[100].isNaN)
+        lone[100] = "300"
+        let far = try warnings(lone)
+        #expect(far.0.filter { $0.isNaN }.count == 1, "\(far.1)")
         let gaps = try warnings((0..<6).flatMap { frames(40, from: Double($0) * 10) })
         #expect(gaps.1.count == 4 && gaps.1[0].contains("line 42: 8.700 s after the frame before") && gaps.1[3].hasSuffix(": and 2 more such steps"), "\(gaps.1)")
+        #expect(gaps.0.allSatisfy { $0.isFinite })
+        // A decimal comma among points is two fields run together, not a time (it was read as 1.2 s).
+        let mixed = try file((frames(100) + ["1,2"] + frames(100, from: 3.5)).joined(separator: "\n"))
+        defer { try? FileManager.default.removeItem(atPath: mixed) }
+        do {
+            _ = try FrameTimesFile.read(mixed)
+            Issue.record("read a decimal comma among points")
+        } catch { #expect("\(error)".contains("line 101: \"1,2\" has a decimal comma where line 1 has a point"), "\(error)") }
     }
 }
