@@ -65,10 +65,13 @@ struct AnalyzeCommand: ParsableCommand {
 
             COLOUR CHECK
               Blood changes the skin's red, green and blue in a fixed proportion.
-              colour_angle_deg is how far (degrees) the pulse's colour change is
-              from that proportion, measured on the skin the face box held (a
-              video only). --colour-check withholds readings beyond 30 degrees
-              (none beyond 60): on the development videos, wrong readings 10 -> 2
+              colour_angle_deg (signed, -180 to 180) is how far the pulse's
+              colour change turns from that proportion, measured on the skin the
+              face box held (a video only). --colour-check scales the pulse's
+              confidence down from 1 at 30 degrees either way to 0 at 60: a fully
+              confident reading is withheld beyond 48 degrees, a weaker one sooner
+              (pulse only; breathing is not checked). On the development videos,
+              wrong readings 10 -> 2
               and readings 50.6 -> 43.0 % of the windows; on the same re-encoded
               harder, wrong 32 -> 8; on a photo of a face, 10 -> 0 (docs/rppg.md).
 
@@ -143,6 +146,10 @@ struct AnalyzeCommand: ParsableCommand {
                 rows = try RGBTrace.parse(String(decoding: data, as: UTF8.self), framesPerSecond: fps)
             } catch {
                 throw AnalyzeError("\(file): \(error.description)")
+            }
+            if colourCheck {
+                StandardStream.error.write(Data(("warning: \(file): --colour-check needs a video (it judges the colour on "
+                    + "the skin the face box held): a trace is analysed without it\n").utf8))
             }
             if rows.timed, fps != nil {
                 StandardStream.error.write(Data("warning: \(file): --fps ignored: the trace's t_s column gives the times\n".utf8))

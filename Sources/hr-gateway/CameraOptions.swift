@@ -64,11 +64,17 @@ struct CameraOptions: ParsableArguments {
         return "\(option) \"\(device)\": did you mean auto (the first camera that works)?"
     }
 
-    /// What to say of a device that is a regular file (a recording given as a camera), else nil: the session started
-    /// and ended at once with "not a V4L2 video device".
+    /// What to say of a device that is a regular file (a recording given as a camera) or a directory, else nil: the
+    /// session started and ended at once with "not a V4L2 video device".
     static func recordedFile(_ device: String, option: String = "--camera") -> String? {
         var st = stat()
-        guard stat(device, &st) == 0, (st.st_mode & S_IFMT) == S_IFREG else { return nil }
+        guard device != automatic else { return nil }
+        // A missing device is the session's error (exit status 1), as a camera unplugged before it opens is.
+        guard stat(device, &st) == 0 else { return nil }
+        if (st.st_mode & S_IFMT) == S_IFDIR {
+            return "\(option) \(device) is a directory, not a camera: cameras are /dev/videoN nodes (`hr-gateway cameras` lists them)."
+        }
+        guard (st.st_mode & S_IFMT) == S_IFREG else { return nil }
         let csv = device.lowercased().hasSuffix(".csv")
         return "\(option) \(device) is a file, not a camera: a recorded \(csv ? "trace" : "video") is read by `hr-gateway "
             + "analyze \(device)`; cameras are /dev/videoN nodes (`hr-gateway cameras` lists them)."

@@ -225,6 +225,10 @@ import Testing
         let noFps = try Self.analyze([file.path], in: dir)
         #expect(noFps.status != 0)
         #expect(noFps.stderr.contains("--fps"))
+        // The colour check needs the face's held skin: a trace is analysed without it, said.
+        let checked = try Self.analyze([file.path, "--fps", "30", "--colour-check"], in: dir)
+        #expect(checked.status == 0 && checked.stdout == r.stdout, "\(checked.stderr)")
+        #expect(checked.stderr.contains("--colour-check needs a video"), "\(checked.stderr)")
     }
 
     /// A trace shorter than a first window is an error saying so, not "no confident HR" with exit status 0.
@@ -317,7 +321,10 @@ import Testing
         for o in late {
             let v = try #require(o["hr_bpm"]?.doubleValue)
             #expect(abs(v - hr) <= 3)
+            // The pulse's colour direction, on the skin the box held, with every window of a video that has a peak.
+            #expect(o["colour_angle_deg"]?.doubleValue != nil, "\(o)")
         }
+        #expect(summary["colour_withheld_windows"]?.intValue == 0, "\(summary)")
     }
 
     /// `--frame-times` replaces the file's frame times (a pulse at 84 bpm on frames 1/30 s apart, read on times

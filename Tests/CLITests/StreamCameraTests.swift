@@ -65,6 +65,7 @@ import Testing
         (["--camera", "AUTO"], "--camera \"AUTO\": did you mean auto"),
         // A recording given as a camera (the session started, then ended: "not a V4L2 video device").
         (["--camera", "/etc/passwd"], "--camera /etc/passwd is a file, not a camera: a recorded video is read by `hr-gateway analyze /etc/passwd`"),
+        (["--camera", "/etc"], "--camera /etc is a directory, not a camera"),
     ])
     func badCameraSettingsAreRefusedBeforeOpening(arguments: [String], phrase: String) throws {
         let r = try CLI.run(["stream"] + arguments)
