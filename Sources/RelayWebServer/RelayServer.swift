@@ -233,12 +233,18 @@ public struct RelayServer: Sendable {
                         body.end(.failed(error))
                     }
                 }
-                let first = await Self.firstProgress(of: body, client: context.channel)
-                if body.isCancelled {
-                    // Nobody to answer: the status is for the record only (nginx's "client closed request").
+                let channel = context.channel
+                let (first, client) = await Self.progress(of: body, beyond: 0, client: channel, until: [.closedItsSide, .gone])
+                if client == .gone {
+                    body.cancel()  // the maker stops at its next check; nobody to answer
+                    Self.abandonedExports.add(1, ordering: .relaxed)
                     throw HTTPError(.init(code: 499, reasonPhrase: "Client Closed Request"))
                 }
-                if first.size == 0 {
+                // A client that closed its side before the first bytes has gone, or half-closed its connection and
+                // waits for the answer (HTTP allows it: `nc -N`): answered at once, without waiting for the first
+                // bytes; a gone client's kernel then resets the connection, which stops the export (below).
+                let early = client == .closedItsSide
+                if !early, first.size == 0 {
                     switch first.end {
                     case .notFound?:
                         throw HTTPError(.notFound, message: "No recorded session \(id.prefix(64)): see GET /v1/sessions.")
@@ -249,14 +255,20 @@ public struct RelayServer: Sendable {
                     }
                 }
                 // Its length when it is already made; else sent as it is made (chunked).
-                let length: Int? = if case .finished? = first.end { first.size } else { nil }
+                let length: Int? = if !early, case .finished? = first.end { first.size } else { nil }
                 let logger = server.logger
                 return Response(status: .ok, headers: headers, body: ResponseBody(contentLength: length) { writer in
                     // However the sending ends, nothing more is made for it.
                     defer { body.cancel() }
                     var offset = 0
                     while true {
-                        let now = await body.progress(beyond: offset)
+                        let (now, client) = await Self.progress(
+                            of: body, beyond: offset, client: channel, until: [.gone],
+                            firstCheck: early && offset == 0 ? .milliseconds(5) : Self.clientCheckInterval)
+                        if client == .gone {
+                            if offset == 0 { Self.abandonedExports.add(1, ordering: .relaxed) }
+                            throw ExportBody.Cancelled()
+                        }
                         if now.size > offset {
                             let at = offset
                             let part = try await Self.downloadLane.run { () throws(SystemCallError) in
@@ -272,11 +284,16 @@ public struct RelayServer: Sendable {
                             try await writer.finish(nil)
                             return
                         case .failed(let error)?:
-                            // Its status went with its first bytes: the connection is closed without the end of
-                            // the body, so that the client sees the export cut short.
+                            // Its status went with its first bytes (or before them, to a client that half-closed):
+                            // the connection is closed without the end of the body, so that the client sees the
+                            // export cut short.
                             logger.error("the export of session \(plan.id.prefix(64)) (format \(plan.format)) failed after \(offset) bytes were sent: \(error)")
                             throw error
-                        case .notFound?, nil:
+                        case .notFound?:
+                            // Deleted since its plan, its answer begun early (a client that half-closed): cut short.
+                            logger.error("the export of session \(plan.id.prefix(64)) (format \(plan.format)) found the session gone after its answer started")
+                            throw ExportBody.Cancelled()
+                        case nil:
                             throw ExportBody.Cancelled()
                         }
                     }
@@ -488,37 +505,38 @@ public struct RelayServer: Sendable {
         choosingLane.withLock { _ in (exportLanes.min { $0.pending < $1.pending } ?? exportLanes[0]).submit(job) }
     }
 
-    /// Waits for an export's first bytes (or its end) unless its client goes first, which cancels the export: a
-    /// download abandoned before its first bytes (a click on another link, a script's timeout) went on being made up
-    /// to its first part (a JSON's beats, an EDF's grids: most of the work), or waited for a lane and was then made,
-    /// holding the downloads behind it (eight EDF downloads abandoned at 0.3 s held the next one's first byte 14 s).
-    /// Whether the client went is asked of the kernel every `clientCheckInterval`: a connection whose client closed
-    /// its side (a FIN) or reset it. A client that half-closes after its request and waits for the answer (HTTP allows
-    /// it; browsers, curl and the usual libraries do not do it) is taken as gone too: nothing else tells them apart
-    /// before the first bytes are written.
-    static func firstProgress(of body: ExportBody, client channel: any Channel) async -> ExportBody.Progress {
-        await withTaskGroup(of: ExportBody.Progress?.self) { group in
-            group.addTask { await body.progress(beyond: 0) }
+    /// What the kernel says of a download's client: still there, closed its side of the connection (its FIN came:
+    /// gone, or half-closed and still reading), or gone for sure (it reset the connection, or the channel closed).
+    enum ClientState: Sendable, Equatable { case present, closedItsSide, gone }
+
+    /// Waits until more than `offset` bytes of the export are written or it is over (or cancelled), unless the
+    /// client's state becomes one of `until` first, asked of the kernel every `clientCheckInterval`: a download
+    /// abandoned before its first bytes (a click on another link, a script's timeout) went on being made up to its
+    /// first part (a JSON's beats, an EDF's grids: most of the work), or waited for a lane and was then made, holding
+    /// the downloads behind it (eight EDF downloads abandoned at 0.3 s held the next one's first byte 14 s).
+    /// The first check comes after `firstCheck` (an answer begun for a client that closed its side: its kernel's
+    /// reset, if it has gone, is back within a round trip).
+    static func progress(
+        of body: ExportBody, beyond offset: Int, client channel: any Channel, until: Set<ClientState>,
+        firstCheck: Duration = clientCheckInterval
+    ) async -> (ExportBody.Progress, ClientState) {
+        await withTaskGroup(of: (ExportBody.Progress, ClientState)?.self) { group in
+            group.addTask { (await body.progress(beyond: offset), .present) }
             group.addTask {
+                var wait = firstCheck
                 while !Task.isCancelled {
-                    try? await Task.sleep(for: clientCheckInterval)
+                    try? await Task.sleep(for: wait)
+                    wait = clientCheckInterval
                     if Task.isCancelled { break }
-                    if await clientHasGone(channel) {
-                        body.cancel()  // the maker stops at its next check; `progress` returns
-                        abandonedExports.add(1, ordering: .relaxed)
-                        break
-                    }
+                    let state = await clientState(channel)
+                    if until.contains(state) { return (body.progressNow, state) }
                 }
                 return nil
             }
-            // The progress task always returns (the watcher's cancel wakes it); the watcher is then cancelled.
-            while let result = await group.next() {
-                if let progress = result {
-                    group.cancelAll()
-                    return progress
-                }
-            }
-            return await body.progress(beyond: 0)
+            // The first answer wins; the other task is cancelled (the progress wait returns on cancellation).
+            let first = await group.next() ?? nil
+            group.cancelAll()
+            return first ?? (body.progressNow, .present)
         }
     }
 
@@ -531,14 +549,19 @@ public struct RelayServer: Sendable {
     /// How often a download waiting for its first bytes asks whether its client is still there.
     static let clientCheckInterval = Duration.milliseconds(100)
 
-    /// Whether the client of `channel` closed or reset its side of the connection.
-    static func clientHasGone(_ channel: any Channel) async -> Bool {
-        guard channel.isActive else { return true }
+    /// The client of `channel` as the kernel sees it (TCP_INFO).
+    static func clientState(_ channel: any Channel) async -> ClientState {
+        guard channel.isActive else { return .gone }
         guard let socket = channel as? any SocketOptionProvider, let info = try? await socket.getTCPInfo().get() else {
-            return false
+            return .present
         }
-        // Linux's TCP states (netinet/tcp.h): 7 TCP_CLOSE, 8 TCP_CLOSE_WAIT (the client's FIN came), 9 TCP_LAST_ACK.
-        return [7, 8, 9].contains(info.tcpi_state)
+        // Linux's TCP states (netinet/tcp.h): 7 TCP_CLOSE (reset), 8 TCP_CLOSE_WAIT (the client's FIN came),
+        // 9 TCP_LAST_ACK (after its FIN, ours sent).
+        switch info.tcpi_state {
+        case 7: return .gone
+        case 8, 9: return .closedItsSide
+        default: return .present
+        }
     }
 
     /// How much of an export is read and sent at a time.

@@ -137,17 +137,36 @@ public final class ExportBody: Sendable {
         for r in resumed { r.resume() }
     }
 
-    /// Returns once more than `offset` bytes are written, or the export is over (or cancelled).
+    /// Returns once more than `offset` bytes are written, or the export is over (or cancelled), or the calling task
+    /// is cancelled (the export goes on).
     public func progress(beyond offset: Int) async -> Progress {
-        await withCheckedContinuation { (ready: CheckedContinuation<Void, Never>) in
-            let now = state.withLock { s -> Bool in
-                if s.size > offset || s.end != nil || s.cancelled { return true }
-                s.waiting.append(ready)
-                return false
+        await withTaskCancellationHandler {
+            await withCheckedContinuation { (ready: CheckedContinuation<Void, Never>) in
+                // Checked under the lock that `wakeWaiters` takes: a cancellation before this is seen here, one after
+                // it finds the continuation to resume.
+                let now = state.withLock { s -> Bool in
+                    if s.size > offset || s.end != nil || s.cancelled || Task.isCancelled { return true }
+                    s.waiting.append(ready)
+                    return false
+                }
+                if now { ready.resume() }
             }
-            if now { ready.resume() }
+        } onCancel: {
+            wakeWaiters()
         }
-        return state.withLock { Progress(size: $0.size, end: $0.end) }
+        return progressNow
+    }
+
+    /// What is written so far, and how the export ended if it did.
+    public var progressNow: Progress { state.withLock { Progress(size: $0.size, end: $0.end) } }
+
+    /// Resumes every `progress` waiting, which returns what is written now (the export goes on).
+    private func wakeWaiters() {
+        let resumed = state.withLock { s -> [CheckedContinuation<Void, Never>] in
+            defer { s.waiting = [] }
+            return s.waiting
+        }
+        for r in resumed { r.resume() }
     }
 
     /// Up to `count` bytes of what is written, from `offset`.

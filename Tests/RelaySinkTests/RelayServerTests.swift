@@ -233,6 +233,23 @@ func readRaw(_ fd: Int32, untilBodyHas count: Int?, after had: [UInt8] = []) asy
     }
 }
 
+/// Reads until an answer's head is complete (its blank line), 10 s at most.
+func readHead(_ fd: Int32) async -> [UInt8] {
+    await withCheckedContinuation { done in
+        Thread.detachNewThread {
+            var timeout = timeval(tv_sec: 10, tv_usec: 0)
+            setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+            var all = [UInt8](), buffer = [UInt8](repeating: 0, count: 65536)
+            while !String(decoding: all, as: UTF8.self).contains("\r\n\r\n") {
+                let n = recv(fd, &buffer, buffer.count, 0)
+                if n <= 0 { break }
+                all += buffer[0..<n]
+            }
+            done.resume(returning: all)
+        }
+    }
+}
+
 /// Waits for `semaphore` on a thread of its own, `seconds` at most (a watchdog: a test that waits for something that
 /// never comes fails instead of hanging): false when it was not signalled by then.
 func signalled(_ semaphore: DispatchSemaphore, seconds: Int = 10) async -> Bool {
@@ -562,6 +579,28 @@ func signalled(_ semaphore: DispatchSemaphore, seconds: Int = 10) async -> Bool 
         // It would work on for 60 s.
         #expect(await signalled(archive.stopped), "the export still made 10 s after its client went")
         #expect(archive.stops.withLock { $0 } == ["cancelled"])
+        await relay.stop()
+    }
+
+    /// A client that half-closes its connection after its request (HTTP allows it: `nc -N`) and waits is answered in
+    /// full, and at once, before the export's first bytes: it closed its side as a client that went does, and only
+    /// an answer tells them apart (a gone client's kernel resets the connection). It got a 499 and nothing.
+    @Test func aClientThatHalfClosesGetsTheWholeExport() async throws {
+        let archive = ExportsInTheStore(.held)
+        let relay = try await LiveRelay(sessions: archive)
+        let (token, _) = try relay.tokens.create(name: "browser", scope: .read, nowMs: 0)
+        let fd = try sendGet(port: relay.port, path: "/v1/sessions/s1/export", headers: ["Authorization: Bearer \(token)"])
+        defer { close(fd) }
+        let entered = await signalled(archive.entered)
+        shutdown(fd, Int32(SHUT_WR))
+        // The export is held in the store: the head comes before any of its bytes.
+        let head = await readHead(fd)
+        archive.gate.signal()
+        #expect(entered, "the export in the store within 10 s")
+        #expect(String(decoding: head, as: UTF8.self).hasPrefix("HTTP/1.1 200 "), "\(String(decoding: head, as: UTF8.self))")
+        let answer = RawAnswer(await readRaw(fd, untilBodyHas: nil, after: head))
+        #expect(answer.head.hasPrefix("http/1.1 200 ") && answer.complete && answer.body == Array("x\n".utf8), "\(answer.head)")
+        #expect(archive.stops.withLock { $0 } == ["finished"])
         await relay.stop()
     }
 
