@@ -54,6 +54,11 @@ public struct GatewayConfiguration: Sendable, Equatable {
     public var strapECG = false
     /// Polar accelerometer rate in Hz; nil: not streamed.
     public var strapAccHz: Int?
+    /// "a" or "an" before a TOML type's name ("an integer", "a string").
+    static func article(_ type: some CustomStringConvertible) -> String {
+        "aeiou".contains(String(describing: type).prefix(1).lowercased()) ? "an" : "a"
+    }
+
     /// Webcam (V4L2 node) for rPPG, streamed when the command line names no source.
     public var cameraDevice: String?
     public var cameraWidth: UInt32 = 640
@@ -263,7 +268,7 @@ public struct GatewayConfiguration: Sendable, Equatable {
                                 guard s.isEmpty || s.hasPrefix("/") else { throw fail(key, k, "store.state_dir must be an absolute path") }
                                 c.stateDir = s.isEmpty ? nil : s
                             case ("store", "record"):
-                                guard let b = v.bool, v.type == .bool else { throw fail(key, k, "store.record must be true or false, got a \(v.type)") }
+                                guard let b = v.bool, v.type == .bool else { throw fail(key, k, "store.record must be true or false, got \(Self.article(v.type)) \(v.type)") }
                                 c.record = b
                             case ("store", "keep_days"):
                                 let days = try positive(v, key, k, allowZero: true)
@@ -295,7 +300,7 @@ public struct GatewayConfiguration: Sendable, Equatable {
                                 }
                                 c.webhookURL = u.isEmpty ? nil : u
                             case ("webhook", "samples"):
-                                guard let b = v.bool, v.type == .bool else { throw fail(key, k, "webhook.samples must be true or false, got a \(v.type)") }
+                                guard let b = v.bool, v.type == .bool else { throw fail(key, k, "webhook.samples must be true or false, got \(Self.article(v.type)) \(v.type)") }
                                 c.webhookSamples = b
                             case ("webhook", "batch_size"):
                                 c.webhookBatchSize = try positive(v, key, k)
@@ -344,7 +349,7 @@ public struct GatewayConfiguration: Sendable, Equatable {
                                 }
                                 c.strapAdapter = a.isEmpty ? nil : a
                             case ("strap", "ecg"):
-                                guard let b = v.bool, v.type == .bool else { throw fail(key, k, "strap.ecg must be true or false, got a \(v.type)") }
+                                guard let b = v.bool, v.type == .bool else { throw fail(key, k, "strap.ecg must be true or false, got \(Self.article(v.type)) \(v.type)") }
                                 c.strapECG = b
                             case ("strap", "acc_hz"):
                                 let hz = try positive(v, key, k, allowZero: true)
@@ -385,14 +390,14 @@ public struct GatewayConfiguration: Sendable, Equatable {
                                 c.cameraFaceCascade = f.isEmpty ? nil : f
                             case ("camera", "colour_check"):
                                 guard let b = v.bool, v.type == .bool else {
-                                    throw fail(key, k, "camera.colour_check must be true or false, got a \(v.type)")
+                                    throw fail(key, k, "camera.colour_check must be true or false, got \(Self.article(v.type)) \(v.type)")
                                 }
                                 c.cameraColourCheck = b
                             case ("relay", "listen"):
                                 c.relayListen = try listen(
                                     v, key, k, examples: "\"127.0.0.1:8765\" or \"0.0.0.0:8765\" (\"\" for no relay)")
                             case ("relay", "tls"):
-                                guard let b = v.bool, v.type == .bool else { throw fail(key, k, "relay.tls must be true or false, got a \(v.type)") }
+                                guard let b = v.bool, v.type == .bool else { throw fail(key, k, "relay.tls must be true or false, got \(Self.article(v.type)) \(v.type)") }
                                 c.relayTLS = b
                             case ("relay", "tls_cert"):
                                 let f = try string(v, key, k)

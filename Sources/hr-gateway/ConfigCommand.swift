@@ -87,8 +87,18 @@ struct ConfigCheckCommand: ParsableCommand {
             throw ExitCode.failure
         }
         for w in loaded.warnings { print("warning: \(w)") }
+        // The environment overrides the file: an invalid HR_GATEWAY_* value is said before the file is called valid.
+        var effective = loaded.0
+        do { try effective.applyEnvironment(ProcessInfo.processInfo.environment) } catch {
+            throw CommandFailure("the environment: \(error). HR_GATEWAY_* variables override the file: correct or unset it.")
+        }
         print("\(path): valid")
         try show(loaded.0)
+    }
+
+    /// A variable's value when it is set and not empty (empty ones are not taken).
+    static func environment(_ name: String) -> String? {
+        ProcessInfo.processInfo.environment[name].flatMap { $0.isEmpty ? nil : $0 }
     }
 
     private func show(_ file: GatewayConfiguration) throws {
@@ -98,9 +108,11 @@ struct ConfigCheckCommand: ParsableCommand {
             throw CommandFailure("the environment: \(error). HR_GATEWAY_* variables override the file: correct or unset it.")
         }
         var rows: [(String, String)] = [
-            ("log_level", logLevel.map { "\($0.rawValue) (--log-level)" } ?? c.logLevel.rawValue),
+            ("log_level", logLevel.map { "\($0.rawValue) (--log-level)" }
+                ?? c.logLevel.rawValue + (Self.environment("HR_GATEWAY_LOG_LEVEL") != nil ? " (HR_GATEWAY_LOG_LEVEL)" : "")),
             ("state_dir", stateDir.map { "\(StateDirectory.resolve(option: $0)) (--state-dir)" }
-                ?? StateDirectory.resolve(configured: c.stateDir)),
+                ?? StateDirectory.resolve(configured: c.stateDir)
+                + (Self.environment("HR_GATEWAY_STATE_DIR") != nil ? " (HR_GATEWAY_STATE_DIR)" : "")),
             ("record", "\(c.record)"),
             ("keep_days", c.keepDays.map(String.init) ?? "0 (keep every session)"),
             ("session.mode", c.mode.rawValue),

@@ -60,7 +60,16 @@ import Testing
         #expect(colour.status == 0 && colour.stdout.contains("camera.colour_check       true"), "\(colour.stdout)\(colour.stderr)")
         try "[camera]\ncolour_check = \"yes\"\n".write(toFile: dir + "/cc.toml", atomically: true, encoding: .utf8)
         let badColour = try CLI.run(["config", "check", dir + "/cc.toml"], environment: [:])
-        #expect(badColour.status == 1 && badColour.stderr.contains("camera.colour_check must be true or false"), "\(badColour.stderr)")
+        #expect(badColour.status == 1 && badColour.stderr.contains("camera.colour_check must be true or false, got a string"), "\(badColour.stderr)")
+        try "[camera]\ncolour_check = 1\n".write(toFile: dir + "/cc.toml", atomically: true, encoding: .utf8)
+        #expect(try CLI.run(["config", "check", dir + "/cc.toml"], environment: [:]).stderr.contains("got an integer"))
+        // Values from the environment say so; an invalid one is said before the file is called valid.
+        let fromEnvironment = try CLI.run(["config", "check", file], environment: ["HR_GATEWAY_LOG_LEVEL": "error"])
+        #expect(fromEnvironment.stdout.contains("error (HR_GATEWAY_LOG_LEVEL)") && fromEnvironment.stdout.contains("(HR_GATEWAY_STATE_DIR)"),
+                "\(fromEnvironment.stdout)")
+        let badEnvironment = try CLI.run(["config", "check", file], environment: ["HR_GATEWAY_LOG_LEVEL": "loud"])
+        #expect(badEnvironment.status == 1 && !badEnvironment.stdout.contains("valid") && badEnvironment.stderr.contains("HR_GATEWAY_LOG_LEVEL"),
+                "\(badEnvironment.stdout)\(badEnvironment.stderr)")
         let empty = try CLI.run(["config", "check", file, "--state-dir", ""], environment: [:])
         #expect(empty.status == 64 && empty.stderr.contains("--state-dir is empty"), "\(empty.stderr)")
     }
