@@ -186,6 +186,7 @@ public struct RelayServer: Sendable {
                     throw HTTPError(.unauthorized, message: "A valid relay token is required (Authorization: Bearer TOKEN); create one with `hr-gateway token create`.")
                 }
                 // Said, not clamped: ?limit=0 gave one session without a word.
+                try Self.atMostOnce(["limit"], in: request)
                 let asked = request.uri.queryParameters.get("limit")
                 let limit = asked.map { Int($0) } ?? 50
                 guard let limit, (1...500).contains(limit) else {
@@ -206,6 +207,7 @@ public struct RelayServer: Sendable {
                 // The page encodes the ID (`encodeURIComponent`): spaces, accents, quotes and slashes arrive escaped.
                 let raw = context.parameters.get("id") ?? ""
                 let id = raw.removingPercentEncoding ?? raw
+                try Self.atMostOnce(["format"], in: request)
                 let format = request.uri.queryParameters.get("format") ?? "csv"
                 // Checked first, without making the export (on the list's lane: a plan reads a few rows): a HEAD is
                 // answered from its plan alone, and a GET's status is known before the export is made.
@@ -569,6 +571,13 @@ public struct RelayServer: Sendable {
 
     static func archiveRead<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
         try await archiveLane.run(body)
+    }
+
+    /// A parameter given twice is refused, naming it: `format=csv&format=edf` was a CSV without a word.
+    static func atMostOnce(_ names: [String], in request: Request) throws {
+        for name in names where request.uri.queryParameters.getAll(name).count > 1 {
+            throw HTTPError(.badRequest, message: "\(name) is given more than once: give it once.")
+        }
     }
 
     static func offeredProtocols(_ request: Request) -> [String] {

@@ -445,6 +445,8 @@ func signalled(_ semaphore: DispatchSemaphore, seconds: Int = 10) async -> Bool 
         #expect(ambiguousHead.contains(" 400 ") && ambiguous.contains("s starts 2 session ids."), "\(ambiguousHead)\(ambiguous)")
         let (missing, missingHead) = try await httpGet(port: relay.port, path: "/v1/sessions/nope/export", headers: auth)
         #expect(missingHead.contains(" 404 ") && missing.contains("No recorded session nope"), "\(missing)")
+        let (twice, twiceHead) = try await httpGet(port: relay.port, path: "/v1/sessions/s1/export?format=csv&format=json", headers: auth)
+        #expect(twiceHead.contains(" 400 ") && twice.contains("format is given more than once"), "\(twiceHead)\(twice)")
         let (bad, badHead) = try await httpGet(port: relay.port, path: "/v1/sessions/s1/export?format=edf", headers: auth)
         #expect(badHead.contains(" 400 ") && bad.contains("format=csv, format=json"), "\(bad)")
         let (none, noneHead) = try await httpGet(port: relay.port, path: "/v1/sessions/s1/export?format=ecg-csv", headers: auth)
