@@ -186,15 +186,21 @@ public struct RelayServer: Sendable {
                     throw HTTPError(.unauthorized, message: "A valid relay token is required (Authorization: Bearer TOKEN); create one with `hr-gateway token create`.")
                 }
                 // Said, not clamped: ?limit=0 gave one session without a word.
-                try Self.atMostOnce(["limit"], in: request)
+                try Self.atMostOnce(["limit", "before"], in: request)
                 let asked = request.uri.queryParameters.get("limit")
                 let limit = asked.map { Int($0) } ?? 50
                 guard let limit, (1...500).contains(limit) else {
                     throw HTTPError(.badRequest, message: "limit must be a whole number from 1 to 500, got \((asked ?? "").prefix(20))")
                 }
-                let text: String
-                do { text = try await Self.archiveRead { try archive.listJSON(limit: limit) } } catch {
+                // The next page: the sessions that started before the last one listed (its whole id).
+                let before = request.uri.queryParameters.get("before").map { String($0.removingPercentEncoding ?? $0) }
+                let found: String?
+                do { found = try await Self.archiveRead { try archive.listJSON(limit: limit, before: before) } } catch {
                     throw HTTPError(.internalServerError, message: "The session store cannot be read: \(error)")
+                }
+                guard let text = found else {
+                    throw HTTPError(.badRequest, message: "before names no recorded session (\((before ?? "").prefix(64))): give the "
+                        + "whole session_id of the last session of the previous page.")
                 }
                 return Response(
                     status: .ok, headers: [.contentType: "application/json", .cacheControl: "no-store"],

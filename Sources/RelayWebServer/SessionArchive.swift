@@ -7,8 +7,9 @@ import SystemCalls
 /// The server calls it from threads of its own (never the concurrency pool's), the list, plans and several exports
 /// at once: an implementation must be safe to call so.
 public protocol SessionArchive: Sendable {
-    /// The newest `limit` sessions, newest first, as a JSON array text (the objects of `sessions list --json`).
-    func listJSON(limit: Int) throws -> String
+    /// The newest `limit` sessions, newest first, as a JSON array text (the objects of `sessions list --json`); with
+    /// `before` (a session's whole id), those that started before it (the next page); nil when no session has that id.
+    func listJSON(limit: Int, before: String?) throws -> String?
     /// What an export of session `id` in `format` would be, found without making it (a `HEAD` needs no more, and a
     /// download's status is known before its first byte): nil when no session has that id or an id starting with it
     /// (the command line's prefixes); throws `SessionArchiveError`: `badFormat` for a format it does not write,

@@ -278,8 +278,23 @@ public final class SessionStore: Sendable {
 
     /// Every session, oldest first; with `newest`, only that many of the latest. Each session's counts are read
     /// from its samples, so the limit is applied first (a relay page of 20 counted the beats of every session).
-    public func list(newest limit: Int? = nil) throws(StoreError) -> [RecordedSession] {
+    /// With `before` (a session's whole id), only the sessions that started before it (a page after the one that
+    /// ended with it: ordered by start, then id, so that none is skipped or repeated); `sessionNotFound` when no
+    /// session has that id.
+    public func list(newest limit: Int? = nil, before: String? = nil) throws(StoreError) -> [RecordedSession] {
         try read { db in
+            if let before {
+                guard try String.fetchOne(db, sql: "SELECT id FROM sessions WHERE id = ?", arguments: [before]) != nil else {
+                    throw StoreError.sessionNotFound(before)
+                }
+                return try Row.fetchAll(
+                    db, sql: Self.summarySQL + """
+                         WHERE s.id IN (SELECT id FROM sessions
+                            WHERE (started_at_ms, id) < (SELECT started_at_ms, id FROM sessions WHERE id = ?)
+                            ORDER BY started_at_ms DESC, id DESC LIMIT ?)
+                        ORDER BY s.started_at_ms, s.id
+                        """, arguments: [before, max(0, limit ?? Int(Int32.max))]).map(Self.session)
+            }
             if let limit {
                 return try Row.fetchAll(
                     db, sql: Self.summarySQL + """

@@ -26,9 +26,13 @@ final class StoreSessionArchive: SessionArchive {
         return try body(store)
     }
 
-    func listJSON(limit: Int) throws -> String {
+    func listJSON(limit: Int, before: String?) throws -> String? {
         try withStore { store in
-            let newest = try store.list(newest: limit).reversed()
+            let newest: [RecordedSession]
+            do throws(StoreError) { newest = try store.list(newest: limit, before: before).reversed() } catch {
+                if case .sessionNotFound = error { return nil }
+                throw error
+            }
             return JSONValue.array(newest.map(store.listed)).jsonString
         }
     }

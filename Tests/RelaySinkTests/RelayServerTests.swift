@@ -309,8 +309,10 @@ func signalled(_ semaphore: DispatchSemaphore, seconds: Int = 10) async -> Bool 
     /// Two sessions in memory, as the gateway's store adapter would answer (a prefix of one id names it).
     struct TwoSessions: SessionArchive {
         var spoolDirectory: String { NSTemporaryDirectory() }
-        func listJSON(limit: Int) throws -> String {
-            "[" + [#"{"session_id":"s2"}"#, #"{"session_id":"s1"}"#].prefix(limit).joined(separator: ",") + "]"
+        func listJSON(limit: Int, before: String?) throws -> String? {
+            let newestFirst = ["s2", "s1"]
+            guard let start = before.map({ newestFirst.firstIndex(of: $0).map { $0 + 1 } }) ?? 0 else { return nil }
+            return "[" + newestFirst.dropFirst(start).prefix(limit).map { #"{"session_id":""# + $0 + #""}"# }.joined(separator: ",") + "]"
         }
         func plan(id: String, format: String) throws -> ExportPlan? {
             guard ["csv", "json", "ecg-csv"].contains(format) else {
@@ -340,7 +342,7 @@ func signalled(_ semaphore: DispatchSemaphore, seconds: Int = 10) async -> Bool 
             self.parts = parts
             gate = gated ? DispatchSemaphore(value: 0) : nil
         }
-        func listJSON(limit: Int) throws -> String { "[]" }
+        func listJSON(limit: Int, before: String?) throws -> String? { "[]" }
         func plan(id: String, format: String) throws -> ExportPlan? {
             ExportPlan(id: id, format: format, contentType: "text/csv; charset=utf-8", filename: "session-\(id).csv")
         }
@@ -427,6 +429,10 @@ func signalled(_ semaphore: DispatchSemaphore, seconds: Int = 10) async -> Bool 
         #expect(head.contains(" 200 ") && head.lowercased().contains("content-type: application/json"))
         #expect(list == #"[{"session_id":"s2"},{"session_id":"s1"}]"#)
         #expect(try await httpGet(port: relay.port, path: "/v1/sessions?limit=1", headers: auth).0 == #"[{"session_id":"s2"}]"#)
+        // The next page starts after the last session of the previous one.
+        #expect(try await httpGet(port: relay.port, path: "/v1/sessions?limit=1&before=s2", headers: auth).0 == #"[{"session_id":"s1"}]"#)
+        let (unknown, unknownHead) = try await httpGet(port: relay.port, path: "/v1/sessions?before=zz", headers: auth)
+        #expect(unknownHead.contains(" 400 ") && unknown.contains("before names no recorded session (zz)"), "\(unknownHead)\(unknown)")
         for bad in ["0", "-3", "501", "x"] {
             let (body, head) = try await httpGet(port: relay.port, path: "/v1/sessions?limit=\(bad)", headers: auth)
             #expect(head.contains(" 400 ") && body.contains("limit must be a whole number from 1 to 500"), "\(bad): \(body)")
@@ -459,7 +465,7 @@ func signalled(_ semaphore: DispatchSemaphore, seconds: Int = 10) async -> Bool 
     final class StalledArchive: SessionArchive {
         let gate = DispatchSemaphore(value: 0)
         let entered = DispatchSemaphore(value: 0)
-        func listJSON(limit: Int) throws -> String {
+        func listJSON(limit: Int, before: String?) throws -> String? {
             entered.signal()
             gate.wait()
             return "[]"
@@ -484,7 +490,7 @@ func signalled(_ semaphore: DispatchSemaphore, seconds: Int = 10) async -> Bool 
         let made = Mutex(0)
         init(_ kind: Kind) { self.kind = kind }
         var spoolDirectory: String { NSTemporaryDirectory() }
-        func listJSON(limit: Int) throws -> String { "[]" }
+        func listJSON(limit: Int, before: String?) throws -> String? { "[]" }
         func plan(id: String, format: String) throws -> ExportPlan? {
             ExportPlan(id: id, format: format, contentType: "text/csv; charset=utf-8", filename: "session-\(id).csv")
         }

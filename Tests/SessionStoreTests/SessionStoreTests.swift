@@ -271,6 +271,14 @@ final class Seen: Sendable {
         #expect(try store.list(newest: 2).map(\.id) == ["empty", "moving"])
         #expect(try store.list(newest: 1).first?.sampleCount == 1)
         #expect(try store.session(id: "mixed") == m)
+        // Pages: the sessions that started before a given one, none skipped or repeated when two share a start.
+        let twin = SessionRecorder(store: store, config: SessionConfig(sessionId: "twin", mode: .focus, durationSec: 60), nowMs: t0 + 10_000) { _ in }
+        twin.finish()
+        #expect(try store.list(newest: 2).map(\.id) == ["twin", "moving"])
+        #expect(try store.list(newest: 2, before: "twin").map(\.id) == ["mixed", "empty"])
+        #expect(try store.list(newest: 2, before: "empty").map(\.id) == ["mixed"])
+        #expect(try store.list(newest: 2, before: "mixed").isEmpty)
+        #expect(throws: StoreError.self) { try store.list(newest: 2, before: "nosuch") }
         #expect(try store.session(id: "nosuch") == nil)
     }
 
