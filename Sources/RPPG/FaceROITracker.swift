@@ -285,30 +285,27 @@ public struct FaceROITracker: Sendable {
             return m
         }
 
-        // The held mask follows the box; its mean is kept continuous across the change as `whole` is (below), with
-        // the old mask on the old box and the new on the new, both on this frame.
-        var heldBefore: RGBMean?
+        // Continuity across box moves: the frame is measured with the previous box too (and its held mask), and the
+        // means are scaled so that the trace does not step where the region changed (a step is broadband and swamps
+        // the pulse). The held mask follows the box (`frozenBox` is the previous frame's box, as `measuredBox` is).
+        var before: (whole: RGBMean?, held: RGBMean?)
+        if detector != nil, let previous = measuredBox, previous != box {
+            let old = self.scan(reader, box: previous, layout: layout, frozenMask: frozenBox == previous ? frozenMask : nil)
+            before = (old.total.mean(R.nativeIsRGB), old.frozen.mean(R.nativeIsRGB))
+        }
         if detector != nil, frozenBox != box {
-            if let previous = frozenBox {
-                heldBefore = self.scan(reader, box: previous, layout: layout, frozenMask: frozenMask).frozen.mean(R.nativeIsRGB)
-            }
             frozenMask = heldSkinMask(reader, box: box, layout: layout)
             frozenBox = box
         }
         let scan = self.scan(reader, box: box, layout: layout, frozenMask: detector != nil ? frozenMask : nil)
-        if let old = heldBefore, let new = scan.frozen.mean(R.nativeIsRGB), new.r > 0, new.g > 0, new.b > 0 {
-            frozenGain = RGBMean(r: frozenGain.r * old.r / new.r, g: frozenGain.g * old.g / new.g, b: frozenGain.b * old.b / new.b)
+        func scaled(_ gain: RGBMean, _ old: RGBMean?, _ new: RGBMean?) -> RGBMean {
+            guard let old, let new, new.r > 0, new.g > 0, new.b > 0 else { return gain }
+            return RGBMean(r: gain.r * old.r / new.r, g: gain.g * old.g / new.g, b: gain.b * old.b / new.b)
         }
+        continuityGain = scaled(continuityGain, before.whole, scan.total.mean(R.nativeIsRGB))
+        frozenGain = scaled(frozenGain, before.held, scan.frozen.mean(R.nativeIsRGB))
         let (sums, clipped, visited) = (scan.sums, scan.clipped, scan.visited)
         let total = scan.total
-        // Continuity across box moves: the frame is measured with the previous box too, and the means are scaled so
-        // that the trace does not step where the region changed (a step is broadband and swamps the pulse).
-        if detector != nil, let previous = measuredBox, previous != box,
-           let new = total.mean(R.nativeIsRGB), let old = self.scan(reader, box: previous, layout: layout).total.mean(R.nativeIsRGB),
-           new.r > 0, new.g > 0, new.b > 0 {
-            continuityGain = RGBMean(r: continuityGain.r * old.r / new.r, g: continuityGain.g * old.g / new.g,
-                                     b: continuityGain.b * old.b / new.b)
-        }
         measuredBox = box
         m.forehead = sums[0].mean(R.nativeIsRGB)
         m.leftCheek = sums[1].mean(R.nativeIsRGB)
