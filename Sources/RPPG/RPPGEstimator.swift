@@ -430,10 +430,12 @@ public struct RPPGEstimator: Sendable {
         while f <= hz + 0.1 + 1e-9 {
             var re = [0.0, 0.0, 0.0], im = [0.0, 0.0, 0.0]
             let w = 2 * Double.pi * f / fs
-            for c in 0..<3 {
-                for (k, x) in channels[c].enumerated() {
-                    re[c] += x * cos(w * Double(k))
-                    im[c] -= x * sin(w * Double(k))
+            for k in channels[0].indices {
+                // One cosine and sine per sample, for the three channels.
+                let (cs, sn) = (cos(w * Double(k)), sin(w * Double(k)))
+                for c in 0..<3 {
+                    re[c] += channels[c][k] * cs
+                    im[c] -= channels[c][k] * sn
                 }
             }
             for i in 0..<3 { for j in 0..<3 { s[3 * i + j] += re[i] * re[j] + im[i] * im[j] } }

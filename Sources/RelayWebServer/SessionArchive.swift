@@ -109,33 +109,20 @@ public final class ExportBody: Sendable {
             }
             if let failure { throw failure }
         }
-        let resumed = state.withLock { s -> [CheckedContinuation<Void, Never>] in
+        changeAndWake { s in
             if fd < 0 { s.memory?.append(contentsOf: bytes) }
             s.size += bytes.count
-            defer { s.waiting = [] }
-            return s.waiting
         }
-        for r in resumed { r.resume() }
     }
 
     /// Says that the export is over (the thread that made it, once it returned or threw).
     public func end(_ end: End) {
-        let resumed = state.withLock { s -> [CheckedContinuation<Void, Never>] in
-            s.end = end
-            defer { s.waiting = [] }
-            return s.waiting
-        }
-        for r in resumed { r.resume() }
+        changeAndWake { $0.end = end }
     }
 
     /// Nobody reads the export any more: the next `write` throws `Cancelled`.
     public func cancel() {
-        let resumed = state.withLock { s -> [CheckedContinuation<Void, Never>] in
-            s.cancelled = true
-            defer { s.waiting = [] }
-            return s.waiting
-        }
-        for r in resumed { r.resume() }
+        changeAndWake { $0.cancelled = true }
     }
 
     /// Returns once more than `offset` bytes are written, or the export is over (or cancelled), or the calling task
@@ -143,7 +130,7 @@ public final class ExportBody: Sendable {
     public func progress(beyond offset: Int) async -> Progress {
         await withTaskCancellationHandler {
             await withCheckedContinuation { (ready: CheckedContinuation<Void, Never>) in
-                // Checked under the lock that `wakeWaiters` takes: a cancellation before this is seen here, one after
+                // Checked under the lock that `changeAndWake` takes: a cancellation before this is seen here, one after
                 // it finds the continuation to resume.
                 let now = state.withLock { s -> Bool in
                     if s.size > offset || s.end != nil || s.cancelled || Task.isCancelled { return true }
@@ -153,7 +140,7 @@ public final class ExportBody: Sendable {
                 if now { ready.resume() }
             }
         } onCancel: {
-            wakeWaiters()
+            changeAndWake { _ in }
         }
         return progressNow
     }
@@ -161,9 +148,10 @@ public final class ExportBody: Sendable {
     /// What is written so far, and how the export ended if it did.
     public var progressNow: Progress { state.withLock { Progress(size: $0.size, end: $0.end) } }
 
-    /// Resumes every `progress` waiting, which returns what is written now (the export goes on).
-    private func wakeWaiters() {
+    /// Applies `change` and resumes every `progress` waiting (outside the lock), which returns what it sees then.
+    private func changeAndWake(_ change: (inout State) -> Void) {
         let resumed = state.withLock { s -> [CheckedContinuation<Void, Never>] in
+            change(&s)
             defer { s.waiting = [] }
             return s.waiting
         }

@@ -66,7 +66,7 @@ struct CameraOptions: ParsableArguments {
 
     /// What to say of a device that is a regular file (a recording given as a camera) or a directory, else nil: the
     /// session started and ended at once with "not a V4L2 video device".
-    static func recordedFile(_ device: String, option: String = "--camera") -> String? {
+    static func notACamera(_ device: String, option: String = "--camera") -> String? {
         var st = stat()
         guard device != automatic else { return nil }
         // A missing device is the session's error (exit status 1), as a camera unplugged before it opens is.
@@ -95,7 +95,7 @@ struct CameraOptions: ParsableArguments {
     func check() throws {
         if let camera, camera.isEmpty { throw ValidationError("--camera needs a device path such as /dev/video0, or auto.") }
         if let camera, let meant = Self.meantAutomatic(camera) { throw ValidationError(meant) }
-        if let camera, let recorded = Self.recordedFile(camera) { throw ValidationError(recorded) }
+        if let camera, let why = Self.notACamera(camera) { throw ValidationError(why) }
         if cameraWidth == 0 || cameraHeight == 0 {
             throw ValidationError("--camera-width and --camera-height must be positive numbers of pixels.")
         }

@@ -84,7 +84,7 @@ struct CamerasCommand: AsyncParsableCommand {
         guard frames >= 1 else { throw ValidationError("--frames must be at least 1 (got \(frames)).") }
         if capturePath?.isEmpty == true { throw ValidationError("--capture needs a device path such as /dev/video0, or auto.") }
         if let capturePath, let meant = CameraOptions.meantAutomatic(capturePath, option: "--capture") { throw ValidationError(meant) }
-        if let capturePath, let recorded = CameraOptions.recordedFile(capturePath, option: "--capture") { throw ValidationError(recorded) }
+        if let capturePath, let why = CameraOptions.notACamera(capturePath, option: "--capture") { throw ValidationError(why) }
         guard [0, 50, 60].contains(mains) else { throw ValidationError("--mains must be 50, 60 or 0 (got \(mains)).") }
         guard width > 0, height > 0 else { throw ValidationError("--width and --height must be positive.") }
         guard fps > 0, fps.isFinite else { throw ValidationError("--fps must be a positive number (got \(fps)).") }

@@ -64,7 +64,7 @@ struct ConfigCheckCommand: ParsableCommand {
         guard let path = GatewayConfiguration.locate(explicit: file ?? config) else {
             print("No configuration file (looked for ~/.config/hr-gateway/hr-gateway.toml and "
                 + "/etc/hr-gateway/hr-gateway.toml): the defaults apply.")
-            try show(GatewayConfiguration())
+            try show(Self.inEffect(GatewayConfiguration()))
             return
         }
         let loaded: (GatewayConfiguration, warnings: [String])
@@ -87,13 +87,20 @@ struct ConfigCheckCommand: ParsableCommand {
             throw ExitCode.failure
         }
         for w in loaded.warnings { print("warning: \(w)") }
-        // The environment overrides the file: an invalid HR_GATEWAY_* value is said before the file is called valid.
-        var effective = loaded.0
-        do { try effective.applyEnvironment(ProcessInfo.processInfo.environment) } catch {
+        // An invalid HR_GATEWAY_* value is said before the file is called valid.
+        let effective = try Self.inEffect(loaded.0)
+        print("\(path): valid")
+        try show(effective)
+    }
+
+    /// `file` with the environment applied over it; an invalid HR_GATEWAY_* value is an error (the file may be
+    /// valid, but a service would fail on it).
+    static func inEffect(_ file: GatewayConfiguration) throws -> GatewayConfiguration {
+        var c = file
+        do { try c.applyEnvironment(ProcessInfo.processInfo.environment) } catch {
             throw CommandFailure("the environment: \(error). HR_GATEWAY_* variables override the file: correct or unset it.")
         }
-        print("\(path): valid")
-        try show(loaded.0)
+        return c
     }
 
     /// A variable's value when it is set and not empty (empty ones are not taken).
@@ -101,12 +108,8 @@ struct ConfigCheckCommand: ParsableCommand {
         ProcessInfo.processInfo.environment[name].flatMap { $0.isEmpty ? nil : $0 }
     }
 
-    private func show(_ file: GatewayConfiguration) throws {
-        var c = file
-        do { try c.applyEnvironment(ProcessInfo.processInfo.environment) } catch {
-            // The file may be valid; the environment, which overrides it, is not (and a service would fail on it).
-            throw CommandFailure("the environment: \(error). HR_GATEWAY_* variables override the file: correct or unset it.")
-        }
+    /// The settings in effect (`inEffect`), a row each.
+    private func show(_ c: GatewayConfiguration) throws {
         var rows: [(String, String)] = [
             ("log_level", logLevel.map { "\($0.rawValue) (--log-level)" }
                 ?? c.logLevel.rawValue + (Self.environment("HR_GATEWAY_LOG_LEVEL") != nil ? " (HR_GATEWAY_LOG_LEVEL)" : "")),
